@@ -1,0 +1,30 @@
+// Command kubectl-dbops is a kubectl plugin (kubectl dbops ...) that runs
+// database operators' careful procedures by hand.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/commands"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+func main() {
+	// The first SIGINT/SIGTERM cancels the context: the running step
+	// finishes or is safely abandoned and the journal is kept (exit 130).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	err := commands.NewRootCmd(streams).ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+	}
+	stop()
+	os.Exit(ops.ExitCode(err))
+}

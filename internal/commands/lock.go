@@ -1,0 +1,179 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+)
+
+// LockOptions holds `lock` and `deny` subcommand flags.
+type LockOptions struct {
+	*GlobalOptions
+	Cluster  string
+	ID       string // --id: act as this lock ID (lock) / the ID to deny or allow (deny)
+	Duration time.Duration
+	Reason   string
+}
+
+// NewLockOptions returns options bound to the shared flags.
+func NewLockOptions(g *GlobalOptions) *LockOptions { return &LockOptions{GlobalOptions: g} }
+
+// NewLockCmd builds `lock status|acquire|release`.
+func NewLockCmd(g *GlobalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lock",
+		Short: "Show, take or give up a cluster's lock",
+		Long: `Every mutating command takes one lock per database cluster (a
+coordination.k8s.io Lease named dbops-<cluster>). Use these commands to see who
+holds it, to hold it by hand across several commands (e.g. during an incident),
+and to release it.`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newLockStatusCmd(g), newLockAcquireCmd(g), newLockReleaseCmd(g))
+	return cmd
+}
+
+func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
+	o := NewLockOptions(g)
+	return &cobra.Command{
+		Use:               "status CLUSTER",
+		Short:             "Show the lock holder, expiry, deny list and any unfinished operation",
+		Example:           "  kubectl dbops lock status mycrate\n  kubectl dbops lock status mycrate -o json",
+		Args:              clusterArg,
+		ValidArgsFunction: completeClusters(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Cluster = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			m, err := o.manager(commandContext(cmd))
+			if err != nil {
+				return err
+			}
+			st, err := m.Status(commandContext(cmd))
+			if err != nil {
+				return err
+			}
+			if o.Output != "text" {
+				return writeStructured(o.Out, st, o.Output)
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
+			writeLockText(&b, st)
+			_, err = fmt.Fprint(o.Out, b.String())
+			return err
+		},
+	}
+}
+
+func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
+	o := NewLockOptions(g)
+	cmd := &cobra.Command{
+		Use:   "acquire CLUSTER [--id ID] [--duration D] [--reason R]",
+		Short: "Take the cluster lock by hand (extends it when you hold it already)",
+		Example: `  # Hold the lock for an hour while investigating
+  kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"`,
+		Args:              clusterArg,
+		ValidArgsFunction: completeClusters(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Cluster = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			ctx := commandContext(cmd)
+			m, err := o.manager(ctx)
+			if err != nil {
+				return err
+			}
+			if o.DryRun {
+				_, err := fmt.Fprintf(o.Out, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
+				return err
+			}
+			held, err := m.AcquireWithReason(ctx, "manual lock", o.Reason)
+			if err != nil {
+				return err
+			}
+			info := held.Info()
+			if o.Output != "text" {
+				return writeStructured(o.Out, info, o.Output)
+			}
+			_, err = fmt.Fprintf(o.Out, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
+				info.Expires.UTC().Format(time.RFC3339))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to act as (default: --lock-id or <user>@<host>)")
+	cmd.Flags().DurationVar(&o.Duration, "duration", 0, "How long to hold the lock (default --lock-duration, 10m)")
+	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why you hold the lock (shown to others)")
+	return cmd
+}
+
+func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
+	o := NewLockOptions(g)
+	cmd := &cobra.Command{
+		Use:               "release CLUSTER [--id ID]",
+		Short:             "Give up the cluster lock (only when you hold it)",
+		Example:           "  kubectl dbops lock release mycrate",
+		Args:              clusterArg,
+		ValidArgsFunction: completeClusters(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Cluster = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			ctx := commandContext(cmd)
+			m, err := o.manager(ctx)
+			if err != nil {
+				return err
+			}
+			if o.DryRun {
+				_, err := fmt.Fprintf(o.Out, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
+				return err
+			}
+			if err := m.Release(ctx); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(o.Out, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to release as (default: --lock-id or <user>@<host>)")
+	return cmd
+}
+
+// Validate checks flags.
+func (o *LockOptions) Validate() error {
+	if err := o.GlobalOptions.Validate(); err != nil {
+		return err
+	}
+	if o.Duration < 0 || (o.Duration > 0 && o.Duration < 10*time.Second) {
+		return ops.Usagef("--duration must be at least 10s (got %s)", o.Duration)
+	}
+	return nil
+}
+
+// manager finds the cluster (so an unknown one is refused with exit 2)
+// and returns its lock manager.
+func (o *LockOptions) manager(ctx context.Context) (*lock.Manager, error) {
+	cl, c, err := o.discover(ctx, o.Cluster, false)
+	if err != nil {
+		return nil, err
+	}
+	id := o.ID
+	if id == "" {
+		if id, err = o.ResolveLockID(); err != nil {
+			return nil, err
+		}
+	}
+	d := o.Duration
+	if d == 0 {
+		d = o.LockDuration
+	}
+	return &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: d, Clock: cl.Clock}, nil
+}

@@ -1,0 +1,129 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+)
+
+// Default operation timeouts, after the operators' seeds.
+const (
+	defaultBootstrapTimeout = 1800 * time.Second
+	defaultScalingTimeout   = 3600 * time.Second
+	defaultRestartTimeout   = 3600 * time.Second
+)
+
+// discover finds the cluster. Mutating commands refuse operator-owned
+// clusters unless --ignore-operator is given, because the operator would
+// undo or fight the changes.
+func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool) (*Clients, *ops.Cluster, error) {
+	cl, err := g.Clients()
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := g.Namespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine})
+	if err != nil {
+		return nil, nil, err
+	}
+	if mutating && c.Operator != "" && !g.IgnoreOperator {
+		return nil, nil, ops.Preconditionf("cluster %s/%s is managed by an operator (%s); it would fight manual changes: pause it, or pass --ignore-operator",
+			c.Namespace, c.Name, c.Operator)
+	}
+	return cl, c, nil
+}
+
+// engine returns the adapter for a discovered cluster.
+func (g *GlobalOptions) engine(cl *Clients, c *ops.Cluster) (ops.Engine, error) {
+	switch c.Engine {
+	case ops.EngineGeneric:
+		return ops.GenericEngine{Client: cl.Kube}, nil
+	default:
+		return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
+			c.Engine, c.Name)
+	}
+}
+
+// timeoutOr returns --timeout, else the environment variable env (seconds),
+// else def.
+func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration, error) {
+	if g.Timeout > 0 {
+		return g.Timeout, nil
+	}
+	if env != "" {
+		if v := g.Getenv(env); v != "" {
+			var secs int
+			if _, err := fmt.Sscanf(v, "%d", &secs); err != nil || secs <= 0 || fmt.Sprint(secs) != v {
+				return 0, ops.Usagef("%s must be a positive number of seconds, got %q", env, v)
+			}
+			return time.Duration(secs) * time.Second, nil
+		}
+	}
+	return def, nil
+}
+
+// execute is the shared tail of every mutating command: dry-run, confirm,
+// lock, run with the chosen view.
+func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
+	if g.DryRun {
+		return writePlan(g.Out, plan.View(), g.Output)
+	}
+	if g.Output == "yaml" {
+		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
+	}
+	if plan.Destructive && len(plan.Steps) > 0 && !g.Yes {
+		if !g.IsTerminal() {
+			return ops.Usagef("refusing to %s %s/%s without confirmation: no terminal to ask on; pass --yes (see the plan with --dry-run)",
+				plan.Operation, c.Namespace, c.Name)
+		}
+		if err := ops.WritePlanText(g.ErrOut, plan.View()); err != nil {
+			return err
+		}
+		ok, err := confirm(g.In, g.ErrOut, fmt.Sprintf("Run %s on %s/%s (%d steps)?", plan.Operation, c.Namespace, c.Name, len(plan.Steps)))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
+		}
+	}
+	lockID, err := g.ResolveLockID()
+	if err != nil {
+		return err
+	}
+	exec := &ops.Executor{
+		LockID:  lockID,
+		Clock:   cl.Clock,
+		Auditor: &ops.KubeAuditor{Client: cl.Kube, Clock: cl.Clock, Instance: lockID},
+		Timeout: timeout,
+	}
+	if g.DisableLocks {
+		fmt.Fprintf(g.ErrOut, "WARNING: --disable-locks: running %s on %s/%s WITHOUT the cluster lock; concurrent operations will not be stopped and no journal is kept\n",
+			plan.Operation, c.Namespace, c.Name)
+		for _, grp := range c.Groups {
+			exec.Auditor.Record(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, //nolint:errcheck // best effort: the run must not depend on it
+				Name: grp.StatefulSet, UID: string(grp.Object.GetUID())}, "DbopsLocksDisabled",
+				fmt.Sprintf("%s started with --disable-locks by %s", plan.Operation, lockID))
+		}
+	} else {
+		exec.Locker = &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: lockID,
+			Duration: g.LockDuration, Clock: cl.Clock}
+	}
+	return g.runWithView(ctx, exec, plan)
+}
+
+// writePlan prints a plan as text, JSON or YAML.
+func writePlan(w io.Writer, v *ops.PlanView, format string) error {
+	if format == "text" {
+		return ops.WritePlanText(w, v)
+	}
+	return writeStructured(w, v, format)
+}

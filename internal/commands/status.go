@@ -1,0 +1,240 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+)
+
+// StatusAPIVersion versions the `status -o json|yaml` schema.
+const StatusAPIVersion = "dbops.io/v1alpha1"
+
+// ClusterStatus is the documented `status -o json|yaml` schema.
+type ClusterStatus struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Cluster    *ops.Cluster `json:"cluster"`
+	Lock       *lock.State  `json:"lock"`
+	Health     *ops.Health  `json:"health"`
+	// Warnings lists what could not be read (e.g. lock RBAC), so partial
+	// status is still shown.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// StatusOptions holds `status` flags.
+type StatusOptions struct {
+	*GlobalOptions
+	Cluster string
+}
+
+// NewStatusOptions returns options bound to the shared flags.
+func NewStatusOptions(g *GlobalOptions) *StatusOptions { return &StatusOptions{GlobalOptions: g} }
+
+// NewStatusCmd builds `status CLUSTER`.
+func NewStatusCmd(g *GlobalOptions) *cobra.Command {
+	o := NewStatusOptions(g)
+	return &cobra.Command{
+		Use:   "status CLUSTER",
+		Short: "Show node groups, pods, lock, deny list, interrupted operations and health",
+		Example: `  kubectl dbops status mycrate -n prod
+  kubectl dbops status mycrate -o json | jq .lock.holder`,
+		Args:              clusterArg,
+		ValidArgsFunction: completeClusters(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Cluster = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(commandContext(cmd))
+		},
+	}
+}
+
+// Validate checks flags.
+func (o *StatusOptions) Validate() error {
+	if err := o.GlobalOptions.Validate(); err != nil {
+		return err
+	}
+	if o.DryRun {
+		return ops.Usagef("--dry-run does not apply to status (it never changes anything)")
+	}
+	return nil
+}
+
+// Run reads and prints the status.
+func (o *StatusOptions) Run(ctx context.Context) error {
+	st, err := o.collect(ctx)
+	if err != nil {
+		return err
+	}
+	switch o.Output {
+	case "json", "yaml":
+		return writeStructured(o.Out, st, o.Output)
+	}
+	return writeStatusText(o.Out, st, o.clockNow())
+}
+
+func (o *StatusOptions) clockNow() time.Time {
+	if o.clients != nil && o.clients.Clock != nil {
+		return o.clients.Clock.Now()
+	}
+	return time.Now()
+}
+
+func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
+	cl, c, err := o.discover(ctx, o.Cluster, false)
+	if err != nil {
+		return nil, err
+	}
+	st := &ClusterStatus{APIVersion: StatusAPIVersion, Kind: "ClusterStatus", Cluster: c}
+	id, err := o.ResolveLockID()
+	if err != nil {
+		return nil, err
+	}
+	lm := &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: o.LockDuration, Clock: cl.Clock}
+	if ls, err := lm.Status(ctx); err != nil {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("lock: %v", err))
+	} else {
+		st.Lock = ls
+	}
+	if eng, err := o.engine(cl, c); err == nil {
+		h, err := eng.Health(ctx, c)
+		switch {
+		case err != nil && errors.Is(err, context.Canceled):
+			return nil, err
+		case err != nil:
+			st.Warnings = append(st.Warnings, fmt.Sprintf("health: %v", err))
+		default:
+			st.Health = h
+		}
+	} else {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
+	return st, nil
+}
+
+// writeStatusText prints the human status view.
+func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
+	c := st.Cluster
+	var b strings.Builder
+	fmt.Fprintf(&b, "Cluster:  %s/%s (engine %s, layout %s)\n", c.Namespace, c.Name, c.Engine, c.Layout)
+	if c.Operator != "" {
+		fmt.Fprintf(&b, "Operator: %s (mutating commands need --ignore-operator)\n", c.Operator)
+	}
+	if st.Health != nil {
+		fmt.Fprintf(&b, "Health:   %s", st.Health.Status)
+		if st.Health.Message != "" {
+			fmt.Fprintf(&b, " (%s)", st.Health.Message)
+		}
+		b.WriteString("\n")
+	}
+	writeLockText(&b, st.Lock)
+	b.WriteString("\nNode groups:\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  GROUP\tSTATEFULSET\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
+	for _, g := range c.Groups {
+		role := g.Role
+		if g.MasterEligible && role != ops.RoleMaster {
+			role += " (master-eligible)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.StatefulSet, role, g.Order, g.Desired, g.Current, g.Ready)
+	}
+	tw.Flush()
+	b.WriteString("\nPods:\n")
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
+	for _, p := range c.AllPods() {
+		ready := "no"
+		if p.Ready {
+			ready = "yes"
+		}
+		phase := p.Phase
+		if p.Deleting {
+			phase += " (terminating)"
+		}
+		age := "-"
+		if !p.Created.IsZero() {
+			age = duration.HumanDuration(now.Sub(p.Created))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, p.Group, p.Ordinal, ready, phase,
+			dash(p.Node), dash(p.Zone), p.Restarts, age)
+	}
+	tw.Flush()
+	for _, wmsg := range st.Warnings {
+		fmt.Fprintf(&b, "\nWARNING: %s\n", wmsg)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeLockText(b *strings.Builder, ls *lock.State) {
+	if ls == nil {
+		return
+	}
+	switch {
+	case ls.Holder == "":
+		b.WriteString("Lock:     free\n")
+	default:
+		state := "held"
+		switch {
+		case ls.Expired:
+			state = "expired"
+		case ls.HolderDenied:
+			state = "held by a denied ID"
+		}
+		fmt.Fprintf(b, "Lock:     %s by %s", state, ls.Holder)
+		if ls.Operation != "" {
+			fmt.Fprintf(b, " (%s)", ls.Operation)
+		}
+		if ls.Expires != nil {
+			fmt.Fprintf(b, " until %s", ls.Expires.UTC().Format(time.RFC3339))
+		}
+		if ls.Reason != "" {
+			fmt.Fprintf(b, ", reason: %s", ls.Reason)
+		}
+		b.WriteString("\n")
+	}
+	if len(ls.DenyList) == 0 {
+		b.WriteString("Denied:   none\n")
+	}
+	for _, d := range ls.DenyList {
+		fmt.Fprintf(b, "Denied:   %s (by %s at %s", d.ID, d.By, d.At.UTC().Format(time.RFC3339))
+		if d.Reason != "" {
+			fmt.Fprintf(b, ": %s", d.Reason)
+		}
+		b.WriteString(")\n")
+	}
+	if j := ls.Journal; j != nil {
+		switch j.State {
+		case ops.JournalSucceeded:
+			fmt.Fprintf(b, "Last op:  %s %s by %s succeeded %s\n", j.Operation, j.Args, j.Holder, j.Updated.UTC().Format(time.RFC3339))
+		default:
+			fmt.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
+				j.Operation, j.Args, j.Holder, j.State, j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
+			if j.Current != "" {
+				fmt.Fprintf(b, ", was at %s", j.Current)
+			}
+			b.WriteString("\n  re-run the same command to resume it\n")
+			if j.Error != "" {
+				fmt.Fprintf(b, "  last error: %s\n", j.Error)
+			}
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,56 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/tui"
+)
+
+// confirm asks on the terminal; only called when stdin is one.
+func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
+	ok, err := tui.Confirm(in, out, question)
+	if err != nil {
+		return false, fmt.Errorf("reading the confirmation: %w", err)
+	}
+	return ok, nil
+}
+
+// runWithView runs the executor with one of the three views of its events:
+// NDJSON for -o json, the Bubble Tea TUI on a terminal, plain lines
+// otherwise (CI).
+func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan) error {
+	switch {
+	case g.Output == "json":
+		sink := tui.NewJSON(g.Out)
+		exec.Sink = sink
+		return exec.Run(ctx, plan)
+	case g.NoTUI || !g.IsTerminal():
+		sink := tui.NewPlain(g.Out, tui.PlainOptions{})
+		exec.Sink = sink
+		return exec.Run(ctx, plan)
+	}
+	opCtx, abort := context.WithCancel(ctx)
+	defer abort()
+	feed := tui.NewFeed(64)
+	exec.Sink = feed
+	errc := make(chan error, 1)
+	go func() {
+		errc <- exec.Run(opCtx, plan)
+		feed.Close()
+	}()
+	res, err := tui.Run(opCtx, feed, tui.Options{Abort: abort, NoColor: g.Getenv("NO_COLOR") != "",
+		Timeout: exec.Timeout, Output: g.Out})
+	if err != nil {
+		// The terminal failed; the operation goes on without a view.
+		fmt.Fprintf(g.ErrOut, "WARNING: terminal UI failed (%v); waiting for the operation to finish\n", err)
+		return <-errc
+	}
+	if res.Forced {
+		return &ops.CodedError{Kind: ops.ErrInterrupted,
+			Msg: "forced quit: the current step may still be in flight; run `kubectl dbops status` and re-run the same command to resume"}
+	}
+	return <-errc
+}

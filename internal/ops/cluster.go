@@ -1,0 +1,138 @@
+package ops
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Engines the tool knows. The engine decides which health gates and
+// procedures apply; "generic" is plain StatefulSet handling.
+const (
+	EngineGeneric    = "generic"
+	EngineCrateDB    = "cratedb"
+	EngineEtcd       = "etcd"
+	EngineReplicated = "replicated"
+)
+
+// KnownEngines lists the accepted --engine values, in help order.
+var KnownEngines = []string{EngineCrateDB, EngineEtcd, EngineReplicated, EngineGeneric}
+
+// Node group roles.
+const (
+	RoleMaster = "master"
+	RoleData   = "data"
+)
+
+// Cluster is a database cluster as discovered from live API state.
+type Cluster struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Engine    string `json:"engine"`
+	// Layout says how the cluster was recognised: "labels" (dbops.io/*),
+	// "cratedb-operator", "etcd", "statefulset" or "selector".
+	Layout string `json:"layout"`
+	// Operator is non-empty when an operator owns the StatefulSets
+	// (ownerReferences or app.kubernetes.io/managed-by); mutating commands
+	// refuse unless overridden.
+	Operator string       `json:"operator,omitempty"`
+	Groups   []*NodeGroup `json:"groups"`
+}
+
+// NodeGroup is one StatefulSet of a cluster.
+type NodeGroup struct {
+	Name        string `json:"name"`
+	StatefulSet string `json:"statefulSet"`
+	Role        string `json:"role"`
+	Order       int    `json:"order"`
+	Desired     int32  `json:"desired"`
+	Current     int32  `json:"current"`
+	Ready       int32  `json:"ready"`
+	// MasterEligible marks the group whose nodes can be elected master:
+	// the master group, or (CrateDB without dedicated masters) the first
+	// data group.
+	MasterEligible bool  `json:"masterEligible,omitempty"`
+	Pods           []Pod `json:"pods"`
+	// Object is the StatefulSet as read, for engines that need its spec.
+	Object *appsv1.StatefulSet `json:"-"`
+}
+
+// Pod is one member of a node group.
+type Pod struct {
+	Name     string    `json:"name"`
+	Group    string    `json:"group"`
+	Ordinal  int       `json:"ordinal"`
+	UID      types.UID `json:"uid"`
+	Phase    string    `json:"phase"`
+	Ready    bool      `json:"ready"`
+	Node     string    `json:"node,omitempty"`
+	Zone     string    `json:"zone,omitempty"`
+	PVCs     []string  `json:"pvcs,omitempty"`
+	Restarts int32     `json:"restarts"`
+	Created  time.Time `json:"created"`
+	Deleting bool      `json:"deleting,omitempty"`
+}
+
+// Group returns the named node group, or nil.
+func (c *Cluster) Group(name string) *NodeGroup {
+	for _, g := range c.Groups {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// GroupNames lists node group names in procedure order.
+func (c *Cluster) GroupNames() []string {
+	names := make([]string, 0, len(c.Groups))
+	for _, g := range c.Groups {
+		names = append(names, g.Name)
+	}
+	return names
+}
+
+// Pod finds a pod by name across groups.
+func (c *Cluster) Pod(name string) (*NodeGroup, *Pod) {
+	for _, g := range c.Groups {
+		for i := range g.Pods {
+			if g.Pods[i].Name == name {
+				return g, &g.Pods[i]
+			}
+		}
+	}
+	return nil, nil
+}
+
+// AllPods returns every pod in procedure order.
+func (c *Cluster) AllPods() []Pod {
+	var out []Pod
+	for _, g := range c.Groups {
+		out = append(out, g.Pods...)
+	}
+	return out
+}
+
+// SortGroups puts groups into procedure order: masters first, then by
+// Order, then by name so the result is stable.
+func (c *Cluster) SortGroups() {
+	slices.SortStableFunc(c.Groups, func(a, b *NodeGroup) int {
+		if (a.Role == RoleMaster) != (b.Role == RoleMaster) {
+			if a.Role == RoleMaster {
+				return -1
+			}
+			return 1
+		}
+		if a.Order != b.Order {
+			return cmp.Compare(a.Order, b.Order)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, g := range c.Groups {
+		slices.SortStableFunc(g.Pods, func(a, b Pod) int { return cmp.Compare(a.Ordinal, b.Ordinal) })
+	}
+}

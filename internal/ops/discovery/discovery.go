@@ -1,0 +1,369 @@
+// Package discovery finds a database cluster's StatefulSets, pods and zones
+// in live API state and maps them onto the ops.Cluster model. It only ever
+// reads (get/list): commands decide what to do with what it finds.
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// Options say which cluster to discover.
+type Options struct {
+	Namespace string
+	// Name is the cluster name. With Selector it only names the cluster
+	// (and its lock); it may then be empty if all selected StatefulSets
+	// carry the same dbops.io/cluster label.
+	Name string
+	// Selector, when set, picks the StatefulSets explicitly (label selector
+	// syntax) instead of trying the known layouts.
+	Selector string
+	// Engine, when set, overrides engine detection; one of ops.KnownEngines.
+	Engine string
+	// Dynamic is optional. When set, the CrateDB custom resource
+	// (cratedbs.cloud.crate.io/v1) is read for the data groups' order.
+	Dynamic dynamic.Interface
+}
+
+// listPageSize bounds each list response so large namespaces do not
+// produce one huge reply.
+const listPageSize = 500
+
+// Discover finds the cluster described by opts. Layouts are tried in order:
+// dbops.io labels, CrateDB operator, etcd, plain StatefulSet named
+// opts.Name; opts.Selector replaces them all. No cluster found is a usage
+// error (ops.ErrUsage); API failures are wrapped.
+func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*ops.Cluster, error) {
+	if opts.Namespace == "" {
+		return nil, ops.Usagef("no namespace given for database cluster %q", opts.Name)
+	}
+	if opts.Engine != "" {
+		if err := validateEngine(opts.Engine); err != nil {
+			return nil, err
+		}
+	}
+
+	var (
+		layout string
+		stss   []appsv1.StatefulSet
+	)
+	if opts.Selector != "" {
+		sel, err := labels.Parse(opts.Selector)
+		if err != nil {
+			return nil, ops.Usagef("invalid selector %q: %v", opts.Selector, err)
+		}
+		stss, err = listStatefulSets(ctx, client, opts.Namespace, sel.String())
+		if err != nil {
+			return nil, err
+		}
+		if len(stss) == 0 {
+			return nil, ops.Usagef("no database cluster in namespace %q: no StatefulSet matches selector %q",
+				opts.Namespace, opts.Selector)
+		}
+		if opts.Name == "" {
+			if opts.Name = commonLabel(stss, LabelCluster); opts.Name == "" {
+				return nil, ops.Usagef("the StatefulSets matching selector %q carry no common %s label: give the cluster a name too (it names the cluster's lock)",
+					opts.Selector, LabelCluster)
+			}
+		}
+		layout = LayoutSelector
+	} else {
+		if opts.Name == "" {
+			return nil, ops.Usagef("no database cluster name given (or use --selector to pick StatefulSets explicitly)")
+		}
+		all, err := listStatefulSets(ctx, client, opts.Namespace, "")
+		if err != nil {
+			return nil, err
+		}
+		layout, stss, err = selectLayout(opts.Name, opts.Namespace, all)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	engine, err := resolveEngine(opts, layout, stss)
+	if err != nil {
+		return nil, err
+	}
+	objs := Objects{StatefulSets: stss}
+	if engine == ops.EngineCrateDB && opts.Dynamic != nil {
+		if objs.CrateDataGroups, err = crateDataGroups(ctx, opts.Dynamic, opts.Namespace, opts.Name); err != nil {
+			return nil, err
+		}
+	}
+	// Classify before reading pods: label mistakes fail fast.
+	specs, err := classify(opts.Name, layout, engine, objs)
+	if err != nil {
+		return nil, err
+	}
+	if objs.Pods, err = listPods(ctx, client, opts.Namespace, stss); err != nil {
+		return nil, err
+	}
+	zones, err := nodeZones(ctx, client, objs.Pods, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: engine, Layout: layout}
+	assemble(c, specs, objs.Pods, zones)
+	return c, nil
+}
+
+// Refresh re-reads live state for the StatefulSets of c, keeping its
+// identity (name, engine, layout, group names, roles and orders). It
+// returns a new Cluster; c is not modified. A StatefulSet that disappeared
+// is an error, since procedures must not carry on against a stale model.
+func Refresh(ctx context.Context, client kubernetes.Interface, c *ops.Cluster) (*ops.Cluster, error) {
+	if c == nil || len(c.Groups) == 0 {
+		return nil, errors.New("refresh: cluster has no node groups")
+	}
+	specs := make([]groupSpec, 0, len(c.Groups))
+	stss := make([]appsv1.StatefulSet, 0, len(c.Groups))
+	known := make(map[string]string)
+	for _, g := range c.Groups {
+		s, err := client.AppsV1().StatefulSets(c.Namespace).Get(ctx, g.StatefulSet, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("refreshing node group %q of cluster %q: reading StatefulSet %s/%s: %w",
+				g.Name, c.Name, c.Namespace, g.StatefulSet, err)
+		}
+		specs = append(specs, groupSpec{name: g.Name, role: g.Role, order: g.Order, sts: s})
+		stss = append(stss, *s)
+		// Nodes do not change zone, so known zones save API calls between steps.
+		for _, p := range g.Pods {
+			if p.Node != "" && p.Zone != "" {
+				known[p.Node] = p.Zone
+			}
+		}
+	}
+	pods, err := listPods(ctx, client, c.Namespace, stss)
+	if err != nil {
+		return nil, err
+	}
+	zones, err := nodeZones(ctx, client, pods, known)
+	if err != nil {
+		return nil, err
+	}
+	out := &ops.Cluster{Name: c.Name, Namespace: c.Namespace, Engine: c.Engine, Layout: c.Layout}
+	assemble(out, specs, pods, zones)
+	return out, nil
+}
+
+// MasterEligible returns the node group whose pods can be elected master:
+// the first group with role master, else for CrateDB (which then makes the
+// first data group master-eligible) the first data group in procedure
+// order. nil when neither applies.
+func MasterEligible(c *ops.Cluster) *ops.NodeGroup {
+	var first *ops.NodeGroup
+	for _, g := range c.Groups {
+		if g.Role == ops.RoleMaster {
+			return g
+		}
+		if first == nil || g.Order < first.Order || (g.Order == first.Order && g.Name < first.Name) {
+			first = g
+		}
+	}
+	if c.Engine != ops.EngineCrateDB {
+		return nil
+	}
+	return first
+}
+
+// selectLayout tries the known layouts in order on all StatefulSets of the
+// namespace.
+func selectLayout(name, namespace string, all []appsv1.StatefulSet) (string, []appsv1.StatefulSet, error) {
+	if m := filter(all, func(s *appsv1.StatefulSet) bool { return s.Labels[LabelCluster] == name }); len(m) > 0 {
+		return LayoutLabels, m, nil
+	}
+	if m := filter(all, func(s *appsv1.StatefulSet) bool { return crateMember(s, name) }); len(m) > 0 {
+		return LayoutCrateDBOperator, m, nil
+	}
+	etcd := filter(all, func(s *appsv1.StatefulSet) bool { return etcdMember(s, name) })
+	switch len(etcd) {
+	case 0:
+	case 1:
+		return LayoutEtcd, etcd, nil
+	default:
+		names := make([]string, len(etcd))
+		for i := range etcd {
+			names[i] = fmt.Sprintf("%q", etcd[i].Name)
+		}
+		return "", nil, ops.Usagef("database cluster %q in namespace %q is ambiguous: StatefulSets %s all run etcd (use --selector to pick StatefulSets explicitly)",
+			name, namespace, strings.Join(names, ", "))
+	}
+	if m := filter(all, func(s *appsv1.StatefulSet) bool { return s.Name == name }); len(m) > 0 {
+		return LayoutStatefulSet, m, nil
+	}
+	return "", nil, ops.Usagef("no database cluster %q in namespace %q: no StatefulSet labelled %s=%s, named crate-*-%s, %s or %s-etcd (use --selector to pick StatefulSets explicitly)",
+		name, namespace, LabelCluster, name, name, name, name)
+}
+
+// crateMember matches the CrateDB operator's StatefulSets of cluster name,
+// by naming pattern or by its labels.
+func crateMember(s *appsv1.StatefulSet, name string) bool {
+	if s.Labels[labelAppName] == name && s.Labels[labelAppComponent] == crateComponent {
+		return true
+	}
+	if app, set := s.Labels[labelAppName]; set && app != name {
+		return false
+	}
+	if s.Name == crateMasterPrefix+name {
+		return true
+	}
+	rest, ok := strings.CutPrefix(s.Name, crateDataPrefix)
+	if !ok {
+		return false
+	}
+	g, ok := strings.CutSuffix(rest, "-"+name)
+	return ok && g != ""
+}
+
+// etcdMember matches an etcd StatefulSet of cluster name: named <name> or
+// <name>-etcd (Bitnami chart default), or labelled as the Bitnami release.
+func etcdMember(s *appsv1.StatefulSet, name string) bool {
+	named := s.Name == name || s.Name == name+"-etcd" ||
+		(s.Labels[labelAppName] == "etcd" && s.Labels[labelAppInstance] == name)
+	return named && runsEtcd(s)
+}
+
+func filter(all []appsv1.StatefulSet, keep func(*appsv1.StatefulSet) bool) []appsv1.StatefulSet {
+	var out []appsv1.StatefulSet
+	for i := range all {
+		if keep(&all[i]) {
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
+// commonLabel returns the value of key shared by all StatefulSets, or "".
+func commonLabel(stss []appsv1.StatefulSet, key string) string {
+	v := stss[0].Labels[key]
+	for i := range stss[1:] {
+		if stss[i+1].Labels[key] != v {
+			return ""
+		}
+	}
+	return v
+}
+
+func listStatefulSets(ctx context.Context, client kubernetes.Interface, ns, selector string) ([]appsv1.StatefulSet, error) {
+	var out []appsv1.StatefulSet
+	lo := metav1.ListOptions{LabelSelector: selector, Limit: listPageSize}
+	for {
+		l, err := client.AppsV1().StatefulSets(ns).List(ctx, lo)
+		if err != nil {
+			return nil, fmt.Errorf("listing StatefulSets in namespace %q: %w", ns, err)
+		}
+		out = append(out, l.Items...)
+		if l.Continue == "" {
+			return out, nil
+		}
+		lo.Continue = l.Continue
+	}
+}
+
+// listPods lists each StatefulSet's pods by its selector and keeps only
+// those it controls: labels alone can match foreign pods.
+func listPods(ctx context.Context, client kubernetes.Interface, ns string, stss []appsv1.StatefulSet) ([]corev1.Pod, error) {
+	var out []corev1.Pod
+	for i := range stss {
+		s := &stss[i]
+		if s.Spec.Selector == nil {
+			return nil, fmt.Errorf("StatefulSet %s/%s has no selector", ns, s.Name)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("StatefulSet %s/%s: invalid selector: %w", ns, s.Name, err)
+		}
+		lo := metav1.ListOptions{LabelSelector: sel.String(), Limit: listPageSize}
+		for {
+			l, err := client.CoreV1().Pods(ns).List(ctx, lo)
+			if err != nil {
+				return nil, fmt.Errorf("listing pods of StatefulSet %s/%s: %w", ns, s.Name, err)
+			}
+			for j := range l.Items {
+				if ref := metav1.GetControllerOfNoCopy(&l.Items[j]); ref != nil && ref.UID == s.UID {
+					out = append(out, l.Items[j])
+				}
+			}
+			if l.Continue == "" {
+				break
+			}
+			lo.Continue = l.Continue
+		}
+	}
+	return out, nil
+}
+
+// nodeGetLimit is how many nodes are fetched one by one before a single
+// list is cheaper than that many round trips.
+const nodeGetLimit = 32
+
+// nodeZones returns node name → zone for the nodes the pods run on,
+// starting from known. Missing nodes are skipped, and RBAC Forbidden on
+// nodes (common for namespace-scoped users) leaves zones empty.
+func nodeZones(ctx context.Context, client kubernetes.Interface, pods []corev1.Pod, known map[string]string) (map[string]string, error) {
+	zones := make(map[string]string, len(known))
+	for n, z := range known {
+		zones[n] = z
+	}
+	want := make(map[string]struct{})
+	for i := range pods {
+		n := pods[i].Spec.NodeName
+		if _, ok := zones[n]; n != "" && !ok {
+			want[n] = struct{}{}
+		}
+	}
+	if len(want) == 0 {
+		return zones, nil
+	}
+	if len(want) <= nodeGetLimit {
+		for n := range want {
+			node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			switch {
+			case apierrors.IsForbidden(err):
+				return zones, nil
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("reading node %q for its zone: %w", n, err)
+			}
+			if z := nodeZone(node); z != "" {
+				zones[n] = z
+			}
+		}
+		return zones, nil
+	}
+	lo := metav1.ListOptions{Limit: listPageSize}
+	for {
+		l, err := client.CoreV1().Nodes().List(ctx, lo)
+		if apierrors.IsForbidden(err) {
+			return zones, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing nodes for zones: %w", err)
+		}
+		for i := range l.Items {
+			if _, ok := want[l.Items[i].Name]; ok {
+				if z := nodeZone(&l.Items[i]); z != "" {
+					zones[l.Items[i].Name] = z
+				}
+			}
+		}
+		if l.Continue == "" {
+			return zones, nil
+		}
+		lo.Continue = l.Continue
+	}
+}

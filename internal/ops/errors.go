@@ -1,0 +1,86 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Exit codes are part of the CLI's contract with scripts; see README "Exit codes".
+const (
+	ExitOK           = 0
+	ExitFailed       = 1
+	ExitUsage        = 2
+	ExitLocked       = 3
+	ExitTimeout      = 4
+	ExitPrecondition = 5
+	ExitInterrupted  = 130
+)
+
+// Sentinel kinds. Wrap them (with %w) so callers can test with errors.Is and
+// main can map any error to its exit code.
+var (
+	ErrUsage        = errors.New("bad usage")
+	ErrLocked       = errors.New("cluster lock not available")
+	ErrTimeout      = errors.New("timed out")
+	ErrPrecondition = errors.New("precondition not met")
+	ErrInterrupted  = errors.New("interrupted")
+)
+
+// CodedError carries one of the sentinel kinds with a human message. Its
+// Error() is the message only, so the CLI prints one clean line.
+type CodedError struct {
+	Kind error
+	Msg  string
+	Err  error // optional underlying cause
+}
+
+func (e *CodedError) Error() string {
+	if e.Err != nil && e.Msg == "" {
+		return e.Err.Error()
+	}
+	return e.Msg
+}
+
+// Unwrap exposes both the kind and the cause to errors.Is/As.
+func (e *CodedError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{e.Kind, e.Err}
+	}
+	return []error{e.Kind}
+}
+
+// Usagef reports bad input (exit 2).
+func Usagef(format string, a ...any) error {
+	return &CodedError{Kind: ErrUsage, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Preconditionf reports a live-state check that failed (exit 5).
+func Preconditionf(format string, a ...any) error {
+	return &CodedError{Kind: ErrPrecondition, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Lockedf reports a lock held by someone else or a denied ID (exit 3).
+func Lockedf(format string, a ...any) error {
+	return &CodedError{Kind: ErrLocked, Msg: fmt.Sprintf(format, a...)}
+}
+
+// ExitCode maps an error to the documented process exit code.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	case errors.Is(err, ErrLocked):
+		return ExitLocked
+	case errors.Is(err, ErrInterrupted), errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return ExitTimeout
+	case errors.Is(err, ErrPrecondition):
+		return ExitPrecondition
+	default:
+		return ExitFailed
+	}
+}

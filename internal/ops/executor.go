@@ -1,0 +1,362 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Executor runs a Plan: it takes the cluster lock, keeps a journal on it,
+// runs each step's precheck, action and verify in order, renews the lock
+// while it works and reports everything as events.
+type Executor struct {
+	// Locker takes the cluster lock; nil means --disable-locks (the journal
+	// then lives in memory only).
+	Locker Locker
+	// LockID names this process in audit events when locks are disabled.
+	LockID  string
+	Sink    Sink
+	Clock   Clock
+	Auditor Auditor
+	// Timeout bounds the whole run (0 = none).
+	Timeout time.Duration
+	// Grace bounds how long an in-flight action may continue after Ctrl-C or
+	// timeout, so a delete or a SQL statement is never cut in half.
+	Grace time.Duration
+	// RenewEvery overrides the lock renewal period (default: a third of the
+	// time left on the lock when acquired).
+	RenewEvery time.Duration
+
+	plan  *Plan
+	held  HeldLock
+	start time.Time
+	mu    sync.Mutex // serialises journal saves
+}
+
+// Run executes p. The returned error maps to an exit code via ExitCode.
+func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
+	if e.Clock == nil {
+		e.Clock = RealClock{}
+	}
+	if e.Sink == nil {
+		e.Sink = Discard{}
+	}
+	if e.Grace == 0 {
+		e.Grace = 30 * time.Second
+	}
+	e.plan = p
+	e.start = e.Clock.Now()
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if e.Timeout > 0 {
+		var cancelT context.CancelFunc
+		runCtx, cancelT = context.WithTimeoutCause(runCtx, e.Timeout,
+			fmt.Errorf("%s did not finish within --timeout %s: %w", p.Operation, e.Timeout, ErrTimeout))
+		defer cancelT()
+	}
+
+	journal, err := e.acquire(runCtx)
+	if err != nil {
+		e.emitDone(outcomeOf(err), err)
+		return err
+	}
+	if e.held != nil {
+		stop := e.startRenewal(runCtx, cancel)
+		defer stop()
+	}
+
+	view := p.View()
+	for i := range view.Steps {
+		view.Steps[i].Done = journal.IsDone(view.Steps[i].ID)
+	}
+	e.emit(Event{Type: EventPlan, Plan: view, Timeout: e.Timeout})
+
+	err = e.runSteps(runCtx, journal)
+	if err != nil {
+		err = classify(runCtx, err)
+	}
+
+	// Final bookkeeping must happen even after Ctrl-C or timeout.
+	finCtx, finCancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
+	defer finCancel()
+	journal.Current = ""
+	switch {
+	case err == nil:
+		journal.State = JournalSucceeded
+		journal.Error = ""
+	case errors.Is(err, ErrInterrupted):
+		journal.State = JournalInterrupted
+		journal.Error = err.Error()
+	case errors.Is(err, ErrTimeout):
+		journal.State = JournalTimeout
+		journal.Error = err.Error()
+	default:
+		journal.State = JournalFailed
+		journal.Error = err.Error()
+	}
+	if serr := e.saveJournal(finCtx, journal); serr != nil && err == nil {
+		err = fmt.Errorf("operation finished but its record could not be saved: %w", serr)
+	}
+	if e.held != nil {
+		if rerr := e.held.Release(finCtx); rerr != nil {
+			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not release the lock (it expires by itself): %v", rerr)})
+		} else {
+			e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockReleased, Holder: e.held.ID()}})
+		}
+	}
+	e.emitDone(outcomeOf(err), err)
+	return err
+}
+
+// acquire takes the lock and returns the journal to run with: the stored one
+// when this is a re-run of the same request, else a fresh one.
+func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
+	p := e.plan
+	now := e.Clock.Now()
+	fresh := &Journal{Operation: p.Operation, Args: p.Args, Holder: e.LockID, State: JournalRunning,
+		Started: now, Updated: now, Steps: len(p.Steps)}
+	if e.Locker == nil {
+		e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockDisabled, Holder: e.LockID}})
+		return fresh, nil
+	}
+	held, err := e.Locker.Acquire(ctx, lockOperation(p))
+	if err != nil {
+		return nil, fmt.Errorf("taking the lock on %s/%s: %w", p.Namespace, p.Cluster, err)
+	}
+	e.held = held
+	info := held.Info()
+	e.emit(Event{Type: EventLock, Lock: &info})
+	fresh.Holder = held.ID()
+
+	prev := held.Journal()
+	switch {
+	case prev.Resumable(p.Operation, p.Args):
+		prev.State = JournalRunning
+		prev.Holder = held.ID()
+		prev.Steps = len(p.Steps)
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("resuming %s started %s by %s: %d step(s) already done",
+			prev.Operation, prev.Started.UTC().Format(time.RFC3339), prev.Holder, len(prev.Done))})
+		fresh = prev
+	case prev != nil && prev.State != JournalSucceeded:
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("an earlier %s %s was left %s; its record is replaced by this %s",
+			prev.Operation, prev.Args, prev.State, p.Operation)})
+	}
+	if err := e.saveJournal(ctx, fresh); err != nil {
+		_ = held.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return fresh, nil
+}
+
+func lockOperation(p *Plan) string {
+	if p.Args == "" {
+		return p.Operation
+	}
+	return p.Operation + " " + p.Args
+}
+
+// startRenewal keeps the lock alive while steps run; losing it cancels the
+// run, because an operation must not go on under someone else's lock.
+func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+	every := e.RenewEvery
+	if every <= 0 {
+		left := e.held.Info().Expires.Sub(e.Clock.Now())
+		every = left / 3
+		if every < time.Second {
+			every = time.Second
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				info, err := e.held.Renew(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					if errors.Is(err, ErrLocked) {
+						cancel(fmt.Errorf("lost the cluster lock: %w", err))
+						return
+					}
+					e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("lock renewal failed, will retry: %v", err)})
+					continue
+				}
+				e.emit(Event{Type: EventLock, Lock: &info})
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
+	total := len(e.plan.Steps)
+	for i, s := range e.plan.Steps {
+		ref := StepRef{Index: i + 1, Total: total, ID: s.ID, Target: s.Target, Description: s.Description}
+		if j.IsDone(s.ID) {
+			e.emitStep(EventStepSkipped, ref, func(ev *Event) { ev.Reason = "done in an earlier run" })
+			continue
+		}
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		if err := e.runStep(ctx, j, s, ref); err != nil {
+			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = err.Error() })
+			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
+		}
+	}
+	return nil
+}
+
+func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef) error {
+	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
+	e.emitStep(EventStepStarted, ref, nil)
+	j.Current = s.ID
+	if err := e.saveJournal(ctx, j); err != nil {
+		return err
+	}
+	if s.Precheck != nil {
+		done, err := s.Precheck(ctx, sc)
+		if err != nil {
+			return err
+		}
+		if done {
+			e.emitStep(EventStepSkipped, ref, func(ev *Event) { ev.Reason = "already in the desired state" })
+			return e.markDone(ctx, j, s)
+		}
+	}
+	if s.Action != nil {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		// The action is not cut short by Ctrl-C: a half-sent change is worse
+		// than finishing it. It is bounded by the grace period instead.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
+		err := s.Action(actx, sc)
+		acancel()
+		if err != nil {
+			return err
+		}
+	}
+	if s.Verify != nil {
+		if err := s.Verify(ctx, sc); err != nil {
+			return err
+		}
+	}
+	e.emitStep(EventStepDone, ref, nil)
+	return e.markDone(ctx, j, s)
+}
+
+func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {
+	j.Done = append(j.Done, s.ID)
+	j.Current = ""
+	// Saving "done" must not be lost to a Ctrl-C that arrives just now.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
+	defer cancel()
+	return e.saveJournal(sctx, j)
+}
+
+func (e *Executor) lockID() string {
+	if e.held != nil {
+		return e.held.ID()
+	}
+	return e.LockID
+}
+
+func (e *Executor) saveJournal(ctx context.Context, j *Journal) error {
+	j.Updated = e.Clock.Now()
+	if e.held == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.held.SaveJournal(ctx, j); err != nil {
+		return fmt.Errorf("saving the operation journal: %w", err)
+	}
+	return nil
+}
+
+func (e *Executor) emit(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = e.Clock.Now()
+	}
+	if e.plan != nil {
+		ev.Operation = e.plan.Operation
+		ev.Cluster = e.plan.Cluster
+	}
+	if !e.start.IsZero() {
+		ev.Elapsed = ev.Time.Sub(e.start)
+	}
+	e.Sink.Emit(ev)
+}
+
+func (e *Executor) emitStep(t EventType, ref StepRef, fill func(*Event)) {
+	r := ref
+	ev := Event{Type: t, Step: &r}
+	if fill != nil {
+		fill(&ev)
+	}
+	e.emit(ev)
+}
+
+func (e *Executor) emitDone(outcome string, err error) {
+	ev := Event{Type: EventDone, Outcome: outcome, Timeout: e.Timeout}
+	if err != nil {
+		ev.Error = err.Error()
+		if outcome != OutcomeSucceeded && e.plan != nil && e.plan.Command != "" && ExitCode(err) != ExitLocked {
+			ev.Resume = "re-run the same command to resume: " + e.plan.Command
+		}
+	}
+	e.emit(ev)
+}
+
+// classify turns a step error into interrupted/timeout/lock-lost when the
+// run's context says that is what happened, whatever the step returned
+// (watch helpers often report a cancelled context as their own error).
+func classify(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrTimeout), errors.Is(cause, ErrLocked):
+		return &CodedError{Kind: kindOf(cause), Msg: fmt.Sprintf("%v (while: %v)", cause, err), Err: err}
+	case errors.Is(cause, context.DeadlineExceeded):
+		return &CodedError{Kind: ErrTimeout, Msg: fmt.Sprintf("timed out: %v", err), Err: err}
+	default:
+		return &CodedError{Kind: ErrInterrupted, Msg: fmt.Sprintf("interrupted: %v", err), Err: err}
+	}
+}
+
+func kindOf(err error) error {
+	if errors.Is(err, ErrLocked) {
+		return ErrLocked
+	}
+	return ErrTimeout
+}
+
+func outcomeOf(err error) string {
+	switch ExitCode(err) {
+	case ExitOK:
+		return OutcomeSucceeded
+	case ExitInterrupted:
+		return OutcomeInterrupted
+	case ExitTimeout:
+		return OutcomeTimeout
+	default:
+		return OutcomeFailed
+	}
+}

@@ -1,0 +1,209 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// memLocker is an in-memory Locker; its journal survives "crashes"
+// (separate executor runs) like the Lease annotation does.
+type memLocker struct {
+	mu       sync.Mutex
+	holder   string
+	id       string
+	journal  []byte
+	saves    int
+	released int
+	refuse   error
+}
+
+func (m *memLocker) Acquire(_ context.Context, op string) (HeldLock, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refuse != nil {
+		return nil, m.refuse
+	}
+	if m.holder != "" && m.holder != m.id {
+		return nil, Lockedf("cluster is locked by %s", m.holder)
+	}
+	action := LockAcquired
+	if m.holder == m.id {
+		action = LockExtended
+	}
+	m.holder = m.id
+	var j *Journal
+	if m.journal != nil {
+		j = &Journal{}
+		if err := json.Unmarshal(m.journal, j); err != nil {
+			return nil, err
+		}
+	}
+	return &memHeld{m: m, j: j, info: LockInfo{Action: action, Holder: m.id, Operation: op,
+		Expires: time.Date(2026, 11, 22, 10, 10, 0, 0, time.UTC)}}, nil
+}
+
+type memHeld struct {
+	m    *memLocker
+	j    *Journal
+	info LockInfo
+}
+
+func (h *memHeld) ID() string                              { return h.m.id }
+func (h *memHeld) Info() LockInfo                          { return h.info }
+func (h *memHeld) Renew(context.Context) (LockInfo, error) { return h.info, nil }
+func (h *memHeld) Journal() *Journal                       { return h.j }
+func (h *memHeld) Release(context.Context) error {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.m.holder = ""
+	h.m.released++
+	return nil
+}
+func (h *memHeld) SaveJournal(_ context.Context, j *Journal) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.m.journal = b
+	h.m.saves++
+	return nil
+}
+
+func (m *memLocker) stored(t *testing.T) *Journal {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := &Journal{}
+	if err := json.Unmarshal(m.journal, j); err != nil {
+		t.Fatalf("journal: %v", err)
+	}
+	return j
+}
+
+// fixedClock is a deterministic clock for goldens.
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+// stsController stands in for the StatefulSet controller: when a pod is
+// deleted it creates the same name again, with a new UID, Running and Ready.
+// It records the order of deletions.
+//
+// The fake clientset drops events that happen between an informer's list
+// and its watch (a real API server replays them from the resourceVersion),
+// so recreations are held back until the next watch is opened or flush is
+// called; that keeps the tests deterministic without sleeps.
+type stsController struct {
+	mu      sync.Mutex
+	client  *fake.Clientset
+	ns      string
+	deleted []string
+	pending []*corev1.Pod
+	gen     int
+}
+
+func startSTSController(t *testing.T, client *fake.Clientset, ns string) *stsController {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := &stsController{client: client, ns: ns}
+	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		wa := a.(k8stesting.WatchActionImpl)
+		pw, err := client.Tracker().Watch(a.GetResource(), wa.GetNamespace(), wa.ListOptions)
+		if err != nil {
+			return true, nil, err
+		}
+		go c.flush()
+		return true, pw, nil
+	})
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if ev.Type != watch.Deleted {
+					continue
+				}
+				old := ev.Object.(*corev1.Pod)
+				c.mu.Lock()
+				c.deleted = append(c.deleted, old.Name)
+				c.gen++
+				p := readyPod(old.Name, ns, old.Labels, types.UID(fmt.Sprintf("%s-gen%d", old.Name, c.gen)))
+				p.OwnerReferences = old.OwnerReferences
+				c.pending = append(c.pending, p)
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return c
+}
+
+// flush creates the pods deleted so far.
+func (c *stsController) flush() {
+	c.mu.Lock()
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	for _, p := range pending {
+		_, _ = c.client.CoreV1().Pods(c.ns).Create(context.Background(), p, metav1.CreateOptions{})
+	}
+}
+
+func (c *stsController) order() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.deleted...)
+}
+
+func readyPod(name, ns string, labels map[string]string, uid types.UID) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid, Labels: labels},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// testCluster builds a discovered cluster plus matching live pods.
+func testCluster(groups map[string]int, order []string, masters string) (*Cluster, *fake.Clientset) {
+	c := &Cluster{Name: "db", Namespace: "prod", Engine: EngineGeneric, Layout: "labels"}
+	client := fake.NewClientset()
+	for i, gname := range order {
+		g := &NodeGroup{Name: gname, StatefulSet: "db-" + gname, Role: RoleData, Order: i,
+			Desired: int32(groups[gname]), Current: int32(groups[gname]), Ready: int32(groups[gname])}
+		if gname == masters {
+			g.Role = RoleMaster
+		}
+		for o := 0; o < groups[gname]; o++ {
+			name := fmt.Sprintf("db-%s-%d", gname, o)
+			uid := types.UID(name + "-uid0")
+			g.Pods = append(g.Pods, Pod{Name: name, Group: gname, Ordinal: o, UID: uid, Phase: "Running", Ready: true})
+			_, _ = client.CoreV1().Pods("prod").Create(context.Background(), readyPod(name, "prod", nil, uid), metav1.CreateOptions{})
+		}
+		c.Groups = append(c.Groups, g)
+	}
+	c.SortGroups()
+	client.ClearActions()
+	return c, client
+}

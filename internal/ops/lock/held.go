@@ -1,0 +1,111 @@
+package lock
+
+import (
+	"context"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// heldLock is a lock this process acquired. Renew may run on its own
+// goroutine while the operation saves its journal, so it is safe for
+// concurrent use; every call re-reads the lease and checks it is still ours.
+type heldLock struct {
+	m       *Manager
+	journal *ops.Journal
+
+	mu   sync.Mutex
+	info ops.LockInfo
+}
+
+var _ ops.HeldLock = (*heldLock)(nil)
+
+func (h *heldLock) ID() string { return h.m.ID }
+
+func (h *heldLock) Info() ops.LockInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.info
+}
+
+func (h *heldLock) Journal() *ops.Journal { return h.journal }
+
+// Renew pushes the expiry out by the lock duration. It fails with
+// ops.ErrLocked when the lock was taken over or released meanwhile, or this
+// ID was denied: the operation must stop.
+func (h *heldLock) Renew(ctx context.Context) (ops.LockInfo, error) {
+	lease, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		if err := h.checkMine(l, exists); err != nil {
+			return false, err
+		}
+		now := metav1.NewMicroTime(h.m.now())
+		l.Spec.RenewTime = &now
+		seconds := h.m.durationSeconds()
+		l.Spec.LeaseDurationSeconds = &seconds
+		return true, nil
+	})
+	if err != nil {
+		return ops.LockInfo{}, h.m.wrap("renewing", err)
+	}
+	info := h.m.lockInfo(lease, ops.LockRenewed)
+	h.mu.Lock()
+	h.info = info
+	h.mu.Unlock()
+	return info, nil
+}
+
+// Release frees the lock if this ID still holds it; a lock someone else
+// took over meanwhile is left alone. The journal stays on the lease.
+func (h *heldLock) Release(ctx context.Context) error {
+	_, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		if !exists || holderOf(l) != h.m.ID {
+			return false, nil
+		}
+		clearHolder(l)
+		return true, nil
+	})
+	return h.m.wrap("releasing", err)
+}
+
+// SaveJournal stores j on the lease. It refuses with ops.ErrLocked when the
+// lock is no longer ours, since the operation must then stop; a nil j
+// removes the journal.
+func (h *heldLock) SaveJournal(ctx context.Context, j *ops.Journal) error {
+	_, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		if err := h.checkMine(l, exists); err != nil {
+			return false, err
+		}
+		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
+	})
+	return h.m.wrap("saving the journal on", err)
+}
+
+// checkMine fails unless this ID still holds the lease and is not denied.
+// An expired lease nobody took over is still ours.
+func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
+	m := h.m
+	if !exists {
+		return ops.Lockedf("lost the lock on cluster %s: its lease %s was deleted; stop and check the cluster before going on",
+			m.clusterName(), LeaseName(m.Cluster))
+	}
+	denies, err := decodeDenyList(l)
+	if err != nil {
+		return err
+	}
+	if d := findDeny(denies, m.ID); d != nil {
+		return m.deniedError(d)
+	}
+	switch holder := holderOf(l); holder {
+	case m.ID:
+		return nil
+	case "":
+		return ops.Lockedf("lost the lock on cluster %s: it was released by someone else; stop and check the cluster before going on",
+			m.clusterName())
+	default:
+		return ops.Lockedf("lost the lock on cluster %s: it is now held by %s%s until %s; stop and check the cluster before going on",
+			m.clusterName(), holder, describeWork(l), formatTime(m.expiry(l)))
+	}
+}

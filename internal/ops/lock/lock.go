@@ -1,0 +1,477 @@
+// Package lock implements the per-cluster lock and deny list (after the
+// FoundationDB operator) on a coordination.k8s.io/v1 Lease.
+//
+// One Lease per database cluster, named dbops-<cluster> in the cluster's
+// namespace, carries the holder in its spec and, in annotations, what the
+// holder is doing, the deny list with its history, and the journal of the
+// last operation. Every write is a read-modify-write under the read
+// resourceVersion; after a conflict the decision is taken again on fresh
+// state, so two users can never both believe they hold the lock.
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// Names of the labels and annotations on the lock Lease. They are read by
+// other tools and by older versions of this one; do not rename them.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelCluster   = "dbops.io/cluster"
+	ManagedByValue = "kubectl-dbops"
+
+	// AnnotationOperation says what the holder is doing (e.g. "restart --rolling").
+	AnnotationOperation = "dbops.io/operation"
+	// AnnotationReason is the free text given with `lock acquire --reason`.
+	AnnotationReason = "dbops.io/reason"
+	// AnnotationDenyList is a JSON array of DenyEntry.
+	AnnotationDenyList = "dbops.io/deny-list"
+	// AnnotationDenyHistory is a JSON array of DenyRecord, oldest first,
+	// bounded to MaxDenyHistory entries.
+	AnnotationDenyHistory = "dbops.io/deny-history"
+	// AnnotationJournal is the JSON form of ops.Journal.
+	AnnotationJournal = "dbops.io/journal"
+)
+
+const (
+	// LeasePrefix prefixes the cluster name to form the Lease name.
+	LeasePrefix = "dbops-"
+	// DefaultDuration is how long a lock lasts without renewal.
+	DefaultDuration = 10 * time.Minute
+	// MaxDenyHistory bounds the deny/allow history kept on the Lease.
+	MaxDenyHistory = 20
+)
+
+// LeaseName returns the name of the lock Lease for cluster.
+func LeaseName(cluster string) string { return LeasePrefix + cluster }
+
+// Manager takes and inspects the lock of one database cluster on behalf of
+// one lock ID. Its fields are dependencies; set them before first use and
+// do not change them afterwards.
+type Manager struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Cluster   string
+	// ID is the lock ID this process acts as (see DefaultID).
+	ID string
+	// Duration is how long an acquisition or renewal lasts; zero means
+	// DefaultDuration.
+	Duration time.Duration
+	// Clock must follow the API server's clock (see ServerClock): expiry is
+	// judged by the server's time, not the local one. Nil means the local
+	// clock.
+	Clock ops.Clock
+}
+
+var _ ops.Locker = (*Manager)(nil)
+
+// NewManager returns a Manager with the default lock duration.
+func NewManager(client kubernetes.Interface, namespace, cluster, id string, clock ops.Clock) *Manager {
+	return &Manager{Client: client, Namespace: namespace, Cluster: cluster, ID: id,
+		Duration: DefaultDuration, Clock: clock}
+}
+
+// State is the lock as seen now. It is the `lock status -o json` schema and
+// part of `status -o json`: every key is always present.
+type State struct {
+	Namespace string `json:"namespace"`
+	Cluster   string `json:"cluster"`
+	Lease     string `json:"lease"`
+	// Self is the lock ID this process acts as.
+	Self string `json:"self"`
+	// Holder is empty when nobody holds the lock.
+	Holder    string `json:"holder"`
+	Operation string `json:"operation"`
+	Reason    string `json:"reason"`
+	// Held is true when a holder is set and its lock has not expired.
+	Held bool `json:"held"`
+	// Mine is true when Self is the holder (expired or not).
+	Mine bool `json:"mine"`
+	// Expired is true when a holder is set but its lock ran out (judged by
+	// the API server's clock); anyone not denied may take it over.
+	Expired bool `json:"expired"`
+	// HolderDenied is true when the holder is on the deny list; anyone not
+	// denied may take the lock over.
+	HolderDenied    bool       `json:"holderDenied"`
+	Acquired        *time.Time `json:"acquired"`
+	Renewed         *time.Time `json:"renewed"`
+	Expires         *time.Time `json:"expires"`
+	DurationSeconds int32      `json:"durationSeconds"`
+	// ServerTime is the API server's time the state was judged at.
+	ServerTime  time.Time    `json:"serverTime"`
+	DenyList    []DenyEntry  `json:"denyList"`
+	DenyHistory []DenyRecord `json:"denyHistory"`
+	Journal     *ops.Journal `json:"journal"`
+}
+
+// Acquire takes the lock for operation (see AcquireWithReason).
+func (m *Manager) Acquire(ctx context.Context, operation string) (ops.HeldLock, error) {
+	return m.AcquireWithReason(ctx, operation, "")
+}
+
+// AcquireWithReason takes the lock for operation, recording reason (the
+// free text of `lock acquire --reason`). It takes a free lock, extends one
+// this ID holds, takes over one that expired or whose holder is denied, and
+// otherwise fails with an ops.ErrLocked error naming the holder. A denied ID
+// never acquires, even when it holds the lock. A refused acquisition writes
+// nothing.
+func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason string) (ops.HeldLock, error) {
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	var (
+		action  string
+		journal *ops.Journal
+	)
+	lease, err := m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		now := m.now()
+		denies, err := decodeDenyList(l)
+		if err != nil {
+			return false, err
+		}
+		if action, err = m.decide(l, denies, now); err != nil {
+			return false, err
+		}
+		if journal, err = decodeJournal(l); err != nil {
+			return false, err
+		}
+		m.take(l, exists, action, operation, reason, now)
+		return true, nil
+	})
+	if err != nil {
+		return nil, m.wrap("acquiring", err)
+	}
+	return &heldLock{m: m, journal: journal, info: m.lockInfo(lease, action)}, nil
+}
+
+// decide applies the acquisition rules to the lease as read at now.
+func (m *Manager) decide(l *coordinationv1.Lease, denies []DenyEntry, now time.Time) (string, error) {
+	if d := findDeny(denies, m.ID); d != nil {
+		return "", m.deniedError(d)
+	}
+	holder := holderOf(l)
+	switch {
+	case holder == "":
+		return ops.LockAcquired, nil
+	case holder == m.ID:
+		return ops.LockExtended, nil
+	case findDeny(denies, holder) != nil:
+		return ops.LockTakeover, nil
+	case m.expired(l, now):
+		return ops.LockTakeover, nil
+	}
+	return "", ops.Lockedf("cluster %s is locked by %s%s until %s; wait, or ask them to release it",
+		m.clusterName(), holder, describeWork(l), formatTime(m.expiry(l)))
+}
+
+// take makes the lease ours according to action.
+func (m *Manager) take(l *coordinationv1.Lease, exists bool, action, operation, reason string, now time.Time) {
+	nowMicro := metav1.NewMicroTime(now)
+	if action != ops.LockExtended || l.Spec.AcquireTime == nil {
+		l.Spec.AcquireTime = &nowMicro
+	}
+	if action != ops.LockExtended && exists && holderOf(l) != "" {
+		transitions := int32(1)
+		if l.Spec.LeaseTransitions != nil {
+			transitions = *l.Spec.LeaseTransitions + 1
+		}
+		l.Spec.LeaseTransitions = &transitions
+	}
+	id := m.ID
+	l.Spec.HolderIdentity = &id
+	l.Spec.RenewTime = &nowMicro
+	seconds := m.durationSeconds()
+	l.Spec.LeaseDurationSeconds = &seconds
+	setAnnotation(l, AnnotationOperation, operation)
+	// Extending keeps the reason the holder gave earlier unless a new one
+	// is given; a new holder's reason replaces the old holder's.
+	if reason != "" || action != ops.LockExtended {
+		setAnnotation(l, AnnotationReason, reason)
+	}
+}
+
+// Release gives up the lock when this ID holds it (expired or not). It is
+// the `lock release` command: releasing a lock held by someone else is an
+// ops.ErrLocked error, releasing a free lock an ops.ErrPrecondition error.
+// The journal and deny list stay on the Lease.
+func (m *Manager) Release(ctx context.Context) error {
+	if err := m.validate(); err != nil {
+		return err
+	}
+	_, err := m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		switch holder := holderOf(l); {
+		case !exists || holder == "":
+			return false, ops.Preconditionf("cluster %s is not locked; nothing to release", m.clusterName())
+		case holder != m.ID:
+			return false, ops.Lockedf("cluster %s is locked by %s%s, not by %s; only the holder can release it",
+				m.clusterName(), holder, describeWork(l), m.ID)
+		}
+		clearHolder(l)
+		return true, nil
+	})
+	return m.wrap("releasing", err)
+}
+
+// Status reads the lock, judging expiry by the API server's clock.
+func (m *Manager) Status(ctx context.Context) (*State, error) {
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	l, err := m.get(ctx)
+	if apierrors.IsNotFound(err) {
+		l, err = m.newLease(), nil
+	}
+	if err != nil {
+		return nil, m.wrap("reading", err)
+	}
+	now := m.now()
+	denies, err := decodeDenyList(l)
+	if err != nil {
+		return nil, m.wrap("reading", err)
+	}
+	history, err := decodeDenyHistory(l)
+	if err != nil {
+		return nil, m.wrap("reading", err)
+	}
+	journal, err := decodeJournal(l)
+	if err != nil {
+		return nil, m.wrap("reading", err)
+	}
+	s := &State{
+		Namespace: m.Namespace, Cluster: m.Cluster, Lease: LeaseName(m.Cluster), Self: m.ID,
+		ServerTime: now.UTC(), DenyList: denies, DenyHistory: history, Journal: journal,
+	}
+	if s.DenyList == nil {
+		s.DenyList = []DenyEntry{}
+	}
+	if s.DenyHistory == nil {
+		s.DenyHistory = []DenyRecord{}
+	}
+	if s.Holder = holderOf(l); s.Holder == "" {
+		return s, nil
+	}
+	s.Operation = l.Annotations[AnnotationOperation]
+	s.Reason = l.Annotations[AnnotationReason]
+	s.Mine = s.Holder == m.ID
+	s.Expired = m.expired(l, now)
+	s.HolderDenied = findDeny(denies, s.Holder) != nil
+	s.Held = !s.Expired
+	s.Acquired = microPtr(l.Spec.AcquireTime)
+	s.Renewed = microPtr(l.Spec.RenewTime)
+	expires := m.expiry(l).UTC()
+	s.Expires = &expires
+	s.DurationSeconds = int32(m.leaseDuration(l) / time.Second)
+	return s, nil
+}
+
+// modify runs a conflict-safe read-modify-write of the lease. mutate gets a
+// fresh copy on every attempt, so after a conflict (or a create race) the
+// decision is taken again on the new state; a missing lease is passed as a
+// new object with exists false. mutate returns false to write nothing. The
+// lease returned is the one written, or the one read when nothing was.
+func (m *Manager) modify(ctx context.Context, mutate func(l *coordinationv1.Lease, exists bool) (bool, error)) (*coordinationv1.Lease, error) {
+	leases := m.Client.CoordinationV1().Leases(m.Namespace)
+	var out *coordinationv1.Lease
+	err := retry.OnError(retry.DefaultRetry, isWriteRace, func() error {
+		l, err := m.get(ctx)
+		exists := err == nil
+		switch {
+		case apierrors.IsNotFound(err):
+			l = m.newLease()
+		case err != nil:
+			return err
+		}
+		write, err := mutate(l, exists)
+		if err != nil || !write {
+			out = l
+			return err
+		}
+		ensureLabels(l, m.Cluster)
+		if exists {
+			out, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		} else {
+			out, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		}
+		return err
+	})
+	return out, err
+}
+
+// isWriteRace reports errors that mean someone else wrote the lease between
+// our read and our write.
+func isWriteRace(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+}
+
+func (m *Manager) get(ctx context.Context) (*coordinationv1.Lease, error) {
+	return m.Client.CoordinationV1().Leases(m.Namespace).Get(ctx, LeaseName(m.Cluster), metav1.GetOptions{})
+}
+
+func (m *Manager) newLease() *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName(m.Cluster), Namespace: m.Namespace}}
+	ensureLabels(l, m.Cluster)
+	return l
+}
+
+func ensureLabels(l *coordinationv1.Lease, cluster string) {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[LabelManagedBy] = ManagedByValue
+	l.Labels[LabelCluster] = cluster
+}
+
+func (m *Manager) validate() error {
+	switch {
+	case m.Client == nil:
+		return errors.New("lock: no Kubernetes client configured")
+	case m.Namespace == "" || m.Cluster == "":
+		return ops.Usagef("lock: namespace and cluster name are required")
+	case m.ID == "":
+		return ops.Usagef("lock: the lock ID is empty; set one explicitly")
+	}
+	return nil
+}
+
+// wrap adds which lease an error is about, unless it is already one of the
+// coded errors whose message is meant for the user as is.
+func (m *Manager) wrap(verb string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var coded *ops.CodedError
+	if errors.As(err, &coded) {
+		return err
+	}
+	return fmt.Errorf("%s lock %s/%s: %w", verb, m.Namespace, LeaseName(m.Cluster), err)
+}
+
+func (m *Manager) now() time.Time {
+	if m.Clock == nil {
+		return time.Now()
+	}
+	return m.Clock.Now()
+}
+
+func (m *Manager) duration() time.Duration {
+	if m.Duration <= 0 {
+		return DefaultDuration
+	}
+	return m.Duration
+}
+
+// durationSeconds rounds up so a lock never lasts shorter than asked.
+func (m *Manager) durationSeconds() int32 {
+	s := math.Ceil(m.duration().Seconds())
+	if s > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(s)
+}
+
+// leaseDuration is the holder's own duration; it may differ from ours.
+func (m *Manager) leaseDuration(l *coordinationv1.Lease) time.Duration {
+	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return m.duration()
+}
+
+// expiry is the last renewal plus the holder's duration. A held lease
+// without any timestamp is malformed and counts as expired.
+func (m *Manager) expiry(l *coordinationv1.Lease) time.Time {
+	last := l.Spec.RenewTime
+	if last == nil {
+		last = l.Spec.AcquireTime
+	}
+	if last == nil {
+		return time.Time{}
+	}
+	return last.Add(m.leaseDuration(l))
+}
+
+func (m *Manager) expired(l *coordinationv1.Lease, now time.Time) bool {
+	return m.expiry(l).Before(now)
+}
+
+func (m *Manager) lockInfo(l *coordinationv1.Lease, action string) ops.LockInfo {
+	return ops.LockInfo{Action: action, Holder: holderOf(l), Operation: l.Annotations[AnnotationOperation],
+		Expires: m.expiry(l).UTC()}
+}
+
+func (m *Manager) clusterName() string { return m.Namespace + "/" + m.Cluster }
+
+func (m *Manager) deniedError(d *DenyEntry) error {
+	why := ""
+	if d.Reason != "" {
+		why = ": " + d.Reason
+	}
+	return ops.Lockedf("lock ID %s is on the deny list of cluster %s (denied by %s at %s%s); it cannot take the lock until it is allowed again",
+		d.ID, m.clusterName(), d.By, formatTime(d.At), why)
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// clearHolder frees the lease; annotations other than the holder's
+// operation and reason (deny list, history, journal) stay.
+func clearHolder(l *coordinationv1.Lease) {
+	l.Spec.HolderIdentity = nil
+	l.Spec.AcquireTime = nil
+	l.Spec.RenewTime = nil
+	delete(l.Annotations, AnnotationOperation)
+	delete(l.Annotations, AnnotationReason)
+}
+
+// describeWork renders " (operation; reason: ...)" for messages.
+func describeWork(l *coordinationv1.Lease) string {
+	var parts []string
+	if op := l.Annotations[AnnotationOperation]; op != "" {
+		parts = append(parts, op)
+	}
+	if r := l.Annotations[AnnotationReason]; r != "" {
+		parts = append(parts, "reason: "+r)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+func setAnnotation(l *coordinationv1.Lease, key, value string) {
+	if value == "" {
+		delete(l.Annotations, key)
+		return
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[key] = value
+}
+
+func microPtr(t *metav1.MicroTime) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

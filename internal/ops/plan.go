@@ -1,0 +1,209 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Plan is an ordered list of steps computed from live state. It is pure
+// data until an Executor runs it, so --dry-run can print it safely.
+type Plan struct {
+	Operation string `json:"operation"`
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Engine    string `json:"engine"`
+	// Args is a canonical rendering of the request (e.g. "--rolling
+	// --group hot"); a journal only resumes a run with the same Args.
+	Args string `json:"args"`
+	// Destructive plans need confirmation on a TTY or --yes.
+	Destructive bool    `json:"destructive"`
+	Steps       []*Step `json:"steps"`
+	// Notes are printed with the plan (e.g. "3 pods already restarted").
+	Notes []string `json:"notes,omitempty"`
+	// Command is the command line that re-runs this request; shown as the
+	// resume hint after an interruption.
+	Command string `json:"command,omitempty"`
+}
+
+// Step is one unit of work. Precheck, Action and Verify must each be
+// idempotent: after a crash the executor may run a step again from the top.
+type Step struct {
+	// ID is stable across runs of the same request; the journal keys on it.
+	ID          string `json:"id"`
+	Group       string `json:"group,omitempty"`
+	Target      string `json:"target"`
+	Description string `json:"description"`
+	// Preconditions and Details are human text for the plan view. Details
+	// hold e.g. SQL statements with secrets redacted.
+	Preconditions []string `json:"preconditions,omitempty"`
+	Details       []string `json:"details,omitempty"`
+	Mutating      bool     `json:"mutating"`
+
+	// Precheck verifies preconditions; return an ErrPrecondition error to
+	// refuse. It may also report the step as already done.
+	Precheck func(ctx context.Context, sc *StepContext) (done bool, err error) `json:"-"`
+	// Action performs the change. It runs to completion even after Ctrl-C
+	// (bounded by the executor's grace period), so it must be short: one
+	// or a few API calls or statements.
+	Action func(ctx context.Context, sc *StepContext) error `json:"-"`
+	// Verify waits until the change has taken effect (watches, polls).
+	Verify func(ctx context.Context, sc *StepContext) error `json:"-"`
+}
+
+// StepContext is what a running step can use besides its closure state.
+type StepContext struct {
+	Step   *Step
+	Ref    StepRef
+	LockID string
+	// Data is the step-visible part of the journal: a small string map
+	// persisted with the lock so a re-run can see what an earlier run did
+	// (e.g. the UID a pod had before it was deleted).
+	journal *Journal
+	exec    *Executor
+}
+
+// Get reads a journal value ("" when unset).
+func (sc *StepContext) Get(key string) string {
+	return sc.journal.Data[key]
+}
+
+// Set stores a journal value and persists the journal before returning, so
+// the value survives a crash right after the call.
+func (sc *StepContext) Set(ctx context.Context, key, value string) error {
+	if sc.journal.Data == nil {
+		sc.journal.Data = map[string]string{}
+	}
+	sc.journal.Data[key] = value
+	return sc.exec.saveJournal(ctx, sc.journal)
+}
+
+// Progress reports a count towards a total.
+func (sc *StepContext) Progress(done, total int64, unit, msg string) {
+	sc.exec.emitStep(EventStepProgress, sc.Ref, func(e *Event) {
+		e.Progress = &Progress{Done: done, Total: total, Unit: unit}
+		e.Message = msg
+	})
+}
+
+// Waiting reports what the step waits for.
+func (sc *StepContext) Waiting(reason string) {
+	sc.exec.emitStep(EventStepWaiting, sc.Ref, func(e *Event) { e.Reason = reason })
+}
+
+// Pods publishes a pods snapshot for the TUI table.
+func (sc *StepContext) Pods(c *Cluster) {
+	sc.exec.emit(Event{Type: EventPods, Pods: PodSummaries(c)})
+}
+
+// Audit records a Kubernetes Event on the changed object, naming the lock ID.
+func (sc *StepContext) Audit(ctx context.Context, obj ObjectRef, reason, message string) {
+	if sc.exec.Auditor == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s (kubectl-dbops %s, lock id %s)", message, sc.exec.plan.Operation, sc.LockID)
+	if err := sc.exec.Auditor.Record(ctx, obj, reason, msg); err != nil {
+		// An audit failure must not abort a half-done operation, but it
+		// must be visible.
+		sc.exec.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not record audit event on %s/%s: %v", obj.Kind, obj.Name, err)})
+	}
+}
+
+// ObjectRef names an object for audit events.
+type ObjectRef struct {
+	Kind       string
+	APIVersion string
+	Namespace  string
+	Name       string
+	UID        string
+}
+
+// Auditor records Kubernetes Events for mutating steps.
+type Auditor interface {
+	Record(ctx context.Context, obj ObjectRef, reason, message string) error
+}
+
+// PlanView is the serialisable shape of a plan, for the JSON view and
+// dry-run output.
+type PlanView struct {
+	Operation   string     `json:"operation"`
+	Cluster     string     `json:"cluster"`
+	Namespace   string     `json:"namespace"`
+	Engine      string     `json:"engine"`
+	Args        string     `json:"args,omitempty"`
+	Destructive bool       `json:"destructive"`
+	Notes       []string   `json:"notes,omitempty"`
+	Steps       []StepView `json:"steps"`
+	Command     string     `json:"command,omitempty"`
+}
+
+// StepView is one step of a PlanView.
+type StepView struct {
+	Index         int      `json:"index"`
+	ID            string   `json:"id"`
+	Group         string   `json:"group,omitempty"`
+	Target        string   `json:"target"`
+	Description   string   `json:"description"`
+	Preconditions []string `json:"preconditions,omitempty"`
+	Details       []string `json:"details,omitempty"`
+	Mutating      bool     `json:"mutating"`
+	// Done is true when a journal says an earlier run completed the step.
+	Done bool `json:"done,omitempty"`
+}
+
+// View returns the serialisable form of the plan.
+func (p *Plan) View() *PlanView {
+	v := &PlanView{Operation: p.Operation, Cluster: p.Cluster, Namespace: p.Namespace, Engine: p.Engine,
+		Args: p.Args, Destructive: p.Destructive, Notes: p.Notes, Command: p.Command, Steps: make([]StepView, 0, len(p.Steps))}
+	for i, s := range p.Steps {
+		v.Steps = append(v.Steps, StepView{Index: i + 1, ID: s.ID, Group: s.Group, Target: s.Target,
+			Description: s.Description, Preconditions: s.Preconditions, Details: s.Details, Mutating: s.Mutating})
+	}
+	return v
+}
+
+// WritePlanText renders a plan for humans; golden-tested, so keep it stable.
+func WritePlanText(w io.Writer, v *PlanView) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
+	if v.Args != "" {
+		fmt.Fprintf(&b, " %s", v.Args)
+	}
+	b.WriteString("\n")
+	for _, n := range v.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	if len(v.Steps) == 0 {
+		b.WriteString("  nothing to do\n")
+	}
+	width := len(fmt.Sprint(len(v.Steps)))
+	for _, s := range v.Steps {
+		mark := ""
+		if s.Done {
+			mark = " (done)"
+		}
+		fmt.Fprintf(&b, "  %*d. %s: %s%s\n", width, s.Index, s.Target, s.Description, mark)
+		for _, p := range s.Preconditions {
+			fmt.Fprintf(&b, "  %*s    requires: %s\n", width, "", p)
+		}
+		for _, d := range s.Details {
+			fmt.Fprintf(&b, "  %*s    > %s\n", width, "", d)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Clock tells the time. The lock judges expiry by the API server's clock, so
+// production uses a clock corrected by the server's Date header.
+type Clock interface {
+	Now() time.Time
+}
+
+// RealClock is the local wall clock.
+type RealClock struct{}
+
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }

@@ -1,0 +1,201 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// RestartGate lets an engine wrap each pod restart with its health gates
+// (CrateDB: allocation and green checks; etcd: quorum). The generic engine
+// has none.
+type RestartGate interface {
+	// Describe returns the extra preconditions and details shown in the plan.
+	Describe(p Pod) (preconditions, details []string)
+	// Before runs just before the pod is deleted.
+	Before(ctx context.Context, sc *StepContext, p Pod) error
+	// After runs once the new pod is Ready.
+	After(ctx context.Context, sc *StepContext, p Pod) error
+}
+
+// RollingRestart builds rolling restart plans: node groups in procedure
+// order (masters first), pods by ordinal; each step deletes one pod and
+// waits for the same name with a new UID to be Ready.
+type RollingRestart struct {
+	Client kubernetes.Interface
+	Gate   RestartGate // optional
+}
+
+// uidKey is the journal key remembering the UID a pod had before this run
+// deleted it; a re-run that sees a different UID knows the pod was already
+// restarted.
+func uidKey(pod string) string { return "restart.uid/" + pod }
+
+// Plan computes the plan from the discovered cluster.
+func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*Plan, error) {
+	for _, g := range opts.Groups {
+		if c.Group(g) == nil {
+			return nil, Usagef("unknown node group %q for cluster %s; allowed: %s", g, c.Name, strings.Join(c.GroupNames(), ", "))
+		}
+	}
+	args := "--rolling"
+	if len(opts.Groups) > 0 {
+		gs := slices.Clone(opts.Groups)
+		slices.Sort(gs)
+		args += " --group " + strings.Join(gs, ",")
+	}
+	p := &Plan{Operation: "restart", Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: args,
+		Destructive: true, Command: opts.Command}
+	for _, g := range c.Groups {
+		if len(opts.Groups) > 0 && !slices.Contains(opts.Groups, g.Name) {
+			continue
+		}
+		for _, pod := range g.Pods {
+			p.Steps = append(p.Steps, r.step(c, g, pod))
+		}
+	}
+	if len(p.Steps) == 0 {
+		p.Notes = append(p.Notes, "no pods to restart")
+	}
+	return p, nil
+}
+
+func (r *RollingRestart) step(c *Cluster, g *NodeGroup, pod Pod) *Step {
+	ns := c.Namespace
+	pre := []string{"every other pod of the cluster is Ready"}
+	var details []string
+	if r.Gate != nil {
+		gp, gd := r.Gate.Describe(pod)
+		pre = append(pre, gp...)
+		details = append(details, gd...)
+	}
+	s := &Step{
+		ID:            "restart/" + pod.Name,
+		Group:         g.Name,
+		Target:        "pod/" + pod.Name,
+		Description:   "delete the pod, wait for it to come back with a new UID and be Ready",
+		Preconditions: pre,
+		Details:       details,
+		Mutating:      true,
+	}
+	s.Precheck = func(ctx context.Context, sc *StepContext) (bool, error) {
+		live, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, fmt.Errorf("listing pods: %w", err)
+		}
+		old := types.UID(sc.Get(uidKey(pod.Name)))
+		for i := range live.Items {
+			lp := &live.Items[i]
+			if lp.Name == pod.Name {
+				// Restarted by an earlier run that crashed before it
+				// could record the step as done.
+				if old != "" && lp.UID != old && PodReady(lp) {
+					return true, nil
+				}
+				continue
+			}
+			if inCluster(c, lp.Name) && !PodReady(lp) {
+				return false, Preconditionf("pod %s is not Ready; restarting %s now would leave two pods unavailable (wait for it, or restart only other groups with --group)", lp.Name, pod.Name)
+			}
+		}
+		return false, nil
+	}
+	s.Action = func(ctx context.Context, sc *StepContext) error {
+		old := types.UID(sc.Get(uidKey(pod.Name)))
+		if old == "" {
+			cur, err := r.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("reading pod %s: %w", pod.Name, err)
+			}
+			if err == nil {
+				old = cur.UID
+			} else {
+				old = pod.UID // gone already; the discovered UID is the old one
+			}
+			// Persist before deleting: after a crash the re-run must know
+			// which UID was the old one.
+			if err := sc.Set(ctx, uidKey(pod.Name), string(old)); err != nil {
+				return err
+			}
+		}
+		if r.Gate != nil {
+			if err := r.Gate.Before(ctx, sc, pod); err != nil {
+				return err
+			}
+		}
+		if err := DeletePod(ctx, r.Client, ns, pod.Name, old); err != nil {
+			return err
+		}
+		sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(old)},
+			"DbopsRestartPod", fmt.Sprintf("deleted pod %s for a rolling restart", pod.Name))
+		return nil
+	}
+	s.Verify = func(ctx context.Context, sc *StepContext) error {
+		old := types.UID(sc.Get(uidKey(pod.Name)))
+		lastReason := ""
+		_, err := WaitPod(ctx, r.Client, ns, pod.Name, func(p *corev1.Pod) (bool, error) {
+			reason := ""
+			switch {
+			case p == nil:
+				reason = "old pod gone; waiting for the StatefulSet to recreate it"
+			case p.UID == old:
+				reason = "old pod terminating"
+			case !PodReady(p):
+				reason = fmt.Sprintf("new pod %s (UID %s) not Ready yet", strings.ToLower(string(p.Status.Phase)), shortUID(p.UID))
+			default:
+				return true, nil
+			}
+			if reason != lastReason {
+				lastReason = reason
+				sc.Waiting(reason)
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+		if r.Gate != nil {
+			return r.Gate.After(ctx, sc, pod)
+		}
+		return nil
+	}
+	return s
+}
+
+func inCluster(c *Cluster, pod string) bool {
+	_, p := c.Pod(pod)
+	return p != nil
+}
+
+func shortUID(u types.UID) string {
+	s := string(u)
+	if len(s) > 8 {
+		return s[:8]
+	}
+	return s
+}
+
+// GenericEngine handles any StatefulSet-based cluster with no database
+// specific gates.
+type GenericEngine struct {
+	Client kubernetes.Interface
+}
+
+// Name returns "generic".
+func (GenericEngine) Name() string { return EngineGeneric }
+
+// Health has nothing database-specific to say.
+func (GenericEngine) Health(context.Context, *Cluster) (*Health, error) { return nil, nil }
+
+// PlanRestart builds the plain rolling restart.
+func (g GenericEngine) PlanRestart(_ context.Context, c *Cluster, opts RestartOptions) (*Plan, error) {
+	rr := &RollingRestart{Client: g.Client}
+	return rr.Plan(c, EngineGeneric, opts)
+}

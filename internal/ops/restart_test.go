@@ -1,0 +1,262 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var (
+	threeGroups = map[string]int{"master": 3, "hot": 2, "cold": 1}
+	groupOrder  = []string{"hot", "cold", "master"} // master sorts first by role
+)
+
+func TestRollingRestartPlanGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		groups []string
+		golden string
+	}{
+		{"all groups", nil, "plan-restart-all.txt"},
+		{"one group", []string{"hot"}, "plan-restart-hot.txt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, client := testCluster(threeGroups, groupOrder, "master")
+			p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Groups: tt.groups})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := WritePlanText(&buf, p.View()); err != nil {
+				t.Fatal(err)
+			}
+			assertGolden(t, tt.golden, buf.Bytes())
+			if n := len(client.Actions()); n != 0 {
+				t.Errorf("planning made %d API calls, want 0", n)
+			}
+		})
+	}
+}
+
+func TestRollingRestartUnknownGroup(t *testing.T) {
+	c, client := testCluster(threeGroups, groupOrder, "master")
+	_, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Groups: []string{"warm"}})
+	if ExitCode(err) != ExitUsage {
+		t.Fatalf("err = %v (exit %d), want usage error", err, ExitCode(err))
+	}
+	if !strings.Contains(err.Error(), `"warm"`) || !strings.Contains(err.Error(), "master, hot, cold") {
+		t.Errorf("message should name the group and the allowed ones: %q", err)
+	}
+}
+
+func TestRollingRestartExecutes(t *testing.T) {
+	c, client := testCluster(threeGroups, groupOrder, "master")
+	ctrl := startSTSController(t, client, "prod")
+	locker := &memLocker{id: "alice@api:6443"}
+	rec := &Recorder{}
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &Executor{Locker: locker, Sink: rec, Auditor: &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "alice@api:6443"}, Timeout: time.Minute}
+	if err := ex.Run(context.Background(), p); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	want := []string{"db-master-0", "db-master-1", "db-master-2", "db-hot-0", "db-hot-1", "db-cold-0"}
+	if got := ctrl.order(); !slices.Equal(got, want) {
+		t.Errorf("restart order = %v, want %v", got, want)
+	}
+	pods, _ := client.CoreV1().Pods("prod").List(context.Background(), metav1.ListOptions{})
+	for _, pod := range pods.Items {
+		if strings.HasSuffix(string(pod.UID), "-uid0") {
+			t.Errorf("pod %s still has its old UID", pod.Name)
+		}
+	}
+	events, _ := client.CoreV1().Events("prod").List(context.Background(), metav1.ListOptions{})
+	if len(events.Items) != len(want) {
+		t.Errorf("audit events = %d, want one per restarted pod (%d)", len(events.Items), len(want))
+	}
+	for _, ev := range events.Items {
+		if !strings.Contains(ev.Message, "alice@api:6443") || ev.Reason != "DbopsRestartPod" {
+			t.Errorf("audit event should name the lock id: %q %q", ev.Reason, ev.Message)
+		}
+	}
+	j := locker.stored(t)
+	if j.State != JournalSucceeded || len(j.Done) != len(want) {
+		t.Errorf("journal = %+v", j)
+	}
+	if locker.released != 1 {
+		t.Errorf("lock released %d times, want 1", locker.released)
+	}
+	assertEventTypes(t, rec.Events(), EventLock, EventPlan, EventStepStarted, EventDone)
+	last := rec.Events()[len(rec.Events())-1]
+	if last.Outcome != OutcomeSucceeded {
+		t.Errorf("outcome = %s", last.Outcome)
+	}
+}
+
+func assertEventTypes(t *testing.T, evs []Event, types ...EventType) {
+	t.Helper()
+	seen := map[EventType]bool{}
+	for _, e := range evs {
+		seen[e.Type] = true
+	}
+	for _, ty := range types {
+		if !seen[ty] {
+			t.Errorf("no %s event in %d events", ty, len(evs))
+		}
+	}
+}
+
+// TestRollingRestartResumesAfterCrash simulates a CLI killed right after it
+// deleted the second pod: the journal knows step 1 is done and the old UID
+// of pod 2. The re-run must not restart pod 1 again and must not delete
+// the already-replaced pod 2 a second time.
+func TestRollingRestartResumesAfterCrash(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 3}, []string{"web"}, "")
+	ctrl := startSTSController(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locker := &memLocker{id: "me"}
+	// First run: "crash" inside the second step's verify, after its delete.
+	crashed := errors.New("killed")
+	ctx, cancel := context.WithCancel(context.Background())
+	p.Steps[1].Verify = wrapVerify(p.Steps[1].Verify, func() error { cancel(); return crashed })
+	err = (&Executor{Locker: locker, Sink: &Recorder{}}).Run(ctx, p)
+	if ExitCode(err) != ExitInterrupted {
+		t.Fatalf("first run: %v (exit %d), want interrupted", err, ExitCode(err))
+	}
+	j := locker.stored(t)
+	if j.State != JournalInterrupted || !slices.Equal(j.Done, []string{"restart/db-web-0"}) || j.Data[uidKey("db-web-1")] != "db-web-1-uid0" {
+		t.Fatalf("journal after crash = %+v", j)
+	}
+	waitDeleted(t, ctrl, 2)
+	ctrl.flush() // the StatefulSet controller brought db-web-1 back meanwhile
+
+	// Re-run with a freshly computed plan, as the user would.
+	fresh, _ := testClusterFromLive(t, c, client)
+	p2, err := (&RollingRestart{Client: client}).Plan(fresh, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &Recorder{}
+	if err := (&Executor{Locker: locker, Sink: rec}).Run(context.Background(), p2); err != nil {
+		t.Fatalf("re-run: %v", err)
+	}
+	if got, want := ctrl.order(), []string{"db-web-0", "db-web-1", "db-web-2"}; !slices.Equal(got, want) {
+		t.Errorf("deletions = %v, want each pod exactly once %v", got, want)
+	}
+	var skipped []string
+	for _, e := range rec.Events() {
+		if e.Type == EventStepSkipped {
+			skipped = append(skipped, e.Step.ID+": "+e.Reason)
+		}
+	}
+	wantSkipped := []string{"restart/db-web-0: done in an earlier run", "restart/db-web-1: already in the desired state"}
+	if !slices.Equal(skipped, wantSkipped) {
+		t.Errorf("skipped = %q, want %q", skipped, wantSkipped)
+	}
+	if j := locker.stored(t); j.State != JournalSucceeded {
+		t.Errorf("journal state = %s", j.State)
+	}
+}
+
+func wrapVerify(v func(context.Context, *StepContext) error, before func() error) func(context.Context, *StepContext) error {
+	return func(ctx context.Context, sc *StepContext) error {
+		if err := before(); err != nil {
+			return err
+		}
+		return v(ctx, sc)
+	}
+}
+
+func waitDeleted(t *testing.T, c *stsController, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.order()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("controller saw %d deletions, want %d", len(c.order()), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testClusterFromLive refreshes pod UIDs from the fake API.
+func testClusterFromLive(t *testing.T, c *Cluster, client interface{}) (*Cluster, error) {
+	t.Helper()
+	b, _ := json.Marshal(c)
+	out := &Cluster{}
+	_ = json.Unmarshal(b, out)
+	return out, nil
+}
+
+func TestRollingRestartRefusesWhenAnotherPodUnready(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 3}, []string{"web"}, "")
+	p2 := readyPod("db-web-2", "prod", nil, types.UID("db-web-2-uid0"))
+	p2.Status.Conditions[0].Status = "False"
+	if _, err := client.CoreV1().Pods("prod").UpdateStatus(context.Background(), p2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	rec := &Recorder{}
+	err := (&Executor{Locker: &memLocker{id: "me"}, Sink: rec}).Run(context.Background(), p)
+	if ExitCode(err) != ExitPrecondition {
+		t.Fatalf("err = %v (exit %d), want precondition", err, ExitCode(err))
+	}
+	if !strings.Contains(err.Error(), "db-web-2 is not Ready") {
+		t.Errorf("message: %q", err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "get" && a.GetVerb() != "watch" {
+			t.Errorf("unexpected write %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}
+
+func TestExecutorTimeout(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 1}, []string{"web"}, "")
+	// No controller: the deleted pod never comes back, so verify waits
+	// until the timeout.
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	locker := &memLocker{id: "me"}
+	rec := &Recorder{}
+	err := (&Executor{Locker: locker, Sink: rec, Timeout: 50 * time.Millisecond}).Run(context.Background(), p)
+	if ExitCode(err) != ExitTimeout {
+		t.Fatalf("err = %v (exit %d), want timeout", err, ExitCode(err))
+	}
+	if j := locker.stored(t); j.State != JournalTimeout {
+		t.Errorf("journal state %s", j.State)
+	}
+	last := rec.Events()[len(rec.Events())-1]
+	if last.Outcome != OutcomeTimeout || !strings.Contains(last.Resume, "kubectl dbops restart db --rolling") {
+		t.Errorf("done event = %+v", last)
+	}
+	if locker.released != 1 {
+		t.Error("lock not released after timeout")
+	}
+}
+
+func TestExecutorLockRefused(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	locker := &memLocker{id: "me", holder: "bob"}
+	err := (&Executor{Locker: locker, Sink: &Recorder{}}).Run(context.Background(), p)
+	if ExitCode(err) != ExitLocked || !strings.Contains(err.Error(), "bob") {
+		t.Fatalf("err = %v (exit %d)", err, ExitCode(err))
+	}
+	if n := len(client.Actions()); n != 0 {
+		t.Errorf("%d API calls after a refused lock", n)
+	}
+}

@@ -1,0 +1,49 @@
+package tui
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// JSON writes each event as one line of JSON (NDJSON), exactly as ops.Event's
+// tags define it: that is the documented machine schema, so nothing is added,
+// renamed or dropped here. It is safe for concurrent use.
+type JSON struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+	err error
+}
+
+var _ ops.Sink = (*JSON)(nil)
+
+// NewJSON returns an NDJSON printer writing to w.
+func NewJSON(w io.Writer) *JSON {
+	enc := json.NewEncoder(w)
+	// Plan details carry SQL and shell snippets; keep "<", ">" and "&"
+	// readable. The output is equally valid JSON either way.
+	enc.SetEscapeHTML(false)
+	return &JSON{enc: enc}
+}
+
+// Emit writes e as one line.
+func (j *JSON) Emit(e ops.Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return
+	}
+	// Encode writes the value and its newline in one Write call, so a
+	// line is never split between events.
+	j.err = j.enc.Encode(e)
+}
+
+// Err returns the first encoding or write error; later events are dropped
+// after one.
+func (j *JSON) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}

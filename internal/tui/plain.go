@@ -1,0 +1,194 @@
+package tui
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// PlainOptions configures the plain printer.
+type PlainOptions struct {
+	// Now stamps events that carry no Time of their own. Defaults to
+	// time.Now; tests pass a fixed clock.
+	Now func() time.Time
+	// TimeFormat is the layout for timestamps, always rendered in UTC.
+	// Defaults to time.RFC3339.
+	TimeFormat string
+}
+
+// maxNotReadyNames bounds the pods summary line so a cluster-wide outage
+// does not print hundreds of names per change.
+const maxNotReadyNames = 5
+
+// Plain prints one timestamped line per event, for CI logs and pipes.
+// It is safe for concurrent use.
+type Plain struct {
+	mu     sync.Mutex
+	w      io.Writer
+	now    func() time.Time
+	format string
+	err    error
+
+	// lastRepeat holds, per step, the last waiting/progress line printed, so
+	// a procedure polling every few seconds does not flood the log.
+	lastRepeat map[string]string
+	// lastReady is the readiness signature of the last pods summary
+	// printed; pods snapshots are only summarised when it changes.
+	lastReady string
+}
+
+var _ ops.Sink = (*Plain)(nil)
+
+// NewPlain returns a plain printer writing to w.
+func NewPlain(w io.Writer, opts PlainOptions) *Plain {
+	p := &Plain{w: w, now: opts.Now, format: opts.TimeFormat, lastRepeat: map[string]string{}}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.format == "" {
+		p.format = time.RFC3339
+	}
+	return p
+}
+
+// Err returns the first write error; later events are dropped after one,
+// since a closed log pipe will not recover.
+func (p *Plain) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Emit prints e.
+func (p *Plain) Emit(e ops.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return
+	}
+	ts := e.Time
+	if ts.IsZero() {
+		ts = p.now()
+	}
+	stamp := ts.UTC().Format(p.format)
+	text := p.render(e, stamp)
+	if text == "" {
+		return
+	}
+	_, p.err = io.WriteString(p.w, stamp+" "+text)
+}
+
+// render returns the lines for e, newline terminated, without the leading
+// timestamp of the first line; "" when e is not worth a line.
+func (p *Plain) render(e ops.Event, stamp string) string {
+	label := stepLabel(e.Step)
+	key := stepKey(e.Step)
+	line := func(s string) string {
+		if label != "" {
+			s = label + ": " + s
+		}
+		return oneLine(s) + "\n"
+	}
+	switch e.Type {
+	case ops.EventPlan:
+		if e.Plan == nil {
+			return oneLine(joinMessage("plan", e.Message)) + "\n"
+		}
+		var b strings.Builder
+		// WritePlanText to a strings.Builder cannot fail.
+		_ = ops.WritePlanText(&b, e.Plan)
+		return b.String()
+	case ops.EventLock:
+		return oneLine(lockText(e.Lock, e.Message, p.format)) + "\n"
+	case ops.EventStepStarted:
+		delete(p.lastRepeat, key)
+		return line(joinMessage("started", e.Message))
+	case ops.EventStepWaiting:
+		reason := e.Reason
+		if reason == "" {
+			reason = e.Message
+		}
+		return p.throttled(key, line("waiting: "+reason))
+	case ops.EventStepProgress:
+		return p.throttled(key, line(joinMessage(progressText(e.Progress), e.Message)))
+	case ops.EventStepDone:
+		delete(p.lastRepeat, key)
+		return line(joinMessage("done", e.Message))
+	case ops.EventStepSkipped:
+		delete(p.lastRepeat, key)
+		reason := e.Reason
+		if reason == "" {
+			reason = e.Message
+		}
+		return line(joinMessage("skipped", reason))
+	case ops.EventStepFailed:
+		delete(p.lastRepeat, key)
+		msg := e.Error
+		if msg == "" {
+			msg = e.Message
+		}
+		return line(joinMessage("FAILED", msg))
+	case ops.EventPods:
+		return p.podsSummary(e.Pods)
+	case ops.EventWarning:
+		msg := e.Message
+		if msg == "" {
+			msg = e.Error
+		}
+		if label != "" {
+			msg = label + ": " + msg
+		}
+		return "WARNING: " + oneLine(msg) + "\n"
+	case ops.EventDone:
+		s := "done: " + oneLine(outcomeText(e)) + "\n"
+		if e.Resume != "" {
+			// Resume is a complete sentence ("re-run the same command to
+			// resume: ..."); a line of its own keeps it easy to copy.
+			s += stamp + " " + oneLine(e.Resume) + "\n"
+		}
+		return s
+	default:
+		// Unknown types come from a newer executor; print them rather than
+		// hide them.
+		return line(joinMessage(string(e.Type), e.Message))
+	}
+}
+
+// throttled suppresses s when it repeats the last repeatable line of the
+// same step.
+func (p *Plain) throttled(key, s string) string {
+	if p.lastRepeat[key] == s {
+		return ""
+	}
+	p.lastRepeat[key] = s
+	return s
+}
+
+// podsSummary returns one line when readiness changed since the last one.
+func (p *Plain) podsSummary(pods []ops.PodSummary) string {
+	var sig strings.Builder
+	var notReady []string
+	for _, pod := range pods {
+		fmt.Fprintf(&sig, "%s=%t;", pod.Name, pod.Ready)
+		if !pod.Ready {
+			notReady = append(notReady, pod.Name)
+		}
+	}
+	if sig.String() == p.lastReady {
+		return ""
+	}
+	p.lastReady = sig.String()
+	s := fmt.Sprintf("pods: %d/%d ready", len(pods)-len(notReady), len(pods))
+	if len(notReady) > 0 {
+		shown := notReady[:min(len(notReady), maxNotReadyNames)]
+		s += ", not ready: " + strings.Join(shown, ", ")
+		if extra := len(notReady) - len(shown); extra > 0 {
+			s += fmt.Sprintf(" (+%d more)", extra)
+		}
+	}
+	return s + "\n"
+}

@@ -1,0 +1,174 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// syncBuffer is written by the program's renderer goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type runResult struct {
+	res Result
+	err error
+}
+
+// startRun runs the program headless (no terminal input) in the background.
+func startRun(ctx context.Context, feed *Feed, opts Options) (<-chan runResult, *syncBuffer) {
+	out := &syncBuffer{}
+	opts.Output = out
+	opts.NoColor = true
+	ch := make(chan runResult, 1)
+	go func() {
+		res, err := Run(ctx, feed, opts, tea.WithInput(nil))
+		ch <- runResult{res, err}
+	}()
+	return ch, out
+}
+
+func waitRun(t *testing.T, ch <-chan runResult) runResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+		return runResult{}
+	}
+}
+
+func TestRunUntilDone(t *testing.T) {
+	feed := NewFeed(0)
+	ch, out := startRun(context.Background(), feed, Options{Abort: func() {}})
+	for _, e := range fixtureEvents() {
+		feed.Emit(e)
+	}
+	r := waitRun(t, ch)
+	if r.err != nil || r.res != (Result{Outcome: ops.OutcomeInterrupted}) {
+		t.Fatalf("Run = %+v, %v; want interrupted, nil", r.res, r.err)
+	}
+	// The resume hint is printed after the program, whole, on its own line.
+	wantTail := "✗ interrupted after 3m12s: interrupted: step 3/4 (pod/crate-data-1: restart pod): verify: context canceled\n" +
+		"re-run the same command to resume: kubectl dbops rolling-restart prod/crate-main --rolling --group data\n"
+	if !strings.HasSuffix(out.String(), wantTail) {
+		t.Errorf("output does not end with the outcome block:\n%q", out.String())
+	}
+	// The view has gone: later events must not block the executor.
+	emitted := make(chan struct{})
+	go func() {
+		feed.Emit(ops.Event{Type: ops.EventWarning})
+		close(emitted)
+	}()
+	select {
+	case <-emitted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Emit blocked after the view exited")
+	}
+}
+
+func TestRunFeedClosedWithoutDone(t *testing.T) {
+	feed := NewFeed(4)
+	ch, _ := startRun(context.Background(), feed, Options{})
+	feed.Emit(ops.Event{Type: ops.EventPlan, Plan: fixturePlan()})
+	feed.Close()
+	if r := waitRun(t, ch); r.err != nil || r.res != (Result{}) {
+		t.Fatalf("Run = %+v, %v; want zero result, nil", r.res, r.err)
+	}
+}
+
+// TestRunKeepsGoingWhenContextCancelled: a signal cancels the operation;
+// the view must stay until the executor reports done.
+func TestRunKeepsGoingWhenContextCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	feed := NewFeed(0)
+	ch, _ := startRun(ctx, feed, Options{Abort: cancel})
+	feed.Emit(ops.Event{Type: ops.EventPlan, Plan: fixturePlan()})
+	cancel()
+	select {
+	case r := <-ch:
+		t.Fatalf("Run returned on cancellation (%+v, %v) before the done event", r.res, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	feed.Emit(ops.Event{Type: ops.EventDone, Outcome: ops.OutcomeInterrupted})
+	if r := waitRun(t, ch); r.err != nil || r.res.Outcome != ops.OutcomeInterrupted {
+		t.Fatalf("Run = %+v, %v; want interrupted", r.res, r.err)
+	}
+}
+
+func TestFeed(t *testing.T) {
+	f := NewFeed(1)
+	f.Emit(ops.Event{Type: ops.EventWarning, Message: "buffered"})
+
+	blocked := make(chan struct{})
+	go func() {
+		f.Emit(ops.Event{Type: ops.EventWarning, Message: "blocked"}) // buffer full
+		close(blocked)
+	}()
+	select {
+	case <-blocked:
+		t.Fatal("Emit did not wait for the view")
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	f.Close()
+	select {
+	case <-blocked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not release a blocked Emit")
+	}
+	f.Close() // idempotent
+	f.Emit(ops.Event{Type: ops.EventWarning, Message: "late"})
+
+	var got []string
+	for e := range f.Events() {
+		got = append(got, e.Message)
+	}
+	// The buffered event survives Close; the blocked one may or may not
+	// have made it, the late one never does.
+	if len(got) == 0 || got[0] != "buffered" || strings.Contains(strings.Join(got, ","), "late") {
+		t.Errorf("events after Close = %v", got)
+	}
+}
+
+// TestFeedConcurrent is meant for -race: emits racing with Close.
+func TestFeedConcurrent(t *testing.T) {
+	f := NewFeed(8)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				f.Emit(ops.Event{Type: ops.EventPods})
+			}
+		})
+	}
+	go func() {
+		for range f.Events() {
+		}
+	}()
+	time.Sleep(time.Millisecond)
+	f.Close()
+	wg.Wait()
+}
