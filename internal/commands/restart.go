@@ -14,6 +14,9 @@ type RestartOptions struct {
 	Cluster string
 	Rolling bool
 	Groups  []string
+	// groupGiven records --group on the command line: pflag turns
+	// --group "" into an empty list, which must not mean "all groups".
+	groupGiven bool
 }
 
 // NewRestartOptions returns options bound to the shared flags.
@@ -39,6 +42,7 @@ pass). Pods already restarted by an interrupted run are not restarted again.`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.groupGiven = cmd.Flags().Changed("group")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -67,6 +71,9 @@ func (o *RestartOptions) Validate() error {
 	}
 	if !o.Rolling {
 		return ops.Usagef("restart needs --rolling (the only restart mode: one pod at a time)")
+	}
+	if o.groupGiven && len(o.Groups) == 0 {
+		return ops.Usagef("--group must name a node group, got an empty value")
 	}
 	for _, gr := range o.Groups {
 		if strings.TrimSpace(gr) == "" {

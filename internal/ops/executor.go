@@ -33,6 +33,9 @@ type Executor struct {
 	held  HeldLock
 	start time.Time
 	mu    sync.Mutex // serialises journal saves
+	// keepLock is set when the lock was already held by hand (lock
+	// acquire) before this run: the run must not end the user's hold.
+	keepLock bool
 }
 
 // Run executes p. The returned error maps to an exit code via ExitCode.
@@ -74,7 +77,14 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	}
 	e.emit(Event{Type: EventPlan, Plan: view, Timeout: e.Timeout})
 
+	// Tell every view at once that a stop was asked for, not only at the
+	// end: the current action may take up to the grace period to finish.
+	stopNotice := context.AfterFunc(runCtx, func() {
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("stopping (%v): finishing the current action safely, the journal is kept",
+			context.Cause(runCtx))})
+	})
 	err = e.runSteps(runCtx, journal)
+	stopNotice()
 	if err != nil {
 		err = classify(runCtx, err)
 	}
@@ -100,7 +110,11 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	if serr := e.saveJournal(finCtx, journal); serr != nil && err == nil {
 		err = fmt.Errorf("operation finished but its record could not be saved: %w", serr)
 	}
-	if e.held != nil {
+	switch {
+	case e.held != nil && e.keepLock:
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("the lock stays held by %s as it was before this run; give it up with: kubectl dbops lock release %s",
+			e.held.ID(), p.Cluster)})
+	case e.held != nil:
 		if rerr := e.held.Release(finCtx); rerr != nil {
 			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not release the lock (it expires by itself): %v", rerr)})
 		} else {
@@ -132,6 +146,7 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 	fresh.Holder = held.ID()
 
 	prev := held.Journal()
+	e.keepLock = info.Action == LockExtended && (prev == nil || prev.State == JournalSucceeded)
 	switch {
 	case prev.Resumable(p.Operation, p.Args):
 		prev.State = JournalRunning

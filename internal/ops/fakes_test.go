@@ -11,9 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 )
 
 // memLocker is an in-memory Locker; its journal survives "crashes"
@@ -97,85 +95,6 @@ func (m *memLocker) stored(t *testing.T) *Journal {
 type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
-
-// stsController stands in for the StatefulSet controller: when a pod is
-// deleted it creates the same name again, with a new UID, Running and Ready.
-// It records the order of deletions.
-//
-// The fake clientset drops events that happen between an informer's list
-// and its watch (a real API server replays them from the resourceVersion),
-// so recreations are held back until the next watch is opened or flush is
-// called; that keeps the tests deterministic without sleeps.
-type stsController struct {
-	mu      sync.Mutex
-	client  *fake.Clientset
-	ns      string
-	deleted []string
-	pending []*corev1.Pod
-	gen     int
-}
-
-func startSTSController(t *testing.T, client *fake.Clientset, ns string) *stsController {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c := &stsController{client: client, ns: ns}
-	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		wa := a.(k8stesting.WatchActionImpl)
-		pw, err := client.Tracker().Watch(a.GetResource(), wa.GetNamespace(), wa.ListOptions)
-		if err != nil {
-			return true, nil, err
-		}
-		go c.flush()
-		return true, pw, nil
-	})
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if ev.Type != watch.Deleted {
-					continue
-				}
-				old := ev.Object.(*corev1.Pod)
-				c.mu.Lock()
-				c.deleted = append(c.deleted, old.Name)
-				c.gen++
-				p := readyPod(old.Name, ns, old.Labels, types.UID(fmt.Sprintf("%s-gen%d", old.Name, c.gen)))
-				p.OwnerReferences = old.OwnerReferences
-				c.pending = append(c.pending, p)
-				c.mu.Unlock()
-			}
-		}
-	}()
-	return c
-}
-
-// flush creates the pods deleted so far.
-func (c *stsController) flush() {
-	c.mu.Lock()
-	pending := c.pending
-	c.pending = nil
-	c.mu.Unlock()
-	for _, p := range pending {
-		_, _ = c.client.CoreV1().Pods(c.ns).Create(context.Background(), p, metav1.CreateOptions{})
-	}
-}
-
-func (c *stsController) order() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.deleted...)
-}
 
 func readyPod(name, ns string, labels map[string]string, uid types.UID) *corev1.Pod {
 	return &corev1.Pod{

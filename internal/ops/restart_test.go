@@ -12,6 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 )
 
 var (
@@ -60,7 +62,7 @@ func TestRollingRestartUnknownGroup(t *testing.T) {
 
 func TestRollingRestartExecutes(t *testing.T) {
 	c, client := testCluster(threeGroups, groupOrder, "master")
-	ctrl := startSTSController(t, client, "prod")
+	ctrl := fakecluster.Start(t, client, "prod")
 	locker := &memLocker{id: "alice@api:6443"}
 	rec := &Recorder{}
 	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
@@ -72,7 +74,7 @@ func TestRollingRestartExecutes(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 	want := []string{"db-master-0", "db-master-1", "db-master-2", "db-hot-0", "db-hot-1", "db-cold-0"}
-	if got := ctrl.order(); !slices.Equal(got, want) {
+	if got := ctrl.Deleted(); !slices.Equal(got, want) {
 		t.Errorf("restart order = %v, want %v", got, want)
 	}
 	pods, _ := client.CoreV1().Pods("prod").List(context.Background(), metav1.ListOptions{})
@@ -123,7 +125,7 @@ func assertEventTypes(t *testing.T, evs []Event, types ...EventType) {
 // the already-replaced pod 2 a second time.
 func TestRollingRestartResumesAfterCrash(t *testing.T) {
 	c, client := testCluster(map[string]int{"web": 3}, []string{"web"}, "")
-	ctrl := startSTSController(t, client, "prod")
+	ctrl := fakecluster.Start(t, client, "prod")
 	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +143,8 @@ func TestRollingRestartResumesAfterCrash(t *testing.T) {
 	if j.State != JournalInterrupted || !slices.Equal(j.Done, []string{"restart/db-web-0"}) || j.Data[uidKey("db-web-1")] != "db-web-1-uid0" {
 		t.Fatalf("journal after crash = %+v", j)
 	}
-	waitDeleted(t, ctrl, 2)
-	ctrl.flush() // the StatefulSet controller brought db-web-1 back meanwhile
+	ctrl.WaitDeleted(t, 2)
+	ctrl.Flush() // the StatefulSet controller brought db-web-1 back meanwhile
 
 	// Re-run with a freshly computed plan, as the user would.
 	fresh, _ := testClusterFromLive(t, c, client)
@@ -154,7 +156,7 @@ func TestRollingRestartResumesAfterCrash(t *testing.T) {
 	if err := (&Executor{Locker: locker, Sink: rec}).Run(context.Background(), p2); err != nil {
 		t.Fatalf("re-run: %v", err)
 	}
-	if got, want := ctrl.order(), []string{"db-web-0", "db-web-1", "db-web-2"}; !slices.Equal(got, want) {
+	if got, want := ctrl.Deleted(), []string{"db-web-0", "db-web-1", "db-web-2"}; !slices.Equal(got, want) {
 		t.Errorf("deletions = %v, want each pod exactly once %v", got, want)
 	}
 	var skipped []string
@@ -178,17 +180,6 @@ func wrapVerify(v func(context.Context, *StepContext) error, before func() error
 			return err
 		}
 		return v(ctx, sc)
-	}
-}
-
-func waitDeleted(t *testing.T, c *stsController, n int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(c.order()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("controller saw %d deletions, want %d", len(c.order()), n)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -258,5 +249,67 @@ func TestExecutorLockRefused(t *testing.T) {
 	}
 	if n := len(client.Actions()); n != 0 {
 		t.Errorf("%d API calls after a refused lock", n)
+	}
+}
+
+// A lock taken by hand before the run (lock acquire) stays held after it.
+func TestExecutorKeepsManualLock(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 1}, []string{"web"}, "")
+	fakecluster.Start(t, client, "prod")
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	locker := &memLocker{id: "me", holder: "me"}
+	rec := &Recorder{}
+	if err := (&Executor{Locker: locker, Sink: rec}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if locker.released != 0 || locker.holder != "me" {
+		t.Errorf("manual lock was released (released=%d holder=%q)", locker.released, locker.holder)
+	}
+	found := false
+	for _, e := range rec.Events() {
+		found = found || (e.Type == EventWarning && strings.Contains(e.Message, "lock stays held"))
+	}
+	if !found {
+		t.Error("no warning that the lock stays held")
+	}
+}
+
+// Ctrl-C while waiting: the stop is announced at once, the journal says
+// interrupted, the lock is released and the exit code is 130.
+func TestExecutorInterruptAnnouncesStop(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	ctrl.SetHold(true) // the pod never comes back: verify waits
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	locker := &memLocker{id: "me"}
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := &Recorder{}
+	sink := SinkFunc(func(e Event) {
+		rec.Emit(e)
+		if e.Type == EventStepWaiting {
+			cancel() // the user presses Ctrl-C while the step waits
+		}
+	})
+	err := (&Executor{Locker: locker, Sink: sink}).Run(ctx, p)
+	if ExitCode(err) != ExitInterrupted {
+		t.Fatalf("err = %v (exit %d)", err, ExitCode(err))
+	}
+	var stopping, done bool
+	for _, e := range rec.Events() {
+		stopping = stopping || (e.Type == EventWarning && strings.HasPrefix(e.Message, "stopping"))
+		done = done || (e.Type == EventDone && e.Outcome == OutcomeInterrupted && strings.Contains(e.Resume, "restart db --rolling"))
+	}
+	if !stopping || !done {
+		t.Errorf("stopping warning %v, interrupted done with resume hint %v", stopping, done)
+	}
+	j := locker.stored(t)
+	if j.State != JournalInterrupted || len(j.Done) != 0 || j.Data[uidKey("db-web-0")] != "db-web-0-uid0" {
+		t.Errorf("journal = %+v", j)
+	}
+	if locker.released != 1 {
+		t.Error("lock not released")
+	}
+	if got := ctrl.Deleted(); !slices.Equal(got, []string{"db-web-0"}) {
+		t.Errorf("deleted %v; only the first pod may be touched", got)
 	}
 }

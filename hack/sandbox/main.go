@@ -1,0 +1,171 @@
+// Command sandbox runs a local kubectl-dbops playground: a real control plane (see
+// internal/testbed) with demo database clusters, left running in the background.
+//
+//	go run ./hack/sandbox up      # start (or show) the sandbox, print the KUBECONFIG export
+//	go run ./hack/sandbox status  # tell whether it runs
+//	go run ./hack/sandbox down    # stop every process and remove the state
+//
+// State lives in $DBOPS_SANDBOX_DIR or ${XDG_STATE_HOME:-$HOME/.local/state}/kubectl-dbops/sandbox.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+)
+
+const usage = `usage: sandbox up|down|status
+
+  up      start the sandbox in the background (or reuse it) and print the KUBECONFIG export
+  down    stop every sandbox process and delete its state
+  status  report whether the sandbox runs
+`
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(ctx)
+	case "down":
+		err = down()
+	case "status":
+		err = status()
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func stateDir() (string, error) {
+	if d := os.Getenv("DBOPS_SANDBOX_DIR"); d != "" {
+		return d, nil
+	}
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("locate state dir: %w", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "kubectl-dbops", "sandbox"), nil
+}
+
+// paths of the files the testbed writes into its folder.
+func pidfile(dir string) string    { return filepath.Join(dir, "testbed.pid") }
+func kubeconfig(dir string) string { return filepath.Join(dir, "kubeconfig") }
+
+func up(ctx context.Context) error {
+	dir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	alive, err := testbed.PidfileAlive(pidfile(dir))
+	if err != nil {
+		return err
+	}
+	if alive {
+		if _, err := os.Stat(kubeconfig(dir)); err != nil {
+			return fmt.Errorf("sandbox processes run but the kubeconfig is missing (%w); run `go run ./hack/sandbox down` first", err)
+		}
+		fmt.Printf("export KUBECONFIG=%s\n", kubeconfig(dir))
+		return nil
+	}
+	// Leftovers of a crashed or half-stopped sandbox: clear them for a fresh start.
+	if err := testbed.StopPidfile(pidfile(dir)); err != nil {
+		return fmt.Errorf("clean stale sandbox: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clean stale sandbox: %w", err)
+	}
+
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Minute) // includes a first-time build
+	defer cancel()
+	tb, err := testbed.Start(startCtx, testbed.Options{
+		Dir:         dir,
+		Detached:    true,
+		Logf:        logf,
+		BuildOutput: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	// From here on a failure must not leave half a sandbox behind.
+	ok := false
+	defer func() {
+		if !ok {
+			_ = tb.Stop()
+			_ = os.RemoveAll(dir)
+		}
+	}()
+
+	fixCtx, cancelFix := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancelFix()
+	var hints []string
+	for _, f := range demoFixtures() {
+		logf("sandbox: creating demo %s cluster %s/%s", f.Engine, f.Namespace, f.Name)
+		if err := f.install(fixCtx, tb, dir); err != nil {
+			return fmt.Errorf("demo cluster %s/%s: %w", f.Namespace, f.Name, err)
+		}
+		hints = append(hints, f.Hints...)
+	}
+	ok = true
+
+	fmt.Printf("# sandbox up in %s (logs in %s); stop it with: go run ./hack/sandbox down\n", tb.StartupDuration.Round(time.Millisecond), tb.LogDir)
+	fmt.Println("# try:")
+	for _, h := range hints {
+		fmt.Printf("#   %s\n", h)
+	}
+	fmt.Printf("export KUBECONFIG=%s\n", kubeconfig(dir))
+	return nil
+}
+
+func down() error {
+	dir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	if err := testbed.StopPidfile(pidfile(dir)); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove sandbox state: %w", err)
+	}
+	fmt.Fprintln(os.Stderr, "sandbox: stopped")
+	return nil
+}
+
+func status() error {
+	dir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	alive, err := testbed.PidfileAlive(pidfile(dir))
+	if err != nil {
+		return err
+	}
+	if !alive {
+		return errors.New("not running; start it with: go run ./hack/sandbox up")
+	}
+	fmt.Printf("running; export KUBECONFIG=%s\n", kubeconfig(dir))
+	return nil
+}

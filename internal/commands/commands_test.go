@@ -1,0 +1,294 @@
+package commands
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func assertGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden %s missing (go test -update): %v", path, err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (go test -update after checking):\n--- got ---\n%s--- want ---\n%s", path, got, want)
+	}
+}
+
+// web is a generic 3-pod cluster labelled with dbops.io labels.
+func webObjects() []fakecluster.Group {
+	return []fakecluster.Group{{Name: "web", Role: "data", Replicas: 3}}
+}
+
+func dbGroups() []fakecluster.Group {
+	return []fakecluster.Group{
+		{Name: "master", Role: "master", Replicas: 3},
+		{Name: "hot", Role: "data", Order: 1, Replicas: 2},
+		{Name: "cold", Role: "data", Order: 2, Replicas: 1},
+	}
+}
+
+// TestBadInput: every malformed request exits 2 with one clear line and
+// makes no write to the API.
+func TestBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // substring of the error line
+	}{
+		{"missing cluster", []string{"restart", "--rolling"}, nil, "missing CLUSTER argument"},
+		{"two clusters", []string{"status", "a", "b"}, nil, "takes one CLUSTER argument"},
+		{"no --rolling", []string{"restart", "db"}, nil, "restart needs --rolling"},
+		{"unknown cluster", []string{"restart", "nope", "--rolling", "--yes"}, nil, `no database cluster "nope" in namespace "prod"`},
+		{"unknown cluster status", []string{"status", "nope"}, nil, `no database cluster "nope"`},
+		{"unknown group", []string{"restart", "db", "--rolling", "--group", "warm", "--yes"}, nil, `unknown node group "warm" for cluster db; allowed: master, hot, cold`},
+		{"empty group", []string{"restart", "db", "--rolling", "--group", "", "--yes"}, nil, "--group must name a node group"},
+		{"unknown engine", []string{"restart", "db", "--rolling", "--engine", "mongo", "--yes"}, nil, `unknown engine "mongo"; allowed: cratedb, etcd, replicated, generic`},
+		{"unknown output", []string{"status", "db", "-o", "xml"}, nil, `unknown output format "xml"; allowed: text, json, yaml`},
+		{"negative timeout", []string{"restart", "db", "--rolling", "--timeout", "-1s", "--yes"}, nil, "--timeout must not be negative"},
+		{"malformed timeout", []string{"restart", "db", "--rolling", "--timeout", "soon"}, nil, `invalid argument "soon"`},
+		{"unknown flag", []string{"restart", "db", "--rolling", "--force"}, nil, "unknown flag: --force"},
+		{"wrong context", []string{"status", "db", "--context", "nope"}, nil, `kubeconfig has no context "nope"; allowed: prod, staging`},
+		{"bad env value", []string{"status", "db"}, map[string]string{"DBOPS_TIMEOUT": "abc"}, "invalid value \"abc\" for --timeout from DBOPS_TIMEOUT"},
+		{"no terminal, no --yes", []string{"restart", "db", "--rolling"}, nil, "refusing to restart prod/db without confirmation: no terminal to ask on; pass --yes"},
+		{"yaml for an operation", []string{"restart", "db", "--rolling", "--yes", "-o", "yaml"}, nil, "-o yaml is for status and --dry-run plans"},
+		{"dry-run on status", []string{"status", "db", "--dry-run"}, nil, "--dry-run does not apply to status"},
+		{"short lock duration", []string{"lock", "acquire", "db", "--duration", "1s"}, nil, "--duration must be at least 10s"},
+		{"allow unlisted id", []string{"deny", "allow", "db", "bob@x"}, nil, "bob@x"},
+		{"deny without id", []string{"deny", "add", "db"}, nil, "expects CLUSTER and ID"},
+		{"deny empty id", []string{"deny", "add", "db", " "}, nil, "ID must not be empty"},
+		{"extra arg to version", []string{"version", "x"}, nil, "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+			for k, v := range tt.env {
+				h.env[k] = v
+			}
+			r := h.run(tt.args...)
+			if r.code != ops.ExitUsage {
+				t.Fatalf("exit %d, want 2; stderr: %s", r.code, r.err)
+			}
+			lines := strings.Split(strings.TrimSpace(r.err), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Errorf("stderr = %q, want one line containing %q", r.err, tt.want)
+			}
+			if w := fakecluster.Writes(h.client); len(w) > 0 {
+				t.Errorf("bad input wrote to the API: %v", w)
+			}
+		})
+	}
+}
+
+func TestRestartDryRunWritesNothing(t *testing.T) {
+	for _, format := range []string{"text", "json", "yaml"} {
+		t.Run(format, func(t *testing.T) {
+			h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+			r := h.run("restart", "db", "--rolling", "--dry-run", "-o", format)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.err)
+			}
+			assertGolden(t, "restart-dry-run."+format, r.out)
+			if w := fakecluster.Writes(h.client); len(w) > 0 {
+				t.Errorf("dry-run wrote: %v", w)
+			}
+		})
+	}
+}
+
+func TestRestartRunsPlainView(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+	ctrl := fakecluster.Start(t, h.client, "prod")
+	r := h.run("restart", "db", "--rolling", "--group", "hot", "--yes", "--lock-id", "alice@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	if got, want := ctrl.Deleted(), []string{"db-hot-0", "db-hot-1"}; !slices.Equal(got, want) {
+		t.Errorf("deleted %v, want %v", got, want)
+	}
+	assertGolden(t, "restart-plain.txt", r.out)
+
+	// Running it again is safe: a fresh run restarts again (a new request),
+	// and the journal of the finished one does not make it skip anything.
+	lease, err := h.client.CoordinationV1().Leases("prod").Get(t.Context(), "dbops-db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+		t.Errorf("lock still held by %q after the run", *lease.Spec.HolderIdentity)
+	}
+	var j ops.Journal
+	if err := json.Unmarshal([]byte(lease.Annotations["dbops.io/journal"]), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.State != ops.JournalSucceeded || len(j.Done) != 2 {
+		t.Errorf("journal = %+v", j)
+	}
+}
+
+func TestRestartJSONEvents(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	fakecluster.Start(t, h.client, "prod")
+	r := h.run("restart", "db", "--rolling", "--yes", "-o", "json", "--lock-id", "ci@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		var ev ops.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("not NDJSON: %q: %v", line, err)
+		}
+		types = append(types, string(ev.Type))
+	}
+	if types[0] != "lock" || types[1] != "plan" || types[len(types)-1] != "done" {
+		t.Errorf("event order = %v", types)
+	}
+}
+
+func TestRestartRefusesOperatorOwned(t *testing.T) {
+	objs := fakecluster.Objects("prod", "db", "", webObjects()...)
+	for _, o := range objs {
+		if s, ok := o.(interface{ GetLabels() map[string]string }); ok && s.GetLabels()["dbops.io/cluster"] == "db" {
+			s.GetLabels()["app.kubernetes.io/managed-by"] = "some-operator"
+		}
+	}
+	h := newHarness(t, objs...)
+	r := h.run("restart", "db", "--rolling", "--yes")
+	if r.code != ops.ExitPrecondition || !strings.Contains(r.err, "managed by an operator (managed-by=some-operator)") || !strings.Contains(r.err, "--ignore-operator") {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("wrote: %v", w)
+	}
+	fakecluster.Start(t, h.client, "prod")
+	if r := h.run("restart", "db", "--rolling", "--yes", "--ignore-operator"); r.code != 0 {
+		t.Errorf("with --ignore-operator: exit %d: %s", r.code, r.err)
+	}
+}
+
+func TestRestartLockedByOther(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	if r := h.run("lock", "acquire", "db", "--id", "bob@test", "--reason", "INC-1"); r.code != 0 {
+		t.Fatalf("acquire: %d %s", r.code, r.err)
+	}
+	h.client.ClearActions()
+	r := h.run("restart", "db", "--rolling", "--yes", "--lock-id", "alice@test")
+	if r.code != ops.ExitLocked || !strings.Contains(r.err, "bob@test") {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("wrote: %v", w)
+	}
+}
+
+func TestLockAndDenyCommands(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	steps := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"lock", "status", "db"}, 0, "Lock:     free"},
+		{[]string{"lock", "acquire", "db", "--reason", "INC-7"}, 0, "lock on prod/db acquired by alice@api.prod.example:6443 until 2026-11-22T07:10:00Z"},
+		{[]string{"lock", "status", "db"}, 0, "Lock:     held by alice@api.prod.example:6443 (manual lock) until 2026-11-22T07:10:00Z, reason: INC-7"},
+		{[]string{"lock", "acquire", "db", "--context", "staging", "-n", "prod"}, ops.ExitLocked, "locked by alice@api.prod.example:6443"},
+		{[]string{"deny", "add", "db", "alice@api.prod.example:6443", "--context", "staging", "-n", "prod", "--reason", "stuck session"}, 0, "denied"},
+		{[]string{"deny", "list", "db"}, 0, "stuck session"},
+		{[]string{"lock", "acquire", "db"}, ops.ExitLocked, "denied"},
+		{[]string{"lock", "acquire", "db", "--context", "staging", "-n", "prod"}, 0, "takeover by bob@api.prod.example:6443"},
+		{[]string{"deny", "allow", "db", "alice@api.prod.example:6443", "--context", "staging", "-n", "prod", "--reason", "fixed"}, 0, "allowed"},
+		{[]string{"lock", "release", "db"}, ops.ExitLocked, "bob@api.prod.example:6443"},
+		{[]string{"lock", "release", "db", "--context", "staging", "-n", "prod"}, 0, "released"},
+		{[]string{"deny", "list", "db"}, 0, "no denied IDs"},
+	}
+	for i, s := range steps {
+		r := h.run(s.args...)
+		if r.code != s.code || !strings.Contains(r.out+r.err, s.want) {
+			t.Fatalf("step %d %v: exit %d (want %d), output %q, want %q", i, s.args, r.code, s.code, r.out+r.err, s.want)
+		}
+	}
+}
+
+func TestStatusGolden(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+	h.run("lock", "acquire", "db", "--id", "bob@test", "--reason", "INC-9")
+	h.run("deny", "add", "db", "ci@test", "--reason", "runaway pipeline")
+	h.client.ClearActions()
+	for _, format := range []string{"text", "json"} {
+		r := h.run("status", "db", "-o", format)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		assertGolden(t, "status."+format, r.out)
+	}
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("status wrote: %v", w)
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	cfg := filepath.Join(h.env["XDG_CONFIG_HOME"], "kubectl-dbops", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("lock-id: from-config\noutput: json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"config file", nil, nil, `"self": "from-config"`},
+		{"env beats config", map[string]string{"DBOPS_LOCK_ID": "from-env"}, nil, `"self": "from-env"`},
+		{"flag beats env", map[string]string{"DBOPS_LOCK_ID": "from-env"}, []string{"--lock-id", "from-flag"}, `"self": "from-flag"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			delete(h.env, "DBOPS_LOCK_ID")
+			for k, v := range tt.env {
+				h.env[k] = v
+			}
+			r := h.run(append([]string{"lock", "status", "db"}, tt.args...)...)
+			if r.code != 0 || !strings.Contains(r.out, tt.want) {
+				t.Errorf("exit %d, out %s, want %s (%s)", r.code, r.out, tt.want, r.err)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("version", "-o", "json")
+	var v VersionInfo
+	if err := json.Unmarshal([]byte(r.out), &v); err != nil || v.Version == "" {
+		t.Fatalf("version json %q: %v", r.out, err)
+	}
+}

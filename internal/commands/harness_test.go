@@ -1,0 +1,89 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// fixedClock is the API server clock in tests.
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+var testNow = time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC)
+
+const testKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: prod
+  cluster: {server: "https://api.prod.example:6443"}
+contexts:
+- name: prod
+  context: {cluster: prod, user: alice, namespace: prod}
+- name: staging
+  context: {cluster: prod, user: bob, namespace: staging}
+current-context: prod
+users:
+- name: alice
+  user: {token: not-a-real-token}
+- name: bob
+  user: {token: not-a-real-token}
+`
+
+// harness runs the real command tree against a fake clientset.
+type harness struct {
+	t        *testing.T
+	client   *fake.Clientset
+	env      map[string]string
+	terminal bool
+	stdin    string
+	clock    ops.Clock
+}
+
+func newHarness(t *testing.T, objs ...runtime.Object) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(testKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, client: fake.NewClientset(objs...), clock: fixedClock{testNow},
+		env: map[string]string{"KUBECONFIG": kc, "HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "config")}}
+}
+
+type result struct {
+	out, err string
+	code     int
+	runErr   error
+}
+
+func (h *harness) run(args ...string) result {
+	h.t.Helper()
+	var out, errb bytes.Buffer
+	streams := genericiooptions.IOStreams{In: bytes.NewBufferString(h.stdin), Out: &out, ErrOut: &errb}
+	root := NewRootCmd(streams, func(g *GlobalOptions) {
+		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
+		g.IsTerminal = func() bool { return h.terminal }
+		g.Getenv = func(k string) string { return h.env[k] }
+		kc := h.env["KUBECONFIG"]
+		g.ConfigFlags.KubeConfig = &kc
+	})
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		errb.WriteString("error: " + err.Error() + "\n")
+	}
+	return result{out: out.String(), err: errb.String(), code: ops.ExitCode(err), runErr: err}
+}

@@ -1,0 +1,176 @@
+// Package kube wraps client-go's streaming APIs (exec, port-forward) in the small, typed
+// helpers that kubectl-dbops needs. It deliberately has no test-only dependencies so that the
+// CLI can import it.
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+)
+
+// ExitError reports that a command ran in a container and exited with a non-zero code.
+// It never carries the command line, because argv may hold credentials.
+type ExitError struct {
+	Namespace string
+	Pod       string
+	Container string
+	// Code is the process exit code.
+	Code int
+	// Stderr is what the command wrote to standard error (also returned separately by Exec).
+	Stderr []byte
+}
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("command in pod %s/%s%s exited with code %d", e.Namespace, e.Pod, containerSuffix(e.Container), e.Code)
+}
+
+func containerSuffix(container string) string {
+	if container == "" {
+		return ""
+	}
+	return " container " + container
+}
+
+// shouldFallbackToSPDY mirrors kubectl: only a failed websocket upgrade (old API server or
+// kubelet) or an HTTPS proxy that cannot tunnel websockets justify retrying with SPDY.
+func shouldFallbackToSPDY(err error) bool {
+	return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+}
+
+// Exec runs argv in a container of a pod and returns its standard output and error.
+//
+// container may be empty when the pod has a single container. stdin may be nil. A command that
+// exits non-zero yields an *ExitError (use errors.As); other failures are returned wrapped, with
+// any occurrence of argv removed from the text.
+func Exec(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, namespace, pod, container string, argv []string, stdin io.Reader) (stdout, stderr []byte, err error) {
+	if len(argv) == 0 {
+		return nil, nil, fmt.Errorf("exec in pod %s/%s%s: empty command", namespace, pod, containerSuffix(container))
+	}
+	req := client.CoreV1().RESTClient().Post().
+		Resource("pods").
+		Namespace(namespace).
+		Name(pod).
+		SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: container,
+			Command:   argv,
+			Stdin:     stdin != nil,
+			Stdout:    true,
+			Stderr:    true,
+		}, scheme.ParameterCodec)
+
+	var outBuf, errBuf bytes.Buffer
+	streamErr := stream(ctx, restConfig, req.URL(), remotecommand.StreamOptions{
+		Stdin:  stdin,
+		Stdout: &outBuf,
+		Stderr: &errBuf,
+	})
+	stdout, stderr = outBuf.Bytes(), errBuf.Bytes()
+	if streamErr == nil {
+		return stdout, stderr, nil
+	}
+	if code, ok := exitCode(streamErr); ok {
+		return stdout, stderr, &ExitError{Namespace: namespace, Pod: pod, Container: container, Code: code, Stderr: stderr}
+	}
+	return stdout, stderr, &redactedError{
+		msg: fmt.Sprintf("exec in pod %s/%s%s: %s", namespace, pod, containerSuffix(container), redact(streamErr.Error(), argv)),
+		err: streamErr,
+	}
+}
+
+func stream(ctx context.Context, restConfig *rest.Config, u *url.URL, opts remotecommand.StreamOptions) error {
+	spdyExec, err := remotecommand.NewSPDYExecutor(restConfig, "POST", u)
+	if err != nil {
+		return fmt.Errorf("create SPDY executor: %w", err)
+	}
+	wsExec, err := remotecommand.NewWebSocketExecutor(restConfig, "GET", u.String())
+	if err != nil {
+		return fmt.Errorf("create websocket executor: %w", err)
+	}
+	executor, err := remotecommand.NewFallbackExecutor(wsExec, spdyExec, shouldFallbackToSPDY)
+	if err != nil {
+		return fmt.Errorf("create executor: %w", err)
+	}
+	return executor.StreamWithContext(ctx, opts)
+}
+
+// kwokExitStatus matches the tail of the error text produced when the exec target is not a
+// real kubelet but kwok, which runs the command locally and only reports Go's
+// "exit status N" as an internal error instead of a structured exit code.
+var kwokExitStatus = regexp.MustCompile(`(?:^|\W)exit status (\d+)$`)
+
+// exitCode extracts a process exit code from a streaming error. Real kubelets send a
+// structured NonZeroExitCode status that client-go turns into a utilexec.ExitError; the text
+// form is only a fallback.
+func exitCode(err error) (int, bool) {
+	if err == nil {
+		return 0, false
+	}
+	var codeErr utilexec.ExitError
+	if errors.As(err, &codeErr) && codeErr.Exited() {
+		return codeErr.ExitStatus(), true
+	}
+	return parseExitStatus(err.Error())
+}
+
+// parseExitStatus parses text that ends in "exit status N".
+func parseExitStatus(msg string) (int, bool) {
+	m := kwokExitStatus.FindStringSubmatch(strings.TrimSpace(msg))
+	if m == nil {
+		return 0, false
+	}
+	code, err := strconv.Atoi(m[1])
+	if err != nil || code <= 0 || code > 255 {
+		return 0, false
+	}
+	return code, true
+}
+
+// redactedError keeps the original error for errors.Is/As (e.g. context.Canceled) while its
+// text has argv removed.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// minRedactLen avoids mangling messages by replacing very short argv words such as "-c".
+const minRedactLen = 3
+
+// redact removes argv from msg. The server and transport errors may echo the command line
+// verbatim (kwok does) or query-escaped inside a URL (net/url errors do).
+func redact(msg string, argv []string) string {
+	const mask = "[redacted]"
+	candidates := []string{strings.Join(argv, " ")}
+	for _, a := range argv {
+		if len(a) >= minRedactLen {
+			candidates = append(candidates, a)
+		}
+	}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		msg = strings.ReplaceAll(msg, c, mask)
+		msg = strings.ReplaceAll(msg, url.QueryEscape(c), mask)
+		msg = strings.ReplaceAll(msg, url.PathEscape(c), mask)
+	}
+	return msg
+}
