@@ -292,3 +292,26 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version json %q: %v", r.out, err)
 	}
 }
+
+func TestDisableLocksWarnsAndRecords(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	fakecluster.Start(t, h.client, "prod")
+	r := h.run("restart", "db", "--rolling", "--yes", "--disable-locks", "--lock-id", "oncall@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if !strings.Contains(r.err, "WARNING: --disable-locks") {
+		t.Errorf("no loud warning on stderr: %q", r.err)
+	}
+	evs, _ := h.client.CoreV1().Events("prod").List(t.Context(), metav1.ListOptions{})
+	found := false
+	for _, e := range evs.Items {
+		found = found || (e.Reason == "DbopsLocksDisabled" && strings.Contains(e.Message, "oncall@test") && e.InvolvedObject.Kind == "StatefulSet")
+	}
+	if !found {
+		t.Error("no DbopsLocksDisabled event on the StatefulSet")
+	}
+	if _, err := h.client.CoordinationV1().Leases("prod").Get(t.Context(), "dbops-db", metav1.GetOptions{}); err == nil {
+		t.Error("a lease was written despite --disable-locks")
+	}
+}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"time"
@@ -115,9 +116,14 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		}
 	} else {
 		exec.Locker = &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: lockID,
-			Duration: g.LockDuration, Clock: cl.Clock}
+			Duration: g.LockDuration, Clock: cl.Clock, Session: newSession()}
 	}
 	return g.runWithView(ctx, exec, plan)
+}
+
+// newSession returns a random token identifying this process on the lock.
+func newSession() string {
+	return rand.Text()[:16]
 }
 
 // writePlan prints a plan as text, JSON or YAML.

@@ -112,6 +112,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	}
 	switch {
 	case e.held != nil && e.keepLock:
+		if derr := e.held.Detach(finCtx); derr != nil {
+			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not hand the lock back to your hold: %v", derr)})
+		}
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("the lock stays held by %s as it was before this run; give it up with: kubectl dbops lock release %s",
 			e.held.ID(), p.Cluster)})
 	case e.held != nil:
@@ -178,8 +181,10 @@ func lockOperation(p *Plan) string {
 func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
 	every := e.RenewEvery
 	if every <= 0 {
+		// Often enough that the lock's session looks alive to a second
+		// invocation under the same ID (lock.DefaultSessionTimeout).
 		left := e.held.Info().Expires.Sub(e.Clock.Now())
-		every = left / 3
+		every = min(left/3, 15*time.Second)
 		if every < time.Second {
 			every = time.Second
 		}

@@ -60,6 +60,7 @@ type memHeld struct {
 func (h *memHeld) ID() string                              { return h.m.id }
 func (h *memHeld) Info() LockInfo                          { return h.info }
 func (h *memHeld) Renew(context.Context) (LockInfo, error) { return h.info, nil }
+func (h *memHeld) Detach(context.Context) error            { return nil }
 func (h *memHeld) Journal() *Journal                       { return h.j }
 func (h *memHeld) Release(context.Context) error {
 	h.m.mu.Lock()

@@ -64,4 +64,7 @@ type HeldLock interface {
 	Journal() *Journal
 	// SaveJournal persists j on the lock object (conflict-safe).
 	SaveJournal(ctx context.Context, j *Journal) error
+	// Detach ends this process's claim on a lock that stays held (a hold
+	// taken by hand before the run), so the user's next command may use it.
+	Detach(ctx context.Context) error
 }

@@ -100,6 +100,10 @@ func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
 	}
 	switch holder := holderOf(l); holder {
 	case m.ID:
+		if l.Annotations[AnnotationSession] != m.Session {
+			return ops.Lockedf("lost the lock on cluster %s: another kubectl-dbops session of %s took it over%s; stop and check the cluster before going on",
+				m.clusterName(), m.ID, describeWork(l))
+		}
 		return nil
 	case "":
 		return ops.Lockedf("lost the lock on cluster %s: it was released by someone else; stop and check the cluster before going on",
@@ -108,4 +112,18 @@ func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
 		return ops.Lockedf("lost the lock on cluster %s: it is now held by %s%s until %s; stop and check the cluster before going on",
 			m.clusterName(), holder, describeWork(l), formatTime(m.expiry(l)))
 	}
+}
+
+// Detach clears this process's session from a lock it keeps holding (a
+// manual hold extended by an operation), so later commands of the same ID
+// are not taken for a concurrent session.
+func (h *heldLock) Detach(ctx context.Context) error {
+	_, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		if !exists || holderOf(l) != h.m.ID || l.Annotations[AnnotationSession] != h.m.Session || h.m.Session == "" {
+			return false, nil
+		}
+		delete(l.Annotations, AnnotationSession)
+		return true, nil
+	})
+	return h.m.wrap("detaching from", err)
 }

@@ -44,11 +44,17 @@ const (
 	AnnotationDenyHistory = "dbops.io/deny-history"
 	// AnnotationJournal is the JSON form of ops.Journal.
 	AnnotationJournal = "dbops.io/journal"
+	// AnnotationSession identifies the running kubectl-dbops process that
+	// holds the lock, so a second invocation under the same lock ID (the
+	// same user in another terminal) is refused while the first is alive.
+	AnnotationSession = "dbops.io/session"
 )
 
 const (
 	// LeasePrefix prefixes the cluster name to form the Lease name.
 	LeasePrefix = "dbops-"
+	// DefaultSessionTimeout: see Manager.SessionTimeout.
+	DefaultSessionTimeout = time.Minute
 	// DefaultDuration is how long a lock lasts without renewal.
 	DefaultDuration = 10 * time.Minute
 	// MaxDenyHistory bounds the deny/allow history kept on the Lease.
@@ -70,6 +76,15 @@ type Manager struct {
 	// Duration is how long an acquisition or renewal lasts; zero means
 	// DefaultDuration.
 	Duration time.Duration
+	// Session identifies this process when it runs an operation (empty for
+	// `lock acquire`, whose hold is meant to be shared by the user's later
+	// commands). See AnnotationSession.
+	Session string
+	// SessionTimeout is how long after its last renewal another session of
+	// the same ID counts as alive; zero means DefaultSessionTimeout. A
+	// running operation renews well within it (ops.Executor renews every
+	// 15 s at most).
+	SessionTimeout time.Duration
 	// Clock must follow the API server's clock (see ServerClock): expiry is
 	// judged by the server's time, not the local one. Nil means the local
 	// clock.
@@ -167,6 +182,9 @@ func (m *Manager) decide(l *coordinationv1.Lease, denies []DenyEntry, now time.T
 	case holder == "":
 		return ops.LockAcquired, nil
 	case holder == m.ID:
+		if err := m.otherSession(l, now); err != nil {
+			return "", err
+		}
 		return ops.LockExtended, nil
 	case findDeny(denies, holder) != nil:
 		return ops.LockTakeover, nil
@@ -196,6 +214,7 @@ func (m *Manager) take(l *coordinationv1.Lease, exists bool, action, operation, 
 	seconds := m.durationSeconds()
 	l.Spec.LeaseDurationSeconds = &seconds
 	setAnnotation(l, AnnotationOperation, operation)
+	setAnnotation(l, AnnotationSession, m.Session)
 	// Extending keeps the reason the holder gave earlier unless a new one
 	// is given; a new holder's reason replaces the old holder's.
 	if reason != "" || action != ops.LockExtended {
@@ -438,6 +457,27 @@ func clearHolder(l *coordinationv1.Lease) {
 	l.Spec.RenewTime = nil
 	delete(l.Annotations, AnnotationOperation)
 	delete(l.Annotations, AnnotationReason)
+	delete(l.Annotations, AnnotationSession)
+}
+
+// otherSession refuses when the lease, held by this ID, belongs to another
+// live process: the same user running two operations at once.
+func (m *Manager) otherSession(l *coordinationv1.Lease, now time.Time) error {
+	sess := l.Annotations[AnnotationSession]
+	if sess == "" || sess == m.Session || m.expired(l, now) || l.Spec.RenewTime == nil {
+		return nil
+	}
+	timeout := m.SessionTimeout
+	if timeout <= 0 {
+		timeout = DefaultSessionTimeout
+	}
+	renewed := l.Spec.RenewTime.Time
+	deadAfter := renewed.Add(timeout)
+	if !now.Before(deadAfter) {
+		return nil // that process stopped renewing: it is gone
+	}
+	return ops.Lockedf("cluster %s is locked by another kubectl-dbops session of %s%s, renewed %s ago; wait for it to finish, or if that process is gone, retry after %s (or release it: kubectl dbops lock release %s)",
+		m.clusterName(), m.ID, describeWork(l), now.Sub(renewed).Round(time.Second), formatTime(deadAfter), m.Cluster)
 }
 
 // describeWork renders " (operation; reason: ...)" for messages.
