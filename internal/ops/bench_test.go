@@ -84,4 +84,3 @@ func TestLargePlanOrder(t *testing.T) {
 		}
 	}
 }
-
