@@ -118,7 +118,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		exec.Locker = &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: lockID,
 			Duration: g.LockDuration, Clock: cl.Clock, Session: newSession()}
 	}
-	return g.runWithView(ctx, exec, plan)
+	return g.runWithView(ctx, exec, plan, cl, c)
 }
 
 // newSession returns a random token identifying this process on the lock.

@@ -21,24 +21,31 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 // runWithView runs the executor with one of the three views of its events:
 // NDJSON for -o json, the Bubble Tea TUI on a terminal, plain lines
 // otherwise (CI).
-func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan) error {
+func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan, cl *Clients, c *ops.Cluster) error {
+	// The pods table follows the cluster while the operation runs; it
+	// stops before the view closes.
+	withPods := func(ctx context.Context, sink ops.Sink) func() {
+		pctx, stop := context.WithCancel(ctx)
+		watchPods(pctx, cl.Kube, c, cl.Clock, sink)
+		return stop
+	}
 	switch {
 	case g.Output == "json":
-		sink := tui.NewJSON(g.Out)
-		exec.Sink = sink
+		exec.Sink = tui.NewJSON(g.Out)
 		return exec.Run(ctx, plan)
 	case g.NoTUI || !g.IsTerminal():
-		sink := tui.NewPlain(g.Out, tui.PlainOptions{})
-		exec.Sink = sink
+		exec.Sink = tui.NewPlain(g.Out, tui.PlainOptions{})
 		return exec.Run(ctx, plan)
 	}
 	opCtx, abort := context.WithCancel(ctx)
 	defer abort()
 	feed := tui.NewFeed(64)
 	exec.Sink = feed
+	stopPods := withPods(ctx, feed)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- exec.Run(opCtx, plan)
+		stopPods()
 		feed.Close()
 	}()
 	res, err := tui.Run(opCtx, feed, tui.Options{Abort: abort, NoColor: g.Getenv("NO_COLOR") != "",
