@@ -143,4 +143,3 @@ func rowsKey(rows []ops.PodSummary) string {
 	}
 	return b.String()
 }
-

@@ -33,3 +33,31 @@ type RestartOptions struct {
 	// Command re-runs the request (resume hint).
 	Command string
 }
+
+// ScaleRequest is what the user asked of `scale`. Engines read the fields
+// that apply to them and refuse the others with a usage error.
+type ScaleRequest struct {
+	// Masters is the wanted size of the master node group (nil = keep).
+	Masters *int32
+	// Data maps data node groups to wanted sizes (CrateDB --data g=N).
+	Data map[string]int32
+	// Replicas is the wanted size of a single-group cluster (etcd,
+	// replicated apps: --replicas N).
+	Replicas *int32
+	// Primaries is the wanted number of primaries (replicated apps).
+	Primaries *int32
+	// Command re-runs the request (resume hint).
+	Command string
+}
+
+// Scaler is implemented by engines that can scale.
+type Scaler interface {
+	PlanScale(ctx context.Context, c *Cluster, req ScaleRequest) (*Plan, error)
+}
+
+// Bootstrapper is implemented by engines that can bootstrap a new cluster.
+// The request is engine-specific (e.g. cratedb.BootstrapRequest), built by
+// the bootstrap command from its flags.
+type Bootstrapper interface {
+	PlanBootstrap(ctx context.Context, c *Cluster, req any) (*Plan, error)
+}
