@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
@@ -313,5 +315,27 @@ func TestDisableLocksWarnsAndRecords(t *testing.T) {
 	}
 	if _, err := h.client.CoordinationV1().Leases("prod").Get(t.Context(), "dbops-db", metav1.GetOptions{}); err == nil {
 		t.Error("a lease was written despite --disable-locks")
+	}
+}
+
+// After an interrupted run, --dry-run shows which steps a re-run skips.
+func TestDryRunShowsResumedSteps(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	j := ops.Journal{Operation: "restart", Args: "--rolling", Holder: "alice@test", State: ops.JournalInterrupted,
+		Started: testNow.Add(-time.Hour), Steps: 3, Done: []string{"restart/db-web-0"}}
+	b, _ := json.Marshal(j)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "dbops-db", Namespace: "prod",
+		Annotations: map[string]string{"dbops.io/journal": string(b)}}}
+	if _, err := h.client.CoordinationV1().Leases("prod").Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.client.ClearActions()
+	r := h.run("restart", "db", "--rolling", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	assertGolden(t, "restart-dry-run-resume.text", r.out)
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("dry-run wrote: %v", w)
 	}
 }

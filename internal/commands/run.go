@@ -75,7 +75,7 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 // lock, run with the chosen view.
 func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
 	if g.DryRun {
-		return writePlan(g.Out, plan.View(), g.Output)
+		return writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
 	}
 	if g.Output == "yaml" {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
@@ -119,6 +119,30 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 			Duration: g.LockDuration, Clock: cl.Clock, Session: newSession()}
 	}
 	return g.runWithView(ctx, exec, plan, cl, c)
+}
+
+// dryRunView marks the steps an interrupted run of the same request already
+// did, read from the journal on the lock (read-only), so the plan shows what
+// a re-run would really do.
+func (g *GlobalOptions) dryRunView(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan) *ops.PlanView {
+	v := plan.View()
+	if g.DisableLocks {
+		return v
+	}
+	st, err := (&lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: "dry-run", Clock: cl.Clock}).Status(ctx)
+	if err != nil || !st.Journal.Resumable(plan.Operation, plan.Args) {
+		return v
+	}
+	done := 0
+	for i := range v.Steps {
+		if st.Journal.IsDone(v.Steps[i].ID) {
+			v.Steps[i].Done = true
+			done++
+		}
+	}
+	v.Notes = append(v.Notes, fmt.Sprintf("resumes the %s run started %s by %s: %d step(s) already done",
+		st.Journal.State, st.Journal.Started.UTC().Format(time.RFC3339), st.Journal.Holder, done))
+	return v
 }
 
 // newSession returns a random token identifying this process on the lock.
