@@ -1,0 +1,56 @@
+package commands
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+)
+
+// The pods table follows the cluster's pods (and only them) as they change.
+func TestWatchPodsEmitsSnapshots(t *testing.T) {
+	objs := fakecluster.Objects("prod", "db", "", dbGroups()...)
+	other := fakecluster.StatefulSet("prod", "unrelated", 1)
+	objs = append(objs, other, fakecluster.Pod(other, 0, "x"))
+	client := fake.NewClientset(objs...)
+	c, err := discovery.Discover(t.Context(), client, discovery.Options{Namespace: "prod", Name: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan ops.Event, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	watchPods(ctx, client, c, fixedClock{testNow}, ops.SinkFunc(func(e ops.Event) { got <- e }))
+
+	first := receive(t, got)
+	if len(first.Pods) != 6 || first.Pods[0].Name != "db-cold-0" || first.Pods[0].Zone != "zone-a" {
+		t.Fatalf("first snapshot = %+v", first.Pods)
+	}
+	if err := client.CoreV1().Pods("prod").Delete(ctx, "db-hot-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := receive(t, got)
+	if len(second.Pods) != 5 {
+		t.Errorf("after a deletion: %d pods", len(second.Pods))
+	}
+}
+
+func receive(t *testing.T, ch <-chan ops.Event) ops.Event {
+	t.Helper()
+	select {
+	case e := <-ch:
+		if e.Type != ops.EventPods {
+			t.Fatalf("event type %s", e.Type)
+		}
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pods snapshot")
+	}
+	return ops.Event{}
+}
