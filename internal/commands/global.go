@@ -56,6 +56,9 @@ type GlobalOptions struct {
 	Engine         string
 	Selector       string
 	IgnoreOperator bool
+	// CrateDB holds the CrateDB engine's flags (bound by the commands that
+	// use them) and test seams.
+	CrateDB *CrateDBOptions
 
 	// Dependencies, replaceable in tests.
 	NewClients ClientsFunc
@@ -79,6 +82,7 @@ func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 		Output:       "text",
 		LockDuration: 10 * time.Minute,
 		Getenv:       os.Getenv,
+		CrateDB:      NewCrateDBOptions(),
 		viper:        viper.New(),
 	}
 	o.IsTerminal = func() bool { return isTerminal(streams.In) && isTerminal(streams.Out) }

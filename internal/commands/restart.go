@@ -55,6 +55,8 @@ pass). Pods already restarted by an interrupted run are not restarted again.`,
 	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods one at a time (required)")
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
+	g.CrateDB.AddHealthFlags(cmd.Flags())
+	g.CrateDB.AddConnFlags(cmd.Flags())
 	return cmd
 }
 
@@ -71,6 +73,9 @@ func (o *RestartOptions) Validate() error {
 	}
 	if !o.Rolling {
 		return ops.Usagef("restart needs --rolling (the only restart mode: one pod at a time)")
+	}
+	if err := o.CrateDB.Validate(); err != nil {
+		return err
 	}
 	if o.groupGiven && len(o.Groups) == 0 {
 		return ops.Usagef("--group must name a node group, got an empty value")
@@ -94,6 +99,7 @@ func (o *RestartOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	defer closeEngine(ctx, eng)
 	timeout, err := o.timeoutOr("", defaultRestartTimeout)
 	if err != nil {
 		return err

@@ -48,9 +48,13 @@ and plain or JSON output for pipelines.`,
 	g.AddFlags(cmd.PersistentFlags())
 	cmd.SetFlagErrorFunc(flagError)
 
+	status := NewStatusCmd(g)
+	g.CrateDB.AddConnFlags(status.Flags())
 	cmd.AddCommand(
-		NewStatusCmd(g),
+		status,
 		NewRestartCmd(g),
+		NewBootstrapCmd(g),
+		NewScaleCmd(g),
 		NewLockCmd(g),
 		NewDenyCmd(g),
 		NewVersionCmd(g),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -47,6 +48,10 @@ func (g *GlobalOptions) engine(cl *Clients, c *ops.Cluster) (ops.Engine, error) 
 	switch c.Engine {
 	case ops.EngineGeneric:
 		return ops.GenericEngine{Client: cl.Kube}, nil
+	case ops.EngineCrateDB:
+		return g.crateEngine(cl)
+	case ops.EngineEtcd:
+		return etcd.New(cl.Kube, cl.Config, etcd.Options{}), nil
 	default:
 		return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
 			c.Engine, c.Name)

@@ -1,0 +1,123 @@
+package commands
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// CrateDBOptions are the CrateDB engine's flags, shared by the commands
+// that talk to the database, and its test seams.
+type CrateDBOptions struct {
+	PGHost               string
+	PGPort               int
+	PGSSLMode            string
+	PGCASecret           string
+	SystemPasswordSecret string
+	HealthChecks         int
+	HealthInterval       time.Duration
+
+	// PollInterval paces database polls (0 = engine default); tests only.
+	PollInterval time.Duration
+	// Connector and Execer replace the port-forward/pgx and exec paths
+	// (tests use cratedbtest fakes).
+	Connector cratedb.Connector
+	Execer    cratedb.Execer
+}
+
+// NewCrateDBOptions returns the defaults.
+func NewCrateDBOptions() *CrateDBOptions {
+	return &CrateDBOptions{PGPort: 5432, PGSSLMode: "disable",
+		HealthChecks: cratedb.DefaultHealthChecks, HealthInterval: cratedb.DefaultHealthInterval}
+}
+
+// AddConnFlags binds how to reach the database.
+func (o *CrateDBOptions) AddConnFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PGHost, "pg-host", o.PGHost, "CrateDB: connect to this PostgreSQL host directly (inside the cluster) instead of port-forwarding to a pod")
+	fs.IntVar(&o.PGPort, "pg-port", o.PGPort, "CrateDB: PostgreSQL port with --pg-host")
+	fs.StringVar(&o.PGSSLMode, "pg-sslmode", o.PGSSLMode, "CrateDB: TLS mode: "+strings.Join(cratedb.SSLModes(), "|")+" (also picks http or https for crash)")
+	fs.StringVar(&o.PGCASecret, "pg-ca-secret", o.PGCASecret, "CrateDB: Secret NAME[/KEY] (default key ca.crt) with the CA for verify-ca|verify-full")
+	fs.StringVar(&o.SystemPasswordSecret, "system-password-secret", o.SystemPasswordSecret, "CrateDB: Secret NAME[/KEY] (default key password) with the system user's password (default user-system-<cluster>)")
+}
+
+// AddHealthFlags binds the restart health gate.
+func (o *CrateDBOptions) AddHealthFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row before a restarted pod counts as back")
+	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "CrateDB: time between those health checks")
+}
+
+// Validate checks the flags without touching the API.
+func (o *CrateDBOptions) Validate() error {
+	if !slices.Contains(cratedb.SSLModes(), o.PGSSLMode) {
+		return ops.Usagef("unknown --pg-sslmode %q; allowed: %s", o.PGSSLMode, strings.Join(cratedb.SSLModes(), ", "))
+	}
+	if o.PGPort <= 0 || o.PGPort > 65535 {
+		return ops.Usagef("--pg-port must be between 1 and 65535, got %d", o.PGPort)
+	}
+	if o.HealthChecks < 1 {
+		return ops.Usagef("--health-checks must be at least 1, got %d", o.HealthChecks)
+	}
+	if o.HealthInterval <= 0 {
+		return ops.Usagef("--health-interval must be positive, got %s", o.HealthInterval)
+	}
+	if _, err := o.refs(); err != nil {
+		return err
+	}
+	return nil
+}
+
+type crateRefs struct{ ca, system cratedb.SecretRef }
+
+func (o *CrateDBOptions) refs() (crateRefs, error) {
+	var r crateRefs
+	var err error
+	if o.PGCASecret != "" {
+		if r.ca, err = cratedb.ParseSecretRef("--pg-ca-secret", o.PGCASecret, "ca.crt"); err != nil {
+			return r, err
+		}
+	}
+	if o.SystemPasswordSecret != "" {
+		if r.system, err = cratedb.ParseSecretRef("--system-password-secret", o.SystemPasswordSecret, cratedb.DefaultPasswordKey); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// crateEngine builds the CrateDB engine from the flags.
+func (g *GlobalOptions) crateEngine(cl *Clients) (*cratedb.Engine, error) {
+	o := g.CrateDB
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	refs, _ := o.refs()
+	conn := o.Connector
+	if conn == nil {
+		conn = &cratedb.PGConnector{Client: cl.Kube, RestConfig: cl.Config, Host: o.PGHost, Port: o.PGPort,
+			SSLMode: o.PGSSLMode, CA: refs.ca}
+	}
+	var ex cratedb.Execer = cratedb.KubeExecer{Config: cl.Config, Client: cl.Kube}
+	if o.Execer != nil {
+		ex = o.Execer
+	}
+	scheme := "https"
+	if o.PGSSLMode == "disable" {
+		scheme = "http"
+	}
+	return cratedb.New(cl.Kube, conn, ex, cratedb.Config{SystemPassword: refs.system,
+		HealthChecks: o.HealthChecks, HealthInterval: o.HealthInterval, PollInterval: o.PollInterval,
+		HTTPScheme: scheme}), nil
+}
+
+// closeEngine ends an engine's database connections, if it keeps any.
+func closeEngine(ctx context.Context, eng ops.Engine) {
+	if c, ok := eng.(interface{ Close(context.Context) error }); ok {
+		_ = c.Close(context.WithoutCancel(ctx))
+	}
+}

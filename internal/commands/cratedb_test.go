@@ -1,0 +1,600 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// Secret values that must never show up in any output.
+const (
+	systemPW = "sys-Pa55-w0rd!"
+	appPW    = "app-'quoted'-pw"
+	licKey   = "LIC-abcdef-123456"
+)
+
+// crateGroups: 3 masters, 2 hot, 2 cold data nodes.
+func crateGroups() []fakecluster.Group {
+	return []fakecluster.Group{
+		{Name: "master", Role: "master", Replicas: 3},
+		{Name: "hot", Role: "data", Order: 1, Replicas: 2},
+		{Name: "cold", Role: "data", Order: 2, Replicas: 2},
+	}
+}
+
+// crateObjects lays out a CrateDB cluster "db" with dbops.io labels: crate
+// containers carrying the expected-nodes argument, and the Secrets.
+func crateObjects() []runtime.Object {
+	objs := fakecluster.Objects("prod", "db", "cratedb", crateGroups()...)
+	for _, o := range objs {
+		if s, ok := o.(*appsv1.StatefulSet); ok {
+			s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Image: "crate:5.8",
+				Args: []string{"-Cnode.name=$(HOSTNAME)", "-Cgateway.expected_data_nodes=4"}}}
+			s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
+			if s.Name == "db-master" {
+				s.Spec.Template.Spec.Containers[0].Args = nil
+				s.Spec.Template.Spec.Containers[0].Command = []string{"/docker-entrypoint.sh", "crate", "-Cgateway.expected_nodes=7"}
+			}
+		}
+	}
+	secret := func(name string, data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod"}, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	return append(objs,
+		secret("user-system-db", map[string]string{"password": systemPW}),
+		secret("app-pw", map[string]string{"password": appPW}),
+		secret("crate-license", map[string]string{"license": licKey}),
+	)
+}
+
+func crateNodes() []string {
+	return []string{"master-0", "master-1", "master-2", "data-hot-0", "data-hot-1", "data-cold-0", "data-cold-1"}
+}
+
+// crateEnv is a harness plus a fake CrateDB behind it.
+type crateEnv struct {
+	*harness
+	db *cratedbtest.DB
+}
+
+func newCrateEnv(t *testing.T) *crateEnv {
+	t.Helper()
+	db := cratedbtest.New(crateNodes()...)
+	db.Do(func(d *cratedbtest.DB) { d.Users["system"] = systemPW; d.Granted["system"] = true })
+	h := newHarness(t, crateObjects()...)
+	h.clock = &tickClock{t: testNow}
+	return &crateEnv{harness: h, db: db}
+}
+
+// tickClock advances a millisecond per reading, so audit events (named
+// after the time) on the same object do not collide.
+type tickClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *tickClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Millisecond)
+	return c.t
+}
+
+// run is harness.run with the fake database wired in and tiny intervals.
+func (e *crateEnv) run(args ...string) result {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	streams := genericiooptions.IOStreams{In: bytes.NewBufferString(e.stdin), Out: &out, ErrOut: &errb}
+	root := NewRootCmd(streams, func(g *GlobalOptions) {
+		g.NewClients = func() (*Clients, error) { return &Clients{Kube: e.client, Clock: e.clock}, nil }
+		g.IsTerminal = func() bool { return e.terminal }
+		g.Getenv = func(k string) string { return e.env[k] }
+		kc := e.env["KUBECONFIG"]
+		g.ConfigFlags.KubeConfig = &kc
+		g.CrateDB.Connector = e.db.Connector()
+		g.CrateDB.Execer = e.db.Execer()
+		g.CrateDB.PollInterval = time.Millisecond
+	})
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		errb.WriteString("error: " + err.Error() + "\n")
+	}
+	return result{out: out.String(), err: errb.String(), code: ops.ExitCode(err), runErr: err}
+}
+
+// scaleController stands in for the StatefulSet controller and CrateDB on
+// replica changes: pods are created Ready or deleted at once, and their
+// nodes join or leave sys.nodes.
+func (e *crateEnv) scaleController() *[]string {
+	var order []string
+	e.client.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sts := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
+		old, err := e.client.Tracker().Get(a.GetResource(), sts.Namespace, sts.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		from, to := *old.(*appsv1.StatefulSet).Spec.Replicas, *sts.Spec.Replicas
+		if err := e.client.Tracker().Update(a.GetResource(), sts, sts.Namespace); err != nil {
+			return true, nil, err
+		}
+		role, group := "data", strings.TrimPrefix(sts.Name, "db-")
+		if group == "master" {
+			role = "master"
+		}
+		node := func(i int32) string {
+			if role == "master" {
+				return fmt.Sprintf("master-%d", i)
+			}
+			return fmt.Sprintf("data-%s-%d", group, i)
+		}
+		podGVR := corev1.SchemeGroupVersion.WithResource("pods")
+		for i := from; i < to; i++ {
+			p := fakecluster.Pod(sts, int(i), types.UID(fmt.Sprintf("%s-%d-new", sts.Name, i)))
+			if err := e.client.Tracker().Create(podGVR, p, sts.Namespace); err != nil {
+				return true, nil, err
+			}
+			e.db.AddNodes(node(i))
+		}
+		for i := to; i < from; i++ {
+			if err := e.client.Tracker().Delete(podGVR, sts.Namespace, fmt.Sprintf("%s-%d", sts.Name, i)); err != nil {
+				return true, nil, err
+			}
+			e.db.RemoveNodes(node(i))
+		}
+		if from != to {
+			// With the number of statements the database had seen then.
+			order = append(order, fmt.Sprintf("%s %d->%d @%d", sts.Name, from, to, len(e.db.Calls())))
+		}
+		return true, sts, nil
+	})
+	return &order
+}
+
+// assertNoSecrets fails when a secret value appears in any captured text.
+func assertNoSecrets(t *testing.T, what string, texts ...string) {
+	t.Helper()
+	for _, s := range []string{systemPW, appPW, "app-''quoted''-pw", licKey} {
+		for _, txt := range texts {
+			if strings.Contains(txt, s) {
+				t.Errorf("%s leaks a secret (%q):\n%s", what, s, txt)
+			}
+		}
+	}
+}
+
+// eventMessages returns the audit events' messages.
+func (e *crateEnv) eventMessages() string {
+	list, err := e.client.CoreV1().Events("prod").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, ev := range list.Items {
+		b.WriteString(ev.Reason + ": " + ev.Message + "\n")
+	}
+	return b.String()
+}
+
+func TestCrateBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+		env  map[string]string
+	}{
+		{"bad SCALING_TIMEOUT", []string{"scale", "db", "--data", "hot=3", "--yes"}, "SCALING_TIMEOUT must be a positive number of seconds", map[string]string{"SCALING_TIMEOUT": "soon"}},
+		{"bad BOOTSTRAP_TIMEOUT", []string{"bootstrap", "db", "--yes"}, "BOOTSTRAP_TIMEOUT must be a positive number of seconds", map[string]string{"BOOTSTRAP_TIMEOUT": "-5"}},
+		{"no change flags", []string{"scale", "db", "--yes"}, "nothing to scale: give --master N and/or --data GROUP=N", nil},
+		{"same sizes", []string{"scale", "db", "--data", "hot=2", "--yes"}, "nothing to scale: cluster db already has master=3 hot=2 cold=2", nil},
+		{"unknown group", []string{"scale", "db", "--data", "warm=3", "--yes"}, `unknown data node group "warm" for cluster db; allowed: hot, cold`, nil},
+		{"master as data", []string{"scale", "db", "--data", "master=5", "--yes"}, `unknown data node group "master"`, nil},
+		{"not a number", []string{"scale", "db", "--data", "hot=abc"}, `--data "hot=abc": N must be a whole number`, nil},
+		{"negative", []string{"scale", "db", "--data", "hot=-1"}, `--data "hot=-1": N must not be negative`, nil},
+		{"no group", []string{"scale", "db", "--data", "=3"}, `--data "=3": missing group name`, nil},
+		{"no equals", []string{"scale", "db", "--data", "hot"}, `--data "hot": want GROUP=N`, nil},
+		{"duplicate", []string{"scale", "db", "--data", "hot=3", "--data", "hot=4"}, "--data hot given twice", nil},
+		{"duplicate in list", []string{"scale", "db", "--data", "hot=3,cold=1,hot=4"}, "--data hot given twice", nil},
+		{"bad list entry", []string{"scale", "db", "--data", "hot=3,cold"}, `--data "cold": want GROUP=N`, nil},
+		{"even masters", []string{"scale", "db", "--master", "4"}, "masters must be an odd number of at least 3 (allowed: 3, 5, 7, ...)", nil},
+		{"one master", []string{"scale", "db", "--master", "1"}, "masters must be an odd number of at least 3", nil},
+		{"bad sslmode", []string{"scale", "db", "--data", "hot=3", "--pg-sslmode", "prefer"}, `unknown --pg-sslmode "prefer"; allowed: disable, require, verify-ca, verify-full`, nil},
+		{"zero health checks", []string{"restart", "db", "--rolling", "--health-checks", "0"}, "--health-checks must be at least 1", nil},
+		{"missing password secret", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "nope", "--yes"}, `Secret prod/nope not found (wanted key "password")`, nil},
+		{"missing password key", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "app-pw/pass", "--yes"}, `Secret prod/app-pw has no key "pass"`, nil},
+		{"user without secret", []string{"bootstrap", "db", "--user", "app"}, `--user "app": want NAME=SECRET[/KEY]`, nil},
+		{"user empty name", []string{"bootstrap", "db", "--user", "=app-pw"}, "missing user name", nil},
+		{"user twice", []string{"bootstrap", "db", "--user", "app=app-pw", "--user", "app=x"}, "--user app given twice", nil},
+		{"missing user secret", []string{"bootstrap", "db", "--user", "app=missing", "--yes"}, "password of user app: Secret prod/missing not found", nil},
+		{"missing license key", []string{"bootstrap", "db", "--license-secret", "crate-license/lic", "--yes"}, `Secret prod/crate-license has no key "lic"`, nil},
+		{"generic cannot scale", []string{"scale", "db", "--data", "hot=3", "--engine", "generic", "--yes"}, "engine generic (cluster db) cannot scale", nil},
+		{"generic cannot bootstrap", []string{"bootstrap", "db", "--engine", "generic", "--yes"}, "engine generic (cluster db) has no bootstrap procedure", nil},
+		{"bootstrap system user", []string{"bootstrap", "db", "--user", "system=app-pw", "--yes"}, "the system user is created by bootstrap itself", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newCrateEnv(t)
+			for k, v := range tt.env {
+				e.env[k] = v
+			}
+			r := e.run(tt.args...)
+			if r.code != ops.ExitUsage {
+				t.Fatalf("exit %d, want 2; stderr: %s", r.code, r.err)
+			}
+			lines := strings.Split(strings.TrimSpace(r.err), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Errorf("stderr = %q, want one line containing %q", r.err, tt.want)
+			}
+			if w := fakecluster.Writes(e.client); len(w) > 0 {
+				t.Errorf("bad input wrote to the API: %v", w)
+			}
+			if w := e.db.Statements(true); len(w) > 0 {
+				t.Errorf("bad input wrote to the database: %v", w)
+			}
+			assertNoSecrets(t, "error", r.out, r.err)
+		})
+	}
+}
+
+func TestCrateNoDedicatedMasters(t *testing.T) {
+	objs := fakecluster.Objects("prod", "db", "cratedb", fakecluster.Group{Name: "hot", Role: "data", Replicas: 3})
+	e := newCrateEnv(t)
+	e.harness = newHarness(t, objs...)
+	e.clock = &tickClock{t: testNow}
+	r := e.run("scale", "db", "--master", "5", "--yes")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "has no dedicated master node group, so --master does not apply") {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if w := fakecluster.Writes(e.client); len(w) > 0 {
+		t.Errorf("wrote: %v", w)
+	}
+}
+
+func TestCrateDryRunGolden(t *testing.T) {
+	tests := []struct {
+		golden string
+		args   []string
+	}{
+		{"scale-dry-run.text", []string{"scale", "db", "--master", "5", "--data", "hot=3", "--data", "cold=1", "--dry-run"}},
+		{"scale-dry-run.json", []string{"scale", "db", "--master", "5", "--data", "hot=3", "--data", "cold=1", "--dry-run", "-o", "json"}},
+		{"restart-cratedb-dry-run.text", []string{"restart", "db", "--rolling", "--group", "hot", "--dry-run"}},
+		{"bootstrap-dry-run.text", []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--dry-run"}},
+		{"bootstrap-dry-run.json", []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--dry-run", "-o", "json"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			e := newCrateEnv(t)
+			r := e.run(tt.args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.err)
+			}
+			assertGolden(t, tt.golden, r.out)
+			if w := fakecluster.Writes(e.client); len(w) > 0 {
+				t.Errorf("dry-run wrote: %v", w)
+			}
+			if w := e.db.Statements(true); len(w) > 0 {
+				t.Errorf("dry-run wrote to the database: %v", w)
+			}
+			if x := e.db.Execs(); len(x) > 0 {
+				t.Errorf("dry-run ran crash: %d times", len(x))
+			}
+			assertNoSecrets(t, "plan", r.out, r.err)
+		})
+	}
+}
+
+func TestCrateScale(t *testing.T) {
+	tests := []struct {
+		name      string
+		priorExcl string
+		wantExcl  string
+		wantReset bool
+	}{
+		{name: "no prior exclusions", priorExcl: "", wantExcl: "", wantReset: true},
+		{name: "prior exclusion kept", priorExcl: "data-hot-9", wantExcl: "data-hot-9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newCrateEnv(t)
+			order := e.scaleController()
+			e.db.Do(func(d *cratedbtest.DB) {
+				d.Exclusions = tt.priorExcl
+				d.Replicas = []string{"1", "0-1"}
+				d.Shards = map[string]int{"data-cold-1": 5, "data-cold-0": 4}
+			})
+			r := e.run("scale", "db", "--master", "5", "--data", "hot=3,cold=1", "--yes", "-o", "json", "--lock-id", "ci@test")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+			}
+			// Masters first, growth before shrinking.
+			var changes []string
+			shrinkAt := -1
+			for _, o := range *order {
+				change, at, _ := strings.Cut(o, " @")
+				changes = append(changes, change)
+				if strings.HasPrefix(change, "db-cold ") {
+					shrinkAt, _ = strconv.Atoi(at)
+				}
+			}
+			if want := []string{"db-master 3->5", "db-hot 2->3", "db-cold 2->1"}; !slices.Equal(changes, want) {
+				t.Errorf("StatefulSet changes %v, want %v", changes, want)
+			}
+			excl := `SET GLOBAL "cluster.routing.allocation.exclude._name" = '` + strings.TrimPrefix(tt.priorExcl+",data-cold-1", ",") + `'`
+			restore := `RESET GLOBAL "cluster.routing.allocation.exclude._name"`
+			if !tt.wantReset {
+				restore = `SET GLOBAL "cluster.routing.allocation.exclude._name" = '` + tt.wantExcl + `'`
+			}
+			want := []string{excl, restore, `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`}
+			if got := e.db.Statements(true); !slices.Equal(got, want) {
+				t.Errorf("database writes:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+			e.db.Do(func(d *cratedbtest.DB) {
+				if d.Exclusions != tt.wantExcl {
+					t.Errorf("exclusions %q, want %q", d.Exclusions, tt.wantExcl)
+				}
+				if !d.Acked {
+					t.Error("node check not acknowledged")
+				}
+				if d.Shards["data-cold-1"] != 0 {
+					t.Errorf("shards left on data-cold-1: %d", d.Shards["data-cold-1"])
+				}
+			})
+			if !strings.Contains(r.out, "shards left on data-cold-1") {
+				t.Errorf("no shards-left progress in the events:\n%s", r.out)
+			}
+			// The drain finished before the StatefulSet shrank.
+			lastShards := -1
+			for i, c := range e.db.Calls() {
+				if strings.HasPrefix(c.SQL, "SELECT node['name'], count(*) FROM sys.shards") {
+					lastShards = i
+				}
+			}
+			if lastShards < 0 || shrinkAt <= lastShards {
+				t.Errorf("shrink did not wait for the drain (last shards poll #%d, shrink after #%d)", lastShards, shrinkAt)
+			}
+			for name, want := range map[string]string{"db-master": "-Cgateway.expected_nodes=9", "db-hot": "-Cgateway.expected_data_nodes=4", "db-cold": "-Cgateway.expected_data_nodes=4"} {
+				s, err := e.client.AppsV1().StatefulSets("prod").Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := s.Spec.Template.Spec.Containers[0]
+				if !slices.Contains(append(c.Args, c.Command...), want) {
+					t.Errorf("%s: args %v command %v, want %s", name, c.Args, c.Command, want)
+				}
+			}
+			ev := e.eventMessages()
+			for _, reason := range []string{"DbopsScale", "DbopsExcludeNodes", "DbopsExpectedNodes", "DbopsRestoreExclusions", "DbopsAckNodeCheck"} {
+				if !strings.Contains(ev, reason) {
+					t.Errorf("no %s audit event in:\n%s", reason, ev)
+				}
+			}
+			assertNoSecrets(t, "scale output", r.out, r.err, ev)
+		})
+	}
+}
+
+func TestCrateScaleRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(d *cratedbtest.DB)
+		want  string
+	}{
+		{"yellow", func(d *cratedbtest.DB) { d.Severity = int32(2) }, "cluster is yellow"},
+		{"node missing", func(d *cratedbtest.DB) { d.Nodes = d.Nodes[:6] }, "the StatefulSets want 7 nodes but sys.nodes has 6"},
+		{"replicas all", func(d *cratedbtest.DB) { d.Replicas = []string{"1", "all"} }, "number_of_replicas = 'all'"},
+		{"replicas too many", func(d *cratedbtest.DB) { d.Replicas = []string{"3-all"} }, "number_of_replicas = '3-all', which needs 4 data nodes, and only 3 data nodes would remain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newCrateEnv(t)
+			e.scaleController()
+			e.db.Do(tt.setup)
+			r := e.run("scale", "db", "--data", "cold=1", "--yes", "--lock-id", "ci@test")
+			if r.code != ops.ExitPrecondition || !strings.Contains(r.err, tt.want) {
+				t.Fatalf("exit %d, want 5 with %q: %s", r.code, tt.want, r.err)
+			}
+			for _, w := range fakecluster.Writes(e.client) {
+				if strings.Contains(w, "statefulsets") {
+					t.Errorf("refused scale changed a StatefulSet: %s", w)
+				}
+			}
+			if w := e.db.Statements(true); len(w) > 0 {
+				t.Errorf("refused scale wrote to the database: %v", w)
+			}
+		})
+	}
+}
+
+func TestCrateRestartGate(t *testing.T) {
+	e := newCrateEnv(t)
+	ctrl := fakecluster.Start(t, e.client, "prod")
+	// The restarted node is missing from sys.nodes for a poll, and the
+	// cluster is yellow once after the first pod, which restarts the count.
+	e.db.Do(func(d *cratedbtest.DB) {
+		d.Absent["master-0"] = 1
+		d.SeverityScript = []any{int32(1), int32(2), int32(1), int32(1)}
+	})
+	r := e.run("restart", "db", "--rolling", "--group", "master", "--health-checks", "2", "--health-interval", "1ms", "--yes", "-o", "json", "--lock-id", "ci@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	if got, want := ctrl.Deleted(), []string{"db-master-0", "db-master-1", "db-master-2"}; !slices.Equal(got, want) {
+		t.Errorf("deleted %v, want %v", got, want)
+	}
+	set := `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'`
+	reset := `RESET GLOBAL "cluster.routing.allocation.enable"`
+	if got, want := e.db.Statements(true), []string{set, reset, set, reset, set, reset}; !slices.Equal(got, want) {
+		t.Errorf("database writes %v, want %v", got, want)
+	}
+	// Per pod: allocation held, node back, allocation reset, then green
+	// checks - and never through the pod being restarted. Each SET starts
+	// the next pod's gate.
+	var seq []string
+	pod := -1
+	for _, c := range e.db.Calls() {
+		switch {
+		case c.SQL == set:
+			pod++
+			if c.Pod == fmt.Sprintf("db-master-%d", pod) {
+				t.Errorf("allocation for pod %d set through that very pod", pod)
+			}
+			seq = append(seq, fmt.Sprintf("pod%d:hold", pod))
+		case strings.HasPrefix(c.SQL, "SELECT name FROM sys.nodes"):
+			if last := seq[len(seq)-1]; last != fmt.Sprintf("pod%d:node?", pod) {
+				seq = append(seq, fmt.Sprintf("pod%d:node?", pod))
+			}
+		case c.SQL == reset:
+			seq = append(seq, fmt.Sprintf("pod%d:reset", pod))
+		case c.SQL == `SELECT max(severity) FROM sys.health`:
+			seq = append(seq, fmt.Sprintf("pod%d:health", pod))
+		}
+	}
+	want := []string{
+		"pod0:hold", "pod0:node?", "pod0:reset", "pod0:health", "pod0:health", "pod0:health", "pod0:health",
+		"pod1:hold", "pod1:node?", "pod1:reset", "pod1:health", "pod1:health",
+		"pod2:hold", "pod2:node?", "pod2:reset", "pod2:health", "pod2:health",
+	}
+	if !slices.Equal(seq, want) {
+		t.Errorf("gate sequence\n  %v\nwant\n  %v", seq, want)
+	}
+	if !strings.Contains(r.out, "green 2/2") {
+		t.Errorf("no green progress in events:\n%s", r.out)
+	}
+	if c := e.db.Connects(); len(c) < 2 || c[0] == "db-master-0" || c[1] == "db-master-1" {
+		t.Errorf("connections %v: want each pod's gate to connect through another pod", c)
+	}
+	e.db.Do(func(d *cratedbtest.DB) {
+		if d.Allocation != "" {
+			t.Errorf("allocation left at %q", d.Allocation)
+		}
+	})
+}
+
+func TestCrateRestartReconnectsWhenPodGoes(t *testing.T) {
+	e := newCrateEnv(t)
+	fakecluster.Start(t, e.client, "prod")
+	// The connection's pod (master-0) dies while hot pods restart: the
+	// engine must reconnect and carry on.
+	e.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		e.db.Drop("db-master-0")
+		return false, nil, nil
+	})
+	r := e.run("restart", "db", "--rolling", "--group", "hot", "--health-checks", "1", "--health-interval", "1ms", "--yes", "--lock-id", "ci@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	if c := e.db.Connects(); len(c) < 2 {
+		t.Errorf("connections %v: want a reconnect after the pod went away", c)
+	}
+}
+
+func TestCrateBootstrap(t *testing.T) {
+	e := newCrateEnv(t)
+	e.db.Do(func(d *cratedbtest.DB) { delete(d.Users, "system"); delete(d.Granted, "system") })
+	args := []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--yes", "--lock-id", "ci@test"}
+	r := e.run(args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	var stmts []string
+	for _, x := range e.db.Execs() {
+		if len(x) != 6 || x[0] != "crash" || x[3] != "http://localhost:4200" {
+			t.Fatalf("unexpected exec argv shape (len %d)", len(x))
+		}
+		stmts = append(stmts, strings.Fields(x[5])[0]+" "+strings.Fields(x[5])[1])
+	}
+	if want := []string{"SET LICENSE", "CREATE USER", "GRANT ALL"}; !slices.Equal(stmts, want) {
+		t.Errorf("crash statements %v, want %v", stmts, want)
+	}
+	if want := []string{`CREATE USER "app" WITH (password = $1)`, `GRANT ALL PRIVILEGES TO "app"`}; !slices.Equal(e.db.Statements(true), want) {
+		t.Errorf("database writes %v, want %v", e.db.Statements(true), want)
+	}
+	e.db.Do(func(d *cratedbtest.DB) {
+		if d.Users["system"] != systemPW || d.Users["app"] != appPW || d.License != licKey || !d.Granted["app"] {
+			t.Errorf("state after bootstrap: users %d, license set %v, app granted %v", len(d.Users), d.License == licKey, d.Granted["app"])
+		}
+	})
+	first := e.eventMessages()
+	assertNoSecrets(t, "bootstrap output", r.out, r.err, first)
+
+	// Second run: nothing to create, no statement changes anything.
+	execs, writes := len(e.db.Execs()), len(e.db.Statements(true))
+	r = e.run(args...)
+	if r.code != 0 {
+		t.Fatalf("second run: exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	if n := len(e.db.Execs()); n != execs+1 {
+		t.Errorf("second run ran %d crash statements, want only the license (1)", n-execs)
+	}
+	if w := e.db.Statements(true)[writes:]; len(w) > 0 {
+		t.Errorf("second run wrote %v", w)
+	}
+	assertNoSecrets(t, "second bootstrap output", r.out, r.err, e.eventMessages())
+}
+
+func TestCrateBootstrapAlreadyExists(t *testing.T) {
+	e := newCrateEnv(t)
+	// The system user exists with another password: CREATE reports
+	// AlreadyExists, ALTER sets the Secret's password.
+	e.db.Do(func(d *cratedbtest.DB) { d.Users["system"] = "old-password"; delete(d.Granted, "system") })
+	r := e.run("bootstrap", "db", "--yes", "--lock-id", "ci@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	var stmts []string
+	for _, x := range e.db.Execs() {
+		stmts = append(stmts, strings.Fields(x[5])[0])
+	}
+	if want := []string{"CREATE", "ALTER", "GRANT"}; !slices.Equal(stmts, want) {
+		t.Errorf("crash statements %v, want %v", stmts, want)
+	}
+	e.db.Do(func(d *cratedbtest.DB) {
+		if d.Users["system"] != systemPW {
+			t.Error("system password not set from the Secret")
+		}
+	})
+	if ev := e.eventMessages(); !strings.Contains(ev, "DbopsAlterUser") {
+		t.Errorf("no DbopsAlterUser audit event:\n%s", ev)
+	}
+	assertNoSecrets(t, "bootstrap output", r.out, r.err, e.eventMessages())
+}
+
+func TestCrateStatusHealth(t *testing.T) {
+	e := newCrateEnv(t)
+	e.db.Do(func(d *cratedbtest.DB) { d.Exclusions = "data-cold-1" })
+	r := e.run("status", "db")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if want := "Health:   green (7/7 nodes, max severity 1, master master-0, allocation excluded from data-cold-1)"; !strings.Contains(r.out, want) {
+		t.Errorf("status lacks %q:\n%s", want, r.out)
+	}
+	e.db.Do(func(d *cratedbtest.DB) { d.Severity = int32(3) })
+	if r := e.run("status", "db", "-o", "json"); !strings.Contains(r.out, `"status": "red"`) {
+		t.Errorf("status json lacks red health:\n%s", r.out)
+	}
+}

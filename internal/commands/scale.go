@@ -1,0 +1,163 @@
+package commands
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// ScaleOptions holds `scale` flags.
+type ScaleOptions struct {
+	*GlobalOptions
+	Cluster string
+	Masters int32
+	Data    []string
+
+	mastersGiven bool
+	data         map[string]int32
+}
+
+// NewScaleOptions returns options bound to the shared flags.
+func NewScaleOptions(g *GlobalOptions) *ScaleOptions {
+	return &ScaleOptions{GlobalOptions: g}
+}
+
+// NewScaleCmd builds `scale CLUSTER`.
+func NewScaleCmd(g *GlobalOptions) *cobra.Command {
+	o := NewScaleOptions(g)
+	cmd := &cobra.Command{
+		Use:   "scale CLUSTER [--master N] [--data GROUP=N]...",
+		Short: "Change node group sizes safely: masters first, grow, then drain and shrink",
+		Long: `Scale node groups. For CrateDB: masters first (an odd number, at least 3),
+then every data group that grows (waiting for the new nodes to join), then
+every data group that shrinks: only when the cluster is green, every node is
+in, and the tables' replicas fit on the nodes that remain; their shards are
+moved off by an allocation exclusion before the pods are removed. Finally
+the expected-nodes setting of every StatefulSet is updated, the exclusions
+this run added are removed and the expected-nodes check is acknowledged.
+
+Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
+		Example: `  # See the plan (every SQL statement) without changing anything
+  kubectl dbops scale mycrate --data hot=5 --data cold=2 --dry-run
+
+  # Five masters, no prompt (CI)
+  kubectl dbops scale mycrate --master 5 --yes`,
+		Args:              clusterArg,
+		ValidArgsFunction: completeClusters(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.mastersGiven = cmd.Flags().Changed("master")
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
+		},
+	}
+	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
+	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
+	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
+	g.CrateDB.AddConnFlags(cmd.Flags())
+	return cmd
+}
+
+// completeGroupSizes offers "GROUP=" for each node group.
+func completeGroupSizes(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	groups := completeGroups(g)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		names, dir := groups(cmd, args, toComplete)
+		if dir == cobra.ShellCompDirectiveError {
+			return nil, dir
+		}
+		out := make([]string, 0, len(names))
+		for _, n := range names {
+			out = append(out, n+"=")
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+}
+
+// Complete fills in arguments.
+func (o *ScaleOptions) Complete(args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Validate checks flags without touching the API.
+func (o *ScaleOptions) Validate() error {
+	if err := o.GlobalOptions.Validate(); err != nil {
+		return err
+	}
+	if err := o.CrateDB.Validate(); err != nil {
+		return err
+	}
+	if !o.mastersGiven && len(o.Data) == 0 {
+		return ops.Usagef("nothing to scale: give --master N and/or --data GROUP=N")
+	}
+	if o.mastersGiven && (o.Masters < 3 || o.Masters%2 == 0) {
+		return ops.Usagef("--master %d: masters must be an odd number of at least 3 (allowed: 3, 5, 7, ...)", o.Masters)
+	}
+	o.data = map[string]int32{}
+	var entries []string
+	for _, d := range o.Data {
+		entries = append(entries, strings.Split(d, ",")...)
+	}
+	for _, d := range entries {
+		name, val, ok := strings.Cut(d, "=")
+		name = strings.TrimSpace(name)
+		switch {
+		case !ok:
+			return ops.Usagef("--data %q: want GROUP=N", d)
+		case name == "":
+			return ops.Usagef("--data %q: missing group name before '='", d)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 32)
+		switch {
+		case err != nil:
+			return ops.Usagef("--data %q: N must be a whole number", d)
+		case n < 0:
+			return ops.Usagef("--data %q: N must not be negative", d)
+		}
+		if _, dup := o.data[name]; dup {
+			return ops.Usagef("--data %s given twice", name)
+		}
+		o.data[name] = int32(n)
+	}
+	return nil
+}
+
+// Run discovers, plans and executes the scaling.
+func (o *ScaleOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	cl, c, err := o.discover(ctx, o.Cluster, true)
+	if err != nil {
+		return err
+	}
+	eng, err := o.engine(cl, c)
+	if err != nil {
+		return err
+	}
+	defer closeEngine(ctx, eng)
+	s, ok := eng.(ops.Scaler)
+	if !ok {
+		return ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
+	}
+	timeout, err := o.timeoutOr("SCALING_TIMEOUT", defaultScalingTimeout)
+	if err != nil {
+		return err
+	}
+	req := ops.ScaleRequest{Data: o.data, Command: commandLine(cmd, o.Cluster)}
+	if o.mastersGiven {
+		m := o.Masters
+		req.Masters = &m
+	}
+	plan, err := s.PlanScale(ctx, c, req)
+	if err != nil {
+		return err
+	}
+	return o.execute(ctx, cl, c, plan, timeout)
+}

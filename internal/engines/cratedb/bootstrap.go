@@ -1,0 +1,292 @@
+package cratedb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// BootstrapRequest is what `bootstrap` asks of the engine.
+type BootstrapRequest struct {
+	// License is the Secret with the license key (zero = none).
+	License SecretRef
+	// Users get created (if missing) with the password from their Secret
+	// and all privileges.
+	Users []UserRequest
+	// Command re-runs the request (resume hint).
+	Command string
+}
+
+// UserRequest is one --user NAME=SECRET[/KEY].
+type UserRequest struct {
+	Name     string
+	Password SecretRef
+}
+
+// Args renders the request canonically (journal key); no secret values.
+func (r BootstrapRequest) Args() string {
+	var parts []string
+	if !r.License.IsZero() {
+		parts = append(parts, "--license-secret "+r.License.String())
+	}
+	for _, u := range r.Users {
+		parts = append(parts, "--user "+u.Name+"="+u.Password.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+// crashOutputMax bounds how much of crash's output an error quotes.
+const crashOutputMax = 300
+
+// PlanBootstrap implements ops.Bootstrapper. Every Secret is read here, so
+// a missing one refuses the run before anything changes.
+func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) (*ops.Plan, error) {
+	req, ok := reqAny.(BootstrapRequest)
+	if !ok {
+		if rp, okp := reqAny.(*BootstrapRequest); okp && rp != nil {
+			req, ok = *rp, true
+		}
+	}
+	if !ok {
+		return nil, fmt.Errorf("cratedb bootstrap: unexpected request type %T", reqAny)
+	}
+	if e.execer == nil {
+		return nil, errors.New("cratedb bootstrap: no exec client")
+	}
+	eligible := masterEligible(c)
+	if eligible == nil || len(eligible.Pods) == 0 {
+		return nil, ops.Preconditionf("cluster %s/%s has no master-eligible pod to run crash in", c.Namespace, c.Name)
+	}
+	sysPW, err := e.systemPassword(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	license := ""
+	if !req.License.IsZero() {
+		if license, err = e.secret(ctx, c.Namespace, req.License, "license (--license-secret)"); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]bool{}
+	pws := make([]string, len(req.Users))
+	for i, u := range req.Users {
+		if u.Name == SystemUser {
+			return nil, ops.Usagef("--user %s: the system user is created by bootstrap itself (its password is --system-password-secret)", u.Name)
+		}
+		if seen[u.Name] {
+			return nil, ops.Usagef("--user %s given twice", u.Name)
+		}
+		seen[u.Name] = true
+		if pws[i], err = e.secret(ctx, c.Namespace, u.Password, "password of user "+u.Name); err != nil {
+			return nil, err
+		}
+	}
+	secrets := append([]string{sysPW, license}, pws...)
+
+	p := &ops.Plan{Operation: "bootstrap", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
+		Args: req.Args(), Command: req.Command}
+	stsRef := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: eligible.StatefulSet}
+	if eligible.Object != nil {
+		stsRef.UID = string(eligible.Object.UID)
+	}
+	via := fmt.Sprintf("via: crash --verify-ssl=false --host %s://localhost:4200 -c STATEMENT (container %s)", e.cfg.HTTPScheme, crateContainer)
+	pre := fmt.Sprintf("a Ready pod of master-eligible group %s (container %s)", eligible.Name, crateContainer)
+
+	if license != "" {
+		p.Steps = append(p.Steps, &ops.Step{
+			ID: "license", Group: eligible.Name, Target: "cluster/" + c.Name, Mutating: true,
+			Description:   "set the license first (more nodes than a free license allows)",
+			Preconditions: []string{pre},
+			Details:       []string{via, "SET LICENSE '***'; -> expect SET OK"},
+			Action: func(ctx context.Context, sc *ops.StepContext) error {
+				if _, err := e.crash(ctx, c, eligible, crashSetLicense(license), "SET OK", secrets); err != nil {
+					return fmt.Errorf("setting the license: %w", err)
+				}
+				sc.Audit(ctx, stsRef, "DbopsSetLicense", "set the CrateDB license")
+				return nil
+			},
+		})
+	}
+
+	sysStep := &ops.Step{
+		ID: "user/" + SystemUser, Group: eligible.Name, Target: "user/" + SystemUser, Mutating: true,
+		Description:   "create the system user (or set its password) and grant all privileges",
+		Preconditions: []string{pre},
+		Details: []string{
+			via,
+			`CREATE USER "system" WITH (password = '***'); -> expect CREATE OK`,
+			`  on AlreadyExistsException: ALTER USER "system" SET (password = '***'); -> expect ALTER OK`,
+			`GRANT ALL PRIVILEGES TO "system"; -> expect GRANT OK`,
+		},
+	}
+	// Done when the password logs in and the grants are there: checking
+	// needs the very connection the next steps use.
+	sysStep.Precheck = func(ctx context.Context, sc *ops.StepContext) (bool, error) {
+		return e.userReady(ctx, c, SystemUser), nil
+	}
+	sysStep.Action = func(ctx context.Context, sc *ops.StepContext) error {
+		out, err := e.crash(ctx, c, eligible, crashCreateUser(SystemUser, sysPW), "CREATE OK", secrets)
+		if err != nil {
+			if !strings.Contains(out, "AlreadyExistsException") {
+				return fmt.Errorf("creating user system: %w", err)
+			}
+			if _, err := e.crash(ctx, c, eligible, crashAlterUser(SystemUser, sysPW), "ALTER OK", secrets); err != nil {
+				return fmt.Errorf("setting the password of user system: %w", err)
+			}
+			sc.Audit(ctx, stsRef, "DbopsAlterUser", "set the password of CrateDB user system")
+		} else {
+			sc.Audit(ctx, stsRef, "DbopsCreateUser", "created CrateDB user system")
+		}
+		if _, err := e.crash(ctx, c, eligible, crashGrantAll(SystemUser), "GRANT OK", secrets); err != nil {
+			return fmt.Errorf("granting privileges to user system: %w", err)
+		}
+		sc.Audit(ctx, stsRef, "DbopsGrant", "granted all privileges to CrateDB user system")
+		// A connection opened before the password changed may be stale.
+		_ = e.session(c).close(ctx)
+		return nil
+	}
+	p.Steps = append(p.Steps, sysStep)
+
+	for i, u := range req.Users {
+		u, pw := u, pws[i]
+		st := &ops.Step{
+			ID: "user/" + u.Name, Target: "user/" + u.Name, Mutating: true,
+			Description:   "create the user if missing and grant all privileges (as system, over PostgreSQL)",
+			Preconditions: []string{"user system can log in"},
+			Details: []string{
+				sqlUserExists + "  -- $1 = " + quoteLiteral(u.Name),
+				sqlCreateUserParam(u.Name) + "  -- if missing; $1 = " + redacted + " (Secret " + u.Password.String() + ")",
+				sqlGrantAll(u.Name),
+			},
+		}
+		st.Precheck = func(ctx context.Context, sc *ops.StepContext) (bool, error) {
+			exists, err := e.userExists(ctx, c, u.Name)
+			if err != nil {
+				return false, err
+			}
+			return exists && e.hasAllPrivileges(ctx, c, u.Name), nil
+		}
+		st.Action = func(ctx context.Context, sc *ops.StepContext) error {
+			s := e.session(c)
+			exists, err := e.userExists(ctx, c, u.Name)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				q := sqlCreateUserParam(u.Name)
+				if err := s.exec(ctx, nil, q, pw); err != nil {
+					return sqlErr(q, redactErr(err, secrets...))
+				}
+				sc.Audit(ctx, stsRef, "DbopsCreateUser", "created CrateDB user "+u.Name)
+			}
+			q := sqlGrantAll(u.Name)
+			if err := s.exec(ctx, nil, q); err != nil {
+				return sqlErr(q, err)
+			}
+			sc.Audit(ctx, stsRef, "DbopsGrant", "granted all privileges to CrateDB user "+u.Name)
+			return nil
+		}
+		p.Steps = append(p.Steps, st)
+	}
+	return p, nil
+}
+
+func (e *Engine) userExists(ctx context.Context, c *ops.Cluster, name string) (bool, error) {
+	rows, err := e.session(c).query(ctx, nil, sqlUserExists, name)
+	if err != nil {
+		return false, sqlErr(sqlUserExists, err)
+	}
+	return cellBool(rows, 0), nil
+}
+
+// hasAllPrivileges reports a user holding ALL PRIVILEGES. When
+// sys.privileges cannot be read (a server without it) an existing user
+// counts as granted: bootstrap granted it when it created it, and a second
+// run must not write.
+func (e *Engine) hasAllPrivileges(ctx context.Context, c *ops.Cluster, name string) bool {
+	rows, err := e.session(c).query(ctx, nil, sqlPrivileges, name)
+	if err != nil {
+		return ctx.Err() == nil
+	}
+	return cellInt(rows, 0) >= allPrivilegeTypes
+}
+
+// userReady reports whether the system user logs in with its Secret's
+// password and holds all privileges. Failures just mean "not yet".
+func (e *Engine) userReady(ctx context.Context, c *ops.Cluster, name string) bool {
+	exists, err := e.userExists(ctx, c, name)
+	if err != nil || !exists {
+		_ = e.session(c).close(ctx)
+		return false
+	}
+	return e.hasAllPrivileges(ctx, c, name)
+}
+
+// crash runs one statement with crash in a Ready master-eligible pod and
+// checks its output for want. Output is returned (and quoted in errors)
+// with every secret redacted.
+func (e *Engine) crash(ctx context.Context, c *ops.Cluster, g *ops.NodeGroup, stmt, want string, secrets []string) (string, error) {
+	pod, err := e.readyPod(ctx, c, g)
+	if err != nil {
+		return "", err
+	}
+	argv := []string{"crash", "--verify-ssl=false", "--host", e.cfg.HTTPScheme + "://localhost:4200", "-c", stmt}
+	stdout, stderr, err := e.execer.Exec(ctx, c.Namespace, pod, crateContainer, argv)
+	out := redact(string(stdout)+string(stderr), secrets...)
+	if err == nil && strings.Contains(out, want) {
+		return out, nil
+	}
+	if err != nil {
+		err = redactErr(err, append(secrets, stmt)...)
+	} else {
+		err = fmt.Errorf("expected %q in crash output", want)
+	}
+	return out, fmt.Errorf("crash in pod %s: %w; output: %s", pod, err, clip(out, crashOutputMax))
+}
+
+// redactErr keeps err (and its chain, for errors.Is) unless its text
+// holds a secret; then only the redacted text survives.
+func redactErr(err error, secrets ...string) error {
+	if msg := redact(err.Error(), secrets...); msg != err.Error() {
+		return errors.New(msg)
+	}
+	return err
+}
+
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// readyPod returns the first Ready pod of g.
+func (e *Engine) readyPod(ctx context.Context, c *ops.Cluster, g *ops.NodeGroup) (string, error) {
+	for _, p := range g.Pods {
+		live, err := e.client.CoreV1().Pods(c.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err == nil && ops.PodReady(live) {
+			return p.Name, nil
+		}
+	}
+	return "", ops.Preconditionf("no Ready pod in master-eligible group %s of %s/%s", g.Name, c.Namespace, c.Name)
+}
+
+// masterEligible is the master group, else the first data group (the
+// discovery marks it).
+func masterEligible(c *ops.Cluster) *ops.NodeGroup {
+	for _, g := range c.Groups {
+		if g.MasterEligible || g.Role == ops.RoleMaster {
+			return g
+		}
+	}
+	if len(c.Groups) > 0 {
+		return c.Groups[0]
+	}
+	return nil
+}

@@ -1,0 +1,346 @@
+// Package cratedbtest fakes a CrateDB cluster at the level the cratedb
+// engine talks to it: SQL over a DB connection and crash through exec.
+// Test support only.
+package cratedbtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// Call is one statement the fake received.
+type Call struct {
+	Pod  string // pod the connection went through
+	SQL  string
+	Args []any
+}
+
+// DB is the fake cluster's state. Zero value plus New's defaults is a
+// green cluster; tests change fields under Lock or with the helpers.
+type DB struct {
+	mu sync.Mutex
+
+	Nodes      []string
+	Severity   any // int32 or nil
+	Master     string
+	Exclusions string
+	Allocation string
+	// Shards per node; each shards poll moves DrainPerPoll shards off every
+	// excluded node.
+	Shards       map[string]int
+	DrainPerPoll int
+	// Replicas are the number_of_replicas values of information_schema.tables.
+	Replicas []string
+	Users    map[string]string // name -> password
+	Granted  map[string]bool
+	License  string
+	Acked    bool
+	// SeverityScript is consumed, one value per health read, before Severity.
+	SeverityScript []any
+	// Absent counts polls for which a node still misses from sys.nodes.
+	Absent map[string]int
+
+	calls    []Call
+	connects []string
+	dead     map[string]bool // pods whose connections dropped
+	execs    [][]string
+}
+
+// New returns a green fake with the given nodes, master the first.
+func New(nodes ...string) *DB {
+	d := &DB{Nodes: slices.Clone(nodes), Severity: int32(1), Shards: map[string]int{}, DrainPerPoll: 2,
+		Users: map[string]string{}, Granted: map[string]bool{}, Absent: map[string]int{}, dead: map[string]bool{}}
+	if len(nodes) > 0 {
+		d.Master = nodes[0]
+	}
+	return d
+}
+
+// Do runs f with the state locked.
+func (d *DB) Do(f func(d *DB)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f(d)
+}
+
+// Calls returns the statements so far.
+func (d *DB) Calls() []Call {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.calls)
+}
+
+// Statements returns the SQL texts so far, optionally only those that
+// change something (no SELECT).
+func (d *DB) Statements(writesOnly bool) []string {
+	var out []string
+	for _, c := range d.Calls() {
+		if writesOnly && strings.HasPrefix(c.SQL, "SELECT") {
+			continue
+		}
+		out = append(out, c.SQL)
+	}
+	return out
+}
+
+// Connects lists the pods connections were opened through.
+func (d *DB) Connects() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.connects)
+}
+
+// Execs lists crash argv vectors run.
+func (d *DB) Execs() [][]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.execs)
+}
+
+// Drop makes connections through pod fail, as when the pod goes away.
+func (d *DB) Drop(pod string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dead[pod] = true
+}
+
+// AddNodes and RemoveNodes change sys.nodes.
+func (d *DB) AddNodes(names ...string) {
+	d.Do(func(d *DB) {
+		for _, n := range names {
+			if !slices.Contains(d.Nodes, n) {
+				d.Nodes = append(d.Nodes, n)
+			}
+		}
+	})
+}
+
+// RemoveNodes drops nodes from sys.nodes (and their shards).
+func (d *DB) RemoveNodes(names ...string) {
+	d.Do(func(d *DB) {
+		d.Nodes = slices.DeleteFunc(d.Nodes, func(n string) bool { return slices.Contains(names, n) })
+		for _, n := range names {
+			delete(d.Shards, n)
+		}
+	})
+}
+
+// Connector returns a cratedb.Connector that opens connections to d
+// through the first Ready-looking pod (by the cluster model) not avoided,
+// master-eligible groups first. Wrong credentials fail like a server.
+func (d *DB) Connector() cratedb.Connector { return connector{d} }
+
+type connector struct{ d *DB }
+
+func (c connector) Connect(_ context.Context, cl *ops.Cluster, creds cratedb.Credentials, avoid []string) (cratedb.DB, string, error) {
+	d := c.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if pw, ok := d.Users[creds.User]; !ok || pw != creds.Password {
+		return nil, "", fmt.Errorf("password authentication failed for user %q", creds.User)
+	}
+	var pods []string
+	for _, eligible := range []bool{true, false} {
+		for _, g := range cl.Groups {
+			if (g.MasterEligible || g.Role == ops.RoleMaster) != eligible {
+				continue
+			}
+			for _, p := range g.Pods {
+				if !slices.Contains(avoid, p.Name) {
+					pods = append(pods, p.Name)
+				}
+			}
+		}
+	}
+	if len(pods) == 0 {
+		return nil, "", errors.New("no pod to connect to")
+	}
+	pod := pods[0]
+	delete(d.dead, pod)
+	d.connects = append(d.connects, pod)
+	return &conn{d: d, pod: pod}, pod, nil
+}
+
+type conn struct {
+	d      *DB
+	pod    string
+	closed bool
+}
+
+func (c *conn) Alive() bool {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	return !c.closed && !c.d.dead[c.pod]
+}
+
+func (c *conn) Close(context.Context) error { c.closed = true; return nil }
+
+func (c *conn) Exec(ctx context.Context, sql string, args ...any) error {
+	_, err := c.Query(ctx, sql, args...)
+	return err
+}
+
+var (
+	reSetExcl    = regexp.MustCompile(`^SET GLOBAL "cluster\.routing\.allocation\.exclude\._name" = '(.*)'$`)
+	reCreateUser = regexp.MustCompile(`^CREATE USER "([^"]+)" WITH \(password = \$1\)$`)
+	reGrant      = regexp.MustCompile(`^GRANT ALL PRIVILEGES TO "([^"]+)"$`)
+)
+
+func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error) {
+	d := c.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.closed || d.dead[c.pod] {
+		return nil, errors.New("conn closed")
+	}
+	d.calls = append(d.calls, Call{Pod: c.pod, SQL: sql, Args: args})
+	names := func() []string {
+		if len(args) == 0 {
+			return nil
+		}
+		s, _ := args[0].([]string)
+		return s
+	}
+	switch {
+	case sql == `SELECT count(*) FROM sys.nodes`:
+		return [][]any{{int64(len(d.Nodes))}}, nil
+	case sql == `SELECT max(severity) FROM sys.health`:
+		sev := d.Severity
+		if len(d.SeverityScript) > 0 {
+			sev, d.SeverityScript = d.SeverityScript[0], d.SeverityScript[1:]
+		}
+		return [][]any{{sev}}, nil
+	case sql == `SELECT master_node FROM sys.cluster`:
+		if d.Master == "" {
+			return [][]any{{nil}}, nil
+		}
+		return [][]any{{d.Master}}, nil
+	case sql == `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`:
+		return [][]any{{d.Exclusions}}, nil
+	case sql == `SELECT name FROM sys.nodes`:
+		var rows [][]any
+		for _, n := range d.Nodes {
+			if d.Absent[n] > 0 {
+				d.Absent[n]--
+				continue
+			}
+			rows = append(rows, []any{n})
+		}
+		return rows, nil
+	case sql == `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`:
+		var rows [][]any
+		for _, r := range d.Replicas {
+			rows = append(rows, []any{r})
+		}
+		return rows, nil
+	case sql == `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`:
+		var rows [][]any
+		excl := strings.Split(d.Exclusions, ",")
+		for _, n := range names() {
+			if d.Shards[n] > 0 {
+				rows = append(rows, []any{n, int64(d.Shards[n])})
+			}
+		}
+		// Shards move between polls, off excluded nodes only.
+		for n := range d.Shards {
+			if slices.Contains(excl, n) {
+				d.Shards[n] = max(0, d.Shards[n]-d.DrainPerPoll)
+			}
+		}
+		return rows, nil
+	case sql == `SELECT count(*) = 1 FROM sys.users WHERE name = $1`:
+		_, ok := d.Users[fmt.Sprint(args[0])]
+		return [][]any{{ok}}, nil
+	case strings.HasPrefix(sql, `SELECT count(DISTINCT type) FROM sys.privileges`):
+		if d.Granted[fmt.Sprint(args[0])] {
+			return [][]any{{int64(4)}}, nil
+		}
+		return [][]any{{int64(0)}}, nil
+	case sql == `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'`:
+		d.Allocation = "primaries"
+		return nil, nil
+	case sql == `RESET GLOBAL "cluster.routing.allocation.enable"`:
+		d.Allocation = ""
+		return nil, nil
+	case sql == `RESET GLOBAL "cluster.routing.allocation.exclude._name"`:
+		d.Exclusions = ""
+		return nil, nil
+	case sql == `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`:
+		d.Acked = true
+		return nil, nil
+	}
+	if m := reSetExcl.FindStringSubmatch(sql); m != nil {
+		d.Exclusions = m[1]
+		return nil, nil
+	}
+	if m := reCreateUser.FindStringSubmatch(sql); m != nil {
+		if _, ok := d.Users[m[1]]; ok {
+			return nil, fmt.Errorf("RoleAlreadyExistsException[Role '%s' already exists]", m[1])
+		}
+		d.Users[m[1]] = fmt.Sprint(args[0])
+		return nil, nil
+	}
+	if m := reGrant.FindStringSubmatch(sql); m != nil {
+		d.Granted[m[1]] = true
+		return nil, nil
+	}
+	return nil, fmt.Errorf("fake CrateDB: unsupported statement %q", sql)
+}
+
+var (
+	reCrashCreate = regexp.MustCompile(`^CREATE USER "([^"]+)" WITH \(password = '((?:[^']|'')*)'\);$`)
+	reCrashAlter  = regexp.MustCompile(`^ALTER USER "([^"]+)" SET \(password = '((?:[^']|'')*)'\);$`)
+	reCrashGrant  = regexp.MustCompile(`^GRANT ALL PRIVILEGES TO "([^"]+)";$`)
+	reCrashLic    = regexp.MustCompile(`^SET LICENSE '((?:[^']|'')*)';$`)
+)
+
+// Execer returns a cratedb.Execer that runs crash statements against d,
+// printing what crash prints.
+func (d *DB) Execer() cratedb.Execer { return execer{d} }
+
+type execer struct{ d *DB }
+
+func (x execer) Exec(_ context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
+	d := x.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.execs = append(d.execs, slices.Clone(argv))
+	if container != "crate" || len(argv) != 6 || argv[0] != "crash" || argv[4] != "-c" {
+		return nil, []byte("unexpected command"), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 2}
+	}
+	unq := func(s string) string { return strings.ReplaceAll(s, "''", "'") }
+	stmt := argv[5]
+	fail := func(msg string) ([]byte, []byte, error) {
+		return []byte(msg + "\n"), nil, &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+	}
+	switch m := reCrashCreate.FindStringSubmatch(stmt); {
+	case m != nil:
+		if _, ok := d.Users[m[1]]; ok {
+			return fail(fmt.Sprintf("RoleAlreadyExistsException[Role '%s' already exists]", m[1]))
+		}
+		d.Users[m[1]] = unq(m[2])
+		return []byte("CREATE OK, 1 row affected  (0.050 sec)\n"), nil, nil
+	}
+	if m := reCrashAlter.FindStringSubmatch(stmt); m != nil {
+		d.Users[m[1]] = unq(m[2])
+		return []byte("ALTER OK, 1 row affected  (0.020 sec)\n"), nil, nil
+	}
+	if m := reCrashGrant.FindStringSubmatch(stmt); m != nil {
+		d.Granted[m[1]] = true
+		return []byte("GRANT OK, 4 rows affected  (0.020 sec)\n"), nil, nil
+	}
+	if m := reCrashLic.FindStringSubmatch(stmt); m != nil {
+		d.License = unq(m[1])
+		return []byte("SET OK, 1 row affected  (0.010 sec)\n"), nil, nil
+	}
+	return fail("SQLParseException[line 1: mismatched input]")
+}

@@ -1,0 +1,356 @@
+// Package cratedb is the CrateDB engine: health from sys tables, the
+// rolling restart gate, bootstrap and scaling, after docs/domain.md §1.
+package cratedb
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// Defaults for Config.
+const (
+	DefaultHealthChecks   = 3
+	DefaultHealthInterval = 30 * time.Second
+	DefaultPollInterval   = 2 * time.Second
+	// SystemUser is the user the procedures act as.
+	SystemUser = "system"
+	// DefaultPasswordKey is the Secret key of passwords.
+	DefaultPasswordKey = "password"
+	// DefaultLicenseKey is the Secret key of the license.
+	DefaultLicenseKey = "license"
+	// crateContainer runs crash for bootstrap.
+	crateContainer = "crate"
+)
+
+// Config is what the engine needs besides its clients.
+type Config struct {
+	// SystemPassword is the Secret holding the system user's password
+	// (zero = user-system-<cluster>/password, the operator's Secret).
+	SystemPassword SecretRef
+	// HealthChecks green checks in a row, HealthInterval apart, pass a
+	// restarted pod's gate.
+	HealthChecks   int
+	HealthInterval time.Duration
+	// PollInterval paces database polls (node back, shards drained).
+	PollInterval time.Duration
+	// HTTPScheme is http or https, for crash's --host.
+	HTTPScheme string
+}
+
+// Execer runs a command in a container (kube.Exec in production).
+type Execer interface {
+	Exec(ctx context.Context, namespace, pod, container string, argv []string) (stdout, stderr []byte, err error)
+}
+
+// Engine implements ops.Engine, ops.Scaler and ops.Bootstrapper.
+type Engine struct {
+	client    kubernetes.Interface
+	connector Connector
+	execer    Execer
+	cfg       Config
+
+	mu       sync.Mutex
+	sessions map[string]*session // by namespace/cluster
+	pwCache  map[string]string
+}
+
+var (
+	_ ops.Engine       = (*Engine)(nil)
+	_ ops.Scaler       = (*Engine)(nil)
+	_ ops.Bootstrapper = (*Engine)(nil)
+)
+
+// New returns a CrateDB engine. execer may be nil when no bootstrap runs.
+func New(client kubernetes.Interface, connector Connector, execer Execer, cfg Config) *Engine {
+	if cfg.HealthChecks <= 0 {
+		cfg.HealthChecks = DefaultHealthChecks
+	}
+	if cfg.HealthInterval <= 0 {
+		cfg.HealthInterval = DefaultHealthInterval
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.HTTPScheme == "" {
+		cfg.HTTPScheme = "http"
+	}
+	return &Engine{client: client, connector: connector, execer: execer, cfg: cfg,
+		sessions: map[string]*session{}, pwCache: map[string]string{}}
+}
+
+// Name returns "cratedb".
+func (e *Engine) Name() string { return ops.EngineCrateDB }
+
+// Close ends the database connections.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var first error
+	for _, s := range e.sessions {
+		if err := s.close(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// systemSecret returns the Secret holding the system password.
+func (e *Engine) systemSecret(c *ops.Cluster) SecretRef {
+	if !e.cfg.SystemPassword.IsZero() {
+		return e.cfg.SystemPassword
+	}
+	return SecretRef{Name: "user-system-" + c.Name, Key: DefaultPasswordKey}
+}
+
+// secret reads a Secret once per engine.
+func (e *Engine) secret(ctx context.Context, ns string, ref SecretRef, what string) (string, error) {
+	key := ns + "/" + ref.String()
+	e.mu.Lock()
+	v, ok := e.pwCache[key]
+	e.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := readSecret(ctx, e.client, ns, ref, what)
+	if err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	e.pwCache[key] = v
+	e.mu.Unlock()
+	return v, nil
+}
+
+func (e *Engine) systemPassword(ctx context.Context, c *ops.Cluster) (string, error) {
+	return e.secret(ctx, c.Namespace, e.systemSecret(c), "system user password (--system-password-secret)")
+}
+
+// session returns the system user's connection to c.
+func (e *Engine) session(c *ops.Cluster) *session {
+	key := c.Namespace + "/" + c.Name
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.sessions[key]; ok {
+		return s
+	}
+	s := &session{connector: e.connector, cluster: c, creds: func(ctx context.Context) (Credentials, error) {
+		pw, err := e.systemPassword(ctx, c)
+		return Credentials{User: SystemUser, Password: pw}, err
+	}}
+	e.sessions[key] = s
+	return s
+}
+
+// HealthState is one reading of the cluster's health.
+type HealthState struct {
+	Nodes       int64
+	Expected    int64
+	MaxSeverity int64 // 0 when sys.health is empty
+	MasterNode  string
+	Exclusions  string
+}
+
+// Green is domain.md's definition.
+func (h HealthState) Green() bool {
+	return h.Nodes == h.Expected && h.MaxSeverity <= 1 && h.MasterNode != ""
+}
+
+// Status is green, yellow or red.
+func (h HealthState) Status() string {
+	switch {
+	case h.MaxSeverity >= 3:
+		return "red"
+	case h.Green():
+		return "green"
+	default:
+		// Missing nodes or no master is not green, and not known to be red.
+		return "yellow"
+	}
+}
+
+func (h HealthState) String() string {
+	sev := "none"
+	if h.MaxSeverity > 0 {
+		sev = strconv.FormatInt(h.MaxSeverity, 10)
+	}
+	master := h.MasterNode
+	if master == "" {
+		master = "none"
+	}
+	return fmt.Sprintf("%d/%d nodes, max severity %s, master %s", h.Nodes, h.Expected, sev, master)
+}
+
+// expectedNodes is the sum of the StatefulSets' desired replicas.
+func expectedNodes(c *ops.Cluster) int64 {
+	var n int64
+	for _, g := range c.Groups {
+		n += int64(g.Desired)
+	}
+	return n
+}
+
+// readHealth reads the three health facts and the exclusions in force.
+func (e *Engine) readHealth(ctx context.Context, c *ops.Cluster, expected int64, avoid []string) (HealthState, error) {
+	s := e.session(c)
+	h := HealthState{Expected: expected}
+	rows, err := s.query(ctx, avoid, sqlNodeCount)
+	if err != nil {
+		return h, sqlErr(sqlNodeCount, err)
+	}
+	h.Nodes = cellInt(rows, 0)
+	if rows, err = s.query(ctx, avoid, sqlMaxSeverity); err != nil {
+		return h, sqlErr(sqlMaxSeverity, err)
+	}
+	h.MaxSeverity = cellInt(rows, 0)
+	if rows, err = s.query(ctx, avoid, sqlMasterNode); err != nil {
+		return h, sqlErr(sqlMasterNode, err)
+	}
+	h.MasterNode = cellString(rows, 0)
+	if rows, err = s.query(ctx, avoid, sqlExclusions); err != nil {
+		return h, sqlErr(sqlExclusions, err)
+	}
+	h.Exclusions = cellString(rows, 0)
+	return h, nil
+}
+
+// Health implements ops.Engine.
+func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error) {
+	h, err := e.readHealth(ctx, c, expectedNodes(c), nil)
+	if err != nil {
+		return nil, err
+	}
+	out := &ops.Health{Status: h.Status(), Message: h.String(), Details: map[string]string{
+		"nodes":         strconv.FormatInt(h.Nodes, 10),
+		"expectedNodes": strconv.FormatInt(h.Expected, 10),
+		"maxSeverity":   strconv.FormatInt(h.MaxSeverity, 10),
+		"masterNode":    h.MasterNode,
+	}}
+	if h.Exclusions != "" {
+		out.Details["allocationExclude"] = h.Exclusions
+		out.Message += ", allocation excluded from " + h.Exclusions
+	}
+	return out, nil
+}
+
+// PlanRestart implements ops.Engine: the generic rolling restart with the
+// CrateDB gate around each pod.
+func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.RestartOptions) (*ops.Plan, error) {
+	// A missing password Secret must stop the run before the first pod.
+	if _, err := e.systemPassword(ctx, c); err != nil {
+		return nil, err
+	}
+	gate := &restartGate{e: e, c: c}
+	rr := &ops.RollingRestart{Client: e.client, Gate: gate}
+	p, err := rr.Plan(c, ops.EngineCrateDB, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range p.Steps {
+		_, pod := c.Pod(strings.TrimPrefix(s.Target, "pod/"))
+		if pod == nil {
+			continue
+		}
+		gate.wrapPrecheck(s, *pod)
+	}
+	return p, nil
+}
+
+// sqlErr names the statement that failed (statements carry no secrets:
+// passwords are always parameters or crash arguments).
+func sqlErr(sql string, err error) error {
+	return fmt.Errorf("running %s: %w", sql, err)
+}
+
+func cell(rows [][]any, col int) any {
+	if len(rows) == 0 || len(rows[0]) <= col {
+		return nil
+	}
+	return rows[0][col]
+}
+
+func cellInt(rows [][]any, col int) int64 { return toInt(cell(rows, col)) }
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	case int16:
+		return int64(x)
+	case int8:
+		return int64(x)
+	case int:
+		return int64(x)
+	case float64:
+		return int64(x)
+	case float32:
+		return int64(x)
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	default:
+		return 0
+	}
+}
+
+func cellString(rows [][]any, col int) string { return toString(cell(rows, col)) }
+
+func toString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case []any:
+		parts := make([]string, 0, len(x))
+		for _, p := range x {
+			parts = append(parts, toString(p))
+		}
+		return strings.Join(parts, ",")
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func cellBool(rows [][]any, col int) bool {
+	b, _ := cell(rows, col).(bool)
+	return b
+}
+
+// wait polls check every interval until it reports done, ctx ends or it
+// fails. Database state cannot be watched; the first check runs at once.
+func wait(ctx context.Context, interval time.Duration, check func() (bool, error)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		done, err := check()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// podsNamed returns node names for pods of c, in order.
+func nodeNamesOf(g *ops.NodeGroup, from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, nodeName(g.Role, g.Name, i))
+	}
+	return out
+}

@@ -1,0 +1,273 @@
+package cratedb_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+)
+
+const pw = "s3cr3t-'pw'"
+
+func setup(t *testing.T, groups ...fakecluster.Group) (*fake.Clientset, *ops.Cluster, *cratedbtest.DB) {
+	t.Helper()
+	objs := fakecluster.Objects("prod", "db", "cratedb", groups...)
+	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "user-system-db", Namespace: "prod"},
+		Data: map[string][]byte{"password": []byte(pw + "\n")}})
+	client := fake.NewClientset(objs...)
+	c, err := discovery.Discover(context.Background(), client, discovery.Options{Namespace: "prod", Name: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for _, g := range c.Groups {
+		for _, p := range g.Pods {
+			if g.Role == ops.RoleMaster {
+				nodes = append(nodes, "master-"+itoa(p.Ordinal))
+			} else {
+				nodes = append(nodes, "data-"+g.Name+"-"+itoa(p.Ordinal))
+			}
+		}
+	}
+	db := cratedbtest.New(nodes...)
+	db.Do(func(d *cratedbtest.DB) { d.Users["system"] = pw })
+	return client, c, db
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func engine(client *fake.Clientset, db *cratedbtest.DB, x cratedb.Execer) *cratedb.Engine {
+	if x == nil {
+		x = db.Execer()
+	}
+	return cratedb.New(client, db.Connector(), x, cratedb.Config{HealthChecks: 2, HealthInterval: time.Millisecond, PollInterval: time.Millisecond})
+}
+
+func TestHealth(t *testing.T) {
+	groups := []fakecluster.Group{{Name: "master", Role: "master", Replicas: 3}, {Name: "hot", Role: "data", Order: 1, Replicas: 2}}
+	tests := []struct {
+		name   string
+		change func(d *cratedbtest.DB)
+		status string
+		msg    string
+	}{
+		{"green", func(*cratedbtest.DB) {}, "green", "5/5 nodes, max severity 1, master master-0"},
+		{"empty sys.health", func(d *cratedbtest.DB) { d.Severity = nil }, "green", "5/5 nodes, max severity none"},
+		{"yellow", func(d *cratedbtest.DB) { d.Severity = int32(2) }, "yellow", "max severity 2"},
+		{"red", func(d *cratedbtest.DB) { d.Severity = int32(3) }, "red", "max severity 3"},
+		{"node missing", func(d *cratedbtest.DB) { d.Nodes = d.Nodes[1:] }, "yellow", "4/5 nodes"},
+		{"no master", func(d *cratedbtest.DB) { d.Master = "" }, "yellow", "master none"},
+		{"exclusions", func(d *cratedbtest.DB) { d.Exclusions = "data-hot-1" }, "green", "allocation excluded from data-hot-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, c, db := setup(t, groups...)
+			db.Do(tt.change)
+			h, err := engine(client, db, nil).Health(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Status != tt.status || !strings.Contains(h.Message, tt.msg) {
+				t.Errorf("health %s (%s), want %s containing %q", h.Status, h.Message, tt.status, tt.msg)
+			}
+		})
+	}
+}
+
+func TestParseSecretRef(t *testing.T) {
+	tests := []struct {
+		in, want string
+		err      bool
+	}{
+		{"s", "s/password", false},
+		{"s/k", "s/k", false},
+		{"s/", "", true},
+		{"/k", "", true},
+		{"", "", true},
+		{"a/b/c", "", true},
+	}
+	for _, tt := range tests {
+		r, err := cratedb.ParseSecretRef("--x", tt.in, "password")
+		if (err != nil) != tt.err || (err == nil && r.String() != tt.want) {
+			t.Errorf("ParseSecretRef(%q) = %v, %v", tt.in, r, err)
+		}
+		if err != nil && ops.ExitCode(err) != ops.ExitUsage {
+			t.Errorf("ParseSecretRef(%q): exit %d, want 2", tt.in, ops.ExitCode(err))
+		}
+	}
+}
+
+// leakyExecer fails like a crash that echoes its statement.
+type leakyExecer struct{}
+
+func (leakyExecer) Exec(_ context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
+	return []byte("SQLActionException: " + argv[5]), []byte(argv[5]), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+}
+
+func TestBootstrapErrorsRedactSecrets(t *testing.T) {
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3})
+	db.Do(func(d *cratedbtest.DB) { delete(d.Users, "system") })
+	e := engine(client, db, leakyExecer{})
+	p, err := e.PlanBootstrap(context.Background(), c, cratedb.BootstrapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = (&ops.Executor{LockID: "t"}).Run(context.Background(), p)
+	if err == nil {
+		t.Fatal("bootstrap succeeded with a failing crash")
+	}
+	for _, s := range []string{pw, strings.ReplaceAll(pw, "'", "''")} {
+		if strings.Contains(err.Error(), s) {
+			t.Fatalf("error leaks the password: %v", err)
+		}
+	}
+	if !strings.Contains(err.Error(), "'***'") {
+		t.Errorf("error does not show the redacted statement: %v", err)
+	}
+}
+
+// journalLock is a held lock whose journal says an earlier restart
+// deleted db-master-0 and crashed before re-enabling allocation.
+type journalLock struct{ j *ops.Journal }
+
+func (l *journalLock) Acquire(context.Context, string) (ops.HeldLock, error) { return l, nil }
+func (l *journalLock) ID() string                                            { return "t@test" }
+func (l *journalLock) Info() ops.LockInfo {
+	return ops.LockInfo{Action: ops.LockAcquired, Holder: "t@test", Expires: time.Now().Add(time.Hour)}
+}
+func (l *journalLock) Renew(context.Context) (ops.LockInfo, error)         { return l.Info(), nil }
+func (l *journalLock) Release(context.Context) error                       { return nil }
+func (l *journalLock) Journal() *ops.Journal                               { return l.j }
+func (l *journalLock) SaveJournal(_ context.Context, j *ops.Journal) error { l.j = j; return nil }
+func (l *journalLock) Detach(context.Context) error                        { return nil }
+
+func TestRestartResumeReenablesAllocation(t *testing.T) {
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3})
+	db.Do(func(d *cratedbtest.DB) { d.Allocation = "primaries" })
+	e := engine(client, db, nil)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Groups: []string{"master"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Steps = p.Steps[:1] // only db-master-0, which the journal says was restarted
+	lk := &journalLock{j: &ops.Journal{Operation: "restart", Args: p.Args, State: ops.JournalInterrupted,
+		Data: map[string]string{"restart.uid/db-master-0": "old-uid", "cratedb.gate/db-master-0": "pending"}}}
+	if err := (&ops.Executor{Locker: lk}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	db.Do(func(d *cratedbtest.DB) {
+		if d.Allocation != "" {
+			t.Errorf("allocation still %q after the resumed run", d.Allocation)
+		}
+	})
+	if got := db.Statements(true); !slices.Equal(got, []string{`RESET GLOBAL "cluster.routing.allocation.enable"`}) {
+		t.Errorf("writes %v: want only the RESET (the pod was already restarted)", got)
+	}
+	if lk.j.Data["cratedb.gate/db-master-0"] != "" {
+		t.Error("gate still marked pending")
+	}
+}
+
+func TestScaleResumeRemovesOnlyOwnExclusions(t *testing.T) {
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 3})
+	// An earlier run excluded data-hot-2 and crashed after the shrink;
+	// data-hot-7 was excluded by someone else and must stay.
+	sts, _ := client.AppsV1().StatefulSets("prod").Get(context.Background(), "db-hot", metav1.GetOptions{})
+	two := int32(2)
+	sts.Spec.Replicas = &two
+	if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), sts, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = client.CoreV1().Pods("prod").Delete(context.Background(), "db-hot-2", metav1.DeleteOptions{})
+	db.RemoveNodes("data-hot-2")
+	db.Do(func(d *cratedbtest.DB) { d.Exclusions = "data-hot-7,data-hot-2" })
+	e := engine(client, db, nil)
+	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := &journalLock{j: &ops.Journal{Operation: "scale", Args: p.Args, State: ops.JournalInterrupted,
+		Done: []string{"drain/hot"},
+		Data: map[string]string{"cratedb.scale.excluded": "data-hot-2", "cratedb.scale.drain/hot": "1"}}}
+	client.ClearActions()
+	if err := (&ops.Executor{Locker: lk}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	db.Do(func(d *cratedbtest.DB) {
+		if d.Exclusions != "data-hot-7" || !d.Acked {
+			t.Errorf("exclusions %q (want data-hot-7), acked %v", d.Exclusions, d.Acked)
+		}
+	})
+	for _, w := range fakecluster.Writes(client) {
+		if strings.HasPrefix(w, "update statefulsets") {
+			t.Errorf("resumed run changed replicas again: %s", w)
+		}
+	}
+}
+
+func TestExpectedNodesArgs(t *testing.T) {
+	// Expected-nodes settings are rewritten wherever they are: args,
+	// command, or inside one shell command line.
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
+	for _, g := range c.Groups {
+		s := g.Object
+		s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Command: []string{"sh", "-c", "exec crate -Cgateway.expected_nodes=5 -Cnode.name=x"}}}
+		if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := engine(client, db, nil)
+	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "statefulset/db-hot does not use updateStrategy OnDelete") {
+		t.Errorf("no RollingUpdate warning in notes %q", p.Notes)
+	}
+	var step *ops.Step
+	for _, s := range p.Steps {
+		if s.ID == "expected-nodes" {
+			step = s
+		}
+	}
+	if step == nil {
+		t.Fatal("no expected-nodes step")
+	}
+	p.Steps = []*ops.Step{step}
+	if err := (&ops.Executor{LockID: "t"}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := client.AppsV1().StatefulSets("prod").Get(context.Background(), "db-hot", metav1.GetOptions{})
+	if got := s.Spec.Template.Spec.Containers[0].Command[2]; got != "exec crate -Cgateway.expected_nodes=6 -Cnode.name=x" {
+		t.Errorf("command %q", got)
+	}
+	if *s.Spec.Replicas != 2 {
+		t.Errorf("expected-nodes step changed replicas")
+	}
+}
+
+func TestConnectFailureIsNotRetriedForever(t *testing.T) {
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3})
+	db.Do(func(d *cratedbtest.DB) { d.Users["system"] = "other" })
+	_, err := engine(client, db, nil).Health(context.Background(), c)
+	if err == nil || strings.Contains(err.Error(), pw) {
+		t.Fatalf("health with a wrong password: %v", err)
+	}
+	if errors.Is(err, ops.ErrUsage) {
+		t.Errorf("auth failure reported as usage: %v", err)
+	}
+}

@@ -1,0 +1,542 @@
+package cratedb
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// Journal keys of a scale run.
+const (
+	// keyExclAdded lists the node names this run added to the allocation
+	// exclusions; only those are removed at the end.
+	keyExclAdded = "cratedb.scale.excluded"
+)
+
+func keyDrainStarted(group string) string { return "cratedb.scale.drain/" + group }
+
+// resize is one node group's change.
+type resize struct {
+	g        *ops.NodeGroup
+	from, to int32
+}
+
+func (r resize) grows() bool { return r.to > r.from }
+
+// removed lists the node names of the pods a shrink removes.
+func (r resize) removedNodes() []string { return nodeNamesOf(r.g, int(r.to), int(r.from)) }
+func (r resize) addedNodes() []string   { return nodeNamesOf(r.g, int(r.from), int(r.to)) }
+
+func (r resize) pods(from, to int32) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("%s-%d", r.g.StatefulSet, i))
+	}
+	return out
+}
+
+// PlanScale implements ops.Scaler: masters first, then growing data
+// groups, then shrinking ones (drained first), then expected-nodes,
+// exclusions and the node check.
+func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleRequest) (*ops.Plan, error) {
+	if req.Replicas != nil || req.Primaries != nil {
+		return nil, ops.Usagef("CrateDB clusters scale per node group: use --master N and --data GROUP=N")
+	}
+	var master *ops.NodeGroup
+	var dataNames []string
+	for _, g := range c.Groups {
+		if g.Role == ops.RoleMaster {
+			master = g
+		} else {
+			dataNames = append(dataNames, g.Name)
+		}
+	}
+	target := map[string]int32{}
+	for _, g := range c.Groups {
+		target[g.Name] = g.Desired
+	}
+	var changes []resize
+	if req.Masters != nil {
+		n := *req.Masters
+		if master == nil {
+			return nil, ops.Usagef("cluster %s has no dedicated master node group, so --master does not apply; scale its data groups with --data GROUP=N (allowed: %s)",
+				c.Name, strings.Join(dataNames, ", "))
+		}
+		if n < 3 || n%2 == 0 {
+			return nil, ops.Usagef("--master %d: masters must be an odd number of at least 3 (allowed: 3, 5, 7, ...)", n)
+		}
+		target[master.Name] = n
+		if n != master.Desired {
+			changes = append(changes, resize{g: master, from: master.Desired, to: n})
+		}
+	}
+	// Definition order, whatever the map order.
+	for _, name := range slices.Sorted(maps.Keys(req.Data)) {
+		g := c.Group(name)
+		if g == nil || g.Role == ops.RoleMaster {
+			return nil, ops.Usagef("unknown data node group %q for cluster %s; allowed: %s", name, c.Name, strings.Join(dataNames, ", "))
+		}
+		if n := req.Data[name]; n < 0 {
+			return nil, ops.Usagef("--data %s=%d: replicas must not be negative", name, n)
+		}
+	}
+	var ups, downs []resize
+	for _, g := range c.Groups {
+		n, ok := req.Data[g.Name]
+		if !ok || g.Role == ops.RoleMaster {
+			continue
+		}
+		if g.MasterEligible && n < 3 {
+			return nil, ops.Usagef("--data %s=%d: %s holds the master-eligible nodes of %s; it needs at least 3", g.Name, n, g.Name, c.Name)
+		}
+		target[g.Name] = n
+		switch {
+		case n > g.Desired:
+			ups = append(ups, resize{g: g, from: g.Desired, to: n})
+		case n < g.Desired:
+			downs = append(downs, resize{g: g, from: g.Desired, to: n})
+		}
+	}
+	changes = append(changes, ups...)
+	changes = append(changes, downs...)
+	if len(changes) == 0 {
+		return nil, ops.Usagef("nothing to scale: cluster %s already has %s", c.Name, sizes(c, target))
+	}
+	var total, dataTotal int
+	for _, g := range c.Groups {
+		total += int(target[g.Name])
+		if g.Role != ops.RoleMaster {
+			dataTotal += int(target[g.Name])
+		}
+	}
+	if dataTotal == 0 {
+		return nil, ops.Usagef("scaling every data group of %s to 0 would leave no data node", c.Name)
+	}
+	// Every resize waits on sys.nodes: a missing Secret must stop the run
+	// before the first change.
+	if _, err := e.systemPassword(ctx, c); err != nil {
+		return nil, err
+	}
+
+	p := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
+		Args: scaleArgs(req, master), Destructive: len(downs) > 0, Command: req.Command}
+	p.Notes = append(p.Notes, "from "+sizes(c, nil)+" to "+sizes(c, target))
+	for _, r := range changes {
+		if r.grows() || r.g.Role == ops.RoleMaster {
+			p.Steps = append(p.Steps, e.resizeStep(c, r))
+			continue
+		}
+		p.Steps = append(p.Steps, e.drainStep(c, r), e.resizeStep(c, r))
+	}
+	if st := e.expectedStep(c, total, dataTotal); st != nil {
+		p.Steps = append(p.Steps, st)
+		for _, g := range c.Groups {
+			// A template change under RollingUpdate makes the StatefulSet
+			// controller restart the pods itself, without health gates.
+			if g.Object != nil && expectedArg(g.Object) != "" && g.Object.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+				p.Notes = append(p.Notes, fmt.Sprintf("statefulset/%s does not use updateStrategy OnDelete: changing its expected-nodes argument lets the StatefulSet controller restart its pods by itself", g.StatefulSet))
+			}
+		}
+	} else {
+		p.Notes = append(p.Notes, "no StatefulSet sets -Cgateway.expected_nodes or -Cgateway.expected_data_nodes; nothing to update there")
+	}
+	if len(downs) > 0 {
+		p.Steps = append(p.Steps, e.restoreExclusionsStep(c))
+	}
+	p.Steps = append(p.Steps, e.ackStep(c))
+	return p, nil
+}
+
+// sizes renders group sizes, e.g. "master=3 hot=2 cold=1".
+func sizes(c *ops.Cluster, target map[string]int32) string {
+	parts := make([]string, 0, len(c.Groups))
+	for _, g := range c.Groups {
+		n := g.Desired
+		if target != nil {
+			n = target[g.Name]
+		}
+		parts = append(parts, g.Name+"="+strconv.Itoa(int(n)))
+	}
+	return strings.Join(parts, " ")
+}
+
+// scaleArgs is the canonical request, the journal's resume key.
+func scaleArgs(req ops.ScaleRequest, master *ops.NodeGroup) string {
+	var parts []string
+	if req.Masters != nil && master != nil {
+		parts = append(parts, "--master "+strconv.Itoa(int(*req.Masters)))
+	}
+	var data []string
+	for _, name := range slices.Sorted(maps.Keys(req.Data)) {
+		data = append(data, name+"="+strconv.Itoa(int(req.Data[name])))
+	}
+	if len(data) > 0 {
+		parts = append(parts, "--data "+strings.Join(data, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func stsRef(c *ops.Cluster, g *ops.NodeGroup) ops.ObjectRef {
+	ref := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: g.StatefulSet}
+	if g.Object != nil {
+		ref.UID = string(g.Object.UID)
+	}
+	return ref
+}
+
+// liveTotals sums the live StatefulSets' spec.replicas: all nodes and
+// data nodes.
+func (e *Engine) liveTotals(ctx context.Context, c *ops.Cluster) (total, data int64, err error) {
+	for _, g := range c.Groups {
+		s, err := e.client.AppsV1().StatefulSets(c.Namespace).Get(ctx, g.StatefulSet, metav1.GetOptions{})
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading StatefulSet %s/%s: %w", c.Namespace, g.StatefulSet, err)
+		}
+		n := int64(1)
+		if s.Spec.Replicas != nil {
+			n = int64(*s.Spec.Replicas)
+		}
+		total += n
+		if g.Role != ops.RoleMaster {
+			data += n
+		}
+	}
+	return total, data, nil
+}
+
+// resizeStep sets a StatefulSet's replicas and waits for the result:
+// new pods Ready and their nodes in sys.nodes, or removed pods gone and
+// their nodes out of sys.nodes.
+func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
+	ns := c.Namespace
+	s := &ops.Step{ID: "replicas/" + r.g.Name, Group: r.g.Name, Target: "statefulset/" + r.g.StatefulSet, Mutating: true}
+	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (conflict-safe update of spec.replicas only)", r.from, r.to)}
+	if r.grows() {
+		nodes := r.addedNodes()
+		s.Description = fmt.Sprintf("scale %s up from %d to %d, wait for the new pods and nodes", r.g.Name, r.from, r.to)
+		s.Details = append(s.Details,
+			"wait: pods "+strings.Join(r.pods(r.from, r.to), ", ")+" Ready (watch)",
+			fmt.Sprintf("wait: nodes %s in sys.nodes (%s)", strings.Join(nodes, ", "), sqlNodeNames))
+	} else {
+		nodes := r.removedNodes()
+		s.Description = fmt.Sprintf("scale %s down from %d to %d, wait for the pods and nodes to go", r.g.Name, r.from, r.to)
+		s.Details = append(s.Details,
+			"wait: pods "+strings.Join(r.pods(r.to, r.from), ", ")+" gone (watch)",
+			fmt.Sprintf("wait: nodes %s out of sys.nodes (%s)", strings.Join(nodes, ", "), sqlNodeNames))
+	}
+	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
+		changed, err := setReplicas(ctx, e.client, ns, r.g.StatefulSet, r.to)
+		if err != nil {
+			return err
+		}
+		if changed {
+			sc.Audit(ctx, stsRef(c, r.g), "DbopsScale", fmt.Sprintf("scaled node group %s from %d to %d replicas", r.g.Name, r.from, r.to))
+		}
+		return nil
+	}
+	s.Verify = func(ctx context.Context, sc *ops.StepContext) error {
+		if r.grows() {
+			return e.waitGrown(ctx, sc, c, r)
+		}
+		return e.waitShrunk(ctx, sc, c, r)
+	}
+	return s
+}
+
+func (e *Engine) waitGrown(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, r resize) error {
+	pods := r.pods(r.from, r.to)
+	for i, pod := range pods {
+		sc.Progress(int64(i), int64(len(pods)), "pods", "waiting for pod "+pod+" to be Ready")
+		if _, err := ops.WaitPod(ctx, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return ops.PodReady(p), nil }); err != nil {
+			return err
+		}
+	}
+	nodes := r.addedNodes()
+	return e.waitNodes(ctx, sc, c, nodes, true, nil)
+}
+
+func (e *Engine) waitShrunk(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, r resize) error {
+	pods := r.pods(r.to, r.from)
+	for i, pod := range pods {
+		sc.Progress(int64(i), int64(len(pods)), "pods", "waiting for pod "+pod+" to be gone")
+		if _, err := ops.WaitPod(ctx, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return p == nil, nil }); err != nil {
+			return err
+		}
+	}
+	return e.waitNodes(ctx, sc, c, r.removedNodes(), false, pods)
+}
+
+// waitNodes polls sys.nodes until all names are present (present=true) or
+// all are gone.
+func (e *Engine) waitNodes(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, names []string, present bool, avoid []string) error {
+	err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
+		rows, err := e.nodesPresent(ctx, c, avoid, names)
+		if err != nil {
+			return false, err
+		}
+		if present {
+			sc.Progress(int64(len(rows)), int64(len(names)), "nodes", "nodes joined (sys.nodes)")
+			return len(rows) == len(names), nil
+		}
+		sc.Progress(int64(len(names)-len(rows)), int64(len(names)), "nodes", "nodes left (sys.nodes)")
+		return len(rows) == 0, nil
+	})
+	if err != nil {
+		verb := "join"
+		if !present {
+			verb = "leave"
+		}
+		return fmt.Errorf("waiting for nodes %s to %s sys.nodes: %w", strings.Join(names, ", "), verb, err)
+	}
+	return nil
+}
+
+// nodesPresent returns which of names are in sys.nodes.
+func (e *Engine) nodesPresent(ctx context.Context, c *ops.Cluster, avoid, names []string) ([]string, error) {
+	rows, err := e.session(c).query(ctx, avoid, sqlNodeNames)
+	if err != nil {
+		return nil, sqlErr(sqlNodeNames, err)
+	}
+	var out []string
+	for _, r := range rows {
+		if n := toString(cell([][]any{r}, 0)); slices.Contains(names, n) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// drainStep checks that shrinking is safe, excludes the nodes to remove
+// from shard allocation and waits until their shards have moved away.
+func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
+	nodes := r.removedNodes()
+	list := strings.Join(nodes, ",")
+	s := &ops.Step{ID: "drain/" + r.g.Name, Group: r.g.Name, Target: "nodegroup/" + r.g.Name, Mutating: true,
+		Description: fmt.Sprintf("move all shards off %s (allocation exclusion) and wait until none are left", strings.Join(nodes, ", ")),
+		Preconditions: []string{
+			"cluster green and sum(StatefulSet replicas) == count(sys.nodes)",
+			"max(number_of_replicas) + 1 <= data nodes that remain",
+		},
+		Details: []string{
+			sqlNodeCount, sqlMaxSeverity, sqlMasterNode,
+			sqlReplicas,
+			sqlExclusions,
+			sqlSetExclusions("<current>," + list),
+			sqlShardsOn + "  -- $1 = {" + list + "}, until no rows",
+		},
+	}
+	s.Precheck = func(ctx context.Context, sc *ops.StepContext) (bool, error) {
+		if sc.Get(keyDrainStarted(r.g.Name)) != "" {
+			// Resumed after the exclusion was set: the checks were done,
+			// and live counts are legitimately in flux now.
+			return false, nil
+		}
+		return false, e.checkShrink(ctx, c, r)
+	}
+	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
+		sess := e.session(c)
+		rows, err := sess.query(ctx, nil, sqlExclusions)
+		if err != nil {
+			return sqlErr(sqlExclusions, err)
+		}
+		cur := splitList(cellString(rows, 0))
+		var add []string
+		for _, n := range nodes {
+			if !slices.Contains(cur, n) {
+				add = append(add, n)
+			}
+		}
+		// Journal first: after a crash the re-run must know these are
+		// ours to remove, even if the SET went through.
+		added := splitList(sc.Get(keyExclAdded))
+		for _, n := range add {
+			if !slices.Contains(added, n) {
+				added = append(added, n)
+			}
+		}
+		if err := sc.Set(ctx, keyExclAdded, strings.Join(added, ",")); err != nil {
+			return err
+		}
+		if err := sc.Set(ctx, keyDrainStarted(r.g.Name), "1"); err != nil {
+			return err
+		}
+		if len(add) == 0 {
+			return nil
+		}
+		q := sqlSetExclusions(strings.Join(append(cur, add...), ","))
+		if err := sess.exec(ctx, nil, q); err != nil {
+			return sqlErr(q, err)
+		}
+		sc.Audit(ctx, stsRef(c, r.g), "DbopsExcludeNodes", "excluded nodes "+strings.Join(add, ",")+" from shard allocation before scaling down")
+		return nil
+	}
+	s.Verify = func(ctx context.Context, sc *ops.StepContext) error {
+		var first int64
+		sess := e.session(c)
+		err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
+			rows, err := sess.query(ctx, nil, sqlShardsOn, nodes)
+			if err != nil {
+				return false, sqlErr(sqlShardsOn, err)
+			}
+			var left int64
+			for _, row := range rows {
+				if len(row) > 1 {
+					left += toInt(row[1])
+				}
+			}
+			first = max(first, left)
+			sc.Progress(first-left, first, "shards", fmt.Sprintf("%d shards left on %s", left, strings.Join(nodes, ", ")))
+			return len(rows) == 0, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for shards to leave %s: %w", strings.Join(nodes, ", "), err)
+		}
+		return nil
+	}
+	return s
+}
+
+// checkShrink refuses a shrink the cluster cannot take now.
+func (e *Engine) checkShrink(ctx context.Context, c *ops.Cluster, r resize) error {
+	total, data, err := e.liveTotals(ctx, c)
+	if err != nil {
+		return err
+	}
+	h, err := e.readHealth(ctx, c, total, nil)
+	if err != nil {
+		return err
+	}
+	if h.Nodes != total {
+		return ops.Preconditionf("cannot scale %s down: the StatefulSets want %d nodes but sys.nodes has %d; wait for the cluster to settle",
+			r.g.Name, total, h.Nodes)
+	}
+	if !h.Green() {
+		return ops.Preconditionf("cannot scale %s down: cluster is %s (%s); it must be green", r.g.Name, h.Status(), h)
+	}
+	rows, err := e.session(c).query(ctx, nil, sqlReplicas)
+	if err != nil {
+		return sqlErr(sqlReplicas, err)
+	}
+	remaining := data - int64(r.from-r.to)
+	for _, row := range rows {
+		v := ""
+		if len(row) > 0 {
+			v = toString(row[0])
+		}
+		n, bounded, err := replicaCount(v)
+		if err != nil {
+			return ops.Preconditionf("cannot scale %s down: %v", r.g.Name, err)
+		}
+		if !bounded || int64(n)+1 > remaining {
+			need := "a copy on every node"
+			if bounded {
+				need = strconv.Itoa(n+1) + " data nodes"
+			}
+			return ops.Preconditionf("cannot scale %s down to %d: a table has number_of_replicas = '%s', which needs %s, and only %d data nodes would remain; lower that table setting first",
+				r.g.Name, r.to, v, need, remaining)
+		}
+	}
+	return nil
+}
+
+// expectedStep sets every StatefulSet's expected-nodes argument; nil when
+// no StatefulSet has one.
+func (e *Engine) expectedStep(c *ops.Cluster, total, dataTotal int) *ops.Step {
+	var details []string
+	var groups []*ops.NodeGroup
+	for _, g := range c.Groups {
+		if g.Object == nil {
+			continue
+		}
+		switch expectedArg(g.Object) {
+		case argExpectedNodes:
+			details = append(details, fmt.Sprintf("statefulset/%s: %s%d", g.StatefulSet, argExpectedNodes, total))
+		case argExpectedDataNodes:
+			details = append(details, fmt.Sprintf("statefulset/%s: %s%d", g.StatefulSet, argExpectedDataNodes, dataTotal))
+		default:
+			continue
+		}
+		groups = append(groups, g)
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	details = append(details, "(pod template only: takes effect when each pod next restarts)")
+	return &ops.Step{ID: "expected-nodes", Target: "cluster/" + c.Name, Mutating: true,
+		Description: "set the expected-nodes argument of every StatefulSet to the new totals",
+		Details:     details,
+		Action: func(ctx context.Context, sc *ops.StepContext) error {
+			for _, g := range groups {
+				changed, err := updateStatefulSet(ctx, e.client, c.Namespace, g.StatefulSet, func(s *appsv1.StatefulSet) bool {
+					return setExpectedArg(s, total, dataTotal)
+				})
+				if err != nil {
+					return err
+				}
+				if changed {
+					sc.Audit(ctx, stsRef(c, g), "DbopsExpectedNodes",
+						fmt.Sprintf("set expected nodes to %d (data nodes %d) after scaling", total, dataTotal))
+				}
+			}
+			return nil
+		}}
+}
+
+// restoreExclusionsStep removes the exclusions this run added, keeping
+// any that were there before.
+func (e *Engine) restoreExclusionsStep(c *ops.Cluster) *ops.Step {
+	return &ops.Step{ID: "exclusions", Target: "cluster/" + c.Name, Mutating: true,
+		Description: "remove only the allocation exclusions this run added",
+		Details: []string{sqlExclusions,
+			sqlSetExclusions("<current without the nodes this run added>") + "  -- or, when none remain:",
+			sqlResetExclusion},
+		Action: func(ctx context.Context, sc *ops.StepContext) error {
+			added := splitList(sc.Get(keyExclAdded))
+			if len(added) == 0 {
+				return nil
+			}
+			sess := e.session(c)
+			rows, err := sess.query(ctx, nil, sqlExclusions)
+			if err != nil {
+				return sqlErr(sqlExclusions, err)
+			}
+			cur := splitList(cellString(rows, 0))
+			keep := slices.DeleteFunc(slices.Clone(cur), func(n string) bool { return slices.Contains(added, n) })
+			if len(keep) != len(cur) {
+				q := sqlResetExclusion
+				if len(keep) > 0 {
+					q = sqlSetExclusions(strings.Join(keep, ","))
+				}
+				if err := sess.exec(ctx, nil, q); err != nil {
+					return sqlErr(q, err)
+				}
+				sc.Audit(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: c.Groups[0].StatefulSet},
+					"DbopsRestoreExclusions", "removed allocation exclusions "+strings.Join(added, ",")+" added by this scale")
+			}
+			return sc.Set(ctx, keyExclAdded, "")
+		}}
+}
+
+// ackStep acknowledges the expected-nodes node check, which fires after
+// any change of the node count.
+func (e *Engine) ackStep(c *ops.Cluster) *ops.Step {
+	return &ops.Step{ID: "ack-node-check", Target: "cluster/" + c.Name, Mutating: true,
+		Description: "acknowledge the expected-nodes node check",
+		Details:     []string{sqlAckNodeCheck},
+		Action: func(ctx context.Context, sc *ops.StepContext) error {
+			if err := e.session(c).exec(ctx, nil, sqlAckNodeCheck); err != nil {
+				return sqlErr(sqlAckNodeCheck, err)
+			}
+			sc.Audit(ctx, stsRef(c, c.Groups[0]), "DbopsAckNodeCheck", "acknowledged the expected-nodes node check")
+			return nil
+		}}
+}

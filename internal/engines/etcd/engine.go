@@ -1,0 +1,155 @@
+// Package etcd is the kubectl-dbops engine for etcd clusters run as one
+// StatefulSet (plain "<name>" with "<name>-headless", or the Bitnami chart's
+// "<release>-etcd"): health and quorum, rolling restart with the leader
+// last, scaling one member at a time through learners, and member repair.
+// It talks to etcd only through etcdctl run by exec in a member's pod.
+//
+// Conventions:
+//   - peer URL of a pod: Options.PeerURLTemplate, else the StatefulSet
+//     annotation dbops.io/etcd-peer-url-template, else derived from the
+//     started members' peer URLs (pod name substituted), else from the pod
+//     spec's ETCD_INITIAL_ADVERTISE_PEER_URLS ($(VAR) of metadata.name),
+//     else http://{{.Pod}}.{{.Service}}.{{.Namespace}}.svc.cluster.local:2380.
+//     Templates are Go templates over PeerURLData with an "add" function;
+//   - membership for pods started later is recorded in the ConfigMap
+//     "<statefulset>-cluster-state" (annotation
+//     dbops.io/etcd-cluster-state-configmap overrides), keys
+//     ETCD_INITIAL_CLUSTER and ETCD_INITIAL_CLUSTER_STATE=existing, meant
+//     to be read by the pods through envFrom;
+//   - etcdctl flags: TLS files from the container's ETCD_* env or --*-file
+//     flags, ETCDCTL_* env used as the pod sets it, Bitnami's
+//     ETCD_ROOT_PASSWORD expanded inside the pod (never read here);
+//   - member IDs are hex everywhere (etcdctl -w json prints decimal).
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// Options are explicit settings; zero values mean "find out from the
+// StatefulSet".
+type Options struct {
+	// PeerURLTemplate overrides the peer URL of each pod (see
+	// AnnotationPeerURLTemplate).
+	PeerURLTemplate string
+	// ConfigMap names the cluster-state ConfigMap.
+	ConfigMap string
+	// Container is the container to exec etcdctl in.
+	Container string
+	// Endpoint is etcdctl's --endpoints inside the pod.
+	Endpoint string
+	// CACert, Cert and Key are file paths inside the pod.
+	CACert, Cert, Key string
+	// User and PasswordEnv: etcdctl authenticates as User with the password
+	// held by the pod's environment variable PasswordEnv (never read here).
+	User        string
+	PasswordEnv string
+	// PollInterval paces waits on etcd's own conditions (learner in sync,
+	// member caught up); default 1s.
+	PollInterval time.Duration
+	// MaxLag is how many raft entries a restarted member may trail the
+	// leader and count as caught up; default 100.
+	MaxLag uint64
+}
+
+// Engine implements ops.Engine and ops.Scaler for etcd.
+type Engine struct {
+	Client  kubernetes.Interface
+	Exec    PodExecutor
+	Options Options
+}
+
+var (
+	_ ops.Engine = (*Engine)(nil)
+	_ ops.Scaler = (*Engine)(nil)
+)
+
+// New returns an engine that runs etcdctl through the API server.
+func New(client kubernetes.Interface, config *rest.Config, opts Options) *Engine {
+	return &Engine{Client: client, Exec: KubeExecutor{Config: config, Client: client}, Options: opts}
+}
+
+// Name returns "etcd".
+func (e *Engine) Name() string { return ops.EngineEtcd }
+
+func (e *Engine) pollInterval() time.Duration {
+	if e.Options.PollInterval > 0 {
+		return e.Options.PollInterval
+	}
+	return time.Second
+}
+
+func (e *Engine) maxLag() uint64 {
+	if e.Options.MaxLag > 0 {
+		return e.Options.MaxLag
+	}
+	return 100
+}
+
+// prepare resolves the site and reads the live status; the peer URL
+// template may depend on the members.
+func (e *Engine) prepare(ctx context.Context, c *ops.Cluster) (*site, *Status, error) {
+	s, err := e.newSite(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, _, err := e.livePods(ctx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := s.ctl.fetchStatus(ctx, pods, "")
+	if err != nil {
+		return s, nil, err
+	}
+	if err := e.resolveTemplate(s, c.Groups[0].Object, st.Members); err != nil {
+		return nil, nil, err
+	}
+	s.matchPods(st, maxOrdinalGuess(pods, st, s))
+	return s, st, nil
+}
+
+// Status reports members, leader, raft term/index, health and quorum.
+func (e *Engine) Status(ctx context.Context, c *ops.Cluster) (*Status, error) {
+	_, st, err := e.prepare(ctx, c)
+	return st, err
+}
+
+// Health surfaces Status for `kubectl dbops status` and health gates.
+func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error) {
+	st, err := e.Status(ctx, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return &ops.Health{Status: "no-quorum", Message: err.Error()}, nil
+	}
+	h := &ops.Health{Status: st.HealthStatus(), Message: st.Summary(), Details: map[string]string{
+		"voters": strconv.Itoa(st.Voters), "learners": strconv.Itoa(st.Learners),
+		"quorum": strconv.Itoa(st.Quorum), "healthyVoters": strconv.Itoa(st.HealthyVoters)}}
+	for _, m := range st.Members {
+		role := "voter"
+		switch {
+		case m.Leader:
+			role = "leader"
+		case m.Learner:
+			role = "learner"
+		}
+		state := "healthy"
+		if !m.Healthy {
+			state = "unhealthy"
+			if m.Error != "" {
+				state += ": " + m.Error
+			}
+		}
+		h.Details["member/"+m.label()] = fmt.Sprintf("%s %s term %d index %d %s", m.ID, role, m.RaftTerm, m.RaftIndex, state)
+	}
+	return h, nil
+}

@@ -1,0 +1,395 @@
+package etcd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseMemberListDecimalIDsToHex(t *testing.T) {
+	ms, err := ParseMemberList(readTestdata(t, "member-list.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 4 {
+		t.Fatalf("got %d members", len(ms))
+	}
+	// 4825232010898929363 = 0x42f6aaf2e07976d3; the biggest one needs all 64 bits.
+	if ms[0].ID != "42f6aaf2e07976d3" || ms[0].Name != "e0" || ms[0].Learner {
+		t.Errorf("member 0 = %+v", ms[0])
+	}
+	if ms[1].ID != "5e281dd05a859b83" || !ms[1].Learner || ms[1].Started() {
+		t.Errorf("learner = %+v", ms[1])
+	}
+	if ms[3].ID != "eedd716e067716b1" {
+		t.Errorf("member 3 ID = %s, want eedd716e067716b1", ms[3].ID)
+	}
+	id, err := ParseHexID(ms[3].ID)
+	if err != nil || id != 17212038068248712881 {
+		t.Errorf("ParseHexID round trip = %d, %v", id, err)
+	}
+}
+
+func TestParseMemberAddStatusHealth(t *testing.T) {
+	m, err := ParseMemberAdd(readTestdata(t, "member-add.json"))
+	if err != nil || m.ID != "5e281dd05a859b83" || !m.Learner || m.PeerURLs[0] != "http://127.0.9.4:2380" {
+		t.Fatalf("member add = %+v, %v", m, err)
+	}
+	ss, err := ParseEndpointStatus(readTestdata(t, "endpoint-status.json"))
+	if err != nil || len(ss) != 2 || ss[0].Leader != "eedd716e067716b1" || ss[0].RaftIndex != 16 || ss[1].MemberID != "eedd716e067716b1" {
+		t.Fatalf("endpoint status = %+v, %v", ss, err)
+	}
+	hs, err := ParseEndpointHealth(readTestdata(t, "endpoint-health.json"))
+	if err != nil || len(hs) != 3 || !hs[0].Healthy || hs[2].Healthy || hs[2].Error != "context deadline exceeded" {
+		t.Fatalf("endpoint health = %+v, %v", hs, err)
+	}
+	if _, err := ParseEndpointStatus(nil); err == nil {
+		t.Error("empty output parsed without error")
+	}
+}
+
+func TestAssembleFromRealOutput(t *testing.T) {
+	ms, _ := ParseMemberList(readTestdata(t, "member-list.json"))
+	ss, _ := ParseEndpointStatus(readTestdata(t, "endpoint-status.json"))
+	hs, _ := ParseEndpointHealth(readTestdata(t, "endpoint-health.json"))
+	st := assemble("e0", ms, ss, hs)
+	if st.Voters != 3 || st.Learners != 1 || st.HealthyVoters != 2 || st.Quorum != 2 || !st.HasQuorum {
+		t.Fatalf("counts: %+v", st)
+	}
+	if l := st.Leader(); l == nil || l.Name != "e1" {
+		t.Fatalf("leader = %+v", l)
+	}
+	if got, want := st.HealthStatus(), "degraded"; got != want {
+		t.Errorf("health = %s, want %s", got, want)
+	}
+	if got, want := st.Summary(), "2/4 healthy (1 learner(s)), leader e1"; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
+	}
+}
+
+func TestCtlMessage(t *testing.T) {
+	stderr := []byte(`{"level":"warn","msg":"retrying of unary invoker failed"}
+Error: etcdserver: can only promote a learner member which is in sync with leader
+`)
+	if got := ctlMessage(stderr); got != "etcdserver: "+errTextNotInSync {
+		t.Errorf("ctlMessage = %q", got)
+	}
+	if got := ctlMessage([]byte("Failed to get the status of endpoint x (context deadline exceeded)\n")); !strings.Contains(got, "Failed to get") {
+		t.Errorf("ctlMessage fallback = %q", got)
+	}
+}
+
+func TestQuorumMath(t *testing.T) {
+	for _, tc := range []struct {
+		voters, healthy     int
+		rmVoter, rmHealthy  bool
+		quorum              int
+		hasQuorum, afterRem bool
+	}{
+		{voters: 1, healthy: 1, rmVoter: true, rmHealthy: true, quorum: 1, hasQuorum: true, afterRem: false},
+		{voters: 2, healthy: 2, rmVoter: true, rmHealthy: true, quorum: 2, hasQuorum: true, afterRem: true},
+		{voters: 3, healthy: 3, rmVoter: true, rmHealthy: true, quorum: 2, hasQuorum: true, afterRem: true},
+		{voters: 3, healthy: 2, rmVoter: true, rmHealthy: true, quorum: 2, hasQuorum: true, afterRem: false},
+		{voters: 3, healthy: 2, rmVoter: true, rmHealthy: false, quorum: 2, hasQuorum: true, afterRem: true},
+		{voters: 3, healthy: 1, rmVoter: true, rmHealthy: false, quorum: 2, hasQuorum: false, afterRem: false},
+		{voters: 4, healthy: 3, rmVoter: true, rmHealthy: true, quorum: 3, hasQuorum: true, afterRem: true},
+		{voters: 5, healthy: 3, rmVoter: true, rmHealthy: true, quorum: 3, hasQuorum: true, afterRem: false},
+		{voters: 5, healthy: 3, rmVoter: true, rmHealthy: false, quorum: 3, hasQuorum: true, afterRem: true},
+		// Removing a learner never changes the vote.
+		{voters: 3, healthy: 2, rmVoter: false, rmHealthy: false, quorum: 2, hasQuorum: true, afterRem: true},
+		{voters: 1, healthy: 1, rmVoter: false, rmHealthy: true, quorum: 1, hasQuorum: true, afterRem: true},
+	} {
+		if got := Quorum(tc.voters); got != tc.quorum {
+			t.Errorf("Quorum(%d) = %d, want %d", tc.voters, got, tc.quorum)
+		}
+		if got := tc.healthy >= Quorum(tc.voters); got != tc.hasQuorum {
+			t.Errorf("%d/%d healthy has quorum = %v", tc.healthy, tc.voters, got)
+		}
+		if got := QuorumAfterRemoval(tc.voters, tc.healthy, tc.rmVoter, tc.rmHealthy); got != tc.afterRem {
+			t.Errorf("QuorumAfterRemoval(%d, %d, voter=%v, healthy=%v) = %v, want %v",
+				tc.voters, tc.healthy, tc.rmVoter, tc.rmHealthy, got, tc.afterRem)
+		}
+	}
+}
+
+func TestHealthLearnersAndDown(t *testing.T) {
+	f := newFakeEtcd(3, 1)
+	f.members[2].healthy = false
+	fx := newFixture(t, 3, f, nil)
+	h, err := fx.eng.Health(context.Background(), fx.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != "degraded" || h.Message != "2/3 healthy, leader etcd-1" {
+		t.Fatalf("health = %+v", h)
+	}
+	f.members[1].healthy = false
+	h, _ = fx.eng.Health(context.Background(), fx.c)
+	if h.Status != "no-quorum" {
+		t.Fatalf("two of three down: health = %+v", h)
+	}
+	for _, m := range []int{0, 1, 2} {
+		f.members[m].healthy = true
+	}
+	h, _ = fx.eng.Health(context.Background(), fx.c)
+	if h.Status != "healthy" || h.Message != "3/3 healthy, leader etcd-1" {
+		t.Fatalf("all up: health = %+v", h)
+	}
+}
+
+func TestPlanScaleGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		target   int32
+		setup    func(*fakeEtcd)
+	}{
+		{name: "scale-3-to-5", replicas: 3, target: 5},
+		{name: "scale-3-to-1", replicas: 3, target: 1},
+		{name: "scale-3-to-3", replicas: 3, target: 3},
+		{name: "scale-back-to-3-leftover-learner", replicas: 3, target: 3, setup: func(f *fakeEtcd) {
+			// An interrupted scale to 4 added etcd-3 as a learner; its pod never came.
+			f.members = append(f.members, &fakeMember{id: 0x99, peer: "http://127.0.3.4:2380", learner: true})
+		}},
+		{name: "scale-resume-to-4-learner", replicas: 3, target: 4, setup: func(f *fakeEtcd) {
+			f.members = append(f.members, &fakeMember{id: 0x99, peer: "http://127.0.3.4:2380", learner: true})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEtcd(tc.replicas, 0)
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			fx := newFixture(t, tc.replicas, f, nil)
+			p, err := fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &tc.target, Command: "kubectl dbops scale etcd --replicas N"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertGolden(t, tc.name+".txt", planText(t, p))
+			if w := fakecluster.Writes(fx.client); len(w) != 0 {
+				t.Errorf("planning wrote %v", w)
+			}
+			if m := f.mutations(); len(m) != 0 {
+				t.Errorf("planning changed membership: %v", m)
+			}
+		})
+	}
+}
+
+func TestPlanScaleRefusals(t *testing.T) {
+	zero, two, five := int32(0), int32(2), int32(5)
+	for _, tc := range []struct {
+		name  string
+		req   ops.ScaleRequest
+		setup func(*fakeEtcd)
+		code  int
+		want  string
+	}{
+		{name: "zero replicas", req: ops.ScaleRequest{Replicas: &zero}, code: ops.ExitUsage, want: "at least 1"},
+		{name: "no replicas", req: ops.ScaleRequest{}, code: ops.ExitUsage, want: "--replicas"},
+		{name: "masters", req: ops.ScaleRequest{Replicas: &two, Masters: &two}, code: ops.ExitUsage, want: "--replicas N only"},
+		{name: "down with a remaining member down", req: ops.ScaleRequest{Replicas: &two},
+			setup: func(f *fakeEtcd) { f.members[1].healthy = false }, code: ops.ExitPrecondition, want: "etcd member etcd-1 is not healthy"},
+		{name: "up with a member down", req: ops.ScaleRequest{Replicas: &five},
+			setup: func(f *fakeEtcd) { f.members[2].healthy = false }, code: ops.ExitPrecondition, want: "etcd member etcd-2"},
+		{name: "no quorum", req: ops.ScaleRequest{Replicas: &two},
+			setup: func(f *fakeEtcd) { f.members[1].healthy, f.members[2].healthy = false, false }, code: ops.ExitPrecondition, want: "no quorum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEtcd(3, 0)
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			fx := newFixture(t, 3, f, nil)
+			_, err := fx.eng.PlanScale(context.Background(), fx.c, tc.req)
+			if ops.ExitCode(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v (exit %d), want exit %d with %q", err, ops.ExitCode(err), tc.code, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("refusal is not one line: %q", err)
+			}
+			if w := fakecluster.Writes(fx.client); len(w) != 0 {
+				t.Errorf("refused request wrote %v", w)
+			}
+			if m := f.mutations(); len(m) != 0 {
+				t.Errorf("refused request changed membership: %v", m)
+			}
+		})
+	}
+}
+
+// TestScaleDownRemovingTheDownMember: the member to remove may be down,
+// the rest must be healthy.
+func TestScaleDownRemovingTheDownMember(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	f.members[2].healthy = false
+	fx := newFixture(t, 3, f, nil)
+	two := int32(2)
+	if _, err := fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &two}); err != nil {
+		t.Fatalf("removing the down member: %v", err)
+	}
+}
+
+func TestCleanupStepRemovesLeftoverLearner(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	f.members = append(f.members, &fakeMember{id: 0x99, peer: "http://127.0.3.4:2380", learner: true})
+	fx := newFixture(t, 3, f, nil)
+	three := int32(3)
+	p, err := fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &three})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.mutations(); len(got) != 1 || !strings.HasSuffix(got[0], "member remove 99") {
+		t.Fatalf("mutations = %v, want one removal of learner 99", got)
+	}
+	// Idempotent: a second run has nothing to do.
+	p, err = fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &three})
+	if err != nil || len(p.Steps) != 0 {
+		t.Fatalf("second plan: %v steps, %v", len(p.Steps), err)
+	}
+}
+
+func TestPromoteRetriesWhileNotInSync(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	f.members = append(f.members, &fakeMember{id: 0x99, name: "etcd-3", peer: "http://127.0.3.4:2380",
+		client: "http://127.0.3.4:2379", learner: true, healthy: true})
+	f.notReady = 2
+	fx := newFixture(t, 4, f, nil)
+	fx.eng.Options.PollInterval = 1 // nanosecond: the fake answers at once
+	s, _, err := fx.eng.prepare(context.Background(), fx.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := fx.eng.promoteStep(s, "promote/etcd-3", 3, "http://127.0.3.4:2380")
+	p := &ops.Plan{Operation: "scale", Cluster: "etcd", Namespace: testNS, Steps: []*ops.Step{step}}
+	if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.mutations(); len(got) != 3 {
+		t.Fatalf("promote calls = %v, want 2 refused and 1 accepted", got)
+	}
+	if f.member("etcd-3").learner {
+		t.Fatal("etcd-3 still a learner")
+	}
+}
+
+func TestRestartLeaderLast(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	fx := newFixture(t, 3, f, nil)
+	p, err := fx.eng.PlanRestart(context.Background(), fx.c, ops.RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertGolden(t, "restart-leader-etcd-0.txt", planText(t, p))
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	if want := []string{"restart/etcd-1", "restart/etcd-2", "restart/etcd-0"}; !slices.Equal(ids, want) {
+		t.Fatalf("order = %v, want %v", ids, want)
+	}
+}
+
+func TestPlanRepairGolden(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	f.members[1].healthy = false
+	fx := newFixture(t, 3, f, nil)
+	p, err := fx.eng.PlanRepair(context.Background(), fx.c, "etcd-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertGolden(t, "repair-etcd-1.txt", planText(t, p))
+	if _, err := fx.eng.PlanRepair(context.Background(), fx.c, "etcd-7"); ops.ExitCode(err) != ops.ExitUsage {
+		t.Errorf("repair of a pod beyond replicas: %v", err)
+	}
+	f.members[2].healthy = false
+	if _, err := fx.eng.PlanRepair(context.Background(), fx.c, "etcd-1"); ops.ExitCode(err) != ops.ExitPrecondition {
+		t.Errorf("repair with another member down: %v", err)
+	}
+}
+
+func TestPeerURLTemplateSources(t *testing.T) {
+	ctx := context.Background()
+	// Members advertising DNS names: derived by substituting the pod name.
+	f := newFakeEtcd(3, 0)
+	for i, m := range f.members {
+		m.peer = "https://" + m.name + ".etcd-headless.db.svc.cluster.local:2380"
+		_ = i
+	}
+	fx := newFixture(t, 3, f, func(_ *corev1.Container, ann map[string]string) { delete(ann, AnnotationPeerURLTemplate) })
+	s, _, err := fx.eng.prepare(ctx, fx.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := s.peerURL(4); u != "https://etcd-4.etcd-headless.db.svc.cluster.local:2380" || s.tmplSource != "existing members" {
+		t.Errorf("derived URL = %s (from %s)", u, s.tmplSource)
+	}
+	// Option beats everything.
+	fx.eng.Options.PeerURLTemplate = "http://{{.Pod}}.x:2380"
+	s, _, _ = fx.eng.prepare(ctx, fx.c)
+	if u, _ := s.peerURL(1); u != "http://etcd-1.x:2380" || s.tmplSource != "option" {
+		t.Errorf("option URL = %s (from %s)", u, s.tmplSource)
+	}
+	// Bitnami pod spec, members not started yet (no names): from the env.
+	c := &corev1.Container{Env: []corev1.EnvVar{
+		{Name: "MY_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "ETCD_INITIAL_ADVERTISE_PEER_URLS", Value: "http://$(MY_POD_NAME).foo-etcd-headless.db.svc.cluster.local:2380"},
+	}}
+	if got, want := deriveFromSpec(c), "http://{{.Pod}}.foo-etcd-headless.db.svc.cluster.local:2380"; got != want {
+		t.Errorf("deriveFromSpec = %q, want %q", got, want)
+	}
+	if _, err := ParsePeerURLTemplate("http://{{.Nope"); ops.ExitCode(err) != ops.ExitUsage {
+		t.Errorf("bad template: %v", err)
+	}
+}
+
+func TestConnectionFlagsFromBitnamiSpec(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	fx := newFixture(t, 3, f, func(c *corev1.Container, _ map[string]string) {
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: "ETCD_ROOT_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "etcd-root-password"}}},
+			corev1.EnvVar{Name: "ETCD_ADVERTISE_CLIENT_URLS", Value: "https://$(MY_POD_NAME).foo:2379"},
+			corev1.EnvVar{Name: "ETCD_TRUSTED_CA_FILE", Value: "/certs/ca.crt"},
+			corev1.EnvVar{Name: "ETCD_CERT_FILE", Value: "/certs/tls.crt"},
+			corev1.EnvVar{Name: "ETCD_KEY_FILE", Value: "/certs/tls.key"},
+		)
+	})
+	s, err := fx.eng.newSite(fx.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := strings.Join(s.ctl.argv([]string{"member", "list"}), " ")
+	for _, want := range []string{"sh -c", `--user='root':"${ETCD_ROOT_PASSWORD}"`, "--endpoints=https://127.0.0.1:2379",
+		"--cacert=/certs/ca.crt", "--cert=/certs/tls.crt", "--key=/certs/tls.key", "member list"} {
+		if !strings.Contains(argv, want) {
+			t.Errorf("argv %q lacks %q", argv, want)
+		}
+	}
+	if d := s.ctl.describe("member", "list"); strings.Contains(d, "${") || !strings.Contains(d, "$ETCD_ROOT_PASSWORD") {
+		t.Errorf("describe = %q", d)
+	}
+	// The fake still answers through the sh wrapper.
+	if _, err := fx.eng.Status(context.Background(), fx.c); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,336 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
+)
+
+// PodExecutor runs a command in a container of a pod. Production uses
+// KubeExecutor; tests script etcdctl's answers.
+type PodExecutor interface {
+	// Exec returns the command's stdout and stderr. A non-zero exit is a
+	// *kube.ExitError (stdout is still returned: etcdctl prints the JSON of
+	// the endpoints it reached before failing on the others).
+	Exec(ctx context.Context, namespace, pod, container string, argv []string) (stdout, stderr []byte, err error)
+}
+
+// KubeExecutor runs commands through the API server's exec subresource.
+type KubeExecutor struct {
+	Config *rest.Config
+	Client kubernetes.Interface
+}
+
+// Exec implements PodExecutor.
+func (k KubeExecutor) Exec(ctx context.Context, namespace, pod, container string, argv []string) ([]byte, []byte, error) {
+	return kube.Exec(ctx, k.Config, k.Client, namespace, pod, container, argv, nil)
+}
+
+// etcdctl error texts the procedures react to.
+const (
+	errTextNotInSync      = "can only promote a learner member which is in sync with leader"
+	errTextNotStarted     = "can only promote a learner member which is started" // older servers
+	errTextMemberNotFound = "member not found"
+	errTextNotLearner     = "can only promote a learner member"
+	// errTextUnhealthy is etcd's strict reconfiguration check: the leader
+	// has not been connected to every peer for a few seconds (just after
+	// start-up or a restart). It clears by itself.
+	errTextUnhealthy = "unhealthy cluster"
+)
+
+// reconfigRetry bounds how long a membership change is retried while etcd
+// answers errTextUnhealthy; it must stay well within the executor's grace
+// period because membership changes run as step actions.
+const reconfigRetry = 20 * time.Second
+
+// reconfig runs a membership change, retrying at interval while etcd says
+// the cluster is not yet fully connected.
+func (c *ctl) reconfig(ctx context.Context, pod, op string, interval time.Duration, args ...string) ([]byte, error) {
+	deadline := time.Now().Add(reconfigRetry)
+	for {
+		out, err := c.run(ctx, pod, op, args...)
+		if err == nil || !isCtlError(err, errTextUnhealthy) || time.Now().After(deadline) {
+			return out, err
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, err
+		case <-t.C:
+		}
+	}
+}
+
+// CtlError is a failed etcdctl call: the exit code and etcdctl's own
+// "Error: ..." line. It never holds the command line, which may carry
+// credentials.
+type CtlError struct {
+	Pod  string
+	Op   string
+	Code int
+	Msg  string
+	Err  error
+}
+
+func (e *CtlError) Error() string {
+	if e.Msg != "" {
+		return fmt.Sprintf("etcdctl %s in pod %s: %s", e.Op, e.Pod, e.Msg)
+	}
+	return fmt.Sprintf("etcdctl %s in pod %s: %v", e.Op, e.Pod, e.Err)
+}
+
+func (e *CtlError) Unwrap() error { return e.Err }
+
+// Contains reports whether etcdctl's message holds text.
+func (e *CtlError) Contains(text string) bool { return strings.Contains(e.Msg, text) }
+
+// ctlMessage extracts etcdctl's "Error: ..." line, falling back to the
+// last non-empty line of stderr (etcd client logs are JSON noise before it).
+func ctlMessage(stderr []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(stderr)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "Error: ") {
+			return strings.TrimPrefix(l, "Error: ")
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasPrefix(l, "{") {
+			return l
+		}
+	}
+	return ""
+}
+
+func isCtlError(err error, text string) bool {
+	var ce *CtlError
+	return errors.As(err, &ce) && ce.Contains(text)
+}
+
+// ctl runs etcdctl in pods with the connection flags of one cluster.
+type ctl struct {
+	exec      PodExecutor
+	namespace string
+	container string
+	// flags go before the subcommand (TLS, endpoints, timeouts).
+	flags []string
+	// passwordEnv, when set, names an environment variable of the pod that
+	// holds the password of user; the command then runs through sh so the
+	// secret is expanded inside the pod and never crosses this process.
+	user        string
+	passwordEnv string
+}
+
+// argv builds the command line for etcdctl args.
+func (c *ctl) argv(args []string) []string {
+	base := append(append([]string{}, c.flags...), args...)
+	if c.passwordEnv == "" {
+		return append([]string{"etcdctl"}, base...)
+	}
+	user := c.user
+	if user == "" {
+		user = "root"
+	}
+	// $0 is "etcdctl"; "$@" are the arguments, so nothing is re-parsed by sh.
+	script := fmt.Sprintf(`exec etcdctl --user=%s:"${%s}" "$@"`, shellQuote(user), c.passwordEnv)
+	return append([]string{"sh", "-c", script, "etcdctl"}, base...)
+}
+
+// describe renders the command for plan details, with no secret in it.
+func (c *ctl) describe(args ...string) string {
+	parts := []string{"etcdctl"}
+	if c.passwordEnv != "" {
+		parts = append(parts, fmt.Sprintf("--user=%s:$%s", c.user, c.passwordEnv))
+	}
+	parts = append(parts, c.flags...)
+	return strings.Join(append(parts, args...), " ")
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// run executes etcdctl args in pod. On a non-zero exit it returns stdout
+// together with a *CtlError.
+func (c *ctl) run(ctx context.Context, pod, op string, args ...string) ([]byte, error) {
+	stdout, stderr, err := c.exec.Exec(ctx, c.namespace, pod, c.container, c.argv(args))
+	if err == nil {
+		return stdout, nil
+	}
+	ce := &CtlError{Pod: pod, Op: op, Err: err}
+	var xe *kube.ExitError
+	if errors.As(err, &xe) {
+		ce.Code = xe.Code
+		if len(stderr) == 0 {
+			stderr = xe.Stderr
+		}
+		ce.Msg = ctlMessage(stderr)
+	}
+	return stdout, ce
+}
+
+// ---- JSON shapes of etcdctl -w json (IDs are decimal uint64) ----
+
+type jsonMember struct {
+	ID         uint64   `json:"ID"`
+	Name       string   `json:"name"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+	IsLearner  bool     `json:"isLearner"`
+}
+
+type jsonHeader struct {
+	ClusterID uint64 `json:"cluster_id"`
+	MemberID  uint64 `json:"member_id"`
+	Revision  int64  `json:"revision"`
+	RaftTerm  uint64 `json:"raft_term"`
+}
+
+type jsonMemberList struct {
+	Header  jsonHeader   `json:"header"`
+	Members []jsonMember `json:"members"`
+}
+
+type jsonMemberAdd struct {
+	Header  jsonHeader   `json:"header"`
+	Member  jsonMember   `json:"member"`
+	Members []jsonMember `json:"members"`
+}
+
+type jsonEndpointStatus struct {
+	Endpoint string `json:"Endpoint"`
+	Status   struct {
+		Header           jsonHeader `json:"header"`
+		Version          string     `json:"version"`
+		DBSize           int64      `json:"dbSize"`
+		Leader           uint64     `json:"leader"`
+		RaftIndex        uint64     `json:"raftIndex"`
+		RaftTerm         uint64     `json:"raftTerm"`
+		RaftAppliedIndex uint64     `json:"raftAppliedIndex"`
+		IsLearner        bool       `json:"isLearner"`
+		Errors           []string   `json:"errors"`
+	} `json:"Status"`
+}
+
+type jsonEndpointHealth struct {
+	Endpoint string `json:"endpoint"`
+	Health   bool   `json:"health"`
+	Took     string `json:"took"`
+	Error    string `json:"error"`
+}
+
+// HexID renders a member ID the way member remove/promote take it.
+func HexID(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// ParseHexID parses a member ID in hex.
+func ParseHexID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(strings.TrimSpace(s), 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("member ID %q is not hex: %w", s, err)
+	}
+	return id, nil
+}
+
+// decode parses JSON that etcdctl printed. etcdctl may print nothing when
+// every endpoint failed; that is reported as an error too.
+func decode(out []byte, v any, what string) error {
+	out = bytes.TrimSpace(out)
+	if len(out) == 0 {
+		return fmt.Errorf("etcdctl %s printed nothing", what)
+	}
+	// Decode the first value only: some versions print more after it.
+	dec := json.NewDecoder(bytes.NewReader(out))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("parsing etcdctl %s output: %w", what, err)
+	}
+	return nil
+}
+
+// ParseMemberList parses `etcdctl member list -w json`.
+func ParseMemberList(out []byte) ([]Member, error) {
+	var ml jsonMemberList
+	if err := decode(out, &ml, "member list"); err != nil {
+		return nil, err
+	}
+	members := make([]Member, 0, len(ml.Members))
+	for _, m := range ml.Members {
+		members = append(members, memberFromJSON(m))
+	}
+	return members, nil
+}
+
+// ParseMemberAdd parses `etcdctl member add -w json` and returns the new member.
+func ParseMemberAdd(out []byte) (Member, error) {
+	var ma jsonMemberAdd
+	if err := decode(out, &ma, "member add"); err != nil {
+		return Member{}, err
+	}
+	if ma.Member.ID == 0 {
+		return Member{}, errors.New("etcdctl member add printed no member ID")
+	}
+	return memberFromJSON(ma.Member), nil
+}
+
+func memberFromJSON(m jsonMember) Member {
+	return Member{ID: HexID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner}
+}
+
+// EndpointStatus is one entry of `etcdctl endpoint status -w json`.
+type EndpointStatus struct {
+	Endpoint  string
+	MemberID  string
+	Leader    string
+	RaftTerm  uint64
+	RaftIndex uint64
+	Applied   uint64
+	Revision  int64
+	Version   string
+	Learner   bool
+	Errors    []string
+}
+
+// ParseEndpointStatus parses `etcdctl endpoint status -w json`.
+func ParseEndpointStatus(out []byte) ([]EndpointStatus, error) {
+	var raw []jsonEndpointStatus
+	if err := decode(out, &raw, "endpoint status"); err != nil {
+		return nil, err
+	}
+	res := make([]EndpointStatus, 0, len(raw))
+	for _, r := range raw {
+		s := r.Status
+		res = append(res, EndpointStatus{Endpoint: r.Endpoint, MemberID: HexID(s.Header.MemberID), Leader: HexID(s.Leader),
+			RaftTerm: s.RaftTerm, RaftIndex: s.RaftIndex, Applied: s.RaftAppliedIndex, Revision: s.Header.Revision,
+			Version: s.Version, Learner: s.IsLearner, Errors: s.Errors})
+	}
+	return res, nil
+}
+
+// EndpointHealth is one entry of `etcdctl endpoint health -w json`.
+type EndpointHealth struct {
+	Endpoint string
+	Healthy  bool
+	Error    string
+}
+
+// ParseEndpointHealth parses `etcdctl endpoint health -w json`.
+func ParseEndpointHealth(out []byte) ([]EndpointHealth, error) {
+	var raw []jsonEndpointHealth
+	if err := decode(out, &raw, "endpoint health"); err != nil {
+		return nil, err
+	}
+	res := make([]EndpointHealth, 0, len(raw))
+	for _, r := range raw {
+		res = append(res, EndpointHealth{Endpoint: r.Endpoint, Healthy: r.Health, Error: r.Error})
+	}
+	return res, nil
+}

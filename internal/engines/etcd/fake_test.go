@@ -1,0 +1,271 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func assertGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden %s (run go test -update): %v", path, err)
+	}
+	if string(want) != string(got) {
+		t.Errorf("%s differs from golden (run go test -update after checking):\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+// fakeMember is one member of the scripted etcd.
+type fakeMember struct {
+	id      uint64
+	name    string
+	peer    string
+	client  string
+	learner bool
+	healthy bool
+	index   uint64
+}
+
+// fakeEtcd answers etcdctl as a cluster with the given members would, in
+// etcdctl's JSON shapes (decimal IDs). No processes run.
+type fakeEtcd struct {
+	mu       sync.Mutex
+	members  []*fakeMember
+	leader   uint64
+	nextID   uint64
+	calls    []string // "pod: subcommand args"
+	notReady int      // member promote answers "not in sync" this many times
+}
+
+// newFakeEtcd returns n healthy started voters etcd-0..n-1 with peer URLs
+// http://127.0.3.<o+1>:2380; the leader is etcd-<leader>.
+func newFakeEtcd(n, leader int) *fakeEtcd {
+	f := &fakeEtcd{nextID: 0x1000}
+	for o := range n {
+		f.members = append(f.members, &fakeMember{id: uint64(0xa0 + o), name: fmt.Sprintf("etcd-%d", o),
+			peer: fmt.Sprintf("http://127.0.3.%d:2380", o+1), client: fmt.Sprintf("http://127.0.3.%d:2379", o+1), healthy: true, index: 100})
+	}
+	f.leader = uint64(0xa0 + leader)
+	return f
+}
+
+func (f *fakeEtcd) member(pod string) *fakeMember {
+	for _, m := range f.members {
+		if m.name == pod {
+			return m
+		}
+	}
+	return nil
+}
+
+func (f *fakeEtcd) mutations() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.calls {
+		if strings.Contains(c, "member add") || strings.Contains(c, "member remove") || strings.Contains(c, "member promote") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func exitErr(pod, msg string) error {
+	return &kube.ExitError{Pod: pod, Code: 1, Stderr: []byte(`{"level":"warn","msg":"retrying"}` + "\nError: " + msg + "\n")}
+}
+
+// Exec implements PodExecutor.
+func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]byte, []byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(argv) > 0 && argv[0] == "sh" {
+		argv = argv[3:] // sh -c script etcdctl args...
+	}
+	var words []string
+	for _, a := range argv[1:] {
+		if !strings.HasPrefix(a, "-") {
+			words = append(words, a)
+		}
+	}
+	f.calls = append(f.calls, pod+": "+strings.Join(words, " "))
+	self := f.member(pod)
+	if self == nil || !self.healthy {
+		return nil, []byte("Error: context deadline exceeded"), exitErr(pod, "context deadline exceeded")
+	}
+	if len(words) < 2 {
+		return nil, nil, exitErr(pod, "unknown command")
+	}
+	switch words[0] + " " + words[1] {
+	case "member list":
+		if self.learner {
+			return nil, nil, exitErr(pod, "etcdserver: rpc not supported for learner")
+		}
+		return f.memberList(), nil, nil
+	case "endpoint status":
+		var out []jsonEndpointStatus
+		for _, m := range f.members {
+			if !m.healthy || m.name == "" {
+				continue
+			}
+			var es jsonEndpointStatus
+			es.Endpoint = m.client
+			es.Status.Header.MemberID = m.id
+			es.Status.Leader = f.leader
+			es.Status.RaftIndex, es.Status.RaftTerm = m.index, 2
+			es.Status.IsLearner = m.learner
+			out = append(out, es)
+		}
+		b, _ := json.Marshal(out)
+		if len(out) < len(f.members) {
+			return b, nil, exitErr(pod, "unhealthy endpoints")
+		}
+		return b, nil, nil
+	case "endpoint health":
+		var out []jsonEndpointHealth
+		failed := false
+		for _, m := range f.members {
+			if m.name == "" {
+				continue
+			}
+			h := jsonEndpointHealth{Endpoint: m.client, Health: m.healthy && !m.learner}
+			if !h.Health {
+				h.Error = "context deadline exceeded"
+				failed = true
+			}
+			out = append(out, h)
+		}
+		b, _ := json.Marshal(out)
+		if failed {
+			return b, nil, exitErr(pod, "unhealthy cluster")
+		}
+		return b, nil, nil
+	case "member add":
+		url := strings.TrimPrefix(flagValue(argv, "--peer-urls"), "")
+		for _, m := range f.members {
+			if m.peer == url {
+				return nil, nil, exitErr(pod, "etcdserver: Peer URLs already exists")
+			}
+		}
+		f.nextID++
+		m := &fakeMember{id: f.nextID, peer: url, learner: true}
+		f.members = append(f.members, m)
+		b, _ := json.Marshal(jsonMemberAdd{Member: jsonMember{ID: m.id, PeerURLs: []string{url}, IsLearner: true}})
+		return b, nil, nil
+	case "member promote":
+		if f.notReady > 0 {
+			f.notReady--
+			return nil, nil, exitErr(pod, "etcdserver: "+errTextNotInSync)
+		}
+		id, _ := strconv.ParseUint(words[2], 16, 64)
+		for _, m := range f.members {
+			if m.id == id {
+				m.learner = false
+				return []byte("promoted"), nil, nil
+			}
+		}
+		return nil, nil, exitErr(pod, "etcdserver: member not found")
+	case "member remove":
+		id, _ := strconv.ParseUint(words[2], 16, 64)
+		i := slices.IndexFunc(f.members, func(m *fakeMember) bool { return m.id == id })
+		if i < 0 {
+			return nil, nil, exitErr(pod, "etcdserver: "+errTextMemberNotFound)
+		}
+		f.members = slices.Delete(f.members, i, i+1)
+		return []byte("removed"), nil, nil
+	}
+	return nil, nil, exitErr(pod, "unknown command "+strings.Join(words, " "))
+}
+
+func (f *fakeEtcd) memberList() []byte {
+	var ml jsonMemberList
+	for _, m := range f.members {
+		jm := jsonMember{ID: m.id, Name: m.name, PeerURLs: []string{m.peer}, IsLearner: m.learner}
+		if m.name != "" {
+			jm.ClientURLs = []string{m.client}
+		}
+		ml.Members = append(ml.Members, jm)
+	}
+	b, _ := json.Marshal(ml)
+	return b
+}
+
+func flagValue(argv []string, name string) string {
+	for _, a := range argv {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+const testNS = "db"
+
+// fixture is a fake API with an etcd StatefulSet of `replicas` Ready pods
+// and the engine wired to a scripted etcd.
+type fixture struct {
+	client *fake.Clientset
+	etcd   *fakeEtcd
+	eng    *Engine
+	c      *ops.Cluster
+}
+
+func newFixture(t *testing.T, replicas int, f *fakeEtcd, mutate func(*corev1.Container, map[string]string)) *fixture {
+	t.Helper()
+	sts := fakecluster.StatefulSet(testNS, "etcd", int32(replicas))
+	sts.Spec.ServiceName = "etcd-headless"
+	sts.Spec.Template.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
+	sts.Annotations[AnnotationPeerURLTemplate] = "http://127.0.3.{{add .Ordinal 1}}:2380"
+	if mutate != nil {
+		mutate(&sts.Spec.Template.Spec.Containers[0], sts.Annotations)
+	}
+	objs := []runtime.Object{sts}
+	c := &ops.Cluster{Name: "etcd", Namespace: testNS, Engine: ops.EngineEtcd, Layout: "etcd"}
+	g := &ops.NodeGroup{Name: "etcd", StatefulSet: "etcd", Role: ops.RoleData, Desired: int32(replicas), Current: int32(replicas), Object: sts}
+	for o := range replicas {
+		p := fakecluster.Pod(sts, o, types.UID(fmt.Sprintf("uid-%d", o)))
+		objs = append(objs, p)
+		g.Pods = append(g.Pods, ops.Pod{Name: p.Name, Group: "etcd", Ordinal: o, UID: p.UID, Phase: "Running", Ready: true,
+			PVCs: []string{"data-" + p.Name}})
+	}
+	c.Groups = []*ops.NodeGroup{g}
+	client := fake.NewClientset(objs...)
+	client.ClearActions()
+	return &fixture{client: client, etcd: f, c: c, eng: &Engine{Client: client, Exec: f}}
+}
+
+func planText(t *testing.T, p *ops.Plan) []byte {
+	t.Helper()
+	var b strings.Builder
+	if err := ops.WritePlanText(&b, p.View()); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(b.String())
+}

@@ -1,0 +1,64 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// PlanRepair plans the repair of one member whose pod lost its data (PVC
+// deleted, data dir empty, stale member ID): remove the stale member, add
+// it again as a learner (cluster state "existing"), recreate the pod with
+// an empty PVC, promote it once in sync.
+func (e *Engine) PlanRepair(ctx context.Context, c *ops.Cluster, pod string) (*ops.Plan, error) {
+	s, st, err := e.prepare(ctx, c)
+	if err != nil {
+		if s == nil {
+			return nil, err
+		}
+		return nil, &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd membership of %s/%s: %v", c.Namespace, c.Name, err), Err: err}
+	}
+	o := s.ordinalOf(pod)
+	current := int(c.Groups[0].Desired)
+	if o < 0 || o >= current {
+		return nil, ops.Usagef("%s is not a pod of etcd StatefulSet %s/%s (replicas %d)", pod, s.ns, s.sts, current)
+	}
+	url, err := s.peerURL(o)
+	if err != nil {
+		return nil, err
+	}
+	// The member being repaired may be down; everyone else must be fine.
+	if m := memberFor(st, pod, url); m != nil {
+		if err := checkRemoval(st, m); err != nil {
+			return nil, err
+		}
+	} else if err := checkAllHealthy(st, nil, "repair "+pod); err != nil {
+		return nil, err
+	}
+	steps, err := e.repairSteps(s, o, url, current)
+	if err != nil {
+		return nil, err
+	}
+	return &ops.Plan{Operation: "repair", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineEtcd,
+		Args: "--member " + pod, Destructive: true, Steps: steps,
+		Notes: []string{fmt.Sprintf("etcd: %s; peer URL of %s: %s (from %s)", st.Summary(), pod, url, s.tmplSource)},
+	}, nil
+}
+
+// repairSteps replace the member of ordinal with a fresh learner on empty
+// data; n is the cluster size recorded as the initial cluster.
+func (e *Engine) repairSteps(s *site, ordinal int, url string, n int) ([]*ops.Step, error) {
+	pod := s.podName(ordinal)
+	cfg, err := e.configStep(s, "repair-config/"+pod, "with "+pod+" rejoining", n)
+	if err != nil {
+		return nil, err
+	}
+	return []*ops.Step{
+		e.removeStep(s, "repair-remove/"+pod, ordinal, url, "its data is lost or stale"),
+		e.addStep(s, "repair-add/"+pod, ordinal, url, pod),
+		cfg,
+		e.recreateStep(s, ordinal),
+		e.promoteStep(s, "repair-promote/"+pod, ordinal, url),
+	}, nil
+}

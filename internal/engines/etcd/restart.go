@@ -1,0 +1,108 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// PlanRestart plans a rolling restart: one member at a time by ordinal,
+// the leader (found now, through endpoint status) last so the cluster
+// elects a new leader once only. Before each pod: quorum without it and
+// every other member healthy; after: the member healthy and caught up.
+func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.RestartOptions) (*ops.Plan, error) {
+	s, st, err := e.prepare(ctx, c)
+	if err != nil {
+		if s == nil {
+			return nil, err
+		}
+		return nil, &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd membership of %s/%s: %v", c.Namespace, c.Name, err), Err: err}
+	}
+	rr := &ops.RollingRestart{Client: e.Client, Gate: &restartGate{e: e, s: s}}
+	p, err := rr.Plan(c, ops.EngineEtcd, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.Notes = append(p.Notes, "etcd: "+st.Summary())
+	if l := st.Leader(); l != nil && l.Pod != "" {
+		if i := slices.IndexFunc(p.Steps, func(st *ops.Step) bool { return st.Target == "pod/"+l.Pod }); i >= 0 {
+			step := p.Steps[i]
+			p.Steps = append(slices.Delete(p.Steps, i, i+1), step)
+			p.Notes = append(p.Notes, fmt.Sprintf("leader %s restarts last", l.Pod))
+		}
+	}
+	return p, nil
+}
+
+// restartGate holds etcd's checks around each pod restart.
+type restartGate struct {
+	e *Engine
+	s *site
+}
+
+// Describe implements ops.RestartGate.
+func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
+	return []string{"etcd keeps quorum without " + p.Name + " and every other member is healthy"},
+		[]string{"after: member " + p.Name + " healthy and within " + fmt.Sprint(g.e.maxLag()) + " raft entries of the leader"}
+}
+
+// Before implements ops.RestartGate.
+func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
+	st, err := g.e.status(ctx, g.s, p.Name)
+	if err != nil {
+		return fmt.Errorf("checking etcd before restarting %s: %w", p.Name, err)
+	}
+	m := st.ByPod(p.Name)
+	if m == nil {
+		return checkAllHealthy(st, nil, "restart "+p.Name)
+	}
+	if err := checkAllHealthy(st, func(o *Member) bool { return o.ID == m.ID }, "restart "+p.Name); err != nil {
+		return err
+	}
+	if !QuorumAfterRemoval(st.Voters, st.HealthyVoters, !m.Learner, m.Healthy) {
+		return ops.Preconditionf("restarting %s would leave etcd without quorum (%d voters, %d healthy)", p.Name, st.Voters, st.HealthyVoters)
+	}
+	return nil
+}
+
+// After implements ops.RestartGate: the restarted member answers healthy
+// and its raft index is close to the leader's. Polled at a bounded
+// interval: catching up is etcd's condition, not a Kubernetes one.
+func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
+	last := ""
+	err := wait.PollUntilContextCancel(ctx, g.e.pollInterval(), true, func(ctx context.Context) (bool, error) {
+		st, err := g.e.status(ctx, g.s, "")
+		reason := ""
+		switch {
+		case err != nil:
+			reason = "reading etcd status: " + err.Error()
+		default:
+			m, l := st.ByPod(p.Name), st.Leader()
+			switch {
+			case m == nil:
+				return false, ops.Preconditionf("pod %s came back but is no etcd member; repair it", p.Name)
+			case !m.Healthy:
+				reason = fmt.Sprintf("member %s not healthy yet", p.Name)
+			case l == nil:
+				reason = "no leader elected yet"
+			case l.RaftIndex > m.RaftIndex+g.e.maxLag():
+				reason = fmt.Sprintf("member %s catching up (raft index %d, leader %d)", p.Name, m.RaftIndex, l.RaftIndex)
+			default:
+				return true, nil
+			}
+		}
+		if reason != last {
+			last = reason
+			sc.Waiting(reason)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for etcd member %s after restart (%s): %w", p.Name, last, err)
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package cratedbsim
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	listersappsv1 "k8s.io/client-go/listers/apps/v1"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Labels and annotations of the layouts the simulator recognises.
+const (
+	labelCluster   = "dbops.io/cluster"
+	labelNodeGroup = "dbops.io/node-group"
+	labelRole      = "dbops.io/role"
+	annotOrder     = "dbops.io/order"
+)
+
+// kubeWatch lists what the informers cache.
+type kubeWatch struct {
+	sts  listersappsv1.StatefulSetLister
+	pods listerscorev1.PodLister
+	pvcs listerscorev1.PersistentVolumeClaimLister
+}
+
+// followKube starts informers on the namespace and re-derives the nodes on every change.
+func (s *Sim) followKube(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.cfg.Client, 0, informers.WithNamespace(s.cfg.Namespace))
+	stsInf := factory.Apps().V1().StatefulSets()
+	podInf := factory.Core().V1().Pods()
+	pvcInf := factory.Core().V1().PersistentVolumeClaims()
+	kick := make(chan struct{}, 1)
+	notify := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { trySend(kick) },
+		UpdateFunc: func(any, any) { trySend(kick) },
+		DeleteFunc: func(any) { trySend(kick) },
+	}
+	for _, inf := range []cache.SharedIndexInformer{stsInf.Informer(), podInf.Informer(), pvcInf.Informer()} {
+		if _, err := inf.AddEventHandler(notify); err != nil {
+			return fmt.Errorf("cratedbsim: watch: %w", err)
+		}
+	}
+	w := &kubeWatch{sts: stsInf.Lister(), pods: podInf.Lister(), pvcs: pvcInf.Lister()}
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			return fmt.Errorf("cratedbsim: cache of %v did not sync", typ)
+		}
+	}
+	if err := s.resync(w); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer factory.Shutdown()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+				if err := s.resync(w); err != nil {
+					s.logf("cratedbsim: %v", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func trySend(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// groupOf maps a StatefulSet to its node group, ok false if it is not part of the cluster.
+func (s *Sim) groupOf(sts *appsv1.StatefulSet) (g Group, order int, ok bool) {
+	order, err := strconv.Atoi(sts.Annotations[annotOrder])
+	if err != nil {
+		order = 1 << 20
+	}
+	if len(s.cfg.Groups) > 0 {
+		for _, g := range s.cfg.Groups {
+			if g.StatefulSet == sts.Name {
+				return g, order, true
+			}
+		}
+		return Group{}, 0, false
+	}
+	c := s.cfg.Cluster
+	switch {
+	case sts.Name == "crate-master-"+c:
+		return Group{StatefulSet: sts.Name, NodePrefix: "master", Master: true}, -1, true
+	case strings.HasPrefix(sts.Name, "crate-data-") && strings.HasSuffix(sts.Name, "-"+c) && len(sts.Name) > len("crate-data-")+len(c)+1:
+		group := strings.TrimSuffix(strings.TrimPrefix(sts.Name, "crate-data-"), "-"+c)
+		return Group{StatefulSet: sts.Name, NodePrefix: "data-" + group, Data: true}, order, true
+	case sts.Labels[labelCluster] == c && sts.Labels[labelNodeGroup] != "":
+		master := sts.Labels[labelRole] == "master"
+		return Group{StatefulSet: sts.Name, NodePrefix: sts.Labels[labelNodeGroup], Master: master, Data: !master}, order, true
+	}
+	return Group{}, 0, false
+}
+
+var expectedArg = regexp.MustCompile(`^-Cgateway\.expected_(data_)?nodes=(\d+)$`)
+
+// expectedNodes reads -Cgateway.expected_[data_]nodes=N from the pod template.
+func expectedNodes(sts *appsv1.StatefulSet) (n int, dataOnly, ok bool) {
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		for _, a := range slices.Concat(c.Command, c.Args) {
+			if m := expectedArg.FindStringSubmatch(a); m != nil {
+				n, _ := strconv.Atoi(m[2])
+				return n, m[1] != "", true
+			}
+		}
+	}
+	return 0, false, false
+}
+
+func podUp(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// resync derives every node from the StatefulSets, pods and claims.
+func (s *Sim) resync(w *kubeWatch) error {
+	all, err := w.sts.StatefulSets(s.cfg.Namespace).List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list statefulsets: %w", err)
+	}
+	type member struct {
+		sts   *appsv1.StatefulSet
+		g     Group
+		order int
+	}
+	var groups []member
+	hasMaster := false
+	for _, sts := range all {
+		if g, order, ok := s.groupOf(sts); ok {
+			groups = append(groups, member{sts, g, order})
+			hasMaster = hasMaster || g.Master
+		}
+	}
+	sort.Slice(groups, func(i, j int) bool {
+		if groups[i].order != groups[j].order {
+			return groups[i].order < groups[j].order
+		}
+		return groups[i].sts.Name < groups[j].sts.Name
+	})
+	// Without dedicated masters the first data group is master-eligible.
+	if !hasMaster && len(groups) > 0 {
+		groups[0].g.Master = true
+	}
+	pods, err := w.pods.Pods(s.cfg.Namespace).List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	byName := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		byName[p.Name] = p
+	}
+	var specs []nodeSpec
+	expected, expectedData := 0, false
+	for _, gm := range groups {
+		if n, dataOnly, ok := expectedNodes(gm.sts); ok && n > expected {
+			expected, expectedData = n, dataOnly
+		}
+		replicas := 1
+		if gm.sts.Spec.Replicas != nil {
+			replicas = int(*gm.sts.Spec.Replicas)
+		}
+		highest := replicas - 1
+		for name := range byName {
+			if ord, ok := ordinalOf(name, gm.sts.Name); ok && ord > highest {
+				highest = ord
+			}
+		}
+		for ord := 0; ord <= highest; ord++ {
+			podName := gm.sts.Name + "-" + strconv.Itoa(ord)
+			sp := nodeSpec{name: gm.g.NodePrefix + "-" + strconv.Itoa(ord), pod: podName, ordinal: ord,
+				master: gm.g.Master, data: gm.g.Data, member: ord < replicas}
+			if p := byName[podName]; p != nil {
+				sp.member = true
+				sp.up = podUp(p)
+				sp.podUID = string(p.UID)
+				for _, v := range p.Spec.Volumes {
+					if v.PersistentVolumeClaim == nil {
+						continue
+					}
+					sp.hasClaim = true
+					pvc, err := w.pvcs.PersistentVolumeClaims(s.cfg.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
+					if err == nil && pvc.DeletionTimestamp == nil {
+						sp.pvcUID = string(pvc.UID)
+					} else if err != nil && !apierrors.IsNotFound(err) {
+						return fmt.Errorf("get claim: %w", err)
+					}
+				}
+			}
+			specs = append(specs, sp)
+		}
+	}
+	return s.applyNodes(specs, expected, expectedData)
+}
+
+// ordinalOf parses "<sts>-<n>".
+func ordinalOf(pod, sts string) (int, bool) {
+	rest, ok := strings.CutPrefix(pod, sts+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return 0, false
+	}
+	return n, true
+}

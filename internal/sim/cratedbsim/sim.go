@@ -1,0 +1,473 @@
+// Package cratedbsim is a CrateDB SIMULATOR for tests and the sandbox: it is not CrateDB.
+//
+// It follows the pods of a CrateDB cluster's StatefulSets through the Kubernetes API and plays
+// one CrateDB node per pod: each running node listens on its own loopback address with the
+// PostgreSQL wire protocol (what pgx speaks) and CrateDB's HTTP `POST /_sql` endpoint (what the
+// crash shim calls). It models sys.nodes, shards and replicas, allocation settings, relocation
+// that takes time, health, users and the expected-nodes check, and answers the statements of
+// the CrateDB procedures (docs/domain.md §1). Every statement run is kept in a log that tests
+// can read.
+package cratedbsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+// Group maps a StatefulSet to CrateDB node names "<NodePrefix>-<ordinal>".
+type Group struct {
+	StatefulSet string
+	NodePrefix  string
+	// Master marks master-eligible nodes; Data marks nodes that hold shards.
+	Master bool
+	Data   bool
+}
+
+// StaticNode is a node of a simulator that runs without Kubernetes (Config.Client nil).
+type StaticNode struct {
+	Name   string
+	Pod    string
+	Master bool
+	Data   bool
+}
+
+// Config configures a simulator.
+type Config struct {
+	// Client reads the cluster's StatefulSets, pods and PVCs. When nil, StaticNodes are
+	// the nodes and SetNodeUp changes them (unit tests).
+	Client    kubernetes.Interface
+	Namespace string
+	// Cluster is the CrateDB cluster name: StatefulSets crate-master-<Cluster> and
+	// crate-data-<group>-<Cluster>, or labelled dbops.io/cluster=<Cluster>.
+	Cluster string
+	// Groups, when set, replaces that discovery by an explicit StatefulSet mapping.
+	Groups      []Group
+	StaticNodes []StaticNode
+
+	// AddrBase is the first three octets of the loopback addresses nodes listen on
+	// (default "127.0.2"); node k gets AddrBase.(FirstHost+k) in order of first sight.
+	AddrBase  string
+	FirstHost int
+	// PGPort and HTTPPort default to CrateDB's 5432 and 4200. With EphemeralPorts every
+	// listener gets a free port instead, kept across restarts of the node.
+	PGPort         int
+	HTTPPort       int
+	EphemeralPorts bool
+	// DebugAddr, when set, serves the debug endpoints (/_sim/statements, /_sim/nodes) on an
+	// address that stays up whatever the nodes do.
+	DebugAddr string
+	// StateDir, when set, keeps users, license, settings and tables across simulator restarts.
+	StateDir string
+
+	// TickInterval paces shard recoveries (default 500ms). A negative value disables the
+	// ticker: tests call Tick.
+	TickInterval time.Duration
+	// ShardsPerTick is how many shard copies finish recovering per tick (default 2).
+	ShardsPerTick int
+	// Logf receives diagnostics (never passwords); nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Statement is one entry of the statement log. Literals after PASSWORD and LICENSE are
+// redacted.
+type Statement struct {
+	Seq       int       `json:"seq"`
+	Time      time.Time `json:"time"`
+	Node      string    `json:"node"`
+	User      string    `json:"user"`
+	Protocol  string    `json:"protocol"` // "pg" or "http"
+	Statement string    `json:"statement"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// NodeInfo describes one simulated node.
+type NodeInfo struct {
+	Name   string `json:"name"`
+	Pod    string `json:"pod"`
+	ID     string `json:"id"`
+	Up     bool   `json:"up"`
+	Master bool   `json:"master"`
+	Data   bool   `json:"data"`
+	// Host is the loopback IP of the node's listeners, PGAddr and HTTPAddr their host:port
+	// (set once the node was first seen up).
+	Host     string `json:"host"`
+	PGAddr   string `json:"pgAddr"`
+	HTTPAddr string `json:"httpAddr"`
+	Shards   int    `json:"shards"`
+}
+
+// NodeEvent records a node starting or stopping, so that tests can see transitions too
+// quick to catch by polling (kwok restarts a pod in well under a second).
+type NodeEvent struct {
+	Seq  int       `json:"seq"`
+	Time time.Time `json:"time"`
+	Node string    `json:"node"`
+	Pod  string    `json:"pod"`
+	Up   bool      `json:"up"`
+	// ID is the CrateDB node id; a restarted node gets a new one.
+	ID string `json:"id"`
+}
+
+// maxLog bounds the statement log.
+const maxLog = 10000
+
+// Sim is a running simulator.
+type Sim struct {
+	cfg   Config
+	stmts *statements
+
+	mu       sync.Mutex
+	m        *model
+	servers  map[string]*nodeServer
+	nextHost int
+	log      []Statement
+	seq      int
+	events   []NodeEvent
+	closed   bool
+
+	debug  *http.Server
+	debugL net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start starts a simulator. ctx bounds its life as Close does.
+func Start(ctx context.Context, cfg Config) (*Sim, error) {
+	if cfg.AddrBase == "" {
+		cfg.AddrBase = "127.0.2"
+	}
+	if ip := net.ParseIP(cfg.AddrBase + ".1"); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("cratedbsim: address base %q is not on loopback", cfg.AddrBase)
+	}
+	if cfg.FirstHost <= 0 {
+		cfg.FirstHost = 1
+	}
+	if cfg.PGPort == 0 {
+		cfg.PGPort = 5432
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = 4200
+	}
+	if cfg.TickInterval == 0 {
+		cfg.TickInterval = 500 * time.Millisecond
+	}
+	if cfg.Client != nil && (cfg.Namespace == "" || (cfg.Cluster == "" && len(cfg.Groups) == 0)) {
+		return nil, errors.New("cratedbsim: Namespace and Cluster (or Groups) are required with a Kubernetes client")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Sim{
+		cfg:      cfg,
+		stmts:    newStatements(),
+		m:        newModel(cfg.ShardsPerTick),
+		servers:  map[string]*nodeServer{},
+		nextHost: cfg.FirstHost,
+		cancel:   cancel,
+	}
+	if err := s.loadState(); err != nil {
+		cancel()
+		return nil, err
+	}
+	if cfg.DebugAddr != "" {
+		l, err := net.Listen("tcp", cfg.DebugAddr)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("cratedbsim: debug listener: %w", err)
+		}
+		s.debugL = l
+		s.debug = &http.Server{Handler: s.httpHandler(""), ReadHeaderTimeout: 10 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_ = s.debug.Serve(l)
+		}()
+	}
+	if cfg.Client == nil {
+		var specs []nodeSpec
+		for i, n := range cfg.StaticNodes {
+			specs = append(specs, nodeSpec{name: n.Name, pod: n.Pod, ordinal: i, master: n.Master, data: n.Data, member: true, up: true, podUID: "static"})
+		}
+		if err := s.applyNodes(specs, 0, false); err != nil {
+			s.Close()
+			return nil, err
+		}
+	} else if err := s.followKube(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if cfg.TickInterval > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t := time.NewTicker(cfg.TickInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					s.Tick()
+				}
+			}
+		}()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		s.shutdown()
+	}()
+	return s, nil
+}
+
+func (s *Sim) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// Close stops every listener and the Kubernetes watch.
+func (s *Sim) Close() {
+	s.cancel()
+	s.wg.Wait()
+	s.shutdown()
+}
+
+func (s *Sim) shutdown() {
+	s.mu.Lock()
+	s.closed = true
+	servers := s.servers
+	s.mu.Unlock()
+	for _, ns := range servers {
+		ns.stop()
+	}
+	if s.debug != nil {
+		_ = s.debug.Close()
+	}
+}
+
+// Tick advances shard recoveries by one step (see Config.ShardsPerTick).
+func (s *Sim) Tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m.tick() {
+		s.logf("cratedbsim: tick: %s", s.m.summary())
+	}
+}
+
+// Statements returns a copy of the statement log, oldest first.
+func (s *Sim) Statements() []Statement {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.log)
+}
+
+// NodeEvents returns every node start and stop seen, oldest first.
+func (s *Sim) NodeEvents() []NodeEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+func (s *Sim) recordNodeLocked(n *simNode, up bool) {
+	s.seq++
+	s.events = append(s.events, NodeEvent{Seq: s.seq, Time: time.Now().UTC(), Node: n.name, Pod: n.pod, Up: up, ID: n.id})
+	if len(s.events) > maxLog {
+		s.events = slices.Delete(s.events, 0, len(s.events)-maxLog)
+	}
+}
+
+// DebugAddr is the address of the debug listener, "" if none.
+func (s *Sim) DebugAddr() string {
+	if s.debugL == nil {
+		return ""
+	}
+	return s.debugL.Addr().String()
+}
+
+// Nodes describes every node the simulator knows, sorted by name.
+func (s *Sim) Nodes() []NodeInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	counts := s.m.shardCounts()
+	var out []NodeInfo
+	for _, n := range s.m.sortedNodes() {
+		if !n.member && !n.up {
+			continue
+		}
+		info := NodeInfo{Name: n.name, Pod: n.pod, ID: n.id, Up: n.up, Master: n.master, Data: n.data, Shards: counts[n.name]}
+		if ns := s.servers[n.name]; ns != nil {
+			info.Host = ns.host
+			info.PGAddr = net.JoinHostPort(ns.host, strconv.Itoa(ns.pgPort))
+			info.HTTPAddr = net.JoinHostPort(ns.host, strconv.Itoa(ns.httpPort))
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Health returns max(severity) of sys.health (0 when there are no tables) and the number of
+// rows of sys.nodes.
+func (s *Sim) Health() (severity, nodes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.maxSeverity(), len(s.m.upNodes())
+}
+
+// SetNodeUp starts or stops a node of a simulator without Kubernetes.
+func (s *Sim) SetNodeUp(name string, up bool) error {
+	if s.cfg.Client != nil {
+		return errors.New("cratedbsim: nodes follow Kubernetes pods; delete the pod instead")
+	}
+	s.mu.Lock()
+	n := s.m.nodes[name]
+	if n == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("cratedbsim: unknown node %q", name)
+	}
+	if n.up != up {
+		s.recordNodeLocked(n, up)
+	}
+	s.m.setNodeUp(n, up)
+	s.mu.Unlock()
+	return s.syncServers()
+}
+
+// Result is the outcome of Sim.Exec.
+type Result struct {
+	Columns  []string
+	Rows     [][]any
+	RowCount int64
+}
+
+// Exec runs a statement as user on behalf of node (any name; used in the log), as the
+// network endpoints do. Errors are *SQLError for SQL-level failures.
+func (s *Sim) Exec(node, user, stmt string, args ...any) (*Result, error) {
+	p, err := s.stmts.prepare(stmt)
+	if err != nil {
+		s.record(node, user, "api", stmt, err)
+		return nil, err
+	}
+	res, err := s.execute(node, user, "api", stmt, p, args)
+	if err != nil {
+		return nil, err
+	}
+	out := &Result{Rows: res.rows, RowCount: res.rowcount}
+	if res.verb == "SELECT" {
+		out.RowCount = int64(len(res.rows))
+	}
+	for _, c := range res.cols {
+		out.Columns = append(out.Columns, c.name)
+	}
+	return out, nil
+}
+
+// execute runs a prepared statement against the model and logs it.
+func (s *Sim) execute(node, user, proto, stmt string, p *plan, args []any) (*result, error) {
+	s.mu.Lock()
+	x := &execCtx{m: s.m, user: user, caps: p.caps, variant: p.variant, args: args}
+	res, err := p.run(x)
+	s.recordLocked(node, user, proto, stmt, err)
+	var saveErr error
+	if err == nil && x.mutated {
+		saveErr = s.saveStateLocked()
+	}
+	s.mu.Unlock()
+	if saveErr != nil {
+		s.logf("cratedbsim: save state: %v", saveErr)
+	}
+	return res, err
+}
+
+func (s *Sim) record(node, user, proto, stmt string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recordLocked(node, user, proto, stmt, err)
+}
+
+func (s *Sim) recordLocked(node, user, proto, stmt string, err error) {
+	s.seq++
+	e := Statement{Seq: s.seq, Time: time.Now().UTC(), Node: node, User: user, Protocol: proto, Statement: strings.Join(strings.Fields(Redact(stmt)), " ")}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	s.log = append(s.log, e)
+	if len(s.log) > maxLog {
+		s.log = slices.Delete(s.log, 0, len(s.log)-maxLog)
+	}
+	if err != nil {
+		s.logf("cratedbsim: %s %s@%s: %s -> %v", proto, user, node, e.Statement, err)
+	} else {
+		s.logf("cratedbsim: %s %s@%s: %s", proto, user, node, e.Statement)
+	}
+}
+
+// authenticate checks a user's password; password is ignored for users without one.
+func (s *Sim) authenticate(name, password string, given bool) (needPassword bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.m.users[name]
+	if u == nil {
+		return false, errAuth(name)
+	}
+	if u.pwHash == "" {
+		return false, nil
+	}
+	if !given {
+		return true, errAuth(name)
+	}
+	if hashPassword(password) != u.pwHash {
+		return true, errAuth(name)
+	}
+	return true, nil
+}
+
+func (s *Sim) userNeedsPassword(name string) (exists, needs bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.m.users[name]
+	if u == nil {
+		return false, false
+	}
+	return true, u.pwHash != ""
+}
+
+// nodeUp reports whether the named node currently runs.
+func (s *Sim) nodeUp(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.m.nodes[name]
+	return n != nil && n.up
+}
+
+// CrateDB's ports inside a pod, which port-forward mappings send to a node's listeners.
+const (
+	PodPGPort   = 5432
+	PodHTTPPort = 4200
+)
+
+// Environment variables of the exec mapping of a pod, read by the crash shim.
+const (
+	// EnvURL is the HTTP endpoint of the pod's node, e.g. http://127.0.2.3:4200.
+	EnvURL = "CRATEDB_SIM_URL"
+	// EnvNode is the CrateDB node name of the pod.
+	EnvNode = "CRATEDB_SIM_NODE"
+)
+
+// ExecEnv is the environment a pod's exec mapping sets so that the crash shim reaches the
+// pod's node; nil until the node has listened once.
+func (n NodeInfo) ExecEnv() map[string]string {
+	if n.HTTPAddr == "" {
+		return nil
+	}
+	return map[string]string{EnvURL: "http://" + n.HTTPAddr, EnvNode: n.Name}
+}

@@ -1,0 +1,711 @@
+package cratedbsim
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// PostgreSQL type OIDs used in RowDescription and ParameterDescription. CrateDB reports
+// text columns as varchar.
+const (
+	oidBool      uint32 = 16
+	oidInt8      uint32 = 20
+	oidInt2      uint32 = 21
+	oidInt4      uint32 = 23
+	oidText      uint32 = 25
+	oidVarchar   uint32 = 1043
+	oidTextArray uint32 = 1009
+)
+
+type column struct {
+	name string
+	oid  uint32
+}
+
+// result is the outcome of one statement.
+type result struct {
+	cols []column
+	rows [][]any
+	// verb is the command tag's first word (SELECT, CREATE, SET, ...); the tag is
+	// "<verb> <rowcount>".
+	verb     string
+	rowcount int64
+}
+
+func (r *result) tag() string {
+	if r.verb == "SELECT" {
+		return fmt.Sprintf("SELECT %d", len(r.rows))
+	}
+	return fmt.Sprintf("%s %d", r.verb, r.rowcount)
+}
+
+// SQLError is an error as CrateDB reports it: a message such as
+// "RoleAlreadyExistsException[Role 'x' already exists]", a PostgreSQL SQLSTATE and the HTTP
+// status and CrateDB error code of the HTTP endpoint.
+type SQLError struct {
+	SQLState   string
+	HTTPStatus int
+	Code       int
+	Message    string
+}
+
+func (e *SQLError) Error() string { return e.Message }
+
+func errParse(format string, args ...any) *SQLError {
+	return &SQLError{SQLState: "42601", HTTPStatus: http.StatusBadRequest, Code: 4000,
+		Message: "SQLParseException[" + fmt.Sprintf(format, args...) + "]"}
+}
+
+func errIllegal(format string, args ...any) *SQLError {
+	return &SQLError{SQLState: "22023", HTTPStatus: http.StatusBadRequest, Code: 4000,
+		Message: "IllegalArgumentException[" + fmt.Sprintf(format, args...) + "]"}
+}
+
+func errRoleExists(name string) *SQLError {
+	return &SQLError{SQLState: "42710", HTTPStatus: http.StatusConflict, Code: 4099,
+		Message: fmt.Sprintf("RoleAlreadyExistsException[Role '%s' already exists]", name)}
+}
+
+func errRoleUnknown(name string) *SQLError {
+	return &SQLError{SQLState: "42704", HTTPStatus: http.StatusNotFound, Code: 4047,
+		Message: fmt.Sprintf("RoleUnknownException[Role '%s' does not exist]", name)}
+}
+
+func errRelationExists(name string) *SQLError {
+	return &SQLError{SQLState: "42P07", HTTPStatus: http.StatusConflict, Code: 4093,
+		Message: fmt.Sprintf("RelationAlreadyExists[Relation '%s' already exists.]", name)}
+}
+
+func errRelationUnknown(name string) *SQLError {
+	return &SQLError{SQLState: "42P01", HTTPStatus: http.StatusNotFound, Code: 4041,
+		Message: fmt.Sprintf("RelationUnknown[Relation '%s' unknown]", name)}
+}
+
+func errPrivilege(user string) *SQLError {
+	return &SQLError{SQLState: "42501", HTTPStatus: http.StatusUnauthorized, Code: 4011,
+		Message: fmt.Sprintf("MissingPrivilegeException[Missing 'AL' privilege for user '%s']", user)}
+}
+
+func errAuth(user string) *SQLError {
+	return &SQLError{SQLState: "28P01", HTTPStatus: http.StatusUnauthorized, Code: 4010,
+		Message: fmt.Sprintf("password authentication failed for user \"%s\"", user)}
+}
+
+// plan is a statement recognised by prepare, ready to run with arguments.
+type plan struct {
+	// cols are the result columns; nil for statements that return no rows.
+	cols []column
+	// params are the parameter type OIDs, by parameter index.
+	params []uint32
+	run    func(x *execCtx) (*result, error)
+	caps   []capture
+	// variant is the index of the pattern that matched, for IF [NOT] EXISTS forms.
+	variant int
+}
+
+// execCtx is what a statement handler works with. The model is locked while it runs.
+type execCtx struct {
+	m       *model
+	user    string
+	caps    []capture
+	variant int
+	args    []any
+	// mutated is set by handlers that change state worth persisting.
+	mutated bool
+}
+
+type stmtDef struct {
+	patterns []string
+	cols     []column
+	run      func(x *execCtx) (*result, error)
+	// lexed patterns, filled once by newStatements
+	lexed [][]token
+}
+
+// statements is the catalogue of statement shapes the simulator answers, built per Sim so
+// that no package-level state is mutable.
+type statements struct {
+	defs []*stmtDef
+}
+
+func newStatements() *statements {
+	defs := statementDefs()
+	for _, d := range defs {
+		for _, p := range d.patterns {
+			toks, err := lex(p)
+			if err != nil {
+				panic(fmt.Sprintf("cratedbsim: bad statement pattern %q: %v", p, err))
+			}
+			d.lexed = append(d.lexed, toks)
+		}
+	}
+	return &statements{defs: defs}
+}
+
+// prepare recognises a statement. Unknown statements yield a SQLParseException.
+func (s *statements) prepare(sql string) (*plan, error) {
+	parts := splitStatements(sql)
+	if len(parts) != 1 {
+		return nil, errParse("expected exactly one statement, got %d", len(parts))
+	}
+	toks, err := lex(parts[0])
+	if err != nil {
+		return nil, errParse("line 1:1: %v", err)
+	}
+	for _, d := range s.defs {
+		for variant, pat := range d.lexed {
+			caps, ok := match(pat, toks)
+			if !ok {
+				continue
+			}
+			p := &plan{cols: d.cols, run: d.run, caps: caps, variant: variant}
+			p.params, err = paramTypes(caps)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}
+	}
+	if p, ok := prepareSimpleSelect(toks); ok {
+		return p, nil
+	}
+	first := ""
+	if len(toks) > 0 {
+		first = toks[0].text
+		if toks[0].kind != tkWord {
+			first = ""
+		}
+	}
+	return nil, errParse("line 1:1: statement not supported by the CrateDB simulator (starts with '%s')", first)
+}
+
+func paramTypes(caps []capture) ([]uint32, error) {
+	var params []uint32
+	for _, c := range caps {
+		idx, ok := paramIndex(c.toks[0])
+		if !ok {
+			continue
+		}
+		if idx >= 1000 {
+			return nil, errParse("parameter $%d out of range", idx+1)
+		}
+		for len(params) <= idx {
+			params = append(params, oidText)
+		}
+		switch c.kind {
+		case phBool:
+			params[idx] = oidBool
+		case phInt:
+			params[idx] = oidInt8
+		case phArray:
+			params[idx] = oidTextArray
+		default:
+			params[idx] = oidText
+		}
+	}
+	return params, nil
+}
+
+func (x *execCtx) arg(t token) (any, error) {
+	idx, _ := paramIndex(t)
+	if idx >= len(x.args) {
+		return nil, errIllegal("no value given for parameter $%d", idx+1)
+	}
+	return x.args[idx], nil
+}
+
+// str returns capture i as a string (NULL is an error).
+func (x *execCtx) str(i int) (string, error) {
+	c := x.caps[i]
+	t := c.toks[0]
+	switch t.kind {
+	case tkString, tkNumber:
+		return t.text, nil
+	case tkPunct:
+		return "-" + c.toks[1].text, nil
+	case tkWord:
+		if t.text == "null" {
+			return "", errIllegal("value must not be NULL")
+		}
+		return t.text, nil
+	case tkParam:
+		v, err := x.arg(t)
+		if err != nil {
+			return "", err
+		}
+		switch v := v.(type) {
+		case string:
+			return v, nil
+		case nil:
+			return "", errIllegal("value must not be NULL")
+		default:
+			return fmt.Sprint(v), nil
+		}
+	}
+	return identName(c.toks), nil
+}
+
+func (x *execCtx) boolean(i int) (bool, error) {
+	t := x.caps[i].toks[0]
+	if t.kind == tkParam {
+		v, err := x.arg(t)
+		if err != nil {
+			return false, err
+		}
+		b, ok := v.(bool)
+		if !ok {
+			return false, errIllegal("parameter $%s must be a boolean", t.text)
+		}
+		return b, nil
+	}
+	return t.text == "true", nil
+}
+
+func (x *execCtx) integer(i int) (int64, error) {
+	t := x.caps[i].toks[0]
+	if t.kind == tkParam {
+		v, err := x.arg(t)
+		if err != nil {
+			return 0, err
+		}
+		switch v := v.(type) {
+		case int64:
+			return v, nil
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, errIllegal("parameter $%s must be an integer", t.text)
+			}
+			return n, nil
+		}
+		return 0, errIllegal("parameter $%s must be an integer", t.text)
+	}
+	n, err := strconv.ParseInt(t.text, 10, 64)
+	if err != nil {
+		return 0, errIllegal("%q is not an integer", t.text)
+	}
+	return n, nil
+}
+
+func (x *execCtx) strs(i int) ([]string, error) {
+	toks := x.caps[i].toks
+	t := toks[0]
+	switch t.kind {
+	case tkParam:
+		v, err := x.arg(t)
+		if err != nil {
+			return nil, err
+		}
+		switch v := v.(type) {
+		case []string:
+			return v, nil
+		case string:
+			return parseArrayLiteral(v)
+		case nil:
+			return nil, nil
+		}
+		return nil, errIllegal("parameter $%s must be a text array", t.text)
+	case tkString:
+		out, err := parseArrayLiteral(t.text)
+		if err != nil {
+			return nil, errIllegal("%v", err)
+		}
+		return out, nil
+	}
+	var out []string
+	for _, tk := range toks {
+		if tk.kind == tkString || tk.kind == tkNumber {
+			out = append(out, tk.text)
+		}
+	}
+	return out, nil
+}
+
+func (x *execCtx) requirePrivilege() error {
+	u := x.m.users[x.user]
+	if u == nil || !u.privileged() {
+		return errPrivilege(x.user)
+	}
+	return nil
+}
+
+func done(verb string, n int64) *result { return &result{verb: verb, rowcount: n} }
+
+func rows(cols []column, rs ...[]any) *result { return &result{verb: "SELECT", cols: cols, rows: rs} }
+
+// tableName qualifies a table identifier with the default schema.
+func tableName(toks []token) string {
+	name := identName(toks)
+	if !strings.Contains(name, ".") {
+		name = "doc." + name
+	}
+	return name
+}
+
+func statementDefs() []*stmtDef {
+	colsSeverity := []column{{"max(severity)", oidInt2}}
+	colsShardCount := []column{{"node['name']", oidVarchar}, {"count(*)", oidInt8}}
+	colsExists := []column{{"(count(*) = 1)", oidBool}}
+	colsReplicas := []column{{"number_of_replicas", oidVarchar}}
+	return []*stmtDef{
+		{
+			patterns: []string{"SELECT 1"},
+			cols:     []column{{"1", oidInt4}},
+			run:      func(*execCtx) (*result, error) { return rows([]column{{"1", oidInt4}}, []any{int32(1)}), nil },
+		},
+		{
+			patterns: []string{"SELECT max(severity) FROM sys.health"},
+			cols:     colsSeverity,
+			run: func(x *execCtx) (*result, error) {
+				var v any
+				if s := x.m.maxSeverity(); s > 0 {
+					v = int16(s)
+				}
+				return rows(colsSeverity, []any{v}), nil
+			},
+		},
+		{
+			patterns: []string{
+				"SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL",
+				"SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL ORDER BY 1",
+				"SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL ORDER BY number_of_replicas",
+			},
+			cols: colsReplicas,
+			run: func(x *execCtx) (*result, error) {
+				seen := map[string]bool{}
+				var out [][]any
+				for _, t := range x.m.sortedTables() {
+					if !seen[t.replicas] {
+						seen[t.replicas] = true
+						out = append(out, []any{t.replicas})
+					}
+				}
+				sort.Slice(out, func(i, j int) bool { return out[i][0].(string) < out[j][0].(string) })
+				return rows(colsReplicas, out...), nil
+			},
+		},
+		{
+			patterns: []string{
+				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY 1",
+				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY node['name']",
+				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY 1 ORDER BY 1",
+				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY node['name'] ORDER BY node['name']",
+			},
+			cols: colsShardCount,
+			run: func(x *execCtx) (*result, error) {
+				names, err := x.strs(0)
+				if err != nil {
+					return nil, err
+				}
+				counts := x.m.shardCounts()
+				var out [][]any
+				for _, n := range slices.Sorted(slices.Values(names)) {
+					if c := counts[n]; c > 0 && (len(out) == 0 || out[len(out)-1][0] != n) {
+						out = append(out, []any{n, int64(c)})
+					}
+				}
+				return rows(colsShardCount, out...), nil
+			},
+		},
+		{
+			patterns: []string{"SELECT count(*) FROM sys.shards WHERE node['name'] = ANY(:arr)"},
+			cols:     []column{{"count(*)", oidInt8}},
+			run: func(x *execCtx) (*result, error) {
+				names, err := x.strs(0)
+				if err != nil {
+					return nil, err
+				}
+				counts := x.m.shardCounts()
+				total := 0
+				for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
+					total += counts[n]
+				}
+				return rows([]column{{"count(*)", oidInt8}}, []any{int64(total)}), nil
+			},
+		},
+		{
+			patterns: []string{"SELECT count(*) = 1 FROM sys.users WHERE name = :v", "SELECT (count(*) = 1) FROM sys.users WHERE name = :v"},
+			cols:     colsExists,
+			run: func(x *execCtx) (*result, error) {
+				name, err := x.str(0)
+				if err != nil {
+					return nil, err
+				}
+				_, ok := x.m.users[name]
+				return rows(colsExists, []any{ok}), nil
+			},
+		},
+		{
+			patterns: []string{
+				"SET GLOBAL :id = :v", "SET GLOBAL TRANSIENT :id = :v", "SET GLOBAL PERSISTENT :id = :v",
+				"SET GLOBAL :id TO :v", "SET GLOBAL TRANSIENT :id TO :v", "SET GLOBAL PERSISTENT :id TO :v",
+			},
+			run: runSetGlobal,
+		},
+		{
+			patterns: []string{"RESET GLOBAL :id"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				delete(x.m.settings, identName(x.caps[0].toks))
+				x.m.allocate()
+				x.mutated = true
+				return done("RESET", 1), nil
+			},
+		},
+		{
+			patterns: []string{"UPDATE sys.node_checks SET acknowledged = :b WHERE id = :i"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				ack, err := x.boolean(0)
+				if err != nil {
+					return nil, err
+				}
+				id, err := x.integer(1)
+				if err != nil {
+					return nil, err
+				}
+				if id != 1 {
+					return done("UPDATE", 0), nil
+				}
+				x.m.checkAcked = ack
+				return done("UPDATE", 1), nil
+			},
+		},
+		{
+			patterns: []string{"SET LICENSE :v"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				key, err := x.str(0)
+				if err != nil {
+					return nil, err
+				}
+				if strings.TrimSpace(key) == "" {
+					return nil, errIllegal("license key must not be empty")
+				}
+				x.m.license = true
+				x.mutated = true
+				return done("SET", 1), nil
+			},
+		},
+		{
+			patterns: []string{"CREATE USER :id", "CREATE USER :id WITH (password = :v)", "CREATE USER :id WITH (password :v)"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				name := identName(x.caps[0].toks)
+				if _, ok := x.m.users[name]; ok {
+					return nil, errRoleExists(name)
+				}
+				u := &user{name: name}
+				if len(x.caps) > 1 {
+					pw, err := x.str(1)
+					if err != nil {
+						return nil, err
+					}
+					u.pwHash = hashPassword(pw)
+				}
+				x.m.users[name] = u
+				x.mutated = true
+				return done("CREATE", 1), nil
+			},
+		},
+		{
+			patterns: []string{"ALTER USER :id SET (password = :v)", "ALTER USER :id SET (password :v)"},
+			run: func(x *execCtx) (*result, error) {
+				name := identName(x.caps[0].toks)
+				if name != x.user {
+					if err := x.requirePrivilege(); err != nil {
+						return nil, err
+					}
+				}
+				u := x.m.users[name]
+				if u == nil {
+					return nil, errRoleUnknown(name)
+				}
+				if x.caps[1].toks[0].kind == tkWord && x.caps[1].toks[0].text == "null" {
+					u.pwHash = ""
+				} else {
+					pw, err := x.str(1)
+					if err != nil {
+						return nil, err
+					}
+					u.pwHash = hashPassword(pw)
+				}
+				x.mutated = true
+				return done("ALTER", 1), nil
+			},
+		},
+		{
+			patterns: []string{"GRANT ALL PRIVILEGES TO :id", "GRANT ALL TO :id"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				name := identName(x.caps[0].toks)
+				u := x.m.users[name]
+				if u == nil {
+					return nil, errRoleUnknown(name)
+				}
+				u.granted = true
+				x.mutated = true
+				return done("GRANT", 1), nil
+			},
+		},
+		{
+			patterns: []string{"DROP USER :id", "DROP USER IF EXISTS :id"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				name := identName(x.caps[0].toks)
+				u := x.m.users[name]
+				if u == nil {
+					if x.variant == 1 { // IF EXISTS
+						return done("DROP", 0), nil
+					}
+					return nil, errRoleUnknown(name)
+				}
+				if u.superuser {
+					return nil, errIllegal("cannot drop a superuser '%s'", name)
+				}
+				delete(x.m.users, name)
+				x.mutated = true
+				return done("DROP", 1), nil
+			},
+		},
+		{
+			patterns: []string{
+				"CREATE TABLE :id :parens",
+				"CREATE TABLE :id :parens CLUSTERED INTO :i SHARDS",
+				"CREATE TABLE :id :parens WITH (number_of_replicas = :v)",
+				"CREATE TABLE :id :parens CLUSTERED INTO :i SHARDS WITH (number_of_replicas = :v)",
+				"CREATE TABLE IF NOT EXISTS :id :parens",
+				"CREATE TABLE IF NOT EXISTS :id :parens CLUSTERED INTO :i SHARDS",
+				"CREATE TABLE IF NOT EXISTS :id :parens WITH (number_of_replicas = :v)",
+				"CREATE TABLE IF NOT EXISTS :id :parens CLUSTERED INTO :i SHARDS WITH (number_of_replicas = :v)",
+			},
+			run: runCreateTable,
+		},
+		{
+			patterns: []string{"DROP TABLE :id", "DROP TABLE IF EXISTS :id"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				name := tableName(x.caps[0].toks)
+				if x.m.tables[name] == nil {
+					if x.variant == 1 { // IF EXISTS
+						return done("DROP", 0), nil
+					}
+					return nil, errRelationUnknown(name)
+				}
+				x.m.dropTable(name)
+				x.mutated = true
+				return done("DROP", 1), nil
+			},
+		},
+		{
+			patterns: []string{"ALTER TABLE :id SET (number_of_replicas = :v)"},
+			run: func(x *execCtx) (*result, error) {
+				if err := x.requirePrivilege(); err != nil {
+					return nil, err
+				}
+				name := tableName(x.caps[0].toks)
+				t := x.m.tables[name]
+				if t == nil {
+					return nil, errRelationUnknown(name)
+				}
+				r, err := x.str(1)
+				if err != nil {
+					return nil, err
+				}
+				if !validReplicas(r) {
+					return nil, errIllegal("invalid number_of_replicas '%s'", r)
+				}
+				t.replicas = r
+				x.m.allocate()
+				x.mutated = true
+				return done("ALTER", -1), nil
+			},
+		},
+		{patterns: []string{"BEGIN"}, run: func(*execCtx) (*result, error) { return done("BEGIN", 0), nil }},
+		{patterns: []string{"COMMIT"}, run: func(*execCtx) (*result, error) { return done("COMMIT", 0), nil }},
+		{patterns: []string{"REFRESH TABLE :id"}, run: func(*execCtx) (*result, error) { return done("REFRESH", 1), nil }},
+	}
+}
+
+func runSetGlobal(x *execCtx) (*result, error) {
+	if err := x.requirePrivilege(); err != nil {
+		return nil, err
+	}
+	key := identName(x.caps[0].toks)
+	val, err := x.str(1)
+	if err != nil {
+		return nil, err
+	}
+	switch key {
+	case settingAllocationEnable:
+		val = strings.ToLower(val)
+		if !slices.Contains([]string{"all", "primaries", "new_primaries", "none"}, val) {
+			return nil, errIllegal("Illegal allocation.enable value [%s]", strings.ToUpper(val))
+		}
+	case settingAllocationExclude:
+		var names []string
+		for _, n := range strings.Split(val, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		val = strings.Join(names, ",")
+	}
+	x.m.settings[key] = val
+	x.m.allocate()
+	x.mutated = true
+	return done("SET", 1), nil
+}
+
+func runCreateTable(x *execCtx) (*result, error) {
+	if err := x.requirePrivilege(); err != nil {
+		return nil, err
+	}
+	name := tableName(x.caps[0].toks)
+	shards, replicas := int64(4), "0-1"
+	for i := 2; i < len(x.caps); i++ {
+		var err error
+		switch x.caps[i].kind {
+		case phInt:
+			shards, err = x.integer(i)
+		case phValue:
+			replicas, err = x.str(i)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if shards < 1 || shards > 1000 {
+		return nil, errIllegal("number of shards must be between 1 and 1000, got %d", shards)
+	}
+	if !validReplicas(replicas) {
+		return nil, errIllegal("invalid number_of_replicas '%s'", replicas)
+	}
+	if x.m.tables[name] != nil {
+		if x.variant >= 4 { // IF NOT EXISTS
+			return done("CREATE", 0), nil
+		}
+		return nil, errRelationExists(name)
+	}
+	x.m.createTable(name, int(shards), replicas)
+	x.mutated = true
+	return done("CREATE", 1), nil
+}

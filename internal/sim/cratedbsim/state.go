@@ -1,0 +1,90 @@
+package cratedbsim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// persisted is what Config.StateDir keeps across simulator restarts. Passwords are stored as
+// hashes only.
+type persisted struct {
+	Users    []persistedUser   `json:"users"`
+	License  bool              `json:"license"`
+	Settings map[string]string `json:"settings,omitempty"`
+	Tables   []persistedTable  `json:"tables,omitempty"`
+}
+
+type persistedUser struct {
+	Name      string `json:"name"`
+	PwHash    string `json:"pwHash,omitempty"`
+	Superuser bool   `json:"superuser,omitempty"`
+	Granted   bool   `json:"granted,omitempty"`
+}
+
+type persistedTable struct {
+	Name     string `json:"name"`
+	Shards   int    `json:"shards"`
+	Replicas string `json:"replicas"`
+}
+
+func (s *Sim) statePath() string { return filepath.Join(s.cfg.StateDir, "cratedb-sim-state.json") }
+
+func (s *Sim) loadState() error {
+	if s.cfg.StateDir == "" {
+		return nil
+	}
+	data, err := os.ReadFile(s.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cratedbsim: read state: %w", err)
+	}
+	var st persisted
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("cratedbsim: decode state %s: %w", s.statePath(), err)
+	}
+	for _, u := range st.Users {
+		s.m.users[u.Name] = &user{name: u.Name, pwHash: u.PwHash, superuser: u.Superuser, granted: u.Granted}
+	}
+	s.m.license = st.License
+	for k, v := range st.Settings {
+		s.m.settings[k] = v
+	}
+	for _, t := range st.Tables {
+		// Where the data lives is not kept: primaries may start anywhere.
+		s.m.tables[t.Name] = &table{name: t.Name, shards: t.Shards, replicas: t.Replicas, copies: make([][]*shardCopy, t.Shards), anywhere: true}
+	}
+	return nil
+}
+
+func (s *Sim) saveStateLocked() error {
+	if s.cfg.StateDir == "" {
+		return nil
+	}
+	st := persisted{License: s.m.license, Settings: s.m.settings}
+	for _, u := range s.m.users {
+		st.Users = append(st.Users, persistedUser{Name: u.name, PwHash: u.pwHash, Superuser: u.superuser, Granted: u.granted})
+	}
+	for _, t := range s.m.sortedTables() {
+		st.Tables = append(st.Tables, persistedTable{Name: t.name, Shards: t.shards, Replicas: t.replicas})
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	if err := os.MkdirAll(s.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	tmp := s.statePath() + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := os.Rename(tmp, s.statePath()); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
