@@ -227,6 +227,11 @@ func (o *GlobalOptions) defaultClients() (*Clients, error) {
 		return nil, kubeconfigError(err)
 	}
 	cfg = rest.CopyConfig(cfg)
+	// client-go's default of 5 requests/s paced restarts by the client,
+	// not by the database (journal saves are a GET and an UPDATE each).
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 20, 40
+	}
 	cfg.Wrap(clock.WrapTransport)
 	cfg.UserAgent = "kubectl-dbops/" + Version
 	kc, err := kubernetes.NewForConfig(cfg)

@@ -1,0 +1,495 @@
+//go:build e2e
+
+package e2e
+
+// End-to-end tests of kubectl-dbops operations: the real binary against the testbed.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+const webCluster = "web"
+
+// webPods are the pods of the 3-replica test cluster, in ordinal order.
+var webPods = []string{"web-0", "web-1", "web-2"}
+
+// checkRestartOrder checks the pod watch of a rolling restart: each pod in names (in this order) was
+// restarted exactly once — the only serving (once Ready) incarnation deleted is the one it had in
+// old —, and pod N+1 was first touched only after pod N was back with a new UID and Ready.
+//
+// A replacement that is deleted before it was ever Ready is not a restart by the tool (the tool
+// deletes with a UID precondition on the old UID, and TestRollingRestartAPIRequests counts one
+// DELETE per pod): the StatefulSet controller occasionally deletes and recreates a fresh pod on
+// the testbed. Such deletions are logged, not counted.
+func checkRestartOrder(t *testing.T, changes []podTransition, names []string, old map[string]types.UID) {
+	t.Helper()
+	served := map[types.UID]bool{} // UIDs seen Ready (the original pods were Ready at the start)
+	for _, uid := range old {
+		served[uid] = true
+	}
+	for _, c := range changes {
+		if c.Ready {
+			served[c.UID] = true
+		}
+	}
+	dump := func() string {
+		var b strings.Builder
+		for _, c := range changes {
+			b.WriteString("  " + c.String() + "\n")
+		}
+		return b.String()
+	}
+	prevReady := -1 // seq at which the previous pod's replacement was Ready
+	for _, name := range names {
+		deleted, ready := -1, -1
+		deletedUIDs := map[types.UID]bool{}
+		for _, c := range changes {
+			if c.Name != name {
+				continue
+			}
+			if c.Terminating && !served[c.UID] {
+				if c.Type == watch.Deleted {
+					t.Logf("pod %s: replacement uid %s was deleted before it was ever Ready (not by the tool: it deletes only the old UID); ignored", name, c.UID)
+				}
+				continue
+			}
+			if c.Terminating {
+				deletedUIDs[c.UID] = true
+				if deleted < 0 {
+					deleted = c.Seq
+				}
+			}
+			if ready < 0 && deleted >= 0 && c.UID != old[name] && c.Ready && !c.Terminating {
+				ready = c.Seq
+			}
+		}
+		switch {
+		case deleted < 0:
+			t.Errorf("pod %s was never deleted; pod watch:\n%s", name, dump())
+			continue
+		case len(deletedUIDs) != 1 || !deletedUIDs[old[name]]:
+			t.Errorf("pod %s: deleted UIDs %v, want exactly its original UID %s (each pod restarted once); pod watch:\n%s", name, uidKeys(deletedUIDs), old[name], dump())
+		case ready < 0:
+			t.Errorf("pod %s never came back Ready with a new UID; pod watch:\n%s", name, dump())
+			continue
+		}
+		if deleted < prevReady {
+			t.Errorf("pod %s was deleted (event #%d) before the previous pod's replacement was Ready (event #%d); pod watch:\n%s", name, deleted, prevReady, dump())
+		}
+		prevReady = ready
+	}
+}
+
+func uidKeys[K comparable, V any](m map[K]V) []K {
+	var out []K
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func uidsByName(pods []*corev1.Pod) map[string]types.UID {
+	m := map[string]types.UID{}
+	for _, p := range pods {
+		m[p.Name] = p.UID
+	}
+	return m
+}
+
+// waitReplacementsReady waits until the pod watch has seen every named pod Ready under a UID
+// other than its original one (the command may exit before our watch delivers the last event).
+func waitReplacementsReady(t *testing.T, pods *watchRecorder, names []string, old map[string]types.UID) []podTransition {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	err := pods.waitUntil(ctx, func(evs []recordedEvent) bool {
+		back := map[string]bool{}
+		for _, c := range podTransitions(evs) {
+			if c.UID != old[c.Name] && c.Ready && !c.Terminating {
+				back[c.Name] = true
+			}
+		}
+		for _, n := range names {
+			if !back[n] {
+				return false
+			}
+		}
+		return true
+	})
+	changes := podTransitions(pods.snapshot())
+	if err != nil {
+		t.Fatalf("waiting for the replacements of %v to be Ready: %v; seen: %v", names, err, changes)
+	}
+	return changes
+}
+
+// restartEvents returns the DbopsRestartPod events of the namespace by pod name.
+func restartEvents(t *testing.T, ns string) map[string][]corev1.Event {
+	t.Helper()
+	list, err := bed.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=DbopsRestartPod"})
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	out := map[string][]corev1.Event{}
+	for _, e := range list.Items {
+		out[e.InvolvedObject.Name] = append(out[e.InvolvedObject.Name], e)
+	}
+	return out
+}
+
+// checkRestartEvents asserts one DbopsRestartPod Event per pod, on the pod's old UID, naming
+// the lock ID.
+func checkRestartEvents(t *testing.T, ns, lockID string, old map[string]types.UID) {
+	t.Helper()
+	evs := restartEvents(t, ns)
+	for _, name := range webPods {
+		got := evs[name]
+		if len(got) != 1 {
+			t.Errorf("pod %s has %d DbopsRestartPod events, want 1: %+v", name, len(got), got)
+			continue
+		}
+		e := got[0]
+		if e.ReportingInstance != lockID && !strings.Contains(e.Message, lockID) {
+			t.Errorf("DbopsRestartPod event of %s does not name lock ID %q: reportingInstance=%q message=%q", name, lockID, e.ReportingInstance, e.Message)
+		}
+		if e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.UID != old[name] {
+			t.Errorf("DbopsRestartPod event of %s is about %s uid %s, want Pod uid %s", name, e.InvolvedObject.Kind, e.InvolvedObject.UID, old[name])
+		}
+		if e.Source.Component != "kubectl-dbops" {
+			t.Errorf("DbopsRestartPod event of %s has source %q, want kubectl-dbops", name, e.Source.Component)
+		}
+	}
+}
+
+// Case 1: a generic rolling restart restarts each pod once, in ordinal order, waiting for each
+// replacement to be Ready, under the cluster lock, with an audit Event per pod.
+func TestRollingRestart(t *testing.T) {
+	ns := newNamespace(t)
+	old := uidsByName(createDBCluster(t, ns, webCluster, 3))
+	lockID := defaultLockID(t)
+	pods := recordPodWatch(t, ns)
+	leases := recordLeaseWatch(t, ns)
+
+	res := runCLI(t, cliEnv(t), "restart", webCluster, "-n", ns, "--rolling", "--yes", "--no-tui")
+	if res.Code != 0 {
+		t.Fatalf("want exit 0: %s", res)
+	}
+	for _, want := range []string{"lock acquired by " + lockID, "Plan: restart " + ns + "/" + webCluster, "lock released", "done: succeeded"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, res.Stdout)
+		}
+	}
+	for line := range strings.Lines(res.Stdout) {
+		// Plain lines start with an RFC 3339 timestamp; plan details are indented under them.
+		if !strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "20") {
+			t.Errorf("plain output line without a timestamp: %q", line)
+		}
+	}
+
+	changes := waitReplacementsReady(t, pods, webPods, old)
+	checkRestartOrder(t, changes, webPods, old)
+	for _, c := range changes {
+		t.Logf("pod watch %s", c)
+	}
+
+	// The lock: seen held by our ID during the run, released at the end, journal succeeded.
+	if !leaseHolderSeen("dbops-"+webCluster, lockID)(leases.snapshot()) {
+		t.Errorf("the lease dbops-%s was never seen held by %s", webCluster, lockID)
+	}
+	lease, j := getLockLease(t, ns, webCluster)
+	if h := holderString(lease.Spec.HolderIdentity); h != "" {
+		t.Errorf("lock still held by %q after the run, want released", h)
+	}
+	if j.State != "succeeded" || j.Steps != 3 || len(j.Done) != 3 || j.Holder != lockID {
+		t.Errorf("journal = %+v, want state succeeded, 3 steps done, holder %s", j, lockID)
+	}
+	checkRestartEvents(t, ns, lockID, old)
+}
+
+// Case 2: --dry-run computes the plan from live state and writes nothing.
+func TestDryRunWritesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	createDBCluster(t, ns, webCluster, 3)
+	env := cliEnv(t)
+
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, res cliResult)
+	}{{
+		name: "text",
+		args: []string{"restart", webCluster, "-n", ns, "--rolling", "--dry-run"},
+		check: func(t *testing.T, res cliResult) {
+			for _, want := range append([]string{"Plan: restart " + ns + "/" + webCluster}, "pod/web-0", "pod/web-1", "pod/web-2") {
+				if !strings.Contains(res.Stdout, want) {
+					t.Errorf("plan lacks %q:\n%s", want, res.Stdout)
+				}
+			}
+			if i0, i2 := strings.Index(res.Stdout, "pod/web-0"), strings.Index(res.Stdout, "pod/web-2"); i0 > i2 {
+				t.Errorf("plan does not list pods in ordinal order:\n%s", res.Stdout)
+			}
+		},
+	}, {
+		name: "json",
+		args: []string{"restart", webCluster, "-n", ns, "--rolling", "--dry-run", "-o", "json"},
+		check: func(t *testing.T, res cliResult) {
+			var plan struct {
+				Operation string `json:"operation"`
+				Steps     []struct {
+					ID     string `json:"id"`
+					Target string `json:"target"`
+				} `json:"steps"`
+			}
+			if err := decodeOneJSON(res.Stdout, &plan); err != nil {
+				t.Fatalf("dry-run -o json is not a plan: %v\n%s", err, res)
+			}
+			var targets []string
+			for _, s := range plan.Steps {
+				targets = append(targets, s.Target)
+			}
+			if want := []string{"pod/web-0", "pod/web-1", "pod/web-2"}; plan.Operation != "restart" || !slices.Equal(targets, want) {
+				t.Errorf("plan = %s %v, want restart %v", plan.Operation, targets, want)
+			}
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshotNamespace(t, ns)
+			res := runCLI(t, env, tc.args...)
+			if res.Code != 0 {
+				t.Fatalf("want exit 0: %s", res)
+			}
+			tc.check(t, res)
+			if diffs := diffRVSnapshots(t, before, snapshotNamespace(t, ns)); len(diffs) > 0 {
+				t.Errorf("--dry-run changed the namespace:\n  %s", strings.Join(diffs, "\n  "))
+			}
+			if _, err := bed.Client.CoordinationV1().Leases(ns).Get(t.Context(), "dbops-"+webCluster, metav1.GetOptions{}); err == nil {
+				t.Errorf("--dry-run created the lock lease")
+			}
+		})
+	}
+}
+
+// Case 3: while one invocation runs, a second one is refused with exit 3 naming the holder,
+// whether it uses another lock ID or the same (default) one from another process.
+func TestConcurrentInvocationsAreLocked(t *testing.T) {
+	tests := []struct {
+		name       string
+		firstID    string // "" = the default ID derived from the kubeconfig
+		secondID   string
+		wantStderr []string
+	}{
+		{name: "different-ids", firstID: "a", secondID: "b", wantStderr: []string{"is locked by a (restart --rolling) until "}},
+		{name: "same-default-id", wantStderr: []string{"is locked by another kubectl-dbops session of " + defaultLockID(t) + " (restart --rolling)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			old := uidsByName(createDBCluster(t, ns, webCluster, 3))
+			pods := recordPodWatch(t, ns)
+			leases := recordLeaseWatch(t, ns)
+			env := cliEnv(t)
+			args := func(id string) []string {
+				a := []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json"}
+				if id != "" {
+					a = append(a, "--lock-id", id)
+				}
+				return a
+			}
+			firstID := tc.firstID
+			if firstID == "" {
+				firstID = defaultLockID(t)
+			}
+
+			first := startCLI(t, env, args(tc.firstID)...)
+			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+			defer cancel()
+			if err := leases.waitUntil(ctx, leaseHolderSeen("dbops-"+webCluster, firstID)); err != nil {
+				t.Fatalf("the first invocation never held the lock: %v\n%s", err, first.wait())
+			}
+			// Freeze the first invocation while it holds the lock, so the second one
+			// deterministically meets a live holder however fast the restart would be.
+			if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatalf("SIGSTOP: %v", err)
+			}
+			if l, err := bed.Client.CoordinationV1().Leases(ns).Get(t.Context(), "dbops-"+webCluster, metav1.GetOptions{}); err != nil || holderString(l.Spec.HolderIdentity) != firstID {
+				_ = first.cmd.Process.Signal(syscall.SIGCONT)
+				t.Fatalf("the first invocation no longer holds the lock once frozen (get: %v); test inconclusive:\n%s", err, first.wait())
+			}
+			second := runCLI(t, env, args(tc.secondID)...)
+			if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatalf("SIGCONT: %v", err)
+			}
+			firstRes := first.wait()
+
+			if second.Code != 3 {
+				t.Errorf("second invocation: want exit 3 (lock held): %s", second)
+			}
+			stderr := strings.TrimSpace(second.Stderr)
+			for _, want := range tc.wantStderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("second invocation's stderr lacks %q: %q", want, stderr)
+				}
+			}
+			if strings.Count(stderr, "\n") != 0 || !strings.HasPrefix(stderr, "error: ") {
+				t.Errorf("second invocation's stderr is not one error line: %q", stderr)
+			}
+			if started := stepsOf(parseNDJSON(t, second), "step-started"); len(started) != 0 {
+				t.Errorf("the refused invocation started steps %v", started)
+			}
+			if firstRes.Code != 0 || lastOutcome(first.all) != "succeeded" {
+				t.Errorf("first invocation: want exit 0 and outcome succeeded (outcome %s): %s", lastOutcome(first.all), firstRes)
+			}
+			// Exactly one proceeded: every pod restarted exactly once, by the first.
+			checkRestartOrder(t, waitReplacementsReady(t, pods, webPods, old), webPods, old)
+			lease, j := getLockLease(t, ns, webCluster)
+			if j.State != "succeeded" || j.Holder != firstID || len(j.Done) != 3 {
+				t.Errorf("journal = %+v, want succeeded by %s with 3 steps done", j, firstID)
+			}
+			if h := holderString(lease.Spec.HolderIdentity); h != "" {
+				t.Errorf("lock still held by %q, want released", h)
+			}
+		})
+	}
+}
+
+// Case 6: SIGINT after the first restarted pod stops safely (exit 130, journal interrupted,
+// lock released); re-running resumes without restarting that pod again.
+func TestInterruptAndResume(t *testing.T) {
+	ns := newNamespace(t)
+	old := uidsByName(createDBCluster(t, ns, webCluster, 3))
+	pods := recordPodWatch(t, ns)
+	env := cliEnv(t)
+	args := []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json", "--lock-id", "e2e-interrupt"}
+
+	run := startCLI(t, env, args...)
+	first := run.waitEvent("the first step-done event", func(e ndEvent) bool { return e.Type == "step-done" })
+	if first.stepID() != "restart/web-0" {
+		t.Fatalf("first step done is %q, want restart/web-0", first.stepID())
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatalf("SIGINT: %v", err)
+	}
+	res := run.wait()
+	if res.Code != 130 {
+		t.Fatalf("interrupted run: want exit 130: %s", res)
+	}
+	if got := lastOutcome(run.all); got != "interrupted" {
+		t.Errorf("interrupted run's last event outcome = %q, want interrupted", got)
+	}
+	if done := stepsOf(run.all, "step-done"); !slices.Equal(done, []string{"restart/web-0"}) {
+		t.Errorf("interrupted run finished steps %v, want only restart/web-0", done)
+	}
+	lease, j := getLockLease(t, ns, webCluster)
+	if j.State != "interrupted" || !slices.Equal(j.Done, []string{"restart/web-0"}) {
+		t.Errorf("journal after SIGINT = %+v, want state interrupted with restart/web-0 done", j)
+	}
+	if h := holderString(lease.Spec.HolderIdentity); h != "" {
+		t.Errorf("lock still held by %q after SIGINT, want released", h)
+	}
+
+	// Resume. The interrupted run may have deleted web-1 already (the action in flight
+	// finishes); the re-run then finds it restarted. Either way no pod is restarted twice.
+	res = runCLI(t, env, args...)
+	if res.Code != 0 {
+		t.Fatalf("re-run: want exit 0: %s", res)
+	}
+	evs := parseNDJSON(t, res)
+	if got := lastOutcome(evs); got != "succeeded" {
+		t.Errorf("re-run outcome = %q, want succeeded", got)
+	}
+	skipped := map[string]string{}
+	for _, e := range evs {
+		if e.Type == "step-skipped" {
+			skipped[e.stepID()] = e.Reason
+		}
+	}
+	if r, ok := skipped["restart/web-0"]; !ok || !strings.Contains(r, "earlier run") {
+		t.Errorf("re-run did not skip restart/web-0 as done in an earlier run (skipped: %v)", skipped)
+	}
+	if started := stepsOf(evs, "step-started"); slices.Contains(started, "restart/web-0") {
+		t.Errorf("re-run started restart/web-0 again (started %v)", started)
+	}
+	if !slices.Contains(stepsOf(evs, "step-done"), "restart/web-2") {
+		t.Errorf("re-run did not restart web-2 (done %v)", stepsOf(evs, "step-done"))
+	}
+	changes := waitReplacementsReady(t, pods, webPods, old)
+	checkRestartOrder(t, changes, webPods, old)
+	for _, c := range changes {
+		t.Logf("pod watch %s", c)
+	}
+	lease, j = getLockLease(t, ns, webCluster)
+	if j.State != "succeeded" || len(j.Done) != 3 {
+		t.Errorf("journal after re-run = %+v, want succeeded with 3 steps done", j)
+	}
+	if h := holderString(lease.Spec.HolderIdentity); h != "" {
+		t.Errorf("lock still held by %q after re-run, want released", h)
+	}
+	checkRestartEvents(t, ns, "e2e-interrupt", old)
+}
+
+// Case 7: bad input against the real API fails with exit 2 and one error line, changing
+// nothing.
+func TestBadInputChangesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	createDBCluster(t, ns, webCluster, 3)
+	env := cliEnv(t)
+	tests := []struct {
+		name   string
+		args   []string
+		stderr string // substring of the error line
+	}{
+		{"restart unknown cluster", []string{"restart", "nosuch", "-n", ns, "--rolling", "--yes"}, `no database cluster "nosuch"`},
+		{"status unknown cluster", []string{"status", "nosuch", "-n", ns}, `no database cluster "nosuch"`},
+		{"lock acquire unknown cluster", []string{"lock", "acquire", "nosuch", "-n", ns}, `nosuch`},
+		{"unknown node group", []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "--group", "nope"}, `unknown node group "nope"`},
+		{"no --yes without a terminal", []string{"restart", webCluster, "-n", ns, "--rolling"}, "--yes"},
+		{"unknown flag", []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "--bogus"}, "bogus"},
+		{"bad output format", []string{"status", webCluster, "-n", ns, "-o", "xml"}, "xml"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.ReplaceAll(tc.name, " ", "-"), func(t *testing.T) {
+			before := snapshotNamespace(t, ns)
+			res := runCLI(t, env, tc.args...)
+			if res.Code != 2 {
+				t.Errorf("want exit 2 (usage): %s", res)
+			}
+			stderr := strings.TrimSuffix(res.Stderr, "\n")
+			if stderr == "" || strings.Contains(stderr, "\n") || !strings.HasPrefix(stderr, "error: ") {
+				t.Errorf("stderr is not exactly one \"error: ...\" line: %q", res.Stderr)
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr %q lacks %q", stderr, tc.stderr)
+			}
+			if res.Stdout != "" {
+				t.Errorf("stdout is not empty: %q", res.Stdout)
+			}
+			if diffs := diffRVSnapshots(t, before, snapshotNamespace(t, ns)); len(diffs) > 0 {
+				t.Errorf("a rejected command changed the namespace:\n  %s", strings.Join(diffs, "\n  "))
+			}
+		})
+	}
+}
+
+// decodeOneJSON decodes one JSON document from s.
+func decodeOneJSON(s string, v any) error {
+	d := json.NewDecoder(strings.NewReader(s))
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return fmt.Errorf("more than one JSON document")
+	}
+	return nil
+}
