@@ -40,17 +40,24 @@ type options struct {
 	verify   string
 }
 
-// valueFlags take a value, as "--flag=value" or "--flag value".
-var valueFlags = map[string]bool{
-	"--hosts": true, "--host": true, "-c": true, "--command": true, "-U": true, "--username": true,
-	"--format": true, "--schema": true, "--timeout": true, "--config": true, "--history": true,
-	"--cert-file": true, "--key-file": true, "--ca-cert-file": true, "--verify-ssl": true,
+// isValueFlag tells the crash options that take a value, as "--flag=value" or "--flag value".
+func isValueFlag(name string) bool {
+	switch name {
+	case "--hosts", "--host", "-c", "--command", "-U", "--username", "--format", "--schema", "--timeout",
+		"--config", "--history", "--cert-file", "--key-file", "--ca-cert-file", "--verify-ssl":
+		return true
+	}
+	return false
 }
 
-// switches take no value.
-var switches = map[string]bool{
-	"-v": true, "--verbose": true, "-A": true, "--no-autocomplete": true, "-W": true, "--password": true,
-	"--no-color": true, "--version": true, "-h": true, "--help": true, "--sysinfo": true,
+// isSwitch tells the crash options without a value.
+func isSwitch(name string) bool {
+	switch name {
+	case "-v", "--verbose", "-A", "--no-autocomplete", "-W", "--password", "--no-color", "--version",
+		"-h", "--help", "--sysinfo":
+		return true
+	}
+	return false
 }
 
 func parseArgs(args []string) (options, error) {
@@ -61,10 +68,10 @@ func parseArgs(args []string) (options, error) {
 		if !strings.HasPrefix(a, "-") {
 			return opts, fmt.Errorf("unrecognized arguments: %s", redactArg(a))
 		}
-		if switches[a] {
+		if isSwitch(a) {
 			continue
 		}
-		if !valueFlags[name] {
+		if !isValueFlag(name) {
 			return opts, fmt.Errorf("unrecognized arguments: %s", name)
 		}
 		if !hasValue {

@@ -17,10 +17,10 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
 )
 
-var (
-	gvrExec        = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "execs"}
-	gvrPortForward = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "portforwards"}
-)
+// kwokResource names kwok's execs and portforwards resources.
+func kwokResource(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: resource}
+}
 
 // wireKwok keeps one kwok Exec and PortForward object per pod name pointing at the pod's node.
 // A recreated pod keeps its name and so its mapping; new names (scale-up) get one when their
@@ -56,7 +56,7 @@ func applyMappings(ctx context.Context, dyn dynamic.Interface, namespace string,
 		envs = append(envs, map[string]any{"name": k, "value": env[k]})
 	}
 	execSpec := map[string]any{"execs": []any{map[string]any{"local": map[string]any{"envs": envs}}}}
-	if err := apply(ctx, dyn, gvrExec, "Exec", namespace, n.Pod, execSpec); err != nil {
+	if err := apply(ctx, dyn, kwokResource("execs"), "Exec", namespace, n.Pod, execSpec); err != nil {
 		return err
 	}
 	var forwards []any
@@ -72,7 +72,7 @@ func applyMappings(ctx context.Context, dyn dynamic.Interface, namespace string,
 		forwards = append(forwards, map[string]any{"ports": []any{podPort}, "target": map[string]any{"address": n.Host, "port": p}})
 	}
 	fwSpec := map[string]any{"forwards": forwards}
-	return apply(ctx, dyn, gvrPortForward, "PortForward", namespace, n.Pod, fwSpec)
+	return apply(ctx, dyn, kwokResource("portforwards"), "PortForward", namespace, n.Pod, fwSpec)
 }
 
 func apply(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace, name string, spec map[string]any) error {

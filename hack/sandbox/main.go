@@ -4,6 +4,7 @@
 //	go run ./hack/sandbox up      # start (or show) the sandbox, print the KUBECONFIG export
 //	go run ./hack/sandbox status  # tell whether it runs
 //	go run ./hack/sandbox down    # stop every process and remove the state
+//	go run ./hack/sandbox etcd    # run the demo etcd cluster's members in the foreground
 //
 // State lives in $DBOPS_SANDBOX_DIR or ${XDG_STATE_HOME:-$HOME/.local/state}/kubectl-dbops/sandbox.
 package main
@@ -21,11 +22,12 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
-const usage = `usage: sandbox up|down|status
+const usage = `usage: sandbox up|down|status|etcd
 
   up      start the sandbox in the background (or reuse it) and print the KUBECONFIG export
   down    stop every sandbox process and delete its state
   status  report whether the sandbox runs
+  etcd    run the demo etcd cluster (real etcd members) until Ctrl-C
 `
 
 func main() {
@@ -44,6 +46,8 @@ func main() {
 		err = down()
 	case "status":
 		err = status()
+	case "etcd":
+		err = runEtcd(ctx)
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -128,6 +132,12 @@ func up(ctx context.Context) error {
 		}
 		hints = append(hints, f.Hints...)
 	}
+	logf("sandbox: creating demo cratedb cluster %s/%s (CrateDB simulator)", crateNamespace, crateCluster)
+	crateHints, err := installCrateDemo(ctx, tb, dir, logf)
+	if err != nil {
+		return fmt.Errorf("demo cluster %s/%s: %w", crateNamespace, crateCluster, err)
+	}
+	hints = append(hints, crateHints...)
 	ok = true
 
 	fmt.Printf("# sandbox up in %s (logs in %s); stop it with: go run ./hack/sandbox down\n", tb.StartupDuration.Round(time.Millisecond), tb.LogDir)

@@ -403,6 +403,52 @@ func (m *model) allocate() {
 			t.anywhere = false
 		}
 	}
+	if enable == "all" {
+		m.rebalance(load)
+	}
+}
+
+// rebalance starts one relocation from the most to the least loaded eligible node when they
+// differ by more than one copy and no recovery is running, as CrateDB's balancer does; so a
+// node that came back empty gets shards again.
+func (m *model) rebalance(load map[string]int) {
+	var most, least *simNode
+	for _, n := range m.sortedNodes() {
+		if !m.eligible(n) {
+			continue
+		}
+		if most == nil || load[n.name] > load[most.name] {
+			most = n
+		}
+		if least == nil || load[n.name] < load[least.name] {
+			least = n
+		}
+	}
+	if most == nil || load[most.name]-load[least.name] <= 1 {
+		return
+	}
+	for _, t := range m.tables {
+		for _, copies := range t.copies {
+			for _, c := range copies {
+				if !c.started || c.relocatingFrom != "" {
+					return // a recovery runs: wait until the cluster is quiet
+				}
+			}
+		}
+	}
+	for _, t := range m.sortedTables() {
+		for i, copies := range t.copies {
+			if holds(copies, least.name) || !hasStartedPrimary(copies) {
+				continue
+			}
+			for _, c := range copies {
+				if c.node == most.name {
+					t.copies[i] = append(copies, &shardCopy{node: least.name, relocatingFrom: most.name})
+					return
+				}
+			}
+		}
+	}
 }
 
 func hasAllPrimaries(t *table) bool {

@@ -246,3 +246,18 @@ func TestLexAndMatch(t *testing.T) {
 		t.Errorf("parseArrayLiteral = %q, %v", got, err)
 	}
 }
+
+func TestRestartedEmptyNodeGetsShardsBack(t *testing.T) {
+	m := testModel(0, 3, 2)
+	m.createTable("doc.t", 6, "1")
+	settle(m, 50)
+	n := m.nodes["data-hot-0"]
+	m.setNodeUp(n, false)
+	settle(m, 50) // replicas are rebuilt on the two other nodes
+	m.setNodeUp(n, true)
+	settle(m, 100)
+	counts := m.shardCounts()
+	if counts["data-hot-0"] < 3 || m.maxSeverity() != severityGreen {
+		t.Fatalf("after rebalancing: %s", m.summary())
+	}
+}

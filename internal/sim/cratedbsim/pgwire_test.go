@@ -179,8 +179,16 @@ func TestPGXProcedureStatements(t *testing.T) {
 			if !errors.As(err, &pgErr) || pgErr.Code != "42710" || pgErr.Message != "RoleAlreadyExistsException[Role 'app' already exists]" {
 				t.Fatalf("duplicate user error = %v", err)
 			}
+			var privs int64
+			const privSQL = `SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = $1 AND class = 'CLUSTER' AND state = 'GRANT'`
+			if err := conn.QueryRow(ctx, privSQL, "app").Scan(&privs); err != nil || privs != 0 {
+				t.Fatalf("privileges before grant = %d, %v", privs, err)
+			}
 			if _, err := conn.Exec(ctx, `GRANT ALL PRIVILEGES TO "app"`); err != nil {
 				t.Fatalf("grant: %v", err)
+			}
+			if err := conn.QueryRow(ctx, privSQL, "app").Scan(&privs); err != nil || privs != 4 {
+				t.Fatalf("privileges after grant = %d, %v", privs, err)
 			}
 			// The connection still works after an error.
 			if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {

@@ -55,6 +55,21 @@ func virtualTables() map[string]virtualTable {
 				return out
 			},
 		},
+		"sys.privileges": {
+			cols: []column{{"grantee", oidVarchar}, {"class", oidVarchar}, {"ident", oidVarchar}, {"state", oidVarchar}, {"type", oidVarchar}},
+			rows: func(m *model) [][]any {
+				var out [][]any
+				for _, name := range slices.Sorted(maps.Keys(m.users)) {
+					if !m.users[name].granted {
+						continue
+					}
+					for _, typ := range allPrivileges() {
+						out = append(out, []any{name, "CLUSTER", nil, "GRANT", typ})
+					}
+				}
+				return out
+			},
+		},
 		"sys.health": {
 			cols: []column{{"table_schema", oidVarchar}, {"table_name", oidVarchar}, {"health", oidVarchar}, {"severity", oidInt2}, {"missing_shards", oidInt4}, {"underreplicated_shards", oidInt4}},
 			rows: func(m *model) [][]any {

@@ -95,6 +95,9 @@ func errAuth(user string) *SQLError {
 		Message: fmt.Sprintf("password authentication failed for user \"%s\"", user)}
 }
 
+// allPrivileges are the cluster privilege types GRANT ALL PRIVILEGES grants.
+func allPrivileges() []string { return []string{"AL", "DDL", "DML", "DQL"} }
+
 // plan is a statement recognised by prepare, ready to run with arguments.
 type plan struct {
 	// cols are the result columns; nil for statements that return no rows.
@@ -437,6 +440,24 @@ func statementDefs() []*stmtDef {
 				}
 				_, ok := x.m.users[name]
 				return rows(colsExists, []any{ok}), nil
+			},
+		},
+		{
+			patterns: []string{
+				"SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = :v AND class = 'CLUSTER' AND state = 'GRANT'",
+				"SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = :v AND class = 'CLUSTER'",
+			},
+			cols: []column{{"count(DISTINCT type)", oidInt8}},
+			run: func(x *execCtx) (*result, error) {
+				name, err := x.str(0)
+				if err != nil {
+					return nil, err
+				}
+				n := int64(0)
+				if u := x.m.users[name]; u != nil && u.granted {
+					n = int64(len(allPrivileges()))
+				}
+				return rows([]column{{"count(DISTINCT type)", oidInt8}}, []any{n}), nil
 			},
 		},
 		{

@@ -5,8 +5,10 @@
 // `etcdctl` exec'd "in the pod" talks to that pod's member.
 //
 // Conventions:
-//   - pod ordinal N listens on <AddrPrefix>.<N+1> (default 127.0.3.N+1),
-//     client port 2379, peer port 2380; the peer URL a pod advertises is
+//   - pod ordinal N listens on <AddrPrefix>.<N+1> (a free 127.0.X picked
+//     at start unless given), client port 2379, peer port 2380; exec into
+//     the pod gets ETCDCTL_ENDPOINTS=http://<AddrPrefix>.<N+1>:2379 and
+//     finds etcdctl through a shim on kwok's PATH; the peer URL a pod advertises is
 //     PeerURLTemplate(), which the StatefulSet carries in the annotation
 //     dbops.io/etcd-peer-url-template so the engine computes the same URL;
 //   - the data folder is keyed by the UID of the pod's PVC: recreating the
@@ -43,6 +45,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
@@ -50,13 +53,6 @@ import (
 const (
 	ClientPort = 2379
 	PeerPort   = 2380
-)
-
-// Annotation and ConfigMap conventions shared with the etcd engine.
-const (
-	AnnotationPeerURLTemplate = "dbops.io/etcd-peer-url-template"
-	KeyInitialCluster         = "ETCD_INITIAL_CLUSTER"
-	KeyInitialClusterState    = "ETCD_INITIAL_CLUSTER_STATE"
 )
 
 // Bed is the part of the testbed the runner needs: *testbed.Testbed, or
@@ -264,7 +260,7 @@ func (r *Runner) Endpoints(n int) string {
 }
 
 // ConfigMapName is the cluster-state ConfigMap the pods read.
-func (r *Runner) ConfigMapName() string { return r.opts.StatefulSet + "-cluster-state" }
+func (r *Runner) ConfigMapName() string { return r.opts.StatefulSet + etcd.ConfigMapSuffix }
 
 // Objects returns a StatefulSet (with headless service name, PVC template
 // and the peer URL annotation) and its cluster-state ConfigMap for a new
@@ -274,7 +270,7 @@ func (r *Runner) Objects(n int32) (*appsv1.StatefulSet, *corev1.ConfigMap) {
 	lbls := map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": name}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Namespace, Labels: lbls,
-			Annotations: map[string]string{AnnotationPeerURLTemplate: r.PeerURLTemplate()}},
+			Annotations: map[string]string{etcd.AnnotationPeerURLTemplate: r.PeerURLTemplate()}},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(n),
 			ServiceName:         name + "-headless",
@@ -305,7 +301,7 @@ func (r *Runner) Objects(n int32) (*appsv1.StatefulSet, *corev1.ConfigMap) {
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: r.ConfigMapName(), Namespace: r.opts.Namespace},
-		Data:       map[string]string{KeyInitialCluster: r.InitialCluster(int(n)), KeyInitialClusterState: "new"},
+		Data:       map[string]string{etcd.KeyInitialCluster: r.InitialCluster(int(n)), etcd.KeyInitialClusterState: "new"},
 	}
 	return sts, cm
 }
@@ -530,8 +526,8 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 		"--advertise-client-urls=" + r.ClientURL(o),
 		"--listen-peer-urls=" + r.PeerURL(o),
 		"--initial-advertise-peer-urls=" + r.PeerURL(o),
-		"--initial-cluster=" + cm.Data[KeyInitialCluster],
-		"--initial-cluster-state=" + cm.Data[KeyInitialClusterState],
+		"--initial-cluster=" + cm.Data[etcd.KeyInitialCluster],
+		"--initial-cluster-state=" + cm.Data[etcd.KeyInitialClusterState],
 		"--initial-cluster-token=" + r.opts.Namespace + "-" + r.opts.StatefulSet,
 		"--heartbeat-interval=" + strconv.Itoa(max(100, r.opts.ElectionTimeout/10)),
 		"--election-timeout=" + strconv.Itoa(r.opts.ElectionTimeout),
@@ -548,7 +544,7 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 	}
 	np := &proc{podUID: string(p.UID), cmd: cmd, exited: make(chan struct{}), restarts: restarts, logPath: logPath}
 	r.opts.Logf("etcdpods: started etcd for %s (pid %d, pvc %s, state %s, log %s)", p.Name, cmd.Process.Pid,
-		shortUID(string(pvc.UID)), cm.Data[KeyInitialClusterState], logPath)
+		shortUID(string(pvc.UID)), cm.Data[etcd.KeyInitialClusterState], logPath)
 	go func() {
 		err := cmd.Wait()
 		// Crash-loop backoff like a kubelet's, capped low for tests.
