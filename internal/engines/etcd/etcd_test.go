@@ -332,9 +332,8 @@ func TestPeerURLTemplateSources(t *testing.T) {
 	ctx := context.Background()
 	// Members advertising DNS names: derived by substituting the pod name.
 	f := newFakeEtcd(3, 0)
-	for i, m := range f.members {
+	for _, m := range f.members {
 		m.peer = "https://" + m.name + ".etcd-headless.db.svc.cluster.local:2380"
-		_ = i
 	}
 	fx := newFixture(t, 3, f, func(_ *corev1.Container, ann map[string]string) { delete(ann, AnnotationPeerURLTemplate) })
 	s, _, err := fx.eng.prepare(ctx, fx.c)
@@ -391,5 +390,37 @@ func TestConnectionFlagsFromBitnamiSpec(t *testing.T) {
 	// The fake still answers through the sh wrapper.
 	if _, err := fx.eng.Status(context.Background(), fx.c); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestRestartRefusedWithoutQuorumAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		down     int // member down before the restart (-1: none)
+	}{
+		{name: "single member", replicas: 1, down: -1},
+		{name: "another member down", replicas: 3, down: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEtcd(tc.replicas, 0)
+			if tc.down >= 0 {
+				f.members[tc.down].healthy = false
+			}
+			fx := newFixture(t, tc.replicas, f, nil)
+			p, err := fx.eng.PlanRestart(context.Background(), fx.c, ops.RestartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = (&ops.Executor{LockID: "test"}).Run(context.Background(), p)
+			if ops.ExitCode(err) != ops.ExitPrecondition {
+				t.Fatalf("got %v (exit %d), want a precondition refusal", err, ops.ExitCode(err))
+			}
+			for _, w := range fakecluster.Writes(fx.client) {
+				if strings.HasPrefix(w, "delete") {
+					t.Errorf("refused restart deleted something: %v", fakecluster.Writes(fx.client))
+				}
+			}
+		})
 	}
 }

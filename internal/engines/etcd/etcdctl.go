@@ -137,10 +137,7 @@ func (c *ctl) argv(args []string) []string {
 	if c.passwordEnv == "" {
 		return append([]string{"etcdctl"}, base...)
 	}
-	user := c.user
-	if user == "" {
-		user = "root"
-	}
+	user := c.userName()
 	// $0 is "etcdctl"; "$@" are the arguments, so nothing is re-parsed by sh.
 	script := fmt.Sprintf(`exec etcdctl --user=%s:"${%s}" "$@"`, shellQuote(user), c.passwordEnv)
 	return append([]string{"sh", "-c", script, "etcdctl"}, base...)
@@ -150,10 +147,18 @@ func (c *ctl) argv(args []string) []string {
 func (c *ctl) describe(args ...string) string {
 	parts := []string{"etcdctl"}
 	if c.passwordEnv != "" {
-		parts = append(parts, fmt.Sprintf("--user=%s:$%s", c.user, c.passwordEnv))
+		parts = append(parts, fmt.Sprintf("--user=%s:$%s", c.userName(), c.passwordEnv))
 	}
 	parts = append(parts, c.flags...)
 	return strings.Join(append(parts, args...), " ")
+}
+
+// userName is the etcd user to authenticate as ("root" unless configured).
+func (c *ctl) userName() string {
+	if c.user == "" {
+		return "root"
+	}
+	return c.user
 }
 
 func shellQuote(s string) string {

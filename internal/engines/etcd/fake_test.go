@@ -168,7 +168,7 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 		}
 		return b, nil, nil
 	case "member add":
-		url := strings.TrimPrefix(flagValue(argv, "--peer-urls"), "")
+		url := flagValue(argv, "--peer-urls")
 		for _, m := range f.members {
 			if m.peer == url {
 				return nil, nil, exitErr(pod, "etcdserver: Peer URLs already exists")

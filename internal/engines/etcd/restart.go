@@ -53,6 +53,11 @@ func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
 // Before implements ops.RestartGate.
 func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
 	st, err := g.e.status(ctx, g.s, p.Name)
+	if err != nil && ctx.Err() == nil {
+		// No other member answered (a one-member cluster): ask the pod
+		// itself, so the refusal below names the real reason.
+		st, err = g.e.status(ctx, g.s, "")
+	}
 	if err != nil {
 		return fmt.Errorf("checking etcd before restarting %s: %w", p.Name, err)
 	}

@@ -1,0 +1,552 @@
+//go:build e2e
+
+package e2e
+
+// End-to-end tests of the etcd engine against real etcd processes, one per
+// pod (internal/sim/etcdpods), driven through the ops API as the CLI does.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/etcdpods"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+)
+
+// etcdOpTimeout bounds one operation; the machine is slow and shared.
+const etcdOpTimeout = 6 * time.Minute
+
+// etcdEnv is one etcd cluster on the testbed.
+type etcdEnv struct {
+	t       *testing.T
+	ns      string
+	name    string
+	runner  *etcdpods.Runner
+	eng     *etcd.Engine
+	etcdctl string
+	keys    map[string]string
+}
+
+// newEtcd starts a cluster of n members named "etcd" in a new namespace,
+// on loopback addresses the runner picks free.
+func newEtcd(t *testing.T, n int32) *etcdEnv {
+	t.Helper()
+	ctx := t.Context()
+	ns := newNamespace(t)
+	bin, err := testbed.DefaultBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := etcdpods.Start(ctx, etcdpods.Options{Bed: bed, Client: bed.Client, Namespace: ns, StatefulSet: "etcd", Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("start etcd runner: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(r.LogDir(), "*.log"))
+			for _, l := range logs {
+				t.Logf("--- %s\n%s", filepath.Base(l), etcdTailFile(l, 8))
+			}
+		}
+		if err := r.Stop(); err != nil {
+			t.Errorf("stop runner: %v", err)
+		}
+	})
+	sts, cm := r.Objects(n)
+	if _, err := bed.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bed.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x := &etcdEnv{t: t, ns: ns, name: "etcd", runner: r, etcdctl: filepath.Join(bin, "etcdctl"), keys: map[string]string{},
+		eng: &etcd.Engine{Client: bed.Client, Exec: etcd.KubeExecutor{Config: bed.RESTConfig, Client: bed.Client},
+			Options: etcd.Options{PollInterval: 500 * time.Millisecond}}}
+	x.waitHealthy(int(n))
+	return x
+}
+
+// etcdTailFile returns the last n lines of a file.
+func etcdTailFile(path string, n int) string {
+	out, err := exec.Command("tail", "-n", fmt.Sprint(n), path).Output()
+	if err != nil {
+		return err.Error()
+	}
+	return string(out)
+}
+
+func (x *etcdEnv) cluster() *ops.Cluster {
+	x.t.Helper()
+	c, err := discovery.Discover(x.t.Context(), bed.Client, discovery.Options{Namespace: x.ns, Name: x.name})
+	if err != nil {
+		x.t.Fatalf("discover: %v", err)
+	}
+	if c.Engine != ops.EngineEtcd {
+		x.t.Fatalf("discovered engine %q, want etcd", c.Engine)
+	}
+	return c
+}
+
+// waitHealthy waits (polling etcd, a database condition) until n voting
+// members are healthy and no learner is left.
+func (x *etcdEnv) waitHealthy(n int) *etcd.Status {
+	x.t.Helper()
+	ctx, cancel := context.WithTimeout(x.t.Context(), 3*time.Minute)
+	defer cancel()
+	var last string
+	for {
+		st, err := x.eng.Status(ctx, x.cluster())
+		if err == nil && st.Voters == n && st.HealthyVoters == n && st.Learners == 0 && st.Leader() != nil {
+			return st
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = st.Summary()
+		}
+		select {
+		case <-ctx.Done():
+			x.t.Fatalf("etcd did not get %d healthy members: %s", n, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// ctl runs the local etcdctl against every address a member may have.
+func (x *etcdEnv) ctl(ctx context.Context, args ...string) ([]byte, error) {
+	return x.ctlTimeouts(ctx, "1s", "3s", args...)
+}
+
+func (x *etcdEnv) ctlTimeouts(ctx context.Context, dial, command string, args ...string) ([]byte, error) {
+	full := append([]string{"--endpoints=" + x.runner.Endpoints(5), "--dial-timeout=" + dial, "--command-timeout=" + command}, args...)
+	cmd := exec.CommandContext(ctx, x.etcdctl, full...)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out, fmt.Errorf("etcdctl %s: %w: %s", strings.Join(args, " "), err, etcdLastLine(ee.Stderr))
+		}
+		return out, fmt.Errorf("etcdctl %s: %w", strings.Join(args, " "), err)
+	}
+	return out, nil
+}
+
+func etcdLastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// writeKeys writes count new keys (retrying through leader changes).
+func (x *etcdEnv) writeKeys(tag string, count int) {
+	x.t.Helper()
+	for i := range count {
+		k, v := fmt.Sprintf("/e2e/%s/%d", tag, i), fmt.Sprintf("%s-value-%d", tag, i)
+		var err error
+		for try := 0; try < 5; try++ {
+			if _, err = x.ctl(x.t.Context(), "put", k, v); err == nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil {
+			x.t.Fatalf("write %s: %v", k, err)
+		}
+		x.keys[k] = v
+	}
+}
+
+// checkKeys reads back every key written so far with a linearizable read.
+func (x *etcdEnv) checkKeys() {
+	x.t.Helper()
+	if err := x.verifyKeys(); err != nil {
+		x.t.Fatal(err)
+	}
+}
+
+func (x *etcdEnv) verifyKeys() error {
+	out, err := x.ctl(x.t.Context(), "get", "/e2e/", "--prefix", "-w", "json")
+	if err != nil {
+		return fmt.Errorf("read keys: %w", err)
+	}
+	var resp struct {
+		KVs []struct {
+			Key   []byte `json:"key"`
+			Value []byte `json:"value"`
+		} `json:"kvs"`
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return fmt.Errorf("parse get: %w", err)
+	}
+	got := map[string]string{}
+	for _, kv := range resp.KVs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	for k, v := range x.keys {
+		if got[k] != v {
+			return fmt.Errorf("key %s = %q, want %q (%d of %d keys read back)", k, got[k], v, len(got), len(x.keys))
+		}
+	}
+	return nil
+}
+
+// quorumWatch samples `endpoint health` on every address in the
+// background; a healthy answer from any member proves a quorum read
+// succeeded. It reports the longest stretch without one.
+type quorumWatch struct {
+	mu      sync.Mutex
+	samples int
+	worst   time.Duration
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (x *etcdEnv) watchQuorum() *quorumWatch {
+	ctx, cancel := context.WithCancel(x.t.Context())
+	q := &quorumWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(q.done)
+		lastOK := time.Now()
+		for ctx.Err() == nil {
+			// Short timeouts: addresses without a member must not slow sampling.
+			out, _ := x.ctlTimeouts(ctx, "500ms", "1500ms", "endpoint", "health", "-w", "json")
+			var hs []struct {
+				Health bool `json:"health"`
+			}
+			ok := json.Unmarshal(out, &hs) == nil && slices.ContainsFunc(hs, func(h struct {
+				Health bool `json:"health"`
+			}) bool {
+				return h.Health
+			})
+			q.mu.Lock()
+			q.samples++
+			if ok {
+				lastOK = time.Now()
+			} else if gap := time.Since(lastOK); gap > q.worst && ctx.Err() == nil {
+				q.worst = gap
+			}
+			q.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return q
+}
+
+// stop ends sampling and fails the test if quorum was unavailable for
+// longer than one leader election can take.
+func (q *quorumWatch) stop(t *testing.T, what string) {
+	t.Helper()
+	q.cancel()
+	<-q.done
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t.Logf("%s: %d health samples, longest gap without a healthy member %s", what, q.samples, q.worst.Round(time.Millisecond))
+	if q.samples == 0 {
+		t.Errorf("%s: no health sample taken", what)
+	}
+	if q.worst > 8*time.Second {
+		t.Errorf("%s: no member answered healthy for %s: quorum was lost", what, q.worst.Round(time.Millisecond))
+	}
+}
+
+// executor runs plans as the CLI's execute() does: lock, journal, events.
+func (x *etcdEnv) executor(rec ops.Sink) *ops.Executor {
+	id := "e2e-etcd@testbed"
+	return &ops.Executor{
+		Locker: &lock.Manager{Client: bed.Client, Namespace: x.ns, Cluster: x.name, ID: id,
+			Duration: 10 * time.Minute, Session: "e2e-session"},
+		LockID:  id,
+		Sink:    rec,
+		Auditor: &ops.KubeAuditor{Client: bed.Client, Clock: ops.RealClock{}, Instance: id},
+		Timeout: etcdOpTimeout,
+	}
+}
+
+// scale plans and runs `scale --replicas n`.
+func (x *etcdEnv) scale(ctx context.Context, n int32, sink ops.Sink) (*ops.Plan, error) {
+	x.t.Helper()
+	plan, err := x.eng.PlanScale(ctx, x.cluster(), ops.ScaleRequest{Replicas: &n, Command: fmt.Sprintf("kubectl dbops scale %s --replicas %d", x.name, n)})
+	if err != nil {
+		return nil, err
+	}
+	if sink == nil {
+		sink = ops.SinkFunc(func(e ops.Event) { etcdLogEvent(x.t, e) })
+	}
+	return plan, x.executor(sink).Run(ctx, plan)
+}
+
+func etcdLogEvent(t *testing.T, e ops.Event) {
+	switch e.Type {
+	case ops.EventStepStarted, ops.EventStepSkipped, ops.EventStepFailed, ops.EventStepWaiting:
+		msg := e.Reason + e.Error
+		t.Logf("  %s %d/%d %s %s %s", e.Type, e.Step.Index, e.Step.Total, e.Step.ID, e.Step.Target, msg)
+	case ops.EventWarning:
+		t.Logf("  warning: %s", e.Message)
+	}
+}
+
+// replicas reads the StatefulSet's spec.replicas.
+func (x *etcdEnv) replicas() int32 {
+	x.t.Helper()
+	s, err := bed.Client.AppsV1().StatefulSets(x.ns).Get(x.t.Context(), x.name, metav1.GetOptions{})
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	return *s.Spec.Replicas
+}
+
+// checkConverged asserts n voters, no learner, one pod and member per
+// ordinal below n, and no PVC above.
+func (x *etcdEnv) checkConverged(n int) {
+	x.t.Helper()
+	st := x.waitHealthy(n)
+	if got := x.replicas(); int(got) != n {
+		x.t.Fatalf("replicas = %d, want %d", got, n)
+	}
+	for _, m := range st.Members {
+		if m.Pod == "" || m.Ordinal >= n {
+			x.t.Fatalf("member %s (%s) has no pod below ordinal %d", m.ID, m.Name, n)
+		}
+	}
+	pvcs, err := bed.Client.CoreV1().PersistentVolumeClaims(x.ns).List(x.t.Context(), metav1.ListOptions{})
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	for _, p := range pvcs.Items {
+		var o int
+		if _, err := fmt.Sscanf(p.Name, "data-etcd-%d", &o); err == nil && o >= n && p.DeletionTimestamp == nil {
+			x.t.Fatalf("PVC %s of a removed member is left", p.Name)
+		}
+	}
+}
+
+func TestEtcdScale(t *testing.T) {
+	x := newEtcd(t, 3)
+	x.writeKeys("initial", 20)
+	for i, n := range []int32{5, 3, 1, 3} {
+		q := x.watchQuorum()
+		start := time.Now()
+		// Every key must be readable after every step, not only at the end.
+		checked := 0
+		sink := ops.SinkFunc(func(e ops.Event) {
+			etcdLogEvent(t, e)
+			if e.Type == ops.EventStepDone {
+				checked++
+				if err := x.verifyKeys(); err != nil {
+					t.Errorf("after step %s: %v", e.Step.ID, err)
+				}
+			}
+		})
+		plan, err := x.scale(t.Context(), n, sink)
+		q.stop(t, fmt.Sprintf("scale to %d", n))
+		if err != nil {
+			t.Fatalf("scale to %d: %v", n, err)
+		}
+		t.Logf("scale to %d: %d steps in %s, keys read back after %d of them", n, len(plan.Steps), time.Since(start).Round(time.Second), checked)
+		x.checkConverged(int(n))
+		x.checkKeys()
+		x.writeKeys(fmt.Sprintf("after-%d-%d", i, n), 5)
+		x.checkKeys()
+	}
+}
+
+func TestEtcdScaleRefusals(t *testing.T) {
+	x := newEtcd(t, 3)
+	ctx := t.Context()
+	one := int32(0)
+	if _, err := x.eng.PlanScale(ctx, x.cluster(), ops.ScaleRequest{Replicas: &one}); ops.ExitCode(err) != ops.ExitUsage {
+		t.Fatalf("scale to 0: got %v (exit %d), want a usage error", err, ops.ExitCode(err))
+	}
+	x.runner.Suspend("etcd-1")
+	defer x.runner.Resume("etcd-1")
+	two := int32(2)
+	_, err := x.eng.PlanScale(ctx, x.cluster(), ops.ScaleRequest{Replicas: &two})
+	if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), "etcd-1") {
+		t.Fatalf("scale down with etcd-1 stopped: got %v (exit %d), want a precondition error naming etcd-1", err, ops.ExitCode(err))
+	}
+	t.Logf("refused: %v", err)
+	if got := x.replicas(); got != 3 {
+		t.Fatalf("replicas changed to %d", got)
+	}
+	x.runner.Resume("etcd-1")
+	x.waitHealthy(3)
+}
+
+func TestEtcdRepair(t *testing.T) {
+	x := newEtcd(t, 3)
+	ctx := t.Context()
+	x.writeKeys("before", 20)
+	before := x.waitHealthy(3)
+	old := before.ByPod("etcd-2")
+	// The member loses its data: PVC deleted, pod recreated.
+	if err := bed.Client.CoreV1().PersistentVolumeClaims(x.ns).Delete(ctx, "data-etcd-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.Client.CoreV1().Pods(x.ns).Delete(ctx, "etcd-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.WaitPodsReady(ctx, x.ns, "app.kubernetes.io/instance=etcd", 3); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := x.eng.PlanRepair(ctx, x.cluster(), "etcd-2")
+	if err != nil {
+		t.Fatalf("plan repair: %v", err)
+	}
+	q := x.watchQuorum()
+	err = x.executor(ops.SinkFunc(func(e ops.Event) { etcdLogEvent(t, e) })).Run(ctx, plan)
+	q.stop(t, "repair")
+	if err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	after := x.waitHealthy(3)
+	m := after.ByPod("etcd-2")
+	if m == nil || m.ID == old.ID || m.Learner {
+		t.Fatalf("etcd-2 after repair: %+v (old ID %s), want a new voting member", m, old.ID)
+	}
+	x.checkKeys()
+}
+
+func TestEtcdRollingRestart(t *testing.T) {
+	x := newEtcd(t, 3)
+	ctx := t.Context()
+	x.writeKeys("before", 10)
+	st := x.waitHealthy(3)
+	leader := st.Leader().Pod
+	old := map[string]string{}
+	pods, err := bed.Client.CoreV1().Pods(x.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		old[p.Name] = string(p.UID)
+	}
+	q := x.watchQuorum()
+	res := runCLI(t, cliEnv(t), "restart", x.name, "-n", x.ns, "--rolling", "--yes", "-o", "json")
+	q.stop(t, "rolling restart")
+	if res.Code != 0 {
+		t.Fatalf("restart failed: %s", res)
+	}
+	evs := parseNDJSON(t, res)
+	done := stepsOf(evs, string(ops.EventStepDone))
+	t.Logf("restart steps done: %v (leader before: %s)", done, leader)
+	if len(done) != 3 || done[2] != "restart/"+leader {
+		t.Fatalf("steps done %v: want every member once, leader %s last", done, leader)
+	}
+	pods, err = bed.Client.CoreV1().Pods(x.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if old[p.Name] == string(p.UID) {
+			t.Fatalf("pod %s was not restarted", p.Name)
+		}
+	}
+	x.waitHealthy(3)
+	x.checkKeys()
+	st2 := runCLI(t, cliEnv(t), "status", x.name, "-n", x.ns)
+	if st2.Code != 0 || !strings.Contains(st2.Stdout, "healthy (3/3 healthy, leader etcd-") {
+		t.Fatalf("status does not show etcd health: %s", st2)
+	}
+}
+
+// TestEtcdInterrupted kills scale runs right after member add and right
+// after member remove; running the same request again converges.
+func TestEtcdInterrupted(t *testing.T) {
+	x := newEtcd(t, 3)
+	x.writeKeys("before", 10)
+	for _, tc := range []struct {
+		n     int32
+		after string
+	}{{4, "add/etcd-3"}, {3, "remove/etcd-3"}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		sink := ops.SinkFunc(func(e ops.Event) {
+			etcdLogEvent(t, e)
+			if e.Type == ops.EventStepDone && e.Step.ID == tc.after {
+				cancel()
+			}
+		})
+		_, err := x.scale(ctx, tc.n, sink)
+		cancel()
+		if ops.ExitCode(err) != ops.ExitInterrupted {
+			t.Fatalf("scale to %d interrupted after %s: got %v, want interrupted", tc.n, tc.after, err)
+		}
+		st, err := x.eng.Status(t.Context(), x.cluster())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("after interrupting at %s: %s", tc.after, st.Summary())
+		if _, err := x.scale(t.Context(), tc.n, nil); err != nil {
+			t.Fatalf("re-run scale to %d: %v", tc.n, err)
+		}
+		x.checkConverged(int(tc.n))
+		x.checkKeys()
+	}
+	// Killed right after member remove, then the old size asked for: the
+	// pod still runs but is no member any more, so it rejoins as a fresh
+	// learner on empty data.
+	if _, err := x.scale(t.Context(), 4, nil); err != nil {
+		t.Fatalf("scale to 4: %v", err)
+	}
+	x.checkConverged(4)
+	ctx, cancel := context.WithCancel(t.Context())
+	sink := ops.SinkFunc(func(e ops.Event) {
+		if e.Type == ops.EventStepDone && e.Step.ID == "remove/etcd-3" {
+			cancel()
+		}
+	})
+	_, _ = x.scale(ctx, 3, sink)
+	cancel()
+	plan, err := x.scale(t.Context(), 4, nil)
+	if err != nil {
+		t.Fatalf("back to 4 after an interrupted scale to 3: %v", err)
+	}
+	if !slices.ContainsFunc(plan.Steps, func(s *ops.Step) bool { return s.ID == "recreate/etcd-3" }) {
+		t.Errorf("plan back to 4 does not recreate etcd-3: %s", etcdPlanIDs(plan))
+	}
+	x.checkConverged(4)
+	x.checkKeys()
+	if _, err := x.scale(t.Context(), 3, nil); err != nil {
+		t.Fatalf("scale to 3: %v", err)
+	}
+	x.checkConverged(3)
+
+	// Cancelling by asking for the old size mid-way leaves no learner.
+	ctx, cancel = context.WithCancel(t.Context())
+	sink = ops.SinkFunc(func(e ops.Event) {
+		if e.Type == ops.EventStepDone && e.Step.ID == "add/etcd-3" {
+			cancel()
+		}
+	})
+	_, _ = x.scale(ctx, 4, sink)
+	cancel()
+	if _, err := x.scale(t.Context(), 3, nil); err != nil {
+		t.Fatalf("back to 3 after an interrupted scale to 4: %v", err)
+	}
+	x.checkConverged(3)
+	x.checkKeys()
+}
+
+func etcdPlanIDs(p *ops.Plan) string {
+	ids := make([]string, 0, len(p.Steps))
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	return strings.Join(ids, " ")
+}
