@@ -84,6 +84,13 @@ func TestBadInput(t *testing.T) {
 		{"deny without id", []string{"deny", "add", "db"}, nil, "expects CLUSTER and ID"},
 		{"deny empty id", []string{"deny", "add", "db", " "}, nil, "ID must not be empty"},
 		{"extra arg to version", []string{"version", "x"}, nil, "takes no arguments"},
+		{"replace without pod", []string{"replace", "db"}, nil, "expects CLUSTER and POD"},
+		{"replace unknown pod", []string{"replace", "db", "db-hot-7", "--yes"}, nil, `pod "db-hot-7" is not part of cluster prod/db; allowed: db-master-0, db-master-1, db-master-2, db-hot-0, db-hot-1, db-cold-0`},
+		{"replace on generic engine", []string{"replace", "db", "db-hot-1", "--yes"}, nil, "replace is not available for engine generic yet (supported: etcd)"},
+		{"scale replicas zero", []string{"scale", "db", "--replicas", "0", "--yes"}, nil, "--replicas 0: must be at least 1"},
+		{"scale replicas and data", []string{"scale", "db", "--replicas", "3", "--data", "hot=2"}, nil, "--replicas cannot be combined with --master or --data"},
+		{"scale replicas not a number", []string{"scale", "db", "--replicas", "three"}, nil, `invalid argument "three"`},
+		{"generic cannot scale", []string{"scale", "db", "--replicas", "3", "--yes"}, nil, "engine generic (cluster db) cannot scale"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

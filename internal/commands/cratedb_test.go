@@ -209,7 +209,7 @@ func TestCrateBadInput(t *testing.T) {
 	}{
 		{"bad SCALING_TIMEOUT", []string{"scale", "db", "--data", "hot=3", "--yes"}, "SCALING_TIMEOUT must be a positive number of seconds", map[string]string{"SCALING_TIMEOUT": "soon"}},
 		{"bad BOOTSTRAP_TIMEOUT", []string{"bootstrap", "db", "--yes"}, "BOOTSTRAP_TIMEOUT must be a positive number of seconds", map[string]string{"BOOTSTRAP_TIMEOUT": "-5"}},
-		{"no change flags", []string{"scale", "db", "--yes"}, "nothing to scale: give --master N and/or --data GROUP=N", nil},
+		{"no change flags", []string{"scale", "db", "--yes"}, "nothing to scale: give --replicas N, or --master N and/or --data GROUP=N", nil},
 		{"same sizes", []string{"scale", "db", "--data", "hot=2", "--yes"}, "nothing to scale: cluster db already has master=3 hot=2 cold=2", nil},
 		{"unknown group", []string{"scale", "db", "--data", "warm=3", "--yes"}, `unknown data node group "warm" for cluster db; allowed: hot, cold`, nil},
 		{"master as data", []string{"scale", "db", "--data", "master=5", "--yes"}, `unknown data node group "master"`, nil},

@@ -13,10 +13,12 @@ import (
 type ScaleOptions struct {
 	*GlobalOptions
 	Cluster string
-	Masters int32
-	Data    []string
+	Masters  int32
+	Data     []string
+	Replicas int32
 
-	mastersGiven bool
+	mastersGiven  bool
+	replicasGiven bool
 	data         map[string]int32
 }
 
@@ -29,7 +31,7 @@ func NewScaleOptions(g *GlobalOptions) *ScaleOptions {
 func NewScaleCmd(g *GlobalOptions) *cobra.Command {
 	o := NewScaleOptions(g)
 	cmd := &cobra.Command{
-		Use:   "scale CLUSTER [--master N] [--data GROUP=N]...",
+		Use:   "scale CLUSTER [--master N] [--data GROUP=N]... | --replicas N",
 		Short: "Change node group sizes safely: masters first, grow, then drain and shrink",
 		Long: `Scale node groups. For CrateDB: masters first (an odd number, at least 3),
 then every data group that grows (waiting for the new nodes to join), then
@@ -39,16 +41,26 @@ moved off by an allocation exclusion before the pods are removed. Finally
 the expected-nodes setting of every StatefulSet is updated, the exclusions
 this run added are removed and the expected-nodes check is acknowledged.
 
+For etcd (--replicas N): one member per step. Growing adds the new member as
+a learner, records the initial cluster, adds the pod and promotes it once it
+is in sync; shrinking removes the highest ordinal first, only when every
+remaining member is healthy and quorum holds after the removal, and deletes
+the removed pod's PVC so its data is never reused.
+
 Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 		Example: `  # See the plan (every SQL statement) without changing anything
   kubectl dbops scale mycrate --data hot=5 --data cold=2 --dry-run
 
   # Five masters, no prompt (CI)
-  kubectl dbops scale mycrate --master 5 --yes`,
+  kubectl dbops scale mycrate --master 5 --yes
+
+  # etcd: five members
+  kubectl dbops scale myetcd --replicas 5`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.mastersGiven = cmd.Flags().Changed("master")
+			o.replicasGiven = cmd.Flags().Changed("replicas")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -60,6 +72,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	}
 	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
+	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd), at least 1")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
 	return cmd
@@ -95,8 +108,14 @@ func (o *ScaleOptions) Validate() error {
 	if err := o.CrateDB.Validate(); err != nil {
 		return err
 	}
-	if !o.mastersGiven && len(o.Data) == 0 {
-		return ops.Usagef("nothing to scale: give --master N and/or --data GROUP=N")
+	if o.replicasGiven && (o.mastersGiven || len(o.Data) > 0) {
+		return ops.Usagef("--replicas cannot be combined with --master or --data: use --replicas for single-group clusters (etcd), --master/--data for CrateDB")
+	}
+	if o.replicasGiven && o.Replicas < 1 {
+		return ops.Usagef("--replicas %d: must be at least 1", o.Replicas)
+	}
+	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven {
+		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
 	}
 	if o.mastersGiven && (o.Masters < 3 || o.Masters%2 == 0) {
 		return ops.Usagef("--master %d: masters must be an odd number of at least 3 (allowed: 3, 5, 7, ...)", o.Masters)
@@ -154,6 +173,10 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 	if o.mastersGiven {
 		m := o.Masters
 		req.Masters = &m
+	}
+	if o.replicasGiven {
+		r := o.Replicas
+		req.Replicas = &r
 	}
 	plan, err := s.PlanScale(ctx, c, req)
 	if err != nil {

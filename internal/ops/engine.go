@@ -61,3 +61,9 @@ type Scaler interface {
 type Bootstrapper interface {
 	PlanBootstrap(ctx context.Context, c *Cluster, req any) (*Plan, error)
 }
+
+// Replacer is implemented by engines that can replace a member: move its
+// data away, delete the pod and its PVC, and let it join again fresh.
+type Replacer interface {
+	PlanReplace(ctx context.Context, c *Cluster, pod string, command string) (*Plan, error)
+}

@@ -62,3 +62,15 @@ func (e *Engine) repairSteps(s *site, ordinal int, url string, n int) ([]*ops.St
 		e.promoteStep(s, "repair-promote/"+pod, ordinal, url),
 	}, nil
 }
+
+// PlanReplace is `kubectl dbops replace` for etcd: member repair (remove,
+// fresh PVC, add as learner, promote).
+func (e *Engine) PlanReplace(ctx context.Context, c *ops.Cluster, pod, command string) (*ops.Plan, error) {
+	p, err := e.PlanRepair(ctx, c, pod)
+	if err != nil {
+		return nil, err
+	}
+	p.Operation = "replace"
+	p.Command = command
+	return p, nil
+}
