@@ -12,14 +12,14 @@ import (
 // ScaleOptions holds `scale` flags.
 type ScaleOptions struct {
 	*GlobalOptions
-	Cluster string
+	Cluster  string
 	Masters  int32
 	Data     []string
 	Replicas int32
 
 	mastersGiven  bool
 	replicasGiven bool
-	data         map[string]int32
+	data          map[string]int32
 }
 
 // NewScaleOptions returns options bound to the shared flags.
