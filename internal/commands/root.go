@@ -4,7 +4,6 @@
 package commands
 
 import (
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -71,6 +70,3 @@ func isTerminal(v any) bool {
 	}
 	return term.IsTerminal(int(f.Fd()))
 }
-
-// writerIsTerminal is isTerminal for writers (stdout may be wrapped).
-func writerIsTerminal(w io.Writer) bool { return isTerminal(w) }

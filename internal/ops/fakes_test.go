@@ -92,11 +92,6 @@ func (m *memLocker) stored(t *testing.T) *Journal {
 	return j
 }
 
-// fixedClock is a deterministic clock for goldens.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
 func readyPod(name, ns string, labels map[string]string, uid types.UID) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid, Labels: labels},

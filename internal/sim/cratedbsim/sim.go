@@ -441,14 +441,6 @@ func (s *Sim) userNeedsPassword(name string) (exists, needs bool) {
 	return true, u.pwHash != ""
 }
 
-// nodeUp reports whether the named node currently runs.
-func (s *Sim) nodeUp(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.m.nodes[name]
-	return n != nil && n.up
-}
-
 // CrateDB's ports inside a pod, which port-forward mappings send to a node's listeners.
 const (
 	PodPGPort   = 5432

@@ -1,0 +1,140 @@
+# kubectl-dbops developer tasks. Needs only Go and make (git for the version).
+#
+#   make build        bin/kubectl-dbops
+#   make test         THE test command: vet, gofmt check, unit tests, test bed, e2e tests
+#   make demo         sandbox control plane + a real rolling restart with live progress
+#   make help         list every target
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO       ?= go
+MODULE   := github.com/kubectl-dbops/kubectl-dbops
+BIN_DIR  := bin
+BINARY   := $(BIN_DIR)/kubectl-dbops
+
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
+DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS  := -X $(MODULE)/internal/commands.Version=$(VERSION) \
+            -X $(MODULE)/internal/commands.Commit=$(COMMIT) \
+            -X $(MODULE)/internal/commands.Date=$(DATE)
+
+# staticcheck 2026.2.2; supports Go 1.26 (module go 1.26.0).
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# e2e packages run one at a time: each starts its own control plane (2 cores).
+E2E_PKGS    ?= ./test/e2e/... ./internal/testbed/...
+E2E_TIMEOUT ?= 40m
+TESTBED_BUILD := bash hack/testbed/build.sh
+
+# Lists every .go file of the repository, build tags or not (gofmt ignores tags).
+FIND_GO := find . -name '*.go' -not -path './.git/*' -not -path './vendor/*' -not -path './dist/*' -not -path '*/testdata/*'
+
+.PHONY: all build install test unit e2e testbed vet fmtcheck fmt lint staticcheck \
+        docs completions man bench sandbox sandbox-down demo clean help
+
+all: build
+
+## build: compile bin/kubectl-dbops with version information
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/kubectl-dbops
+
+## install: go install kubectl-dbops into $(go env GOPATH)/bin with version information
+install:
+	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/kubectl-dbops
+
+## test: go vet, gofmt check, unit tests (incl. stale docs), then the test bed and e2e tests
+# One after the other even under make -j: e2e only once everything else passed.
+test:
+	@$(MAKE) --no-print-directory vet
+	@$(MAKE) --no-print-directory fmtcheck
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory e2e
+
+## unit: unit tests only (no test bed)
+unit:
+	$(GO) test ./... -count=1
+
+## e2e: build the test bed binaries (first time: several minutes), then the e2e tests
+e2e: testbed
+	$(GO) test -tags e2e -p 1 $(E2E_PKGS) -count=1 -timeout $(E2E_TIMEOUT)
+
+## testbed: build (or find cached) kube-apiserver, etcd, kwok... for the e2e tests and sandbox
+testbed:
+	$(TESTBED_BUILD)
+
+## vet: go vet, with and without the e2e build tag
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
+
+## fmtcheck: fail listing files gofmt would change
+fmtcheck:
+	@files="$$($(FIND_GO) -print0 | xargs -0 gofmt -l)"; \
+	if [ -n "$$files" ]; then \
+		echo "gofmt: these files are not formatted (run: make fmt):" >&2; \
+		echo "$$files" >&2; \
+		exit 1; \
+	fi
+
+## fmt: gofmt -w every Go file
+fmt:
+	$(FIND_GO) -print0 | xargs -0 gofmt -w
+
+## lint: gofmt check, go vet, staticcheck
+lint: fmtcheck vet staticcheck
+
+staticcheck:
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags e2e ./test/... ./internal/testbed/...
+
+## completions: regenerate completions/ (and man pages and docs/reference/)
+completions: docs
+	@:
+## man: regenerate docs/man/ (and completions and docs/reference/)
+man: docs
+	@:
+
+docs:
+	$(GO) run ./hack/gendocs
+
+## bench: run the benchmarks of internal/...
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+## sandbox: start a local control plane with demo clusters in the background; prints export KUBECONFIG=...
+sandbox:
+	$(GO) run ./hack/sandbox up
+
+## sandbox-down: stop the sandbox and delete its state
+sandbox-down:
+	$(GO) run ./hack/sandbox down
+
+## demo: sandbox up, build, then a real rolling restart of demo/web with live progress
+demo:
+	@out="$$($(GO) run ./hack/sandbox up)"; \
+	printf '%s\n' "$$out"; \
+	kubeconfig="$$(printf '%s\n' "$$out" | sed -n 's/^export KUBECONFIG=//p' | tail -n 1)"; \
+	if [ -z "$$kubeconfig" ]; then echo "make demo: the sandbox printed no KUBECONFIG" >&2; exit 1; fi; \
+	$(MAKE) --no-print-directory build; \
+	export KUBECONFIG="$$kubeconfig"; \
+	set -x; \
+	./$(BINARY) status web -n demo; \
+	./$(BINARY) restart web -n demo --rolling --yes; \
+	./$(BINARY) status web -n demo; \
+	{ set +x; } 2>/dev/null; \
+	echo; \
+	echo "# The sandbox keeps running. Try it yourself:"; \
+	echo "export KUBECONFIG=$$kubeconfig"; \
+	echo "# stop it with: make sandbox-down"
+
+## clean: remove build outputs and coverage files
+clean:
+	rm -rf $(BIN_DIR) dist coverage.out coverage.html *.coverprofile
+
+## help: list targets
+help:
+	@awk '/^## /{ sub(/^## /, ""); i = index($$0, ":"); printf "  %-14s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2) }' $(MAKEFILE_LIST)
