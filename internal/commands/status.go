@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -137,8 +138,26 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 			fmt.Fprintf(&b, " (%s)", st.Health.Message)
 		}
 		b.WriteString("\n")
+		keys := make([]string, 0, len(st.Health.Details))
+		for k := range st.Health.Details {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %s: %s\n", k, st.Health.Details[k])
+		}
 	}
 	writeLockText(&b, st.Lock)
+	if st.Health != nil && st.Health.Table != nil {
+		t := st.Health.Table
+		fmt.Fprintf(&b, "\n%s:\n", t.Title)
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  "+strings.Join(t.Columns, "\t"))
+		for _, r := range t.Rows {
+			fmt.Fprintln(tw, "  "+strings.Join(r, "\t"))
+		}
+		tw.Flush()
+	}
 	b.WriteString("\nNode groups:\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  GROUP\tSTATEFULSET\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")

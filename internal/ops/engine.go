@@ -24,6 +24,16 @@ type Health struct {
 	Status  string            `json:"status"`
 	Message string            `json:"message,omitempty"`
 	Details map[string]string `json:"details,omitempty"`
+	// Table is an optional per-member view (etcd members, say) that
+	// status prints under the health line.
+	Table *Table `json:"table,omitempty"`
+}
+
+// Table is a titled grid of strings.
+type Table struct {
+	Title   string     `json:"title"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
 }
 
 // RestartOptions is what the user asked of a rolling restart.

@@ -24,8 +24,8 @@ package etcd
 
 import (
 	"context"
-	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -134,6 +134,7 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 	h := &ops.Health{Status: st.HealthStatus(), Message: st.Summary(), Details: map[string]string{
 		"voters": strconv.Itoa(st.Voters), "learners": strconv.Itoa(st.Learners),
 		"quorum": strconv.Itoa(st.Quorum), "healthyVoters": strconv.Itoa(st.HealthyVoters)}}
+	h.Table = &ops.Table{Title: "Members", Columns: []string{"ID", "NAME", "POD", "PEER URL", "ROLE", "TERM", "INDEX", "HEALTH"}}
 	for _, m := range st.Members {
 		role := "voter"
 		switch {
@@ -149,7 +150,15 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 				state += ": " + m.Error
 			}
 		}
-		h.Details["member/"+m.label()] = fmt.Sprintf("%s %s term %d index %d %s", m.ID, role, m.RaftTerm, m.RaftIndex, state)
+		h.Table.Rows = append(h.Table.Rows, []string{m.ID, dashIfEmpty(m.Name), dashIfEmpty(m.Pod), strings.Join(m.PeerURLs, ","),
+			role, strconv.FormatUint(m.RaftTerm, 10), strconv.FormatUint(m.RaftIndex, 10), state})
 	}
 	return h, nil
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
