@@ -550,3 +550,63 @@ func etcdPlanIDs(p *ops.Plan) string {
 	}
 	return strings.Join(ids, " ")
 }
+
+// TestEtcdCLIScaleAndReplace drives scale --replicas and replace through the
+// real binary: the same procedures as above, reached from the command line.
+func TestEtcdCLIScaleAndReplace(t *testing.T) {
+	x := newEtcd(t, 3)
+	ctx := t.Context()
+	x.writeKeys("before", 10)
+	x.waitHealthy(3)
+
+	if res := runCLI(t, cliEnv(t), "scale", x.name, "-n", x.ns, "--replicas", "0", "--yes"); res.Code != 2 {
+		t.Fatalf("scale --replicas 0: want exit 2, got %s", res)
+	}
+	q := x.watchQuorum()
+	res := runCLI(t, cliEnv(t), "scale", x.name, "-n", x.ns, "--replicas", "4", "--yes")
+	q.stop(t, "scale to 4")
+	if res.Code != 0 {
+		t.Fatalf("scale to 4: %s", res)
+	}
+	x.waitHealthy(4)
+	x.checkKeys()
+
+	// etcd-3 loses its data; replace brings it back as a fresh member.
+	old := x.waitHealthy(4).ByPod("etcd-3")
+	if err := bed.Client.CoreV1().PersistentVolumeClaims(x.ns).Delete(ctx, "data-etcd-3", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.Client.CoreV1().Pods(x.ns).Delete(ctx, "etcd-3", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.WaitPodsReady(ctx, x.ns, "app.kubernetes.io/instance=etcd", 4); err != nil {
+		t.Fatal(err)
+	}
+	if res := runCLI(t, cliEnv(t), "replace", x.name, "no-such-pod", "-n", x.ns, "--yes"); res.Code != 2 {
+		t.Fatalf("replace of a pod outside the cluster: want exit 2, got %s", res)
+	}
+	q = x.watchQuorum()
+	res = runCLI(t, cliEnv(t), "replace", x.name, "etcd-3", "-n", x.ns, "--yes")
+	q.stop(t, "replace etcd-3")
+	if res.Code != 0 {
+		t.Fatalf("replace etcd-3: %s", res)
+	}
+	if m := x.waitHealthy(4).ByPod("etcd-3"); m == nil || m.ID == old.ID || m.Learner {
+		t.Fatalf("etcd-3 after replace: %+v (old ID %s), want a new voting member", m, old.ID)
+	}
+	x.checkKeys()
+
+	q = x.watchQuorum()
+	res = runCLI(t, cliEnv(t), "scale", x.name, "-n", x.ns, "--replicas", "3", "--yes")
+	q.stop(t, "scale to 3")
+	if res.Code != 0 {
+		t.Fatalf("scale to 3: %s", res)
+	}
+	x.checkConverged(3)
+	x.checkKeys()
+	st := runCLI(t, cliEnv(t), "status", x.name, "-n", x.ns)
+	if st.Code != 0 || !strings.Contains(st.Stdout, "Members:") || !strings.Contains(st.Stdout, "leader") {
+		t.Fatalf("status should list the members: %s", st)
+	}
+	t.Logf("status:\n%s", st.Stdout)
+}

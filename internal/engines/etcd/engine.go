@@ -24,6 +24,7 @@ package etcd
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,16 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		h.Table.Rows = append(h.Table.Rows, []string{m.ID, dashIfEmpty(m.Name), dashIfEmpty(m.Pod), strings.Join(m.PeerURLs, ","),
 			role, strconv.FormatUint(m.RaftTerm, 10), strconv.FormatUint(m.RaftIndex, 10), state})
 	}
+	// By pod (ordinal order reads naturally); members without a pod last.
+	slices.SortStableFunc(h.Table.Rows, func(a, b []string) int {
+		if (a[2] == "-") != (b[2] == "-") {
+			if a[2] == "-" {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a[2], b[2])
+	})
 	return h, nil
 }
 
