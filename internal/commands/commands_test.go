@@ -84,6 +84,8 @@ func TestBadInput(t *testing.T) {
 		{"deny without id", []string{"deny", "add", "db"}, nil, "expects CLUSTER and ID"},
 		{"deny empty id", []string{"deny", "add", "db", " "}, nil, "ID must not be empty"},
 		{"extra arg to version", []string{"version", "x"}, nil, "takes no arguments"},
+		{"unknown lock subcommand", []string{"lock", "db", "release"}, nil, `unknown lock subcommand "db"; allowed: status, acquire, release`},
+		{"unknown deny subcommand", []string{"deny", "remove", "db", "x"}, nil, `unknown deny subcommand "remove"; allowed: add, allow, list`},
 		{"replace without pod", []string{"replace", "db"}, nil, "expects CLUSTER and POD"},
 		{"replace unknown pod", []string{"replace", "db", "db-hot-7", "--yes"}, nil, `pod "db-hot-7" is not part of cluster prod/db; allowed: db-master-0, db-master-1, db-master-2, db-hot-0, db-hot-1, db-cold-0`},
 		{"replace on generic engine", []string{"replace", "db", "db-hot-1", "--yes"}, nil, "replace is not available for engine generic yet (supported: etcd)"},

@@ -21,7 +21,13 @@ func NewDenyCmd(g *GlobalOptions) *cobra.Command {
 anyone else may take over a lock held by a denied ID. Use it to stop a runaway
 pipeline or a colleague's stuck session. Who denied or allowed, when and why is
 recorded on the lock object.`,
-		Args: noArgs,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return ops.Usagef("unknown %s subcommand %q; allowed: %s", cmd.Name(), args[0], "add, allow, list")
+			}
+			return cmd.Help()
+		},
 	}
 	cmd.AddCommand(newDenyAddCmd(g), newDenyAllowCmd(g), newDenyListCmd(g))
 	return cmd

@@ -33,7 +33,13 @@ func NewLockCmd(g *GlobalOptions) *cobra.Command {
 coordination.k8s.io Lease named dbops-<cluster>). Use these commands to see who
 holds it, to hold it by hand across several commands (e.g. during an incident),
 and to release it.`,
-		Args: noArgs,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return ops.Usagef("unknown %s subcommand %q; allowed: %s", cmd.Name(), args[0], "status, acquire, release")
+			}
+			return cmd.Help()
+		},
 	}
 	cmd.AddCommand(newLockStatusCmd(g), newLockAcquireCmd(g), newLockReleaseCmd(g))
 	return cmd

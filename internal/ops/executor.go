@@ -254,8 +254,11 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 			return err
 		}
 		if done {
+			if err := e.markDone(ctx, j, s); err != nil {
+				return err
+			}
 			e.emitStep(EventStepSkipped, ref, func(ev *Event) { ev.Reason = "already in the desired state" })
-			return e.markDone(ctx, j, s)
+			return nil
 		}
 	}
 	if s.Action != nil {
@@ -276,8 +279,12 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 			return err
 		}
 	}
+	// Durable first: a consumer told "done" must find it in the journal.
+	if err := e.markDone(ctx, j, s); err != nil {
+		return err
+	}
 	e.emitStep(EventStepDone, ref, nil)
-	return e.markDone(ctx, j, s)
+	return nil
 }
 
 func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {
