@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -417,10 +419,9 @@ func TestCrateScaleRefuses(t *testing.T) {
 			if r.code != ops.ExitPrecondition || !strings.Contains(r.err, tt.want) {
 				t.Fatalf("exit %d, want 5 with %q: %s", r.code, tt.want, r.err)
 			}
-			for _, w := range fakecluster.Writes(e.client) {
-				if strings.Contains(w, "statefulsets") {
-					t.Errorf("refused scale changed a StatefulSet: %s", w)
-				}
+			// Refused while planning: not even the lock is written.
+			if w := fakecluster.Writes(e.client); len(w) > 0 {
+				t.Errorf("refused scale wrote to the API: %v", w)
 			}
 			if w := e.db.Statements(true); len(w) > 0 {
 				t.Errorf("refused scale wrote to the database: %v", w)
@@ -596,5 +597,55 @@ func TestCrateStatusHealth(t *testing.T) {
 	e.db.Do(func(d *cratedbtest.DB) { d.Severity = int32(3) })
 	if r := e.run("status", "db", "-o", "json"); !strings.Contains(r.out, `"status": "red"`) {
 		t.Errorf("status json lacks red health:\n%s", r.out)
+	}
+}
+
+// A scale that crashed after lowering the StatefulSet, before its clean-up:
+// sizes already match, so the re-run of the same request only finishes the
+// clean-up (its own exclusion removed, expected nodes, node check) instead
+// of refusing with "nothing to scale".
+func TestCrateScaleResumesCleanupAfterResize(t *testing.T) {
+	e := newCrateEnv(t)
+	ctx := t.Context()
+	sts, err := e.client.AppsV1().StatefulSets("prod").Get(ctx, "db-cold", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	sts.Spec.Replicas, sts.Status.Replicas, sts.Status.ReadyReplicas = &one, 1, 1
+	if _, err := e.client.AppsV1().StatefulSets("prod").Update(ctx, sts, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CoreV1().Pods("prod").Delete(ctx, "db-cold-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.db.Do(func(d *cratedbtest.DB) {
+		d.Nodes = slices.DeleteFunc(d.Nodes, func(n string) bool { return n == "data-cold-1" })
+		d.Exclusions = "data-retired-0,data-cold-1"
+	})
+	j := ops.Journal{Operation: "scale", Args: "--data cold=1", Holder: "ci@test", State: ops.JournalInterrupted,
+		Started: testNow.Add(-time.Minute), Done: []string{"drain/cold", "resize/cold"},
+		Data: map[string]string{"cratedb.scale.excluded": "data-cold-1"}}
+	b, _ := json.Marshal(j)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "dbops-db", Namespace: "prod",
+		Annotations: map[string]string{"dbops.io/journal": string(b)}}}
+	if _, err := e.client.CoordinationV1().Leases("prod").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("scale", "db", "--data", "cold=1", "--yes", "--lock-id", "ci@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	e.db.Do(func(d *cratedbtest.DB) {
+		if d.Exclusions != "data-retired-0" {
+			t.Errorf("exclusions = %q, want only the one this run did not add", d.Exclusions)
+		}
+	})
+	if got := strings.Join(e.db.Statements(true), "\n"); !strings.Contains(got, "UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1") {
+		t.Errorf("node check not acknowledged; writes:\n%s", got)
+	}
+	// Without an unfinished run, the same request is "nothing to scale".
+	if r := e.run("scale", "db", "--data", "cold=1", "--yes", "--lock-id", "ci@test"); r.code != ops.ExitUsage || !strings.Contains(r.err, "nothing to scale") {
+		t.Errorf("second re-run: exit %d %s", r.code, r.err)
 	}
 }

@@ -134,20 +134,34 @@ func (g *GlobalOptions) dryRunView(ctx context.Context, cl *Clients, c *ops.Clus
 	if g.DisableLocks {
 		return v
 	}
-	st, err := (&lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: "dry-run", Clock: cl.Clock}).Status(ctx)
-	if err != nil || !st.Journal.Resumable(plan.Operation, plan.Args) {
+	j := g.unfinishedJournal(ctx, cl, c)
+	if !j.Resumable(plan.Operation, plan.Args) {
 		return v
 	}
 	done := 0
 	for i := range v.Steps {
-		if st.Journal.IsDone(v.Steps[i].ID) {
+		if j.IsDone(v.Steps[i].ID) {
 			v.Steps[i].Done = true
 			done++
 		}
 	}
 	v.Notes = append(v.Notes, fmt.Sprintf("resumes the %s run started %s by %s: %d step(s) already done",
-		st.Journal.State, st.Journal.Started.UTC().Format(time.RFC3339), st.Journal.Holder, done))
+		j.State, j.Started.UTC().Format(time.RFC3339), j.Holder, done))
 	return v
+}
+
+// unfinishedJournal reads the journal on the cluster's lock without taking
+// it; nil when there is none, it is finished, or it cannot be read (the
+// executor reads it again under the lock anyway).
+func (g *GlobalOptions) unfinishedJournal(ctx context.Context, cl *Clients, c *ops.Cluster) *ops.Journal {
+	if g.DisableLocks {
+		return nil
+	}
+	st, err := (&lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: "reader", Clock: cl.Clock}).Status(ctx)
+	if err != nil || st.Journal == nil || st.Journal.State == ops.JournalSucceeded {
+		return nil
+	}
+	return st.Journal
 }
 
 // newSession returns a random token identifying this process on the lock.

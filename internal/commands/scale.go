@@ -169,7 +169,7 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	req := ops.ScaleRequest{Data: o.data, Command: commandLine(cmd, o.Cluster)}
+	req := ops.ScaleRequest{Data: o.data, Command: commandLine(cmd, o.Cluster), Journal: o.unfinishedJournal(ctx, cl, c)}
 	if o.mastersGiven {
 		m := o.Masters
 		req.Masters = &m

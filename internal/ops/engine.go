@@ -58,6 +58,11 @@ type ScaleRequest struct {
 	Primaries *int32
 	// Command re-runs the request (resume hint).
 	Command string
+	// Journal is the cluster's unfinished operation record, read (without
+	// the lock) before planning; nil when there is none. An engine uses it
+	// to finish a run that crashed after its last size change, when live
+	// sizes already match the request.
+	Journal *Journal
 }
 
 // Scaler is implemented by engines that can scale.

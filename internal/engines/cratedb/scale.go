@@ -108,7 +108,11 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	}
 	changes = append(changes, ups...)
 	changes = append(changes, downs...)
-	if len(changes) == 0 {
+	args := scaleArgs(req, master)
+	// A run of the same request that crashed after its last resize still
+	// owes the clean-up (expected nodes, its exclusions, the node check).
+	resuming := req.Journal.Resumable("scale", args)
+	if len(changes) == 0 && !resuming {
 		return nil, ops.Usagef("nothing to scale: cluster %s already has %s", c.Name, sizes(c, target))
 	}
 	var total, dataTotal int
@@ -127,9 +131,20 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		return nil, err
 	}
 
+	// When the first step is a drain, the cluster it will see is the one
+	// seen now: refuse here, before the lock is taken or anything written.
+	// (The drain re-checks when it runs.)
+	if len(downs) > 0 && len(changes) == len(downs) && !resuming {
+		if err := e.checkShrink(ctx, c, downs[0]); err != nil {
+			return nil, err
+		}
+	}
 	p := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
-		Args: scaleArgs(req, master), Destructive: len(downs) > 0, Command: req.Command}
+		Args: args, Destructive: len(downs) > 0, Command: req.Command}
 	p.Notes = append(p.Notes, "from "+sizes(c, nil)+" to "+sizes(c, target))
+	if len(changes) == 0 {
+		p.Notes = append(p.Notes, "every size already matches: finishing the interrupted run's clean-up")
+	}
 	for _, r := range changes {
 		if r.grows() || r.g.Role == ops.RoleMaster {
 			p.Steps = append(p.Steps, e.resizeStep(c, r))
@@ -149,7 +164,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	} else {
 		p.Notes = append(p.Notes, "no StatefulSet sets -Cgateway.expected_nodes or -Cgateway.expected_data_nodes; nothing to update there")
 	}
-	if len(downs) > 0 {
+	if len(downs) > 0 || resuming {
 		p.Steps = append(p.Steps, e.restoreExclusionsStep(c))
 	}
 	p.Steps = append(p.Steps, e.ackStep(c))
