@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -15,9 +16,12 @@ type BootstrapOptions struct {
 	Cluster       string
 	LicenseSecret string
 	Users         []string
+	// Primaries is the number of primaries of a replicated app.
+	Primaries int32
 
-	license cratedb.SecretRef
-	users   []cratedb.UserRequest
+	primariesGiven bool
+	license        cratedb.SecretRef
+	users          []cratedb.UserRequest
 }
 
 // NewBootstrapOptions returns options bound to the shared flags.
@@ -39,16 +43,31 @@ and create each --user that is missing, with all privileges.
 Passwords and the license are read from Kubernetes Secrets only and never
 printed; plans show them as '***'. Every step is idempotent: a second run
 changes nothing. Bounded by --timeout, else BOOTSTRAP_TIMEOUT seconds, else
-1800 s.`,
+1800 s.
+
+For replicated applications (engine replicated): only when the StatefulSet
+has exactly its desired pods and none is Pending. The sequence command runs
+in every pod; the first primary is the pod with the highest number (ties:
+lowest ordinal) and runs seed (else primary); further primaries and then
+secondaries start one at a time on the highest remaining numbers, given the
+running primaries' DNS names as arguments. A pod whose command fails is
+labelled failed, stopped (deleted when stop fails too) and the next
+candidate is tried. Commands come from the config file's replicated
+section, DBOPS_REPLICATED_CONFIG or the StatefulSet annotation
+dbops.io/replicated-config.`,
 		Example: `  # See the plan (secrets redacted) without changing anything
   kubectl dbops bootstrap mycrate --user app=app-db-password --dry-run
 
   # License from Secret crate-license (key "license"), two users, no prompt
   kubectl dbops bootstrap mycrate --license-secret crate-license \
-    --user app=app-db-password --user grafana=grafana-db/pw --yes`,
+    --user app=app-db-password --user grafana=grafana-db/pw --yes
+
+  # Replicated app: elect and start two primaries, the rest secondaries
+  kubectl dbops bootstrap myapp --primaries 2 --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.primariesGiven = cmd.Flags().Changed("primaries")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -60,6 +79,7 @@ changes nothing. Bounded by --timeout, else BOOTSTRAP_TIMEOUT seconds, else
 	}
 	cmd.Flags().StringVar(&o.LicenseSecret, "license-secret", "", "Secret NAME[/KEY] (default key license) holding the license to set first")
 	cmd.Flags().StringArrayVar(&o.Users, "user", nil, "User to create as NAME=SECRET[/KEY] (default key password); repeatable")
+	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: number of primaries, at least 1 (default: from the configuration, else 1)")
 	g.CrateDB.AddConnFlags(cmd.Flags())
 	return cmd
 }
@@ -77,6 +97,9 @@ func (o *BootstrapOptions) Validate() error {
 	}
 	if err := o.CrateDB.Validate(); err != nil {
 		return err
+	}
+	if o.primariesGiven && o.Primaries < 1 {
+		return ops.Usagef("--primaries %d: bootstrap needs at least 1 primary", o.Primaries)
 	}
 	o.license, o.users = cratedb.SecretRef{}, nil
 	if o.LicenseSecret != "" {
@@ -133,7 +156,20 @@ func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
 	var req any
 	switch c.Engine {
 	case ops.EngineCrateDB:
+		if o.primariesGiven {
+			return ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
+		}
 		req = cratedb.BootstrapRequest{License: o.license, Users: o.users, Command: commandLine(cmd, o.Cluster)}
+	case ops.EngineReplicated:
+		if o.LicenseSecret != "" || len(o.Users) > 0 {
+			return ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
+		}
+		r := replicated.BootstrapRequest{Command: commandLine(cmd, o.Cluster)}
+		if o.primariesGiven {
+			p := o.Primaries
+			r.Primaries = &p
+		}
+		req = r
 	default:
 		return ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", eng.Name(), c.Name)
 	}

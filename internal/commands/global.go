@@ -59,6 +59,9 @@ type GlobalOptions struct {
 	// CrateDB holds the CrateDB engine's flags (bound by the commands that
 	// use them) and test seams.
 	CrateDB *CrateDBOptions
+	// ReplicatedExec replaces exec into pods for the replicated engine
+	// (tests); nil = through the API server.
+	ReplicatedExec ReplicatedExecer
 
 	// Dependencies, replaceable in tests.
 	NewClients ClientsFunc

@@ -1,7 +1,11 @@
 package commands
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,37 +15,86 @@ import (
 // ReplaceOptions holds `replace` flags.
 type ReplaceOptions struct {
 	*GlobalOptions
-	Cluster string
-	Pod     string
+	Cluster          string
+	Pods             []string
+	Strategy         string
+	MaxConcurrent    int
+	Failed           bool
+	FailureThreshold time.Duration
+	Taints           []string
+
+	taints []ops.TaintRule
 }
 
 // NewReplaceOptions returns options bound to the shared flags.
-func NewReplaceOptions(g *GlobalOptions) *ReplaceOptions { return &ReplaceOptions{GlobalOptions: g} }
+func NewReplaceOptions(g *GlobalOptions) *ReplaceOptions {
+	return &ReplaceOptions{GlobalOptions: g, Strategy: ops.StrategyReplacement, MaxConcurrent: 1,
+		FailureThreshold: ops.DefaultFailureThreshold}
+}
 
-// NewReplaceCmd builds `replace CLUSTER POD`.
+// NewReplaceCmd builds `replace CLUSTER [POD...]`.
 func NewReplaceCmd(g *GlobalOptions) *cobra.Command {
 	o := NewReplaceOptions(g)
-	return &cobra.Command{
-		Use:   "replace CLUSTER POD",
-		Short: "Replace one member: move its data away, recreate it with a fresh volume, let it rejoin",
-		Long: `Replace a member of the cluster with a fresh one. For etcd this is member
-repair: the member is removed from the cluster (only when every other member
-is healthy and quorum holds), its pod and PVC are deleted so it comes back
-with an empty data directory, it is added again as a learner and promoted
-once it has caught up. Use it for a member whose volume was lost or whose
-member ID is stale.`,
+	cmd := &cobra.Command{
+		Use:   "replace CLUSTER [POD...] [--strategy replacement|deletion] [--failed]",
+		Short: "Replace members: move their data away, recreate them with fresh volumes, let them rejoin",
+		Long: `Replace pods of the cluster, named or chosen with --failed.
+
+--strategy replacement (default) moves the data away first, then deletes the
+pod and its PVCs so the StatefulSet creates both fresh, and waits until the
+new member has joined and holds data again. CrateDB: the node is excluded
+from shard allocation (added to the existing exclusion list), its shards
+drain to zero, pod and PVCs are deleted, the node rejoins sys.nodes, only
+this exclusion is dropped and the cluster must be green again. etcd: member
+repair (remove, fresh PVC, add as a learner, promote). Generic: pod and PVCs
+are recreated and the pod must be Ready on a new PVC. Changes to a PVC spec
+can only be rolled out this way.
+
+--strategy deletion deletes the pod only; it comes back on its PVC and must
+be Ready and pass the engine's health gates (as in a rolling restart).
+
+--failed picks the candidates by condition: not Ready or Pending for longer
+than --failure-threshold, a PVC missing, not a member of the database cluster
+(CrateDB: not in sys.nodes; etcd: no member), or on a node carrying a taint
+given with --taint KEY[=DURATION] for at least DURATION. --dry-run lists the
+candidates with the reason for each. --max-concurrent N replaces up to N pods
+at once (a batch); the next batch starts once the previous one is back.`,
 		Example: `  kubectl dbops replace myetcd myetcd-2 --dry-run
-  kubectl dbops replace myetcd myetcd-2 --yes`,
-		Args:              rangeArgs(2, 2, "CLUSTER and POD"),
+  kubectl dbops replace mycrate crate-data-hot-mycrate-1 --yes
+  kubectl dbops replace mycrate --failed --taint node.kubernetes.io/unreachable=30m --dry-run
+  kubectl dbops replace web --failed --max-concurrent 2 --yes`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return ops.Usagef("missing CLUSTER argument: usage: %s", cmd.UseLine())
+			}
+			if strings.TrimSpace(args[0]) == "" {
+				return ops.Usagef("CLUSTER must not be empty")
+			}
+			return nil
+		},
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster, o.Pod = args[0], strings.TrimSpace(args[1])
+			o.Cluster = args[0]
+			o.Pods = nil
+			for _, p := range args[1:] {
+				o.Pods = append(o.Pods, strings.TrimSpace(p))
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
 			return o.Run(cmd)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.Strategy, "strategy", o.Strategy, "How to replace: "+strings.Join(ops.ReplaceStrategies, "|")+" (replacement = fresh PVC; deletion = pod only)")
+	f.IntVar(&o.MaxConcurrent, "max-concurrent", o.MaxConcurrent, "Replace at most this many pods at once")
+	f.BoolVar(&o.Failed, "failed", false, "Choose the pods by condition instead of by name (see --failure-threshold, --taint)")
+	f.DurationVar(&o.FailureThreshold, "failure-threshold", o.FailureThreshold, "With --failed: how long a pod must be not Ready or Pending")
+	f.StringArrayVar(&o.Taints, "taint", nil, "With --failed: pick pods on nodes with this taint, KEY[=DURATION] (taint older than DURATION; repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(ops.ReplaceStrategies, cobra.ShellCompDirectiveNoFileComp))
+	g.CrateDB.AddHealthFlags(f)
+	g.CrateDB.AddConnFlags(f)
+	return cmd
 }
 
 // Validate checks arguments without touching the API.
@@ -49,42 +102,167 @@ func (o *ReplaceOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
-	if o.Pod == "" {
-		return ops.Usagef("POD must not be empty")
+	if err := o.CrateDB.Validate(); err != nil {
+		return err
+	}
+	if !slices.Contains(ops.ReplaceStrategies, o.Strategy) {
+		return ops.Usagef("unknown --strategy %q; allowed: %s", o.Strategy, strings.Join(ops.ReplaceStrategies, ", "))
+	}
+	if o.MaxConcurrent < 1 {
+		return ops.Usagef("--max-concurrent must be 1 or more, got %d", o.MaxConcurrent)
+	}
+	for _, p := range o.Pods {
+		if p == "" {
+			return ops.Usagef("POD must not be empty")
+		}
+	}
+	switch {
+	case o.Failed && len(o.Pods) > 0:
+		return ops.Usagef("name pods or use --failed, not both (got %s)", strings.Join(o.Pods, " "))
+	case !o.Failed && len(o.Pods) == 0:
+		return ops.Usagef("replace needs POD names or --failed: usage: replace CLUSTER [POD...] [--failed]")
+	case !o.Failed && len(o.Taints) > 0:
+		return ops.Usagef("--taint only applies with --failed")
+	}
+	if o.FailureThreshold <= 0 {
+		return ops.Usagef("--failure-threshold must be positive, got %s", o.FailureThreshold)
+	}
+	o.taints = nil
+	for _, t := range o.Taints {
+		r, err := ops.ParseTaintRule(t)
+		if err != nil {
+			return err
+		}
+		o.taints = append(o.taints, r)
 	}
 	return nil
 }
 
-// Run discovers, plans and executes the replacement.
+// args renders the request canonically for the journal: a re-run of the
+// same request resumes it.
+func (o *ReplaceOptions) args(pods []string) string {
+	return fmt.Sprintf("--strategy %s --max-concurrent %d --pods %s", o.Strategy, o.MaxConcurrent, strings.Join(pods, ","))
+}
+
+// Run discovers, chooses the pods, plans and executes the replacement.
 func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
 	cl, c, err := o.discover(ctx, o.Cluster, true)
 	if err != nil {
 		return err
 	}
-	if _, p := c.Pod(o.Pod); p == nil {
-		var names []string
-		for _, p := range c.AllPods() {
-			names = append(names, p.Name)
+	for _, name := range o.Pods {
+		if _, p := c.Pod(name); p == nil {
+			var names []string
+			for _, p := range c.AllPods() {
+				names = append(names, p.Name)
+			}
+			return ops.Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(names, ", "))
 		}
-		return ops.Usagef("pod %q is not part of cluster %s/%s; allowed: %s", o.Pod, c.Namespace, c.Name, strings.Join(names, ", "))
 	}
 	eng, err := o.engine(cl, c)
 	if err != nil {
 		return err
 	}
 	defer closeEngine(ctx, eng)
-	r, ok := eng.(ops.Replacer)
-	if !ok {
-		return ops.Usagef("replace is not available for engine %s yet (supported: %s)", eng.Name(), ops.EngineEtcd)
-	}
 	timeout, err := o.timeoutOr("", defaultRestartTimeout)
 	if err != nil {
 		return err
 	}
-	plan, err := r.PlanReplace(ctx, c, o.Pod, commandLine(cmd, o.Cluster, o.Pod))
+	pods, reasons := o.Pods, map[string]string{}
+	if o.Failed {
+		// Replaced pods look healthy again and a pod being replaced may not
+		// look failed yet, so an interrupted --failed run resumes with the
+		// pods it chose, not with a fresh choice.
+		if j := o.unfinishedJournal(ctx, cl, c); j != nil && j.Operation == "replace" {
+			if rest, ok := strings.CutPrefix(j.Args, o.args(nil)); ok && rest != "" {
+				pods = strings.Split(rest, ",")
+				for _, p := range pods {
+					reasons[p] = "chosen by the interrupted run being resumed"
+				}
+			}
+		}
+	}
+	if o.Failed && len(pods) == 0 {
+		mc, _ := eng.(ops.MemberChecker)
+		cands, err := ops.FindFailed(ctx, cl.Kube, c, ops.FailedOptions{Threshold: o.FailureThreshold, Taints: o.taints, Now: cl.Clock.Now()}, mc)
+		if err != nil {
+			return err
+		}
+		if len(cands) == 0 {
+			_, err := fmt.Fprintf(o.Out, "nothing to replace in %s/%s: no pod meets a failure condition\n", c.Namespace, c.Name)
+			return err
+		}
+		pods = nil
+		for _, cand := range cands {
+			pods = append(pods, cand.Pod)
+			reasons[cand.Pod] = cand.Reason
+		}
+	}
+	req := ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
+		Args: o.args(pods), Command: commandLine(cmd, append([]string{o.Cluster}, o.Pods...)...)}
+	plan, err := planReplace(ctx, eng, c, req)
 	if err != nil {
 		return err
 	}
 	return o.execute(ctx, cl, c, plan, timeout)
+}
+
+// planReplace picks the engine's way of doing the request.
+//
+// Engines plug in by implementing ops.PodReplacer (replacement strategy);
+// deletion reuses the engine's rolling restart, so its health gates apply.
+// The replicated engine has neither hook for replacement yet: it should
+// implement ops.PodReplacer (e.g. ops.Replacement with ReplaceHooks that
+// stop the member first and give it its role back after).
+func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
+	if req.Strategy == ops.StrategyDeletion {
+		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent, Command: req.Command})
+		if err != nil {
+			return nil, err
+		}
+		p.Operation, p.Args = "replace", req.Args
+		for _, name := range req.Pods {
+			if why := req.Reasons[name]; why != "" {
+				p.Notes = append(p.Notes, name+": "+why)
+			}
+		}
+		return p, nil
+	}
+	if r, ok := eng.(ops.PodReplacer); ok {
+		return r.PlanReplacement(ctx, c, req)
+	}
+	if r, ok := eng.(ops.Replacer); ok {
+		return perPodReplace(ctx, r, c, req)
+	}
+	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s); --strategy deletion is",
+		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineGeneric)
+}
+
+// perPodReplace chains an engine's one-member replacement plans (etcd
+// member repair); such engines replace one member at a time to keep quorum.
+func perPodReplace(ctx context.Context, r ops.Replacer, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
+	if req.MaxConcurrent > 1 {
+		return nil, ops.Usagef("engine %s replaces one member at a time; --max-concurrent must be 1", c.Engine)
+	}
+	var out *ops.Plan
+	for _, name := range req.Pods {
+		p, err := r.PlanReplace(ctx, c, name, req.Command)
+		if err != nil {
+			return nil, err
+		}
+		if why := req.Reasons[name]; why != "" {
+			p.Notes = append(p.Notes, name+": "+why)
+		}
+		if out == nil {
+			out = p
+			continue
+		}
+		out.Steps = append(out.Steps, p.Steps...)
+		out.Notes = append(out.Notes, p.Notes...)
+	}
+	if out != nil {
+		out.Args = req.Args
+	}
+	return out, nil
 }

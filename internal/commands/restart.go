@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,12 @@ type RestartOptions struct {
 	Cluster string
 	Rolling bool
 	Groups  []string
+	// Mode is pod, zone or all (--mode).
+	Mode string
+	// MaxUnavailableZones is --max-unavailable-zones; zonesGiven says it
+	// was on the command line (0 is a meaningful value).
+	MaxUnavailableZones int
+	zonesGiven          bool
 	// groupGiven records --group on the command line: pflag turns
 	// --group "" into an empty list, which must not mean "all groups".
 	groupGiven bool
@@ -28,14 +35,24 @@ func NewRestartOptions(g *GlobalOptions) *RestartOptions {
 func NewRestartCmd(g *GlobalOptions) *cobra.Command {
 	o := NewRestartOptions(g)
 	cmd := &cobra.Command{
-		Use:   "restart CLUSTER --rolling [--group NAME]...",
-		Short: "Restart a cluster's pods one at a time, waiting for each to be back",
+		Use:   "restart CLUSTER --rolling [--mode pod|zone|all] [--group NAME]...",
+		Short: "Restart a cluster's pods one at a time (or a zone at a time), waiting for each to be back",
 		Long: `Restart every pod of the cluster one at a time: node groups in order (masters
 first), pods by ordinal. Each pod is deleted, and the next is touched only once
 the same name is back with a new UID and Ready (and the engine's health gates
-pass). Pods already restarted by an interrupted run are not restarted again.`,
+pass). Pods already restarted by an interrupted run are not restarted again.
+
+--mode zone restarts all pods of one zone (topology.kubernetes.io/zone of the
+pod's node) together, zones in name order; --mode all deletes every pod at
+once (the cluster is down until they are back). The engine's gates run for
+each pod of a batch before it is deleted and after the whole batch is back.
+--max-unavailable-zones K makes each batch wait, watching pods, until at most
+K zones other than its own have unavailable pods, instead of refusing.`,
 		Example: `  # See the plan without changing anything
   kubectl dbops restart mycrate --rolling --dry-run
+
+  # One zone at a time, never while another zone has pods down
+  kubectl dbops restart mycrate --rolling --mode zone --max-unavailable-zones 0 --yes
 
   # Restart only the "hot" data group, no prompt (CI)
   kubectl dbops restart mycrate --rolling --group hot --yes`,
@@ -43,6 +60,7 @@ pass). Pods already restarted by an interrupted run are not restarted again.`,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.groupGiven = cmd.Flags().Changed("group")
+			o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -52,8 +70,11 @@ pass). Pods already restarted by an interrupted run are not restarted again.`,
 			return o.Run(cmd)
 		},
 	}
-	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods one at a time (required)")
+	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods batch by batch, waiting for each batch to be back (required)")
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
+	cmd.Flags().StringVar(&o.Mode, "mode", ops.ModePod, "How many pods at once: "+strings.Join(ops.RestartModes, "|"))
+	cmd.Flags().IntVar(&o.MaxUnavailableZones, "max-unavailable-zones", 0, "Before each batch, wait until at most K other zones have unavailable pods (default: refuse if any other pod is not Ready)")
+	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
 	g.CrateDB.AddHealthFlags(cmd.Flags())
 	g.CrateDB.AddConnFlags(cmd.Flags())
@@ -72,7 +93,7 @@ func (o *RestartOptions) Validate() error {
 		return err
 	}
 	if !o.Rolling {
-		return ops.Usagef("restart needs --rolling (the only restart mode: one pod at a time)")
+		return ops.Usagef("restart needs --rolling (pods go batch by batch: --mode pod, zone or all)")
 	}
 	if err := o.CrateDB.Validate(); err != nil {
 		return err
@@ -85,7 +106,28 @@ func (o *RestartOptions) Validate() error {
 			return ops.Usagef("--group must name a node group, got an empty value")
 		}
 	}
+	if !slices.Contains(ops.RestartModes, o.Mode) {
+		return ops.Usagef("unknown --mode %q; allowed: %s", o.Mode, strings.Join(ops.RestartModes, ", "))
+	}
+	if o.zonesGiven {
+		if o.MaxUnavailableZones < 0 {
+			return ops.Usagef("--max-unavailable-zones must be 0 or more, got %d", o.MaxUnavailableZones)
+		}
+		if o.Mode == ops.ModeAll {
+			return ops.Usagef("--max-unavailable-zones does not apply to --mode all (every pod goes at once)")
+		}
+	}
 	return nil
+}
+
+// restartOptions is the engine-facing form of the flags.
+func (o *RestartOptions) restartOptions(command string) ops.RestartOptions {
+	ro := ops.RestartOptions{Groups: o.Groups, Mode: o.Mode, Command: command}
+	if o.zonesGiven {
+		k := o.MaxUnavailableZones
+		ro.MaxUnavailableZones = &k
+	}
+	return ro
 }
 
 // Run discovers, plans and executes the restart.
@@ -104,7 +146,7 @@ func (o *RestartOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	plan, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Groups: o.Groups, Command: commandLine(cmd, o.Cluster)})
+	plan, err := eng.PlanRestart(ctx, c, o.restartOptions(commandLine(cmd, o.Cluster)))
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,8 @@ func (g *GlobalOptions) engine(cl *Clients, c *ops.Cluster) (ops.Engine, error) 
 		return g.crateEngine(cl)
 	case ops.EngineEtcd:
 		return etcd.New(cl.Kube, cl.Config, etcd.Options{}), nil
+	case ops.EngineReplicated:
+		return g.replicatedEngine(cl)
 	default:
 		return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
 			c.Engine, c.Name)

@@ -16,10 +16,13 @@ type ScaleOptions struct {
 	Masters  int32
 	Data     []string
 	Replicas int32
+	// Primaries is the wanted number of primaries (replicated apps).
+	Primaries int32
 
-	mastersGiven  bool
-	replicasGiven bool
-	data          map[string]int32
+	mastersGiven   bool
+	replicasGiven  bool
+	primariesGiven bool
+	data           map[string]int32
 }
 
 // NewScaleOptions returns options bound to the shared flags.
@@ -31,7 +34,7 @@ func NewScaleOptions(g *GlobalOptions) *ScaleOptions {
 func NewScaleCmd(g *GlobalOptions) *cobra.Command {
 	o := NewScaleOptions(g)
 	cmd := &cobra.Command{
-		Use:   "scale CLUSTER [--master N] [--data GROUP=N]... | --replicas N",
+		Use:   "scale CLUSTER [--master N] [--data GROUP=N]... | --replicas N [--primaries P]",
 		Short: "Change node group sizes safely: masters first, grow, then drain and shrink",
 		Long: `Scale node groups. For CrateDB: masters first (an odd number, at least 3),
 then every data group that grows (waiting for the new nodes to join), then
@@ -47,6 +50,15 @@ is in sync; shrinking removes the highest ordinal first, only when every
 remaining member is healthy and quorum holds after the removal, and deletes
 the removed pod's PVC so its data is never reused.
 
+For replicated applications (--replicas N and/or --primaries P): the roles of
+pods the scale-down removes are stopped first, the StatefulSet is resized and
+its pods awaited, then extra primaries are stopped (lowest sequence number,
+then highest ordinal, first), missing primaries started on the highest
+sequence numbers and, when a secondary command is configured, every other pod
+started as a secondary. P defaults to the configuration (DBOPS_PRIMARIES,
+the config file's replicated.primaries, the StatefulSet annotation
+dbops.io/replicated-config), else 1.
+
 Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 		Example: `  # See the plan (every SQL statement) without changing anything
   kubectl dbops scale mycrate --data hot=5 --data cold=2 --dry-run
@@ -55,12 +67,16 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   kubectl dbops scale mycrate --master 5 --yes
 
   # etcd: five members
-  kubectl dbops scale myetcd --replicas 5`,
+  kubectl dbops scale myetcd --replicas 5
+
+  # Replicated app: five pods, two of them primaries
+  kubectl dbops scale myapp --replicas 5 --primaries 2`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.mastersGiven = cmd.Flags().Changed("master")
 			o.replicasGiven = cmd.Flags().Changed("replicas")
+			o.primariesGiven = cmd.Flags().Changed("primaries")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -72,7 +88,8 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	}
 	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
-	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd), at least 1")
+	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps), at least 1")
+	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
 	return cmd
@@ -114,7 +131,16 @@ func (o *ScaleOptions) Validate() error {
 	if o.replicasGiven && o.Replicas < 1 {
 		return ops.Usagef("--replicas %d: must be at least 1", o.Replicas)
 	}
-	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven {
+	if o.primariesGiven && (o.mastersGiven || len(o.Data) > 0) {
+		return ops.Usagef("--primaries cannot be combined with --master or --data: use it alone or with --replicas (replicated apps)")
+	}
+	if o.primariesGiven && o.Primaries < 0 {
+		return ops.Usagef("--primaries %d: must be at least 0", o.Primaries)
+	}
+	if o.primariesGiven && o.replicasGiven && o.Primaries > o.Replicas {
+		return ops.Usagef("--primaries %d is more than --replicas %d", o.Primaries, o.Replicas)
+	}
+	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !o.primariesGiven {
 		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
 	}
 	if o.mastersGiven && (o.Masters < 3 || o.Masters%2 == 0) {
@@ -177,6 +203,10 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 	if o.replicasGiven {
 		r := o.Replicas
 		req.Replicas = &r
+	}
+	if o.primariesGiven {
+		p := o.Primaries
+		req.Primaries = &p
 	}
 	plan, err := s.PlanScale(ctx, c, req)
 	if err != nil {

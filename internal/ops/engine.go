@@ -40,6 +40,19 @@ type Table struct {
 type RestartOptions struct {
 	// Groups limits the restart to these node groups (empty = all).
 	Groups []string
+	// Mode is how many pods go at once: ModePod (default), ModeZone or
+	// ModeAll.
+	Mode string
+	// MaxUnavailableZones, when set, makes each batch wait (watching pods)
+	// until at most this many zones other than the batch's own have
+	// unavailable pods, instead of refusing when another pod is not Ready.
+	MaxUnavailableZones *int
+	// Pods limits the restart to these pods (empty = all); used by
+	// replace --strategy deletion.
+	Pods []string
+	// BatchSize is how many pods one step restarts together in pod mode
+	// (replace --max-concurrent); 0 or 1 = one at a time.
+	BatchSize int
 	// Command re-runs the request (resume hint).
 	Command string
 }

@@ -45,21 +45,40 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 			return nil, Usagef("unknown node group %q for cluster %s; allowed: %s", g, c.Name, strings.Join(c.GroupNames(), ", "))
 		}
 	}
-	args := "--rolling"
-	if len(opts.Groups) > 0 {
-		gs := slices.Clone(opts.Groups)
-		slices.Sort(gs)
-		args += " --group " + strings.Join(gs, ",")
+	mode, err := checkRestartMode(opts)
+	if err != nil {
+		return nil, err
 	}
-	p := &Plan{Operation: "restart", Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: args,
+	for _, name := range opts.Pods {
+		if !inCluster(c, name) {
+			return nil, Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(podNames(c.AllPods()), ", "))
+		}
+	}
+	p := &Plan{Operation: "restart", Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: restartArgs(mode, opts),
 		Destructive: true, Command: opts.Command}
+	var pods []Pod
 	for _, g := range c.Groups {
 		if len(opts.Groups) > 0 && !slices.Contains(opts.Groups, g.Name) {
 			continue
 		}
 		for _, pod := range g.Pods {
-			p.Steps = append(p.Steps, r.step(c, g, pod))
+			if len(opts.Pods) == 0 || slices.Contains(opts.Pods, pod.Name) {
+				pods = append(pods, pod)
+			}
 		}
+	}
+	switch {
+	case mode == ModePod && opts.BatchSize <= 1:
+		for _, pod := range pods {
+			p.Steps = append(p.Steps, r.step(c, c.Group(pod.Group), pod, opts.MaxUnavailableZones, opts.Pods))
+		}
+	default:
+		for _, b := range restartBatches(mode, pods, opts.BatchSize) {
+			p.Steps = append(p.Steps, r.batchStep(c, b, opts.MaxUnavailableZones, opts.Pods))
+		}
+	}
+	if mode == ModeAll && len(pods) > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("all %d pods are deleted at once: the cluster is unavailable until they are back", len(pods)))
 	}
 	if len(p.Steps) == 0 {
 		p.Notes = append(p.Notes, "no pods to restart")
@@ -67,9 +86,17 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 	return p, nil
 }
 
-func (r *RollingRestart) step(c *Cluster, g *NodeGroup, pod Pod) *Step {
+// tolerate names pods that may be down meanwhile: the other pods of the
+// same request (replace --strategy deletion picks failed pods).
+func (r *RollingRestart) step(c *Cluster, g *NodeGroup, pod Pod, maxZones *int, tolerate []string) *Step {
 	ns := c.Namespace
 	pre := []string{"every other pod of the cluster is Ready"}
+	if len(tolerate) > 1 {
+		pre = []string{"every other pod of the cluster not in this request is Ready"}
+	}
+	if maxZones != nil {
+		pre = []string{zonesPrecondition(*maxZones)}
+	}
 	var details []string
 	if r.Gate != nil {
 		gp, gd := r.Gate.Describe(pod)
@@ -101,9 +128,12 @@ func (r *RollingRestart) step(c *Cluster, g *NodeGroup, pod Pod) *Step {
 				}
 				continue
 			}
-			if inCluster(c, lp.Name) && !PodReady(lp) {
+			if maxZones == nil && inCluster(c, lp.Name) && !PodReady(lp) && !slices.Contains(tolerate, lp.Name) {
 				return false, Preconditionf("pod %s is not Ready; restarting %s now would leave two pods unavailable (wait for it, or restart only other groups with --group)", lp.Name, pod.Name)
 			}
+		}
+		if maxZones != nil {
+			return false, waitZones(ctx, sc, r.Client, c, []Pod{pod}, *maxZones)
 		}
 		return false, nil
 	}

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -73,4 +74,44 @@ func (e *Engine) PlanReplace(ctx context.Context, c *ops.Cluster, pod, command s
 	p.Operation = "replace"
 	p.Command = command
 	return p, nil
+}
+
+// NotMembers implements ops.MemberChecker for replace --failed: pods of
+// the StatefulSet with no etcd member (matched by peer URL).
+func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]string, error) {
+	_, st, err := e.prepare(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("reading etcd membership of %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	out := map[string]string{}
+	for _, p := range c.AllPods() {
+		if st.ByPod(p.Name) == nil {
+			out[p.Name] = "no etcd member for pod " + p.Name
+		}
+	}
+	return out, nil
+}
+
+// BeforeBatch implements ops.BatchChecker for restarts of more than one
+// member at once (restart --mode zone|all, replace --strategy deletion
+// --max-concurrent N): the healthy voters left while the whole batch is
+// down must still be a quorum of all voters.
+func (g *restartGate) BeforeBatch(ctx context.Context, _ *ops.StepContext, pods []ops.Pod) error {
+	st, err := g.e.status(ctx, g.s, "")
+	if err != nil {
+		return fmt.Errorf("checking etcd before restarting %d members together: %w", len(pods), err)
+	}
+	left := st.HealthyVoters
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+		if m := st.ByPod(p.Name); m != nil && !m.Learner && m.Healthy {
+			left--
+		}
+	}
+	if left < Quorum(st.Voters) {
+		return ops.Preconditionf("restarting %s together would leave %d of %d etcd voters healthy, below quorum %d; use --mode pod or a smaller batch",
+			strings.Join(names, ", "), left, st.Voters, Quorum(st.Voters))
+	}
+	return nil
 }

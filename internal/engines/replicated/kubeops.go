@@ -1,0 +1,163 @@
+package replicated
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// setRole sets (or, with role "", removes) the role label of pod. A JSON
+// merge patch touching only that label cannot overwrite anyone else's
+// change, so it needs no resourceVersion.
+func (e *Engine) setRole(ctx context.Context, s *site, pod, role string) error {
+	var v any
+	if role != "" {
+		v = role
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelRole: v}}})
+	if err != nil {
+		return fmt.Errorf("encoding label patch: %w", err)
+	}
+	if _, err := e.Client.CoreV1().Pods(s.ns).Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("setting label %s=%s on pod %s/%s: %w", LabelRole, role, s.ns, pod, err)
+	}
+	return nil
+}
+
+// setReplicas changes only spec.replicas, conflict-safe.
+func (e *Engine) setReplicas(ctx context.Context, s *site, n int32) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts, err := e.Client.AppsV1().StatefulSets(s.ns).Get(ctx, s.sts, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == n {
+			return nil
+		}
+		sts.Spec.Replicas = &n
+		_, err = e.Client.AppsV1().StatefulSets(s.ns).Update(ctx, sts, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("setting replicas of StatefulSet %s/%s to %d: %w", s.ns, s.sts, n, err)
+	}
+	return nil
+}
+
+func (e *Engine) replicas(ctx context.Context, s *site) (int, error) {
+	sts, err := e.Client.AppsV1().StatefulSets(s.ns).Get(ctx, s.sts, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("reading StatefulSet %s/%s: %w", s.ns, s.sts, err)
+	}
+	if sts.Spec.Replicas == nil {
+		return 1, nil
+	}
+	return int(*sts.Spec.Replicas), nil
+}
+
+// waitSize watches the StatefulSet's pods until ordinals 0..n-1 are all
+// Ready and no pod beyond n is left.
+func (e *Engine) waitSize(ctx context.Context, sc *ops.StepContext, s *site, n int) error {
+	pods := e.Client.CoreV1().Pods(s.ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = s.selector
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = s.selector
+			return pods.Watch(ctx, o)
+		},
+	}
+	last := ""
+	var store cache.Store
+	check := func() (bool, error) {
+		ready, extra := 0, []string{}
+		for _, o := range store.List() {
+			p, ok := o.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			ord := s.ordinal(p.Name)
+			switch {
+			case ord < 0:
+			case ord >= n:
+				extra = append(extra, p.Name)
+			case ops.PodReady(p):
+				ready++
+			}
+		}
+		if ready == n && len(extra) == 0 {
+			return true, nil
+		}
+		reason := fmt.Sprintf("%d/%d pods Ready", ready, n)
+		if len(extra) > 0 {
+			reason += "; waiting for " + strings.Join(extra, ", ") + " to be removed"
+		}
+		if reason != last && sc != nil {
+			last = reason
+			sc.Progress(int64(ready), int64(n), "pods", reason)
+		}
+		return false, nil
+	}
+	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, e.Client), &corev1.Pod{},
+		func(st cache.Store) (bool, error) { store = st; return check() },
+		func(watch.Event) (bool, error) { return check() })
+	if err != nil {
+		return fmt.Errorf("waiting for StatefulSet %s/%s to have %d Ready pods (%s): %w", s.ns, s.sts, n, last, err)
+	}
+	return nil
+}
+
+// recreate deletes pod (only the incarnation uid) and watches until the
+// StatefulSet has made a new one that is Ready.
+func (e *Engine) recreate(ctx context.Context, sc *ops.StepContext, s *site, pod string, uid types.UID) error {
+	if err := ops.DeletePod(ctx, e.Client, s.ns, pod, uid); err != nil {
+		return err
+	}
+	last := ""
+	_, err := ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
+		reason := ""
+		switch {
+		case p == nil:
+			reason = "waiting for the StatefulSet to recreate " + pod
+		case p.UID == uid:
+			reason = "old pod " + pod + " terminating"
+		case !ops.PodReady(p):
+			reason = "new pod " + pod + " not Ready yet"
+		default:
+			return true, nil
+		}
+		if reason != last && sc != nil {
+			last = reason
+			sc.Waiting(reason)
+		}
+		return false, nil
+	})
+	return err
+}
+
+// getPod reads one pod; nil when it does not exist.
+func (e *Engine) getPod(ctx context.Context, s *site, name string) (*corev1.Pod, error) {
+	p, err := e.Client.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s/%s: %w", s.ns, name, err)
+	}
+	return p, nil
+}
