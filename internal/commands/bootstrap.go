@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"context"
+
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -135,47 +137,39 @@ func (o *BootstrapOptions) Validate() error {
 
 // Run discovers, plans and executes the bootstrap.
 func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
-	ctx := commandContext(cmd)
-	cl, c, err := o.discover(ctx, o.Cluster, true)
-	if err != nil {
-		return err
-	}
-	eng, err := o.engine(cl, c)
-	if err != nil {
-		return err
-	}
-	defer closeEngine(ctx, eng)
-	b, ok := eng.(ops.Bootstrapper)
-	if !ok {
-		return ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", eng.Name(), c.Name)
-	}
-	timeout, err := o.timeoutOr("BOOTSTRAP_TIMEOUT", defaultBootstrapTimeout)
-	if err != nil {
-		return err
-	}
-	var req any
+	return o.operate(commandContext(cmd), o.Cluster, "BOOTSTRAP_TIMEOUT", defaultBootstrapTimeout,
+		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
+			b, ok := eng.(ops.Bootstrapper)
+			if !ok {
+				return nil, ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", eng.Name(), c.Name)
+			}
+			req, err := o.request(cmd, c)
+			if err != nil {
+				return nil, err
+			}
+			return b.PlanBootstrap(ctx, c, req)
+		})
+}
+
+// request builds the engine-specific bootstrap request from the flags.
+func (o *BootstrapOptions) request(cmd *cobra.Command, c *ops.Cluster) (any, error) {
 	switch c.Engine {
 	case ops.EngineCrateDB:
 		if o.primariesGiven {
-			return ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
+			return nil, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
 		}
-		req = cratedb.BootstrapRequest{License: o.license, Users: o.users, Command: commandLine(cmd, o.Cluster)}
+		return cratedb.BootstrapRequest{License: o.license, Users: o.users, Command: commandLine(cmd, o.Cluster)}, nil
 	case ops.EngineReplicated:
 		if o.LicenseSecret != "" || len(o.Users) > 0 {
-			return ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
+			return nil, ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
 		}
 		r := replicated.BootstrapRequest{Command: commandLine(cmd, o.Cluster)}
 		if o.primariesGiven {
 			p := o.Primaries
 			r.Primaries = &p
 		}
-		req = r
+		return r, nil
 	default:
-		return ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", eng.Name(), c.Name)
+		return nil, ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", c.Engine, c.Name)
 	}
-	plan, err := b.PlanBootstrap(ctx, c, req)
-	if err != nil {
-		return err
-	}
-	return o.execute(ctx, cl, c, plan, timeout)
 }

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"context"
+
 	"slices"
 	"strings"
 
@@ -132,23 +134,8 @@ func (o *RestartOptions) restartOptions(command string) ops.RestartOptions {
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	ctx := commandContext(cmd)
-	cl, c, err := o.discover(ctx, o.Cluster, true)
-	if err != nil {
-		return err
-	}
-	eng, err := o.engine(cl, c)
-	if err != nil {
-		return err
-	}
-	defer closeEngine(ctx, eng)
-	timeout, err := o.timeoutOr("", defaultRestartTimeout)
-	if err != nil {
-		return err
-	}
-	plan, err := eng.PlanRestart(ctx, c, o.restartOptions(commandLine(cmd, o.Cluster)))
-	if err != nil {
-		return err
-	}
-	return o.execute(ctx, cl, c, plan, timeout)
+	return o.operate(commandContext(cmd), o.Cluster, "", defaultRestartTimeout,
+		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
+			return eng.PlanRestart(ctx, c, o.restartOptions(commandLine(cmd, o.Cluster)))
+		})
 }

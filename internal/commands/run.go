@@ -43,6 +43,33 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	return cl, c, nil
 }
 
+// planFunc asks a cluster's engine for the plan of one command.
+type planFunc func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error)
+
+// operate is the body every mutating command shares: find the cluster, get
+// its engine, plan from live state, then dry-run or execute within the
+// timeout (--timeout, else the env variable timeoutEnv, else def).
+func (g *GlobalOptions) operate(ctx context.Context, cluster, timeoutEnv string, def time.Duration, plan planFunc) error {
+	cl, c, err := g.discover(ctx, cluster, true)
+	if err != nil {
+		return err
+	}
+	eng, err := g.engine(cl, c)
+	if err != nil {
+		return err
+	}
+	defer closeEngine(ctx, eng)
+	timeout, err := g.timeoutOr(timeoutEnv, def)
+	if err != nil {
+		return err
+	}
+	p, err := plan(ctx, cl, c, eng)
+	if err != nil {
+		return err
+	}
+	return g.execute(ctx, cl, c, p, timeout)
+}
+
 // engine returns the adapter for a discovered cluster.
 func (g *GlobalOptions) engine(cl *Clients, c *ops.Cluster) (ops.Engine, error) {
 	switch c.Engine {

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"context"
+
 	"strconv"
 	"strings"
 
@@ -177,40 +179,25 @@ func (o *ScaleOptions) Validate() error {
 
 // Run discovers, plans and executes the scaling.
 func (o *ScaleOptions) Run(cmd *cobra.Command) error {
-	ctx := commandContext(cmd)
-	cl, c, err := o.discover(ctx, o.Cluster, true)
-	if err != nil {
-		return err
-	}
-	eng, err := o.engine(cl, c)
-	if err != nil {
-		return err
-	}
-	defer closeEngine(ctx, eng)
-	s, ok := eng.(ops.Scaler)
-	if !ok {
-		return ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
-	}
-	timeout, err := o.timeoutOr("SCALING_TIMEOUT", defaultScalingTimeout)
-	if err != nil {
-		return err
-	}
-	req := ops.ScaleRequest{Data: o.data, Command: commandLine(cmd, o.Cluster), Journal: o.unfinishedJournal(ctx, cl, c)}
-	if o.mastersGiven {
-		m := o.Masters
-		req.Masters = &m
-	}
-	if o.replicasGiven {
-		r := o.Replicas
-		req.Replicas = &r
-	}
-	if o.primariesGiven {
-		p := o.Primaries
-		req.Primaries = &p
-	}
-	plan, err := s.PlanScale(ctx, c, req)
-	if err != nil {
-		return err
-	}
-	return o.execute(ctx, cl, c, plan, timeout)
+	return o.operate(commandContext(cmd), o.Cluster, "SCALING_TIMEOUT", defaultScalingTimeout,
+		func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
+			s, ok := eng.(ops.Scaler)
+			if !ok {
+				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
+			}
+			req := ops.ScaleRequest{Data: o.data, Command: commandLine(cmd, o.Cluster), Journal: o.unfinishedJournal(ctx, cl, c)}
+			if o.mastersGiven {
+				m := o.Masters
+				req.Masters = &m
+			}
+			if o.replicasGiven {
+				r := o.Replicas
+				req.Replicas = &r
+			}
+			if o.primariesGiven {
+				p := o.Primaries
+				req.Primaries = &p
+			}
+			return s.PlanScale(ctx, c, req)
+		})
 }
