@@ -133,27 +133,7 @@ func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 		return nil
 	}
 	s.Verify = func(ctx context.Context, sc *ops.StepContext) error {
-		var first int64
-		sess := e.session(c)
-		err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
-			rows, err := sess.query(ctx, pods, sqlShardsOn, nodes)
-			if err != nil {
-				return false, sqlErr(sqlShardsOn, err)
-			}
-			var left int64
-			for _, row := range rows {
-				if len(row) > 1 {
-					left += toInt(row[1])
-				}
-			}
-			first = max(first, left)
-			sc.Progress(first-left, first, "shards", fmt.Sprintf("%d shards left on %s", left, list))
-			return len(rows) == 0, nil
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for shards to leave %s: %w", list, err)
-		}
-		return nil
+		return e.waitDrained(ctx, sc, c, nodes, pods)
 	}
 	return []*ops.Step{s}
 }

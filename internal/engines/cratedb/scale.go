@@ -395,29 +395,36 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 		return nil
 	}
 	s.Verify = func(ctx context.Context, sc *ops.StepContext) error {
-		var first int64
-		sess := e.session(c)
-		err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
-			rows, err := sess.query(ctx, nil, sqlShardsOn, nodes)
-			if err != nil {
-				return false, sqlErr(sqlShardsOn, err)
-			}
-			var left int64
-			for _, row := range rows {
-				if len(row) > 1 {
-					left += toInt(row[1])
-				}
-			}
-			first = max(first, left)
-			sc.Progress(first-left, first, "shards", fmt.Sprintf("%d shards left on %s", left, strings.Join(nodes, ", ")))
-			return len(rows) == 0, nil
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for shards to leave %s: %w", strings.Join(nodes, ", "), err)
-		}
-		return nil
+		return e.waitDrained(ctx, sc, c, nodes, nil)
 	}
 	return s
+}
+
+// waitDrained polls sys.shards until no shard is left on nodes, reporting
+// "shards left" progress; queries avoid the pods in avoid (being removed).
+func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, nodes, avoid []string) error {
+	var first int64
+	sess := e.session(c)
+	list := strings.Join(nodes, ", ")
+	err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
+		rows, err := sess.query(ctx, avoid, sqlShardsOn, nodes)
+		if err != nil {
+			return false, sqlErr(sqlShardsOn, err)
+		}
+		var left int64
+		for _, row := range rows {
+			if len(row) > 1 {
+				left += toInt(row[1])
+			}
+		}
+		first = max(first, left)
+		sc.Progress(first-left, first, "shards", fmt.Sprintf("%d shards left on %s", left, list))
+		return len(rows) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for shards to leave %s: %w", list, err)
+	}
+	return nil
 }
 
 // checkShrink refuses a shrink the cluster cannot take now.
