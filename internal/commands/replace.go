@@ -46,7 +46,11 @@ new member has joined and holds data again. CrateDB: the node is excluded
 from shard allocation (added to the existing exclusion list), its shards
 drain to zero, pod and PVCs are deleted, the node rejoins sys.nodes, only
 this exclusion is dropped and the cluster must be green again. etcd: member
-repair (remove, fresh PVC, add as a learner, promote). Generic: pod and PVCs
+repair (remove, fresh PVC, add as a learner, promote). Replicated: stop is
+run first (a failing stop does not prevent the replacement), then the pod
+is given its role back (primary with the running primaries' DNS names, or,
+when it was the only primary, the first primary is elected by sequence
+number; secondary with the primaries' names). Generic: pod and PVCs
 are recreated and the pod must be Ready on a new PVC. Changes to a PVC spec
 can only be rolled out this way.
 
@@ -212,9 +216,6 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 //
 // Engines plug in by implementing ops.PodReplacer (replacement strategy);
 // deletion reuses the engine's rolling restart, so its health gates apply.
-// The replicated engine has neither hook for replacement yet: it should
-// implement ops.PodReplacer (e.g. ops.Replacement with ReplaceHooks that
-// stop the member first and give it its role back after).
 func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
 	if req.Strategy == ops.StrategyDeletion {
 		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent, Command: req.Command})
@@ -235,8 +236,8 @@ func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.Re
 	if r, ok := eng.(ops.Replacer); ok {
 		return perPodReplace(ctx, r, c, req)
 	}
-	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s); --strategy deletion is",
-		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineGeneric)
+	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s, %s); --strategy deletion is",
+		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineReplicated, ops.EngineGeneric)
 }
 
 // perPodReplace chains an engine's one-member replacement plans (etcd

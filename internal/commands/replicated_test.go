@@ -262,3 +262,30 @@ func TestScalePrimariesFlagValidation(t *testing.T) {
 		t.Errorf("exit %d:\n%s%s", r.code, r.out, r.err)
 	}
 }
+
+// Replacement is planned by the replicated engine (stop, recreate with a
+// fresh PVC, role back); several at once are refused before any write.
+func TestReplicatedReplacePlan(t *testing.T) {
+	e := newReplEnv(t, 3, replConfig)
+	e.exec.seq = map[string]string{"app-db-0": "1", "app-db-1": "1", "app-db-2": "1"}
+	e.client.ClearActions()
+	r := e.run("replace", "app", "app-db-1", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("dry-run exit %d: %s", r.code, r.err)
+	}
+	for _, want := range []string{"run stop in app-db-1 before it is replaced", "delete 1 pod(s) and their PVCs", "give app-db-1 its journaled role back"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, r.out)
+		}
+	}
+	r = e.run("replace", "app", "app-db-1", "app-db-2", "--max-concurrent", "2", "--yes")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "one pod at a time") {
+		t.Errorf("--max-concurrent 2: exit %d, stderr %q; want exit 2", r.code, r.err)
+	}
+	if len(e.exec.get()) > 0 {
+		t.Errorf("exec'd %v", e.exec.get())
+	}
+	if w := fakecluster.Writes(e.client); len(w) > 0 {
+		t.Errorf("wrote %v", w)
+	}
+}

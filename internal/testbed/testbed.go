@@ -47,6 +47,13 @@ const (
 	KwokNodeAnnotation = "kwok.x-k8s.io/node"
 )
 
+// CrashLabel set to "true" on a Running, Ready pod makes kwok's
+// pod-container-crash stage crash its containers about 1-2 s later
+// (annotation CrashLabel+"/delay" overrides the delay): the pod stays
+// Running with Ready False, as a crash-looping pod does. Pods without the
+// label are not affected.
+const CrashLabel = "pod-container-crash.stage.kwok.x-k8s.io"
+
 // Options configure a testbed. The zero value is a working default.
 type Options struct {
 	// Dir holds PKI, data, logs, kubeconfig and pidfile. Default: a new temp dir, removed by

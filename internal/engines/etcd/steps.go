@@ -272,7 +272,42 @@ func (e *Engine) removeStep(s *site, id string, ordinal int, url, why string) *o
 			sc.Audit(ctx, stsRef(s, ""), "DbopsEtcdMemberRemove", fmt.Sprintf("removed etcd member %s (ID %s)", pod, memberID))
 			return nil
 		},
+		Verify: func(ctx context.Context, sc *ops.StepContext) error {
+			return e.waitSettled(ctx, sc, s, pod, url)
+		},
 	}
+}
+
+// waitSettled waits, after a member left, until the remaining cluster has a
+// leader and every voter is healthy: removing the leader starts an
+// election, and the next step must not run into it.
+func (e *Engine) waitSettled(ctx context.Context, sc *ops.StepContext, s *site, removed, url string) error {
+	last := ""
+	err := wait.PollUntilContextCancel(ctx, e.pollInterval(), true, func(ctx context.Context) (bool, error) {
+		reason := ""
+		st, err := e.status(ctx, s, removed)
+		switch {
+		case err != nil:
+			reason = "reading etcd status: " + err.Error()
+		case memberFor(st, removed, url) != nil:
+			reason = "member " + removed + " is still listed"
+		case st.LeaderID == "":
+			reason = "waiting for the remaining members to elect a leader"
+		case st.HealthyVoters < st.Voters:
+			reason = fmt.Sprintf("waiting for every remaining voter to be healthy (%d/%d)", st.HealthyVoters, st.Voters)
+		default:
+			return true, nil
+		}
+		if reason != last {
+			last = reason
+			sc.Waiting(reason)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for etcd to settle after removing %s (%s): %w", removed, last, err)
+	}
+	return nil
 }
 
 // shrinkStep lowers replicas to ordinal and waits for the pod to be gone.

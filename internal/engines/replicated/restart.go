@@ -90,47 +90,54 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 	if role != RolePrimary && role != RoleSecondary {
 		return nil
 	}
-	ms, err := g.e.members(ctx, g.s)
+	return g.e.giveRole(ctx, sc, g.s, g.cfg, p.Name, role, "restart")
+}
+
+// giveRole runs role's command in pod, a recreated member, with the DNS
+// names of the other running primaries, and labels it; after is what
+// recreated it (for messages). A failing command marks the pod failed.
+func (e *Engine) giveRole(ctx context.Context, sc *ops.StepContext, s *site, cfg *Config, pod, role, after string) error {
+	ms, err := e.members(ctx, s)
 	if err != nil {
 		return err
 	}
-	m, ok := find(ms, p.Name)
+	m, ok := find(ms, pod)
 	if !ok {
-		return fmt.Errorf("pod %s vanished after its restart", p.Name)
+		return fmt.Errorf("pod %s vanished after its %s", pod, after)
 	}
 	if m.Role == role {
 		return nil
 	}
 	var others []string
 	for _, o := range withRole(ms, RolePrimary, 1<<30) {
-		if o.Name != p.Name {
+		if o.Name != pod {
 			others = append(others, o.Name)
 		}
 	}
-	cmd, args := CmdPrimary, g.s.dnsNames(others)
+	cmd, args := CmdPrimary, s.dnsNames(others)
 	if role == RoleSecondary {
 		if len(others) == 0 {
-			return ops.Preconditionf("no running primary to start secondary %s against after its restart", p.Name)
+			return ops.Preconditionf("no running primary to start secondary %s against after its %s", pod, after)
 		}
 		cmd = CmdSecondary
 	}
-	sc.Waiting(fmt.Sprintf("running %s in %s", cmd, p.Name))
-	if _, _, err := g.e.run(ctx, g.s, g.cfg, cmd, p.Name, args); err != nil {
+	sc.Waiting(fmt.Sprintf("running %s in %s", cmd, pod))
+	if _, _, err := e.run(ctx, s, cfg, cmd, pod, args); err != nil {
 		if ctx.Err() == nil {
 			bctx, cancel := bookkeeping(ctx)
-			if g.e.setRole(bctx, g.s, p.Name, RoleFailed) == nil {
-				sc.Audit(bctx, g.s.podRef(m), "DbopsReplicatedFailed", fmt.Sprintf("%v after the restart; pod %s marked failed", err, p.Name))
+			if e.setRole(bctx, s, pod, RoleFailed) == nil {
+				sc.Audit(bctx, s.podRef(m), "DbopsReplicatedFailed", fmt.Sprintf("%v after the %s; pod %s marked failed", err, after, pod))
 			}
 			cancel()
 		}
-		return fmt.Errorf("giving %s its role %s back after the restart: %w", p.Name, role, err)
+		return fmt.Errorf("giving %s its role %s back after the %s: %w", pod, role, after, err)
 	}
 	bctx, cancel := bookkeeping(ctx)
 	defer cancel()
-	if err := g.e.setRole(bctx, g.s, p.Name, role); err != nil {
+	if err := e.setRole(bctx, s, pod, role); err != nil {
 		return err
 	}
-	sc.Audit(bctx, g.s.podRef(m), "DbopsReplicatedRole", fmt.Sprintf("ran %s in restarted pod %s; it is %s again", cmd, p.Name, role))
+	sc.Audit(bctx, s.podRef(m), "DbopsReplicatedRole", fmt.Sprintf("ran %s in pod %s after its %s; it is %s again", cmd, pod, after, role))
 	return nil
 }
 
