@@ -206,21 +206,11 @@ func (h *replaceHooks) After(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 			if len(added) == 0 {
 				return nil
 			}
-			sess := e.session(c)
-			rows, err := sess.query(ctx, nil, sqlExclusions)
+			changed, err := e.dropExclusions(ctx, c, added)
 			if err != nil {
-				return sqlErr(sqlExclusions, err)
+				return err
 			}
-			cur := splitList(cellString(rows, 0))
-			keep := slices.DeleteFunc(slices.Clone(cur), func(n string) bool { return slices.Contains(added, n) })
-			if len(keep) != len(cur) {
-				q := sqlResetExclusion
-				if len(keep) > 0 {
-					q = sqlSetExclusions(strings.Join(keep, ","))
-				}
-				if err := sess.exec(ctx, nil, q); err != nil {
-					return sqlErr(q, err)
-				}
+			if changed {
 				for _, p := range batch {
 					sc.Audit(ctx, podRef(c, p), "DbopsRestoreExclusions", fmt.Sprintf("dropped allocation exclusion of node %s after replacing pod %s", podNode(c, p), p.Name))
 				}

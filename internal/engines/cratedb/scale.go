@@ -400,6 +400,29 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 	return s
 }
 
+// dropExclusions removes the nodes in added from the allocation exclusion
+// list, leaving everyone else's; it reports whether the list changed.
+func (e *Engine) dropExclusions(ctx context.Context, c *ops.Cluster, added []string) (bool, error) {
+	sess := e.session(c)
+	rows, err := sess.query(ctx, nil, sqlExclusions)
+	if err != nil {
+		return false, sqlErr(sqlExclusions, err)
+	}
+	cur := splitList(cellString(rows, 0))
+	keep := slices.DeleteFunc(slices.Clone(cur), func(n string) bool { return slices.Contains(added, n) })
+	if len(keep) == len(cur) {
+		return false, nil
+	}
+	q := sqlResetExclusion
+	if len(keep) > 0 {
+		q = sqlSetExclusions(strings.Join(keep, ","))
+	}
+	if err := sess.exec(ctx, nil, q); err != nil {
+		return false, sqlErr(q, err)
+	}
+	return true, nil
+}
+
 // waitDrained polls sys.shards until no shard is left on nodes, reporting
 // "shards left" progress; queries avoid the pods in avoid (being removed).
 func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, nodes, avoid []string) error {
@@ -526,21 +549,11 @@ func (e *Engine) restoreExclusionsStep(c *ops.Cluster) *ops.Step {
 			if len(added) == 0 {
 				return nil
 			}
-			sess := e.session(c)
-			rows, err := sess.query(ctx, nil, sqlExclusions)
+			changed, err := e.dropExclusions(ctx, c, added)
 			if err != nil {
-				return sqlErr(sqlExclusions, err)
+				return err
 			}
-			cur := splitList(cellString(rows, 0))
-			keep := slices.DeleteFunc(slices.Clone(cur), func(n string) bool { return slices.Contains(added, n) })
-			if len(keep) != len(cur) {
-				q := sqlResetExclusion
-				if len(keep) > 0 {
-					q = sqlSetExclusions(strings.Join(keep, ","))
-				}
-				if err := sess.exec(ctx, nil, q); err != nil {
-					return sqlErr(q, err)
-				}
+			if changed {
 				sc.Audit(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: c.Groups[0].StatefulSet},
 					"DbopsRestoreExclusions", "removed allocation exclusions "+strings.Join(added, ",")+" added by this scale")
 			}
