@@ -1,34 +1,17 @@
 package tui
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
 // golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
+func assertGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
+	golden.Assert(t, name, got)
 }
 
 // t0 is when the fixture run starts.

@@ -20,7 +20,7 @@ func TestJSONGolden(t *testing.T) {
 	if err := j.Err(); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "events.ndjson.golden", buf.Bytes())
+	assertGolden(t, "events.ndjson.golden", buf.Bytes())
 }
 
 // TestJSONRoundTrip checks the schema carries every event losslessly: a

@@ -489,5 +489,5 @@ func TestModelViewGolden(t *testing.T) {
 	clk.t = events[len(events)-1].Time.Add(5 * time.Second)
 	m, _ = feed(t, m, append([]tea.Msg{tea.WindowSizeMsg{Width: 100, Height: 30}}, eventMsgs(events)...)...)
 	m, _ = feed(t, m, EventMsg{Type: ops.EventPods, Pods: fixturePods("crate-data-1")}, keyMsg("q"))
-	golden(t, "view-aborting.golden", []byte(m.View()))
+	assertGolden(t, "view-aborting.golden", []byte(m.View()))
 }

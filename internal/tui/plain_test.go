@@ -20,7 +20,7 @@ func TestPlainGolden(t *testing.T) {
 	if err := p.Err(); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "plain.golden", buf.Bytes())
+	assertGolden(t, "plain.golden", buf.Bytes())
 }
 
 func TestPlainClockAndFormat(t *testing.T) {

@@ -3,10 +3,7 @@ package etcd
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,28 +16,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
 func assertGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden %s (run go test -update): %v", path, err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs from golden (run go test -update after checking):\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
+	golden.Assert(t, name, got)
 }
 
 // fakeMember is one member of the scripted etcd.

@@ -2,12 +2,9 @@ package replicated
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"maps"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,31 +21,14 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
 func assertGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("reading golden %s (run go test -update): %v", p, err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs from golden (run go test -update after checking):\n--- got ---\n%s\n--- want ---\n%s", p, got, want)
-	}
+	golden.Assert(t, name, got)
 }
 
 const testNS = "prod"
