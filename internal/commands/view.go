@@ -49,7 +49,7 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 		feed.Close()
 	}()
 	res, err := tui.Run(opCtx, feed, tui.Options{Abort: abort, NoColor: g.Getenv("NO_COLOR") != "",
-		Timeout: exec.Timeout, Output: g.Out})
+		Timeout: exec.Timeout, Output: g.Out, Input: g.In})
 	if err != nil {
 		// The terminal failed; the operation goes on without a view.
 		fmt.Fprintf(g.ErrOut, "WARNING: terminal UI failed (%v); waiting for the operation to finish\n", err)

@@ -38,9 +38,12 @@ type Options struct {
 	Now func() time.Time
 	// Output is where Run draws the view and, after the program exits,
 	// prints the outcome and resume hint (outside the renderer, which
-	// truncates to the window width). Defaults to os.Stdout. The model
-	// itself does not write anywhere.
+	// truncates to the window width). Required by Run. The model itself
+	// does not write anywhere.
 	Output io.Writer
+	// Input is where Run reads keys from (the command's stdin); nil
+	// leaves Bubble Tea's default.
+	Input io.Reader
 }
 
 // EventMsg carries one ops.Event into the model.

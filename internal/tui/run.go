@@ -2,8 +2,8 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"io"
-	"os"
 	"strings"
 	"sync"
 
@@ -83,12 +83,18 @@ func Run(ctx context.Context, feed *Feed, opts Options, extra ...tea.ProgramOpti
 	defer feed.Close()
 	out := opts.Output
 	if out == nil {
-		out = os.Stdout
+		return Result{}, errors.New("tui: no output to draw on")
 	}
 	opts.Events = feed.Events()
 	m := NewModel(opts)
 	m.outcomeAfterExit = true
-	popts := append([]tea.ProgramOption{tea.WithoutSignalHandler(), tea.WithOutput(out)}, extra...)
+	popts := []tea.ProgramOption{tea.WithoutSignalHandler(), tea.WithOutput(out)}
+	if opts.Input != nil {
+		// The command's own stdin, not the process's: keys come from the
+		// streams the command was given.
+		popts = append(popts, tea.WithInput(opts.Input))
+	}
+	popts = append(popts, extra...)
 	p := tea.NewProgram(m, popts...)
 
 	exited := make(chan struct{})
