@@ -12,19 +12,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
@@ -159,61 +157,11 @@ func installCrateDemo(ctx context.Context, tb *testbed.Testbed, stateDir string,
 }
 
 func crateLabels(g crateGroup) map[string]string {
-	return map[string]string{
-		"app.kubernetes.io/name":      crateCluster,
-		"app.kubernetes.io/component": "cratedb",
-		"cloud.crate.io/node-name":    g.nodeName,
-	}
+	return bedwire.Labels(crateCluster, g.nodeName)
 }
 
 func crateStatefulSet(g crateGroup, dataNodes int32) *appsv1.StatefulSet {
-	lbls := crateLabels(g)
-	annotations := map[string]string{}
-	if g.order != "" {
-		annotations["dbops.io/order"] = g.order
-	}
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: g.sts, Namespace: crateNamespace, Labels: lbls, Annotations: annotations},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To(g.replicas),
-			ServiceName: "crate-discovery-" + crateCluster,
-			Selector:    &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name:  "crate",
-						Image: "crate:5.10",
-						Args: []string{
-							"-Cnode.name=$(POD_NAME)",
-							"-Cgateway.expected_data_nodes=" + strconv.Itoa(int(dataNodes)),
-						},
-						Ports: []corev1.ContainerPort{
-							{Name: "http", ContainerPort: cratedbsim.PodHTTPPort},
-							{Name: "postgres", ContainerPort: cratedbsim.PodPGPort},
-							{Name: "transport", ContainerPort: 4300},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-					}},
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew:           1,
-						TopologyKey:       testbed.ZoneLabel,
-						WhenUnsatisfiable: corev1.ScheduleAnyway,
-						LabelSelector:     &metav1.LabelSelector{MatchLabels: lbls},
-					}},
-				},
-			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: lbls},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					Resources: corev1.VolumeResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-					},
-				},
-			}},
-		},
-	}
+	return bedwire.StatefulSet(crateNamespace, crateCluster, g.sts, g.nodeName, g.order, g.replicas, dataNodes)
 }
 
 // startCrateSimulator starts the simulator in its own session, so that it outlives `up`, and

@@ -24,18 +24,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // crateE2ECluster is the CrateDB cluster name of these tests (one per namespace).
@@ -89,63 +86,11 @@ func (l *simLogLines) snapshot() []string {
 }
 
 func crateLabelsE2E(cluster, group string) map[string]string {
-	return map[string]string{
-		"app.kubernetes.io/name":      cluster,
-		"app.kubernetes.io/component": "cratedb",
-		"cloud.crate.io/node-name":    group,
-	}
+	return bedwire.Labels(cluster, group)
 }
 
 func crateStatefulSetE2E(cluster string, g crateE2EGroup, dataNodes int32) *appsv1.StatefulSet {
-	lbls := crateLabelsE2E(cluster, g.name)
-	ann := map[string]string{}
-	if g.order != "" {
-		ann["dbops.io/order"] = g.order
-	}
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: g.sts(cluster), Labels: lbls, Annotations: ann},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To(g.replicas),
-			ServiceName: "crate-discovery-" + cluster,
-			Selector:    &metav1.LabelSelector{MatchLabels: lbls},
-			// The operator's choice: a template change (expected nodes) restarts nothing.
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name:  "crate",
-						Image: "crate:5.10",
-						Args: []string{
-							"-Cnode.name=$(POD_NAME)",
-							"-Cgateway.expected_data_nodes=" + strconv.Itoa(int(dataNodes)),
-						},
-						Ports: []corev1.ContainerPort{
-							{Name: "http", ContainerPort: cratedbsim.PodHTTPPort},
-							{Name: "postgres", ContainerPort: cratedbsim.PodPGPort},
-							{Name: "transport", ContainerPort: 4300},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-					}},
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew:           1,
-						TopologyKey:       testbed.ZoneLabel,
-						WhenUnsatisfiable: corev1.ScheduleAnyway,
-						LabelSelector:     &metav1.LabelSelector{MatchLabels: lbls},
-					}},
-				},
-			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: lbls},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					Resources: corev1.VolumeResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-					},
-				},
-			}},
-		},
-	}
+	return bedwire.StatefulSet("", cluster, g.sts(cluster), g.name, g.order, g.replicas, dataNodes)
 }
 
 func randomHex(t *testing.T, n int) string {
