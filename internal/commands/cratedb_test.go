@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
@@ -107,26 +105,11 @@ func (c *tickClock) Now() time.Time {
 // run is harness.run with the fake database wired in and tiny intervals.
 func (e *crateEnv) run(args ...string) result {
 	e.t.Helper()
-	var out, errb bytes.Buffer
-	streams := genericiooptions.IOStreams{In: bytes.NewBufferString(e.stdin), Out: &out, ErrOut: &errb}
-	root := NewRootCmd(streams, func(g *GlobalOptions) {
-		g.NewClients = func() (*Clients, error) { return &Clients{Kube: e.client, Clock: e.clock}, nil }
-		g.IsTerminal = func() bool { return e.terminal }
-		g.Getenv = func(k string) string { return e.env[k] }
-		kc := e.env["KUBECONFIG"]
-		g.ConfigFlags.KubeConfig = &kc
+	return e.runWith(func(g *GlobalOptions) {
 		g.CrateDB.Connector = e.db.Connector()
 		g.CrateDB.Execer = e.db.Execer()
 		g.CrateDB.PollInterval = time.Millisecond
-	})
-	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		errb.WriteString("error: " + err.Error() + "\n")
-	}
-	return result{out: out.String(), err: errb.String(), code: ops.ExitCode(err), runErr: err}
+	}, args...)
 }
 
 // scaleController stands in for the StatefulSet controller and CrateDB on

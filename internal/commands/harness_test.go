@@ -69,6 +69,13 @@ type result struct {
 
 func (h *harness) run(args ...string) result {
 	h.t.Helper()
+	return h.runWith(nil, args...)
+}
+
+// runWith runs the command tree with the fakes wired in; configure adds
+// engine-specific fakes (nil for none).
+func (h *harness) runWith(configure func(*GlobalOptions), args ...string) result {
+	h.t.Helper()
 	var out, errb bytes.Buffer
 	streams := genericiooptions.IOStreams{In: bytes.NewBufferString(h.stdin), Out: &out, ErrOut: &errb}
 	root := NewRootCmd(streams, func(g *GlobalOptions) {
@@ -77,6 +84,9 @@ func (h *harness) run(args ...string) result {
 		g.Getenv = func(k string) string { return h.env[k] }
 		kc := h.env["KUBECONFIG"]
 		g.ConfigFlags.KubeConfig = &kc
+		if configure != nil {
+			configure(g)
+		}
 	})
 	root.SetArgs(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

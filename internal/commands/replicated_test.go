@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path"
@@ -10,11 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
@@ -79,24 +76,7 @@ func newReplEnv(t *testing.T, replicas int, annotation string) *replEnv {
 
 func (e *replEnv) run(args ...string) result {
 	e.t.Helper()
-	var out, errb bytes.Buffer
-	streams := genericiooptions.IOStreams{In: bytes.NewBufferString(e.stdin), Out: &out, ErrOut: &errb}
-	root := NewRootCmd(streams, func(g *GlobalOptions) {
-		g.NewClients = func() (*Clients, error) { return &Clients{Kube: e.client, Clock: e.clock}, nil }
-		g.IsTerminal = func() bool { return e.terminal }
-		g.Getenv = func(k string) string { return e.env[k] }
-		kc := e.env["KUBECONFIG"]
-		g.ConfigFlags.KubeConfig = &kc
-		g.ReplicatedExec = e.exec
-	})
-	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		errb.WriteString("error: " + err.Error() + "\n")
-	}
-	return result{out: out.String(), err: errb.String(), code: ops.ExitCode(err), runErr: err}
+	return e.runWith(func(g *GlobalOptions) { g.ReplicatedExec = e.exec }, args...)
 }
 
 func (e *replEnv) roles() map[string]string {
