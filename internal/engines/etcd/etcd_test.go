@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -420,6 +421,76 @@ func TestRestartRefusedWithoutQuorumAfter(t *testing.T) {
 				if strings.HasPrefix(w, "delete") {
 					t.Errorf("refused restart deleted something: %v", fakecluster.Writes(fx.client))
 				}
+			}
+		})
+	}
+}
+
+// TestScaleDeletesLeftoverClaims: a run killed between a member's removal
+// and its PVC deletion leaves data-etcd-N behind with no pod and no
+// member; the next plan must find it from live state and delete it, for a
+// repeated shrink as well as before a scale-up that would reuse it.
+func TestScaleDeletesLeftoverClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		target   int32
+		claims   []string
+		want     []string // pvc step IDs
+	}{
+		{name: "re-run of 5 to 3 after the kill", replicas: 3, target: 3, claims: []string{"data-etcd-3", "data-etcd-4"},
+			want: []string{"pvc/etcd-3", "pvc/etcd-4"}},
+		{name: "scale up over old data", replicas: 3, target: 4, claims: []string{"data-etcd-3"},
+			want: []string{"pvc/etcd-3"}},
+		{name: "other StatefulSets' claims untouched", replicas: 3, target: 3, claims: []string{"data-etcdx-4", "logs-etcd-4", "data-etcd-04"}},
+		{name: "nothing left", replicas: 3, target: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEtcd(tc.replicas, 0)
+			fx := newFixture(t, tc.replicas, f, nil)
+			for _, n := range tc.claims {
+				pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: testNS}}
+				if _, err := fx.client.CoreV1().PersistentVolumeClaims(testNS).Create(context.Background(), pvc, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fx.client.ClearActions()
+			p, err := fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &tc.target})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range p.Steps {
+				if strings.HasPrefix(s.ID, "pvc/") {
+					got = append(got, s.ID)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("PVC steps = %v, want %v", got, tc.want)
+			}
+			if len(tc.want) > 0 && p.Steps[0].ID != tc.want[0] {
+				t.Errorf("first step %s, want the PVC deletion before anything else", p.Steps[0].ID)
+			}
+			if w := fakecluster.Writes(fx.client); len(w) != 0 {
+				t.Errorf("planning wrote %v", w)
+			}
+			if tc.target > int32(tc.replicas) {
+				return // the scale-up steps need a StatefulSet controller
+			}
+			if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			left, err := fx.client.CoreV1().PersistentVolumeClaims(testNS).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pvc := range left.Items {
+				if slices.Contains(tc.want, "pvc/"+strings.TrimPrefix(pvc.Name, "data-")) {
+					t.Errorf("PVC %s still exists", pvc.Name)
+				}
+			}
+			if p, err = fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &tc.target}); err != nil || len(p.Steps) != 0 {
+				t.Fatalf("second plan: %d steps, %v", len(p.Steps), err)
 			}
 		})
 	}

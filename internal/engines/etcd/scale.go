@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -71,6 +73,29 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 		p.Steps = append(p.Steps, cfg)
 	}
+	// Claims of ordinals beyond the new or current size whose pod and member are
+	// gone: a run killed between a member's removal and its PVC deletion
+	// leaves them, and the journal alone does not know it (the next run
+	// plans from live state), so they are re-derived here from the claims
+	// that exist. A later scale-up must never reuse such old data.
+	leftovers, err := e.leftoverClaimOrdinals(ctx, s, min(current, target), existingPods)
+	if err != nil {
+		return nil, err
+	}
+	planned := map[string]bool{}
+	for _, st := range p.Steps {
+		planned[st.ID] = true
+	}
+	for _, o := range leftovers {
+		pod := s.podName(o)
+		if planned["pvc/"+pod] || o < current {
+			continue
+		}
+		if memberFor(st, pod, mustURL(s, o)) != nil {
+			continue // a member still runs from it: removed above first
+		}
+		p.Steps = append(p.Steps, e.pvcStep(s, o))
+	}
 	// Up, and members missing below the target.
 	for o := range target {
 		pod := s.podName(o)
@@ -120,6 +145,37 @@ func staleMembers(s *site, st *Status, target, current int, pods map[string]bool
 		}
 	}
 	return out
+}
+
+// leftoverClaimOrdinals lists, in order, the ordinals at or above from
+// whose claims (named <template>-<sts>-<ordinal>, as the StatefulSet
+// controller names them) exist while the pod does not.
+func (e *Engine) leftoverClaimOrdinals(ctx context.Context, s *site, from int, pods map[string]bool) ([]int, error) {
+	if len(s.claims) == 0 {
+		return nil, nil
+	}
+	list, err := e.Client.CoreV1().PersistentVolumeClaims(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing PVCs in %s: %w", s.ns, err)
+	}
+	seen := map[int]bool{}
+	for _, pvc := range list.Items {
+		for _, claim := range s.claims {
+			rest, ok := strings.CutPrefix(pvc.Name, claim+"-")
+			if !ok {
+				continue
+			}
+			if o := s.ordinalOf(rest); o >= from && !pods[rest] {
+				seen[o] = true
+			}
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for o := range seen {
+		out = append(out, o)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func mustURL(s *site, ordinal int) string {
