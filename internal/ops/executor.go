@@ -61,6 +61,18 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		defer cancelT()
 	}
 
+	// Nothing left to do (the goal is reached, e.g. a re-run after a run
+	// that was killed once its last step had taken effect): succeed without
+	// taking the lock or writing a journal, so CI retries of a finished
+	// operation exit 0 and change nothing.
+	if len(p.Steps) == 0 {
+		e.emit(Event{Type: EventPlan, Plan: p.View(), Timeout: e.Timeout})
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("nothing to do: %s %s/%s is already where the request wants it; the lock was not taken and nothing was changed",
+			p.Operation, p.Namespace, p.Cluster)})
+		e.emitDone(OutcomeSucceeded, nil)
+		return nil
+	}
+
 	journal, err := e.acquire(runCtx)
 	if err != nil {
 		e.emitDone(outcomeOf(err), err)

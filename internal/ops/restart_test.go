@@ -313,3 +313,36 @@ func TestExecutorInterruptAnnouncesStop(t *testing.T) {
 		t.Errorf("deleted %v; only the first pod may be touched", got)
 	}
 }
+
+// A plan with nothing left to do succeeds without the lock: no Acquire,
+// no journal, no API call; even a lock held by someone else does not
+// matter, since nothing is changed.
+func TestExecutorNothingToDo(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
+	p := &Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: EngineGeneric, Args: "--replicas 2",
+		Notes: []string{"already 2 pods"}}
+	for _, holder := range []string{"", "bob"} {
+		locker := &memLocker{id: "me", holder: holder}
+		rec := &Recorder{}
+		if err := (&Executor{Locker: locker, Sink: rec}).Run(context.Background(), p); err != nil {
+			t.Fatalf("holder %q: %v", holder, err)
+		}
+		if locker.saves != 0 || locker.holder != holder {
+			t.Errorf("holder %q: the lock or journal was touched (saves=%d holder=%q)", holder, locker.saves, locker.holder)
+		}
+		evs := rec.Events()
+		if last := evs[len(evs)-1]; last.Type != EventDone || last.Outcome != OutcomeSucceeded {
+			t.Errorf("holder %q: last event %+v, want done/succeeded", holder, last)
+		}
+		warned := false
+		for _, e := range evs {
+			warned = warned || (e.Type == EventWarning && strings.Contains(e.Message, "nothing to do"))
+		}
+		if !warned {
+			t.Errorf("holder %q: no 'nothing to do' message", holder)
+		}
+	}
+	if n := len(client.Actions()); n != 0 {
+		t.Errorf("%d API calls for a plan with no steps", n)
+	}
+}

@@ -113,7 +113,11 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	// owes the clean-up (expected nodes, its exclusions, the node check).
 	resuming := req.Journal.Resumable("scale", args)
 	if len(changes) == 0 && !resuming {
-		return nil, ops.Usagef("nothing to scale: cluster %s already has %s", c.Name, sizes(c, target))
+		// The goal is reached (a repeated request, or a re-run after a run
+		// killed after its last step): a success with nothing to do.
+		return &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
+			Args: args, Command: req.Command,
+			Notes: []string{fmt.Sprintf("cluster %s already has %s", c.Name, sizes(c, target))}}, nil
 	}
 	var total, dataTotal int
 	for _, g := range c.Groups {
