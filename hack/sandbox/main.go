@@ -48,6 +48,8 @@ func main() {
 		err = status()
 	case "etcd":
 		err = runEtcd(ctx)
+	case "reaper": // started by up, next to the detached test bed
+		err = runReaper(ctx)
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -121,6 +123,10 @@ func up(ctx context.Context) error {
 			_ = os.RemoveAll(dir)
 		}
 	}()
+
+	if err := startReaper(ctx, tb, dir); err != nil {
+		return err
+	}
 
 	fixCtx, cancelFix := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancelFix()

@@ -129,6 +129,8 @@ type Testbed struct {
 	stopErr  error
 	// stopSignals ends the signal-handling goroutine.
 	stopSignals chan struct{}
+	// stopReaper ends RunReaper's informers (nil when detached).
+	stopReaper context.CancelFunc
 }
 
 // StartT starts a testbed for a test and stops it in t.Cleanup. On failure of the test the
@@ -352,6 +354,15 @@ func (tb *Testbed) start(ctx context.Context) error {
 
 	if err := tb.waitNodesReady(ctx); err != nil {
 		return err
+	}
+	// kwok has no pod-delete stage (see reaper.go); a detached testbed outlives this
+	// process, so its owner runs the reaper in a process of its own (hack/sandbox).
+	if !tb.opts.Detached {
+		reaperCtx, stopReaper := context.WithCancel(context.Background())
+		tb.stopReaper = stopReaper
+		if err := RunReaper(reaperCtx, tb.Client, tb.opts.logf); err != nil {
+			return err
+		}
 	}
 	// The service account controller creating "default" proves the controller manager runs;
 	// pods are rejected by admission until their namespace has that account.
@@ -605,6 +616,9 @@ func (tb *Testbed) Stop() error {
 		procs := append([]*process(nil), tb.procs...)
 		tb.mu.Unlock()
 		close(tb.stopSignals)
+		if tb.stopReaper != nil {
+			tb.stopReaper()
+		}
 
 		// Reverse start order: the API server shuts down in about a second while etcd is up,
 		// but waits out its full grace period once etcd is gone.
