@@ -419,7 +419,8 @@ func TestCrateRestartGate(t *testing.T) {
 	// cluster is yellow once after the first pod, which restarts the count.
 	e.db.Do(func(d *cratedbtest.DB) {
 		d.Absent["master-0"] = 1
-		d.SeverityScript = []any{int32(1), int32(2), int32(1), int32(1)}
+		// The first reading is the preflight's (green before the lock).
+		d.SeverityScript = []any{int32(1), int32(1), int32(2), int32(1), int32(1)}
 	})
 	r := e.run("restart", "db", "--rolling", "--group", "master", "--health-checks", "2", "--health-interval", "1ms", "--yes", "-o", "json", "--lock-id", "ci@test")
 	if r.code != 0 {
@@ -457,6 +458,7 @@ func TestCrateRestartGate(t *testing.T) {
 		}
 	}
 	want := []string{
+		"pod-1:health", // preflight: green before the lock is taken
 		"pod0:hold", "pod0:node?", "pod0:reset", "pod0:health", "pod0:health", "pod0:health", "pod0:health",
 		"pod1:hold", "pod1:node?", "pod1:reset", "pod1:health", "pod1:health",
 		"pod2:hold", "pod2:node?", "pod2:reset", "pod2:health", "pod2:health",
@@ -467,7 +469,8 @@ func TestCrateRestartGate(t *testing.T) {
 	if !strings.Contains(r.out, "green 2/2") {
 		t.Errorf("no green progress in events:\n%s", r.out)
 	}
-	if c := e.db.Connects(); len(c) < 2 || c[0] == "db-master-0" || c[1] == "db-master-1" {
+	// The first connection is the preflight's, before any pod goes.
+	if c := e.db.Connects(); len(c) < 3 || c[1] == "db-master-0" || c[2] == "db-master-1" {
 		t.Errorf("connections %v: want each pod's gate to connect through another pod", c)
 	}
 	e.db.Do(func(d *cratedbtest.DB) {
@@ -635,5 +638,60 @@ func TestCrateScaleResumesCleanupAfterResize(t *testing.T) {
 	}
 	if w := fakecluster.Writes(e.client); len(w) != 0 {
 		t.Errorf("second re-run wrote %v", w)
+	}
+}
+
+// A rolling restart is refused before the lock when the first step could
+// not start: the cluster is not green, or another pod is not Ready. Nothing
+// is written (no Lease, no Event, no pod deleted, no SQL write), and
+// --dry-run shows the plan but gives the same refusal.
+func TestCrateRestartRefusedBeforeLock(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(e *crateEnv)
+		want  string
+	}{
+		{name: "yellow", setup: func(e *crateEnv) { e.db.Do(func(d *cratedbtest.DB) { d.Severity = int32(2) }) },
+			want: "CrateDB cluster prod/db is yellow"},
+		{name: "red", setup: func(e *crateEnv) { e.db.Do(func(d *cratedbtest.DB) { d.Severity = int32(3) }) },
+			want: "CrateDB cluster prod/db is red"},
+		{name: "pod elsewhere not Ready", setup: func(e *crateEnv) {
+			p, err := e.client.CoreV1().Pods("prod").Get(context.Background(), "db-cold-1", metav1.GetOptions{})
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			if _, err := e.client.CoreV1().Pods("prod").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+				e.t.Fatal(err)
+			}
+		}, want: "pod db-cold-1 of prod/db is not Ready; refusing to start pod/db-master-0"},
+	} {
+		for _, dry := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s dry-run=%v", tc.name, dry), func(t *testing.T) {
+				e := newCrateEnv(t)
+				tc.setup(e)
+				e.client.ClearActions()
+				args := []string{"restart", "db", "--rolling", "--yes", "--no-tui"}
+				if dry {
+					args = append(args, "--dry-run")
+				}
+				r := e.run(args...)
+				if r.code != ops.ExitPrecondition || !strings.Contains(r.err, tc.want) {
+					t.Fatalf("exit %d, stderr %q; want exit %d with %q", r.code, r.err, ops.ExitPrecondition, tc.want)
+				}
+				if n := strings.Count(strings.TrimSpace(r.err), "\n"); n != 0 {
+					t.Errorf("refusal is %d lines: %q", n+1, r.err)
+				}
+				if dry && !strings.Contains(r.out, "pod/db-master-0") {
+					t.Errorf("dry-run printed no plan:\n%s", r.out)
+				}
+				if w := fakecluster.Writes(e.client); len(w) != 0 {
+					t.Errorf("refused restart wrote %v", w)
+				}
+				if w := e.db.Statements(true); len(w) != 0 {
+					t.Errorf("refused restart wrote to the database: %v", w)
+				}
+			})
+		}
 	}
 }

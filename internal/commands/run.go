@@ -108,6 +108,13 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 // execute is the shared tail of every mutating command: dry-run, confirm,
 // lock, run with the chosen view.
 func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
+	if err := g.preflight(ctx, cl, c, plan); err != nil {
+		if g.DryRun {
+			// Show what would run, then say why a real run would refuse.
+			_ = writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
+		}
+		return err
+	}
 	if g.DryRun {
 		return writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
 	}
@@ -153,6 +160,20 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 			Duration: g.LockDuration, Clock: cl.Clock, Session: newSession()}
 	}
 	return g.runWithView(ctx, exec, plan, cl, c)
+}
+
+// preflight runs the plan's own fitness check before anything is written,
+// knowing which steps an interrupted run of the same request already did.
+func (g *GlobalOptions) preflight(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan) error {
+	if plan.Preflight == nil || len(plan.Steps) == 0 {
+		return nil
+	}
+	st := ops.PreflightState{}
+	if j := g.unfinishedJournal(ctx, cl, c); j.Resumable(plan.Operation, plan.Args) {
+		st.Done = j.IsDone
+		st.Resuming = len(j.Done) > 0 || j.Current != ""
+	}
+	return plan.Preflight(ctx, st)
 }
 
 // dryRunView marks the steps an interrupted run of the same request already

@@ -26,6 +26,30 @@ type Plan struct {
 	// Command is the command line that re-runs this request; shown as the
 	// resume hint after an interruption.
 	Command string `json:"command,omitempty"`
+	// Preflight, when set, checks from live state, before the lock is taken
+	// (and in --dry-run), that the cluster is fit for the first step still
+	// to do, so a refusal happens with nothing written.
+	Preflight func(ctx context.Context, st PreflightState) error `json:"-"`
+}
+
+// PreflightState is what a preflight check knows of an interrupted run of
+// the same request (read from the journal without taking the lock).
+type PreflightState struct {
+	// Resuming is set when such a run did at least one step, or was in the
+	// middle of one: the cluster may be degraded by that run's own work.
+	Resuming bool
+	// Done reports the steps that run finished.
+	Done func(stepID string) bool
+}
+
+// NextStep is the first step of p not done yet, or nil.
+func (p *Plan) NextStep(st PreflightState) *Step {
+	for _, s := range p.Steps {
+		if st.Done == nil || !st.Done(s.ID) {
+			return s
+		}
+	}
+	return nil
 }
 
 // Step is one unit of work. Precheck, Action and Verify must each be

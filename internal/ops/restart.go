@@ -67,15 +67,23 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 			}
 		}
 	}
+	stepPods := map[string][]string{}
 	switch {
 	case mode == ModePod && opts.BatchSize <= 1:
 		for _, pod := range pods {
-			p.Steps = append(p.Steps, r.step(c, c.Group(pod.Group), pod, opts.MaxUnavailableZones, opts.Pods))
+			s := r.step(c, c.Group(pod.Group), pod, opts.MaxUnavailableZones, opts.Pods)
+			stepPods[s.ID] = []string{pod.Name}
+			p.Steps = append(p.Steps, s)
 		}
 	default:
 		for _, b := range restartBatches(mode, pods, opts.BatchSize) {
-			p.Steps = append(p.Steps, r.batchStep(c, b, opts.MaxUnavailableZones, opts.Pods))
+			s := r.batchStep(c, b, opts.MaxUnavailableZones, opts.Pods)
+			stepPods[s.ID] = podNames(b.pods)
+			p.Steps = append(p.Steps, s)
 		}
+	}
+	p.Preflight = func(ctx context.Context, st PreflightState) error {
+		return r.preflight(ctx, c, p, st, stepPods, opts)
 	}
 	if mode == ModeAll && len(pods) > 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("all %d pods are deleted at once: the cluster is unavailable until they are back", len(pods)))
@@ -84,6 +92,45 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 		p.Notes = append(p.Notes, "no pods to restart")
 	}
 	return p, nil
+}
+
+// RestartPreflighter is a RestartGate that also checks, before the lock is
+// taken, that the database is fit for a rolling restart (e.g. CrateDB
+// green, etcd every member healthy). st.Resuming tells that an interrupted
+// run of the same request may have left it degraded on purpose.
+type RestartPreflighter interface {
+	Preflight(ctx context.Context, c *Cluster, st PreflightState) error
+}
+
+// preflight refuses, before anything is written, what the first step still
+// to do would refuse after taking the lock: another pod of the cluster not
+// Ready (unless --max-unavailable-zones lets steps wait for it), or the
+// engine's health.
+func (r *RollingRestart) preflight(ctx context.Context, c *Cluster, p *Plan, st PreflightState, stepPods map[string][]string, opts RestartOptions) error {
+	next := p.NextStep(st)
+	if next == nil {
+		return nil
+	}
+	if opts.MaxUnavailableZones == nil {
+		mine := map[string]bool{}
+		for _, n := range stepPods[next.ID] {
+			mine[n] = true
+		}
+		for _, n := range opts.Pods { // replace --strategy deletion: the failed pods it recreates
+			mine[n] = true
+		}
+		for _, pod := range c.AllPods() {
+			if mine[pod.Name] || (pod.Ready && !pod.Deleting) {
+				continue
+			}
+			return Preconditionf("pod %s of %s/%s is not Ready; refusing to start %s: it would leave two pods unavailable (wait for it, restart only other groups with --group, or let steps wait with --max-unavailable-zones)",
+				pod.Name, c.Namespace, c.Name, next.Target)
+		}
+	}
+	if g, ok := r.Gate.(RestartPreflighter); ok {
+		return g.Preflight(ctx, c, st)
+	}
+	return nil
 }
 
 // tolerate names pods that may be down meanwhile: the other pods of the

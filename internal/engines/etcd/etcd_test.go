@@ -495,3 +495,52 @@ func TestScaleDeletesLeftoverClaims(t *testing.T) {
 		})
 	}
 }
+
+// A rolling restart with a member down is refused before the lock (the
+// preflight), naming the member and how to repair it; a resumed run only
+// needs quorum, and no quorum is refused even then.
+func TestRestartPreflight(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		down     []int
+		resuming bool
+		want     string // "" = allowed
+	}{
+		{name: "all healthy"},
+		{name: "one down", down: []int{2}, want: "etcd member etcd-2 is not healthy"},
+		{name: "one down, resuming", down: []int{2}, resuming: true},
+		{name: "two down", down: []int{1, 2}, want: "no quorum"},
+		{name: "two down, resuming", down: []int{1, 2}, resuming: true, want: "no quorum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEtcd(3, 0)
+			for _, o := range tc.down {
+				f.members[o].healthy = false
+			}
+			fx := newFixture(t, 3, f, nil)
+			p, err := fx.eng.PlanRestart(context.Background(), fx.c, ops.RestartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Preflight == nil {
+				t.Fatal("restart plan has no preflight")
+			}
+			err = p.Preflight(context.Background(), ops.PreflightState{Resuming: tc.resuming})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || ops.ExitCode(err) != ops.ExitPrecondition):
+				t.Fatalf("got %v (exit %d), want exit %d with %q", err, ops.ExitCode(err), ops.ExitPrecondition, tc.want)
+			}
+			if err != nil && tc.want == "etcd member etcd-2 is not healthy" && !strings.Contains(err.Error(), "kubectl dbops replace etcd etcd-2") {
+				t.Errorf("refusal does not say how to repair: %v", err)
+			}
+			if w := fakecluster.Writes(fx.client); len(w) != 0 {
+				t.Errorf("preflight wrote %v", w)
+			}
+			if m := f.mutations(); len(m) != 0 {
+				t.Errorf("preflight changed membership: %v", m)
+			}
+		})
+	}
+}

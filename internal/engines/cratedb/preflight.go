@@ -1,0 +1,28 @@
+package cratedb
+
+import (
+	"context"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+var _ ops.RestartPreflighter = (*restartGate)(nil)
+
+// Preflight implements ops.RestartPreflighter: a rolling restart starts only
+// on a green cluster (the same gate scale applies), so a yellow or red
+// cluster is refused before the lock instead of losing a pod and then
+// waiting for green until the timeout. A resumed run may find the cluster
+// yellow because of the pod it was restarting; its steps wait for green.
+func (g *restartGate) Preflight(ctx context.Context, c *ops.Cluster, st ops.PreflightState) error {
+	if st.Resuming {
+		return nil
+	}
+	h, err := g.e.readHealth(ctx, c, expectedNodes(c), nil)
+	if err != nil {
+		return &ops.CodedError{Kind: ops.ErrPrecondition, Msg: "cannot read CrateDB health of " + c.Namespace + "/" + c.Name + " before the rolling restart: " + err.Error(), Err: err}
+	}
+	if !h.Green() {
+		return ops.Preconditionf("CrateDB cluster %s/%s is %s (%s); a rolling restart needs it green first", c.Namespace, c.Name, h.Status(), h)
+	}
+	return nil
+}
