@@ -610,3 +610,34 @@ func TestEtcdCLIScaleAndReplace(t *testing.T) {
 	}
 	t.Logf("status:\n%s", st.Stdout)
 }
+
+// TestEtcdRestartRefusedWithMemberDown: with one of three members stopped
+// (kwok still shows its pod Ready), restart --rolling refuses before the
+// lock, exit 5, naming the member and how to repair it, and writes nothing;
+// once the member is back the same command restarts every member.
+func TestEtcdRestartRefusedWithMemberDown(t *testing.T) {
+	x := newEtcd(t, 3)
+	x.waitHealthy(3)
+	x.runner.Suspend("etcd-2")
+	defer x.runner.Resume("etcd-2")
+	before := snapshotNamespace(t, x.ns)
+	for _, extra := range [][]string{nil, {"--dry-run"}} {
+		args := append([]string{"restart", x.name, "-n", x.ns, "--rolling", "--yes"}, extra...)
+		res := runCLI(t, cliEnv(t), args...)
+		if res.Code != 5 || !strings.Contains(res.Stderr, "etcd member etcd-2") || !strings.Contains(res.Stderr, "replace") {
+			t.Fatalf("restart %v with etcd-2 stopped: want exit 5 naming etcd-2, got %s", extra, res)
+		}
+	}
+	if d := diffRVSnapshots(t, before, snapshotNamespace(t, x.ns)); len(d) != 0 {
+		t.Fatalf("refused restart wrote: %v", d)
+	}
+	x.runner.Resume("etcd-2")
+	x.waitHealthy(3)
+	q := x.watchQuorum()
+	res := runCLI(t, cliEnv(t), "restart", x.name, "-n", x.ns, "--rolling", "--yes")
+	q.stop(t, "restart")
+	if res.Code != 0 {
+		t.Fatalf("restart once healthy: %s", res)
+	}
+	x.checkKeys()
+}
