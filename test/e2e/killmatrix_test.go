@@ -1,0 +1,218 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+)
+
+// Kill-and-resume matrix: an operation is killed with SIGKILL at a seeded random point (after
+// the j-th step event, plus a short random delay so some kills land mid-action), then run
+// again, as a CI retry would, until it succeeds. Invariants are checked after every point.
+//
+//	DBOPS_E2E_SEED=N          repeat a failing run (the seed is logged)
+//	DBOPS_E2E_KILL_POINTS=N   kill points per engine (default 10; more for a soak)
+
+// killMatrixRNG returns the matrix's random source and how many kill points to try.
+func killMatrixRNG(t *testing.T) (*rand.Rand, int) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("DBOPS_E2E_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("DBOPS_E2E_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	points := 10
+	if s := os.Getenv("DBOPS_E2E_KILL_POINTS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("DBOPS_E2E_KILL_POINTS=%q: want a positive number", s)
+		}
+		points = v
+	}
+	t.Logf("kill matrix: seed %d, %d kill points (repeat with DBOPS_E2E_SEED=%d)", seed, points, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), points
+}
+
+// killedRun starts args (with -o json), kills the process with SIGKILL after the j-th step
+// event (0 = right after the plan) and a random delay of up to 300 ms, and reports whether
+// the kill happened before the run ended by itself.
+func killedRun(t *testing.T, rng *rand.Rand, env []string, args ...string) (killed bool, point string) {
+	t.Helper()
+	run := startCLI(t, env, args...)
+	steps := -1
+	j := 0
+	for {
+		ev, ok := run.next()
+		if !ok {
+			break
+		}
+		switch ev.Type {
+		case "plan":
+			if ev.Plan != nil {
+				steps = len(ev.Plan.Steps)
+				j = rng.IntN(2*steps + 1)
+			}
+		case "step-started", "step-done", "step-skipped":
+			j--
+		default:
+			continue
+		}
+		if steps >= 0 && j <= 0 {
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+			point = fmt.Sprintf("after %s %s", ev.Type, ev.stepID())
+			_ = run.cmd.Process.Signal(syscall.SIGKILL)
+			break
+		}
+	}
+	res := run.wait()
+	if res.Code != 0 && res.Code != -1 {
+		t.Fatalf("run before the kill failed: %s", res)
+	}
+	return res.Code == -1, point
+}
+
+// retryUntilDone re-runs args as a CI retry after a crash would: give up the dead run's
+// lock session (lock release), then run again, at most three times. A run that finished
+// before the kill landed needs no retry.
+func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, killed bool, args ...string) {
+	t.Helper()
+	if !killed {
+		return
+	}
+	if res := runCLI(t, env, "lock", "release", cluster, "-n", ns, "--lock-id", lockID); res.Code != 0 {
+		t.Fatalf("lock release after the kill: %s", res)
+	}
+	for attempt := 1; ; attempt++ {
+		res := runCLI(t, env, args...)
+		if res.Code == 0 {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("re-run %d after the kill failed: %s", attempt, res)
+		}
+	}
+}
+
+func TestKillMatrixGenericRestart(t *testing.T) {
+	rng, points := killMatrixRNG(t)
+	ns := newNamespace(t)
+	uids := uidsByName(createDBCluster(t, ns, webCluster, 3))
+	pods := recordPodWatch(t, ns)
+	env := cliEnv(t)
+	const lockID = "e2e-kill-generic"
+	args := []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json", "--lock-id", lockID}
+	for i := range points {
+		from := len(pods.snapshot())
+		killed, at := killedRun(t, rng, env, args...)
+		t.Logf("point %d: killed=%v %s", i, killed, at)
+		retryUntilDone(t, env, webCluster, ns, lockID, killed, args...)
+		// Converged: every pod restarted exactly once in this point, never two down at once.
+		waitReplacementsReady(t, pods, webPods, uids)
+		evs := pods.snapshot()[from:]
+		created := map[string]int{}
+		for _, e := range evs {
+			if p, ok := e.Obj.(*corev1.Pod); ok && e.Type == watch.Added {
+				created[p.Name]++
+			}
+		}
+		for _, n := range webPods {
+			if created[n] != 1 {
+				t.Fatalf("point %d (%s): pod %s was created %d times, want exactly 1 (restarted once)", i, at, n, created[n])
+			}
+		}
+		if worst := maxUnavailable(pods.initialObjects(), pods.snapshot()[:from], evs, webPods); worst > 1 {
+			t.Fatalf("point %d (%s): %d pods were unavailable at once", i, at, worst)
+		}
+		uids = currentUIDs(pods.snapshot(), webPods)
+	}
+}
+
+// currentUIDs returns the UID each named pod has after the recorded events.
+func currentUIDs(evs []recordedEvent, names []string) map[string]types.UID {
+	out := map[string]types.UID{}
+	for _, e := range evs {
+		if p, ok := e.Obj.(*corev1.Pod); ok && slices.Contains(names, p.Name) && e.Type != watch.Deleted {
+			out[p.Name] = p.UID
+		}
+	}
+	return out
+}
+
+// initialObjects returns what the recorder's list returned.
+func (r *watchRecorder) initialObjects() []runtime.Object {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.initial)
+}
+
+// maxUnavailable replays the pod watch: the most pods at once that were missing, terminating
+// or not Ready during evs, starting from the listed pods and the events before.
+func maxUnavailable(initial []runtime.Object, before, evs []recordedEvent, names []string) int {
+	up := map[string]bool{}
+	apply := func(e recordedEvent) {
+		p, ok := e.Obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		up[p.Name] = e.Type != watch.Deleted && p.DeletionTimestamp == nil && testbed.PodReady(p)
+	}
+	for _, o := range initial {
+		apply(recordedEvent{Type: watch.Added, Obj: o})
+	}
+	for _, e := range before {
+		apply(e)
+	}
+	worst := 0
+	for _, e := range evs {
+		apply(e)
+		down := 0
+		for _, n := range names {
+			if !up[n] {
+				down++
+			}
+		}
+		worst = max(worst, down)
+	}
+	return worst
+}
+
+func TestKillMatrixEtcdScale(t *testing.T) {
+	rng, points := killMatrixRNG(t)
+	x := newEtcd(t, 3)
+	x.writeKeys("before", 10)
+	env := cliEnv(t)
+	const lockID = "e2e-kill-etcd"
+	for i := 0; i < points; i++ {
+		n := int32(5)
+		if i%2 == 1 {
+			n = 3
+		}
+		args := []string{"scale", x.name, "-n", x.ns, "--replicas", strconv.Itoa(int(n)), "--yes", "-o", "json", "--lock-id", lockID}
+		q := x.watchQuorum()
+		killed, at := killedRun(t, rng, env, args...)
+		t.Logf("point %d (scale to %d): killed=%v %s", i, n, killed, at)
+		retryUntilDone(t, env, x.name, x.ns, lockID, killed, args...)
+		q.stop(t, fmt.Sprintf("point %d", i))
+		// No learner, no member without a pod, no PVC of a removed ordinal, keys all there.
+		x.checkConverged(int(n))
+		x.checkKeys()
+		x.writeKeys(fmt.Sprintf("point-%d", i), 3)
+	}
+}
