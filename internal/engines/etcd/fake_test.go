@@ -224,7 +224,8 @@ func newFixture(t *testing.T, replicas int, f *fakeEtcd, mutate func(*corev1.Con
 	t.Helper()
 	sts := fakecluster.StatefulSet(testNS, "etcd", int32(replicas))
 	sts.Spec.ServiceName = "etcd-headless"
-	sts.Spec.Template.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0"}}
+	sts.Spec.Template.Spec.Containers = []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.8-0",
+		EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "etcd-cluster-state"}}}}}}
 	sts.Annotations[AnnotationPeerURLTemplate] = "http://127.0.3.{{add .Ordinal 1}}:2380"
 	if mutate != nil {
 		mutate(&sts.Spec.Template.Spec.Containers[0], sts.Annotations)

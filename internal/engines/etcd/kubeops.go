@@ -28,7 +28,8 @@ func (e *Engine) writeClusterState(ctx context.Context, s *site, initial string)
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.configMap, Namespace: s.ns,
 				Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-dbops"}},
-				Data: map[string]string{KeyInitialCluster: initial, KeyInitialClusterState: "existing"}}
+				Data: map[string]string{}}
+			s.state.set(cm.Data, initial)
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				// Created meanwhile: retry as an update.
@@ -40,14 +41,13 @@ func (e *Engine) writeClusterState(ctx context.Context, s *site, initial string)
 		if err != nil {
 			return err
 		}
-		if cm.Data[KeyInitialCluster] == initial && cm.Data[KeyInitialClusterState] == "existing" {
+		if s.state.holds(cm.Data, initial) {
 			return nil
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[KeyInitialCluster] = initial
-		cm.Data[KeyInitialClusterState] = "existing"
+		s.state.set(cm.Data, initial)
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		changed = err == nil
 		return err
@@ -67,7 +67,7 @@ func (e *Engine) clusterStateIs(ctx context.Context, s *site, initial string) (b
 	if err != nil {
 		return false, fmt.Errorf("reading ConfigMap %s/%s: %w", s.ns, s.configMap, err)
 	}
-	return cm.Data[KeyInitialCluster] == initial && cm.Data[KeyInitialClusterState] == "existing", nil
+	return s.state.holds(cm.Data, initial), nil
 }
 
 // replicas reads spec.replicas of the StatefulSet.

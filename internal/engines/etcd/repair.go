@@ -25,6 +25,9 @@ func (e *Engine) PlanRepair(ctx context.Context, c *ops.Cluster, pod string) (*o
 	if o < 0 || o >= current {
 		return nil, ops.Usagef("%s is not a pod of etcd StatefulSet %s/%s (replicas %d)", pod, s.ns, s.sts, current)
 	}
+	if err := s.state.checkDrivable(s.ns, s.sts, "repair "+pod); err != nil {
+		return nil, err
+	}
 	url, err := s.peerURL(o)
 	if err != nil {
 		return nil, err

@@ -33,10 +33,14 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 		return nil, &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd membership of %s/%s: %v", c.Namespace, c.Name, err), Err: err}
 	}
+	if err := s.state.checkDrivable(s.ns, s.sts, fmt.Sprintf("scale to %d members", target)); err != nil {
+		return nil, err
+	}
 	current := int(c.Groups[0].Desired)
 	p := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineEtcd,
 		Args: fmt.Sprintf("--replicas %d", target), Destructive: target < current, Command: req.Command}
-	p.Notes = append(p.Notes, fmt.Sprintf("etcd: %s; peer URLs from %s: %s", st.Summary(), s.tmplSource, s.tmplText))
+	p.Notes = append(p.Notes, fmt.Sprintf("etcd: %s; peer URLs from %s: %s", st.Summary(), s.tmplSource, s.tmplText),
+		"new members learn the initial cluster from "+s.state.Why)
 
 	existingPods := map[string]bool{}
 	for _, pod := range c.Groups[0].Pods {

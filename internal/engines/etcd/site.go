@@ -67,6 +67,8 @@ type site struct {
 	group     string
 	service   string
 	configMap string
+	// state is where new members learn the initial cluster (layout.go).
+	state stateSource
 	// claims are the StatefulSet's volumeClaimTemplates names.
 	claims []string
 	// tmplText is the peer URL template and where it came from.
@@ -171,14 +173,13 @@ func (e *Engine) newSite(c *ops.Cluster) (*site, error) {
 	for _, t := range sts.Spec.VolumeClaimTemplates {
 		s.claims = append(s.claims, t.Name)
 	}
-	s.configMap = e.Options.ConfigMap
-	if s.configMap == "" {
-		s.configMap = sts.Annotations[AnnotationConfigMap]
-	}
-	if s.configMap == "" {
-		s.configMap = sts.Name + ConfigMapSuffix
-	}
 	container := etcdContainer(sts, e.Options.Container)
+	override, from := e.Options.ConfigMap, "option"
+	if override == "" {
+		override, from = sts.Annotations[AnnotationConfigMap], "annotation "+AnnotationConfigMap
+	}
+	s.state = detectStateSource(sts, container, override, from)
+	s.configMap = s.state.ConfigMap
 	s.ctl = e.newCtl(c.Namespace, container)
 	return s, nil
 }

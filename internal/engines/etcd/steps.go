@@ -106,8 +106,8 @@ func (e *Engine) configStep(s *site, id, target string, n int) (*ops.Step, error
 	}
 	return &ops.Step{
 		ID: id, Group: s.group, Target: "configmap/" + s.configMap, Mutating: true,
-		Description: fmt.Sprintf("set %s (state existing) to the %d member(s) %s", KeyInitialCluster, n, target),
-		Details:     []string{KeyInitialCluster + "=" + initial, KeyInitialClusterState + "=existing"},
+		Description: fmt.Sprintf("set %s (state existing) to the %d member(s) %s", s.state.ClusterKey, n, target),
+		Details:     s.state.details(initial),
 		Precheck: func(ctx context.Context, _ *ops.StepContext) (bool, error) {
 			return e.clusterStateIs(ctx, s, initial)
 		},
