@@ -176,20 +176,21 @@ func argValue(c *corev1.Container, name string) (string, bool) {
 // checkDrivable refuses, in one line and before any write, a membership change on a
 // layout the tool cannot drive safely, saying what to change.
 func (s stateSource) checkDrivable(ns, sts, doing string) error {
+	who := fmt.Sprintf("etcd StatefulSet %s/%s", ns, sts)
 	switch {
 	case s.refusal != "":
-		return ops.Preconditionf("cannot %s etcd StatefulSet %s/%s: %s", doing, ns, sts, s.refusal)
+		return ops.Preconditionf("cannot %s: %s: %s", doing, who, s.refusal)
 	case s.Layout == LayoutConfigMap:
 		return nil
 	case s.Layout == LayoutEnv:
-		return ops.Preconditionf("cannot %s etcd StatefulSet %s/%s: %s sets %s (the Bitnami chart's layout, whose entrypoint removes and re-adds its own member at start, so a learner cannot be added safely); change the member count with the chart (helm upgrade --set replicaCount=N), or take %s from a ConfigMap (envFrom) to let kubectl-dbops drive it",
-			doing, ns, sts, s.Why, KeyInitialCluster, KeyInitialCluster)
+		return ops.Preconditionf("cannot %s: %s sets %s in its pod template (the Bitnami chart's layout, whose entrypoint removes and re-adds its own member at start, so a learner cannot be added safely); change the member count with the chart (helm upgrade --set replicaCount=N), or take %s from a ConfigMap (envFrom) to let kubectl-dbops drive it",
+			doing, who, KeyInitialCluster, KeyInitialCluster)
 	case s.Layout == LayoutArgs:
-		return ops.Preconditionf("cannot %s etcd StatefulSet %s/%s: %s is fixed in the pod template, so a new member cannot join without a template change; set --initial-cluster=$(%s) and take %s and %s from a ConfigMap (envFrom), then run again",
-			doing, ns, sts, s.Why, KeyInitialCluster, KeyInitialCluster, KeyInitialClusterState)
+		return ops.Preconditionf("cannot %s: %s passes a fixed %s in its pod template, so a new member cannot join without a template change; set --initial-cluster=$(%s) and take %s and %s from a ConfigMap (envFrom), then run again",
+			doing, who, strings.TrimPrefix(s.Why, "the argument "), KeyInitialCluster, KeyInitialCluster, KeyInitialClusterState)
 	default:
-		return ops.Preconditionf("cannot %s etcd StatefulSet %s/%s: its pod template does not say where a new member learns the initial cluster (no %s env, envFrom ConfigMap or --initial-cluster argument); take it from a ConfigMap (envFrom), or name one with the annotation %s",
-			doing, ns, sts, KeyInitialCluster, AnnotationConfigMap)
+		return ops.Preconditionf("cannot %s: the pod template of %s does not say where a new member learns the initial cluster (no %s env, envFrom ConfigMap or --initial-cluster argument); take it from a ConfigMap (envFrom), or name one with the annotation %s",
+			doing, who, KeyInitialCluster, AnnotationConfigMap)
 	}
 }
 

@@ -13,6 +13,11 @@ import (
 // it again as a learner (cluster state "existing"), recreate the pod with
 // an empty PVC, promote it once in sync.
 func (e *Engine) PlanRepair(ctx context.Context, c *ops.Cluster, pod string) (*ops.Plan, error) {
+	if s, err := e.newSite(c); err != nil {
+		return nil, err
+	} else if err := s.state.checkDrivable(s.ns, s.sts, "repair "+pod); err != nil {
+		return nil, err
+	}
 	s, st, err := e.prepare(ctx, c)
 	if err != nil {
 		if s == nil {
@@ -24,9 +29,6 @@ func (e *Engine) PlanRepair(ctx context.Context, c *ops.Cluster, pod string) (*o
 	current := int(c.Groups[0].Desired)
 	if o < 0 || o >= current {
 		return nil, ops.Usagef("%s is not a pod of etcd StatefulSet %s/%s (replicas %d)", pod, s.ns, s.sts, current)
-	}
-	if err := s.state.checkDrivable(s.ns, s.sts, "repair "+pod); err != nil {
-		return nil, err
 	}
 	url, err := s.peerURL(o)
 	if err != nil {

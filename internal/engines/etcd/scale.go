@@ -26,15 +26,18 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if target < 1 {
 		return nil, ops.Usagef("--replicas must be at least 1 for etcd, got %d", target)
 	}
+	// The layout comes from the pod template alone: refuse before talking to etcd.
+	if s, err := e.newSite(c); err != nil {
+		return nil, err
+	} else if err := s.state.checkDrivable(s.ns, s.sts, fmt.Sprintf("scale to %d members", target)); err != nil {
+		return nil, err
+	}
 	s, st, err := e.prepare(ctx, c)
 	if err != nil {
 		if s == nil {
 			return nil, err
 		}
 		return nil, &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd membership of %s/%s: %v", c.Namespace, c.Name, err), Err: err}
-	}
-	if err := s.state.checkDrivable(s.ns, s.sts, fmt.Sprintf("scale to %d members", target)); err != nil {
-		return nil, err
 	}
 	current := int(c.Groups[0].Desired)
 	p := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineEtcd,

@@ -1,0 +1,133 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+)
+
+// etcd StatefulSets whose members learn the initial cluster in ways the tool cannot drive
+// safely are refused before any write, by scale and by replace (member repair), with one line
+// saying what to change. The fixtures follow the real layouts: the Bitnami chart's environment
+// (templates/statefulset.yaml of bitnami/etcd) and a static --initial-cluster argument list as
+// in etcd's own static-bootstrap docs, with $(POD_NAMESPACE) in the advertised URLs. No etcd
+// runs: the refusal comes from the pod template alone, before etcd is asked anything.
+
+func TestEtcdLayoutBitnamiRefused(t *testing.T) {
+	ns := newNamespace(t)
+	sts := statefulSet("foo-etcd", 3)
+	sts.Labels = map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": "foo"}
+	sel := maps.Clone(sts.Labels)
+	sts.Spec.Selector.MatchLabels = sel
+	sts.Spec.Template.Labels = sel
+	sts.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels = sel
+	sts.Spec.ServiceName = "foo-etcd-headless"
+	initial := "foo-etcd-0=http://foo-etcd-0.foo-etcd-headless." + ns + ".svc.cluster.local:2380," +
+		"foo-etcd-1=http://foo-etcd-1.foo-etcd-headless." + ns + ".svc.cluster.local:2380," +
+		"foo-etcd-2=http://foo-etcd-2.foo-etcd-headless." + ns + ".svc.cluster.local:2380"
+	sts.Spec.Template.Spec.Containers = []corev1.Container{{
+		Name:  "etcd",
+		Image: "docker.io/bitnami/etcd:3.6.8-debian-12-r0",
+		Env: []corev1.EnvVar{
+			{Name: "BITNAMI_DEBUG", Value: "false"},
+			{Name: "MY_POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+			{Name: "MY_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "ETCDCTL_API", Value: "3"},
+			{Name: "ETCD_ON_K8S", Value: "yes"},
+			{Name: "ETCD_NAME", Value: "$(MY_POD_NAME)"},
+			{Name: "ETCD_DATA_DIR", Value: "/bitnami/etcd/data"},
+			{Name: "ALLOW_NONE_AUTHENTICATION", Value: "yes"},
+			{Name: "ETCD_ADVERTISE_CLIENT_URLS", Value: "http://$(MY_POD_NAME).foo-etcd-headless." + ns + ".svc.cluster.local:2379"},
+			{Name: "ETCD_LISTEN_CLIENT_URLS", Value: "http://0.0.0.0:2379"},
+			{Name: "ETCD_INITIAL_ADVERTISE_PEER_URLS", Value: "http://$(MY_POD_NAME).foo-etcd-headless." + ns + ".svc.cluster.local:2380"},
+			{Name: "ETCD_LISTEN_PEER_URLS", Value: "http://0.0.0.0:2380"},
+			{Name: "ETCD_INITIAL_CLUSTER_TOKEN", Value: "etcd-cluster-k8s"},
+			{Name: "ETCD_INITIAL_CLUSTER_STATE", Value: "new"},
+			{Name: "ETCD_INITIAL_CLUSTER", Value: initial},
+			{Name: "ETCD_CLUSTER_DOMAIN", Value: "foo-etcd-headless." + ns + ".svc.cluster.local"},
+		},
+		Ports:        []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/bitnami/etcd"}},
+	}}
+	checkLayoutRefused(t, ns, sts.Name, "foo", sel, sts, "Bitnami chart's layout", "helm upgrade --set replicaCount=N")
+}
+
+func TestEtcdLayoutStaticArgsRefused(t *testing.T) {
+	ns := newNamespace(t)
+	sts := statefulSet("etcd", 3)
+	sts.Labels = map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": "etcd"}
+	sel := maps.Clone(sts.Labels)
+	sts.Spec.Selector.MatchLabels = sel
+	sts.Spec.Template.Labels = sel
+	sts.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels = sel
+	sts.Spec.ServiceName = "etcd"
+	peers := []string{}
+	for _, p := range []string{"etcd-0", "etcd-1", "etcd-2"} {
+		peers = append(peers, p+"=http://"+p+".etcd."+ns+".svc:2380")
+	}
+	sts.Spec.Template.Spec.Containers = []corev1.Container{{
+		Name:  "etcd",
+		Image: "registry.k8s.io/etcd:3.6.8-0",
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		},
+		Command: []string{"etcd"},
+		Args: []string{
+			"--name=$(POD_NAME)",
+			"--data-dir=/var/lib/etcd",
+			"--listen-peer-urls=http://0.0.0.0:2380",
+			"--listen-client-urls=http://0.0.0.0:2379",
+			"--advertise-client-urls=http://$(POD_NAME).etcd.$(POD_NAMESPACE).svc:2379",
+			"--initial-advertise-peer-urls=http://$(POD_NAME).etcd.$(POD_NAMESPACE).svc:2380",
+			"--initial-cluster-token=etcd-cluster-1",
+			"--initial-cluster=" + strings.Join(peers, ","),
+			"--initial-cluster-state=new",
+		},
+		Ports:        []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
+	}}
+	checkLayoutRefused(t, ns, sts.Name, "etcd", sel, sts, "passes a fixed --initial-cluster=", "--initial-cluster=$(ETCD_INITIAL_CLUSTER)")
+}
+
+// checkLayoutRefused creates the StatefulSet (kwok runs its pods), then checks that scale and
+// replace are refused with exit 5 and the given phrases, writing nothing.
+func checkLayoutRefused(t *testing.T, ns, stsName, cluster string, sel map[string]string, sts *appsv1.StatefulSet, want ...string) {
+	t.Helper()
+	if _, err := bed.Client.AppsV1().StatefulSets(ns).Create(t.Context(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create statefulset: %v", err)
+	}
+	waitPods(t, ns, labels.SelectorFromSet(sel), 3, func(p *corev1.Pod) bool { return testbed.PodReady(p) && p.DeletionTimestamp == nil })
+	waitPVCsBound(t, ns, 3)
+	waitStatefulSetSettled(t, ns, stsName, 3)
+	before := snapshotNamespace(t, ns)
+	env := cliEnv(t)
+	for _, args := range [][]string{
+		{"scale", cluster, "-n", ns, "--replicas", "5", "--yes"},
+		{"scale", cluster, "-n", ns, "--replicas", "5", "--dry-run"},
+		{"replace", cluster, stsName + "-1", "-n", ns, "--yes"},
+	} {
+		res := runCLI(t, env, args...)
+		if res.Code != 5 || strings.Count(strings.TrimSpace(res.Stderr), "\n") != 0 {
+			t.Fatalf("%v: want exit 5 and one line, got %s", args, res)
+		}
+		for _, w := range want {
+			if !strings.Contains(res.Stderr, w) {
+				t.Errorf("%v: refusal lacks %q: %s", args, w, res.Stderr)
+			}
+		}
+		t.Logf("%v refused: %s", args, strings.TrimSpace(res.Stderr))
+	}
+	if d := diffRVSnapshots(t, before, snapshotNamespace(t, ns)); len(d) != 0 {
+		t.Fatalf("refused commands wrote: %v", d)
+	}
+}
