@@ -65,6 +65,9 @@ type Step struct {
 	Preconditions []string `json:"preconditions,omitempty"`
 	Details       []string `json:"details,omitempty"`
 	Mutating      bool     `json:"mutating"`
+	// Pods are the pods a restart step deletes (one, or a batch), so an
+	// engine can reorder or describe steps without parsing targets.
+	Pods []string `json:"-"`
 
 	// Precheck verifies preconditions; return an ErrPrecondition error to
 	// refuse. It may also report the step as already done.

@@ -72,13 +72,15 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 	case mode == ModePod && opts.BatchSize <= 1:
 		for _, pod := range pods {
 			s := r.step(c, c.Group(pod.Group), pod, opts.MaxUnavailableZones, opts.Pods)
-			stepPods[s.ID] = []string{pod.Name}
+			s.Pods = []string{pod.Name}
+			stepPods[s.ID] = s.Pods
 			p.Steps = append(p.Steps, s)
 		}
 	default:
 		for _, b := range restartBatches(mode, pods, opts.BatchSize) {
 			s := r.batchStep(c, b, opts.MaxUnavailableZones, opts.Pods)
-			stepPods[s.ID] = podNames(b.pods)
+			s.Pods = podNames(b.pods)
+			stepPods[s.ID] = s.Pods
 			p.Steps = append(p.Steps, s)
 		}
 	}

@@ -438,10 +438,23 @@ func TestEtcdRollingRestart(t *testing.T) {
 		old[p.Name] = string(p.UID)
 	}
 	q := x.watchQuorum()
+	leaders := x.watchLeaders(st.Leader().ID)
 	res := runCLI(t, cliEnv(t), "restart", x.name, "-n", x.ns, "--rolling", "--yes", "-o", "json")
+	seen := leaders.stop()
+	if l := x.waitHealthy(3).Leader(); l.ID != seen[len(seen)-1] {
+		seen = append(seen, l.ID)
+	}
 	q.stop(t, "rolling restart")
 	if res.Code != 0 {
 		t.Fatalf("restart failed: %s", res)
+	}
+	// The leader changes once, handed over by move-leader before its pod goes.
+	t.Logf("leaders seen: %v", seen)
+	if len(seen) != 2 {
+		t.Errorf("leader changed %d times (%v), want once", len(seen)-1, seen)
+	}
+	if !strings.Contains(res.Stdout, "moving etcd leadership from "+leader) {
+		t.Errorf("no move-leader before restarting the leader %s", leader)
 	}
 	evs := parseNDJSON(t, res)
 	done := stepsOf(evs, string(ops.EventStepDone))
@@ -640,4 +653,37 @@ func TestEtcdRestartRefusedWithMemberDown(t *testing.T) {
 		t.Fatalf("restart once healthy: %s", res)
 	}
 	x.checkKeys()
+}
+
+// leaderWatch samples the etcd leader's member ID in the background.
+type leaderWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	seen   []string // distinct leaders in the order seen
+}
+
+func (x *etcdEnv) watchLeaders(first string) *leaderWatch {
+	ctx, cancel := context.WithCancel(x.t.Context())
+	w := &leaderWatch{cancel: cancel, done: make(chan struct{}), seen: []string{first}}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			if st, err := x.eng.Status(ctx, x.cluster()); err == nil {
+				if l := st.Leader(); l != nil && (len(w.seen) == 0 || w.seen[len(w.seen)-1] != l.ID) {
+					w.seen = append(w.seen, l.ID)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+func (w *leaderWatch) stop() []string {
+	w.cancel()
+	<-w.done
+	return w.seen
 }

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -540,6 +541,39 @@ func TestRestartPreflight(t *testing.T) {
 			}
 			if m := f.mutations(); len(m) != 0 {
 				t.Errorf("preflight changed membership: %v", m)
+			}
+		})
+	}
+}
+
+// The leader restarts last in every mode, and hands leadership to a caught-up member outside
+// its own step (move-leader, run in the leader's pod) before its pod goes: the leader changes
+// exactly once.
+func TestRestartMovesLeadershipOnce(t *testing.T) {
+	for _, mode := range []string{ops.ModePod, ops.ModeZone} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFakeEtcd(3, 1)
+			f.members[2].index = 120 // furthest along: the transferee
+			fx := newFixture(t, 3, f, nil)
+			for i := range fx.c.Groups[0].Pods {
+				fx.c.Groups[0].Pods[i].Zone = fmt.Sprintf("zone-%c", 'a'+i)
+			}
+			fakecluster.Start(t, fx.client, testNS)
+			p, err := fx.eng.PlanRestart(context.Background(), fx.c, ops.RestartOptions{Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := p.Steps[len(p.Steps)-1]; !slices.Contains(last.Pods, "etcd-1") {
+				t.Fatalf("last step %s (pods %v) does not hold the leader etcd-1", last.ID, last.Pods)
+			}
+			if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.mutations(); !slices.Equal(got, []string{fmt.Sprintf("etcd-1: move-leader %x", 0xa2)}) {
+				t.Fatalf("mutations = %v, want one move-leader to etcd-2 run in etcd-1", got)
+			}
+			if f.leader != 0xa2 {
+				t.Errorf("leader = %x, want etcd-2 (a2)", f.leader)
 			}
 		})
 	}

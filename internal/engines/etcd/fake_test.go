@@ -74,7 +74,7 @@ func (f *fakeEtcd) mutations() []string {
 	defer f.mu.Unlock()
 	var out []string
 	for _, c := range f.calls {
-		if strings.Contains(c, "member add") || strings.Contains(c, "member remove") || strings.Contains(c, "member promote") {
+		if strings.Contains(c, "member add") || strings.Contains(c, "member remove") || strings.Contains(c, "member promote") || strings.Contains(c, "move-leader") {
 			out = append(out, c)
 		}
 	}
@@ -105,6 +105,20 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 	}
 	if len(words) < 2 {
 		return nil, nil, exitErr(pod, "unknown command")
+	}
+	if words[0] == "move-leader" {
+		// etcdctl move-leader needs the leader among its endpoints (here: the pod's own member).
+		if self.id != f.leader {
+			return nil, nil, exitErr(pod, "no leader endpoint given at [127.0.0.1:2379]")
+		}
+		id, _ := strconv.ParseUint(words[1], 16, 64)
+		for _, m := range f.members {
+			if m.id == id && !m.learner && m.healthy {
+				f.leader = id
+				return []byte("Leadership transferred"), nil, nil
+			}
+		}
+		return nil, nil, exitErr(pod, "etcdserver: bad leader transferee")
 	}
 	switch words[0] + " " + words[1] {
 	case "member list":

@@ -22,17 +22,27 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		}
 		return nil, &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd membership of %s/%s: %v", c.Namespace, c.Name, err), Err: err}
 	}
-	rr := &ops.RollingRestart{Client: e.Client, Gate: &restartGate{e: e, s: s}}
+	gate := &restartGate{e: e, s: s, batch: map[string][]string{}}
+	rr := &ops.RollingRestart{Client: e.Client, Gate: gate}
 	p, err := rr.Plan(c, ops.EngineEtcd, opts)
 	if err != nil {
 		return nil, err
 	}
+	for _, step := range p.Steps {
+		for _, pod := range step.Pods {
+			gate.batch[pod] = step.Pods
+		}
+	}
 	p.Notes = append(p.Notes, "etcd: "+st.Summary())
+	// The step holding the leader (alone, or in its zone or batch) goes last, so the
+	// cluster changes leader once; before its pod goes, leadership is handed to a caught-up
+	// member outside that step (move-leader) and the new leader confirmed.
 	if l := st.Leader(); l != nil && l.Pod != "" {
-		if i := slices.IndexFunc(p.Steps, func(st *ops.Step) bool { return st.Target == "pod/"+l.Pod }); i >= 0 {
+		if i := slices.IndexFunc(p.Steps, func(st *ops.Step) bool { return slices.Contains(st.Pods, l.Pod) }); i >= 0 {
 			step := p.Steps[i]
 			p.Steps = append(slices.Delete(p.Steps, i, i+1), step)
-			p.Notes = append(p.Notes, fmt.Sprintf("leader %s restarts last", l.Pod))
+			p.Notes = append(p.Notes, fmt.Sprintf("leader %s restarts last, after handing leadership to another member (move-leader)", l.Pod))
+			step.Details = append(step.Details, "before "+l.Pod+" goes, if it still leads: etcdctl move-leader <caught-up healthy member outside this step>, and wait for the new leader")
 		}
 	}
 	return p, nil
@@ -42,6 +52,8 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 type restartGate struct {
 	e *Engine
 	s *site
+	// batch maps each pod to the pods of its step (itself, its zone or batch).
+	batch map[string][]string
 }
 
 // Describe implements ops.RestartGate.
@@ -70,6 +82,57 @@ func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod
 	}
 	if !QuorumAfterRemoval(st.Voters, st.HealthyVoters, !m.Learner, m.Healthy) {
 		return ops.Preconditionf("restarting %s would leave etcd without quorum (%d voters, %d healthy)", p.Name, st.Voters, st.HealthyVoters)
+	}
+	if m.Leader {
+		return g.handOff(ctx, sc, st, m)
+	}
+	return nil
+}
+
+// handOff moves leadership from leader m, whose pod is about to go, to the healthy voter
+// outside m's step that is furthest along (highest raft index; lowest ordinal on a tie),
+// then waits until the members agree on the new leader. A one-member cluster has nobody to
+// hand off to.
+func (g *restartGate) handOff(ctx context.Context, sc *ops.StepContext, st *Status, m *Member) error {
+	var to *Member
+	for i := range st.Members {
+		c := &st.Members[i]
+		if c.ID == m.ID || c.Learner || !c.Healthy || c.Pod == "" || slices.Contains(g.batch[m.Pod], c.Pod) {
+			continue
+		}
+		if to == nil || c.RaftIndex > to.RaftIndex || (c.RaftIndex == to.RaftIndex && c.Ordinal < to.Ordinal) {
+			to = c
+		}
+	}
+	if to == nil {
+		return nil
+	}
+	sc.Waiting(fmt.Sprintf("moving etcd leadership from %s to %s", m.Pod, to.Pod))
+	// move-leader must reach the current leader: run it in the leader's own pod. If it
+	// fails because leadership moved meanwhile, the wait below sees the new leader anyway.
+	if _, err := g.s.ctl.run(ctx, m.Pod, "move-leader", "move-leader", to.ID); err != nil {
+		now, serr := g.e.status(ctx, g.s, "")
+		if serr != nil || now.Leader() == nil || now.Leader().ID == m.ID {
+			return fmt.Errorf("moving etcd leadership from %s to %s: %w", m.Pod, to.Pod, err)
+		}
+	} else {
+		sc.Audit(ctx, stsRef(g.s, ""), "DbopsEtcdMoveLeader", fmt.Sprintf("moved etcd leadership from %s to %s before restarting %s", m.Pod, to.Pod, m.Pod))
+	}
+	last := ""
+	err := wait.PollUntilContextCancel(ctx, g.e.pollInterval(), true, func(ctx context.Context) (bool, error) {
+		now, err := g.e.status(ctx, g.s, m.Pod)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if l := now.Leader(); l != nil && l.ID != m.ID {
+			return true, nil
+		}
+		last = "leader still " + m.Pod
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for a new etcd leader after move-leader (%s): %w", last, err)
 	}
 	return nil
 }
