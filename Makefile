@@ -40,11 +40,11 @@ all: build
 
 ## build: compile bin/kubectl-dbops with version information
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/kubectl-dbops
+	$(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BINARY) ./cmd/kubectl-dbops
 
 ## install: go install kubectl-dbops into $(go env GOPATH)/bin with version information
 install:
-	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/kubectl-dbops
+	$(GO) install -trimpath -ldflags '-s -w $(LDFLAGS)' ./cmd/kubectl-dbops
 
 ## test: go vet, gofmt check, unit tests (incl. stale docs), then the test bed and e2e tests
 # One after the other even under make -j: e2e only once everything else passed.

@@ -9,7 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -31,8 +32,18 @@ func watchPods(ctx context.Context, client kubernetes.Interface, c *ops.Cluster,
 			zones[p.Node] = p.Zone
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(c.Namespace))
-	inf := factory.Core().V1().Pods().Informer()
+	// A plain pod informer, not client-go's generated factory: the factory links an informer
+	// and lister for every API type into the binary (tens of MiB) for this one use.
+	pods := client.CoreV1().Pods(c.Namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return pods.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{}, 0, cache.Indexers{})
 	changed := make(chan struct{}, 1)
 	notify := func(any) {
 		select {
@@ -45,9 +56,8 @@ func watchPods(ctx context.Context, client kubernetes.Interface, c *ops.Cluster,
 		UpdateFunc: func(_, n any) { notify(n) },
 		DeleteFunc: notify,
 	})
-	factory.Start(ctx.Done())
+	go inf.RunWithContext(ctx)
 	go func() {
-		defer factory.Shutdown()
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return
 		}
