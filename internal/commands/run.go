@@ -145,6 +145,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		LockID:  lockID,
 		Clock:   cl.Clock,
 		Auditor: &ops.KubeAuditor{Client: cl.Kube, Clock: cl.Clock, Instance: lockID},
+		Objects: statefulSetRefs(c),
 		Timeout: timeout,
 	}
 	if g.DisableLocks {
@@ -225,4 +226,18 @@ func writePlan(w io.Writer, v *ops.PlanView, format string) error {
 		return ops.WritePlanText(w, v)
 	}
 	return writeStructured(w, v, format)
+}
+
+// statefulSetRefs names the cluster's StatefulSets, which receive the
+// operation-level audit events.
+func statefulSetRefs(c *ops.Cluster) []ops.ObjectRef {
+	var out []ops.ObjectRef
+	for _, g := range c.Groups {
+		ref := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: g.StatefulSet}
+		if g.Object != nil {
+			ref.UID = string(g.Object.GetUID())
+		}
+		out = append(out, ref)
+	}
+	return out
 }

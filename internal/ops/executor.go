@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,6 +21,9 @@ type Executor struct {
 	Sink    Sink
 	Clock   Clock
 	Auditor Auditor
+	// Objects receive the operation-level audit events (started, and how it ended, with the
+	// lock ID): the cluster's StatefulSets, so `kubectl describe sts` shows them.
+	Objects []ObjectRef
 	// Timeout bounds the whole run (0 = none).
 	Timeout time.Duration
 	// Grace bounds how long an in-flight action may continue after Ctrl-C or
@@ -84,9 +88,18 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	}
 
 	view := p.View()
+	done := 0
 	for i := range view.Steps {
 		view.Steps[i].Done = journal.IsDone(view.Steps[i].ID)
+		if view.Steps[i].Done {
+			done++
+		}
 	}
+	started := fmt.Sprintf("%s %s started: %d step(s)", p.Operation, p.Args, len(p.Steps))
+	if done > 0 {
+		started = fmt.Sprintf("%s %s resumed: %d of %d step(s) already done", p.Operation, p.Args, done, len(p.Steps))
+	}
+	e.auditOperation(ctx, "DbopsOperationStarted", false, started)
 	e.emit(Event{Type: EventPlan, Plan: view, Timeout: e.Timeout})
 
 	// Tell every view at once that a stop was asked for, not only at the
@@ -136,8 +149,29 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 			e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockReleased, Holder: e.held.ID()}})
 		}
 	}
+	switch outcome := outcomeOf(err); outcome {
+	case OutcomeSucceeded:
+		e.auditOperation(finCtx, "DbopsOperationSucceeded", false, fmt.Sprintf("%s %s succeeded", p.Operation, p.Args))
+	default:
+		e.auditOperation(finCtx, "DbopsOperation"+strings.ToUpper(outcome[:1])+outcome[1:], true,
+			fmt.Sprintf("%s %s %s: %v", p.Operation, p.Args, outcome, err))
+	}
 	e.emitDone(outcomeOf(err), err)
 	return err
+}
+
+// auditOperation records an operation-level event on each of e.Objects.
+func (e *Executor) auditOperation(ctx context.Context, reason string, warning bool, message string) {
+	if e.Auditor == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s (kubectl-dbops, lock id %s)", message, e.LockID)
+	for _, o := range e.Objects {
+		o.Warning = warning
+		if err := e.Auditor.Record(ctx, o, reason, msg); err != nil {
+			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not record audit event on %s/%s: %v", o.Kind, o.Name, err)})
+		}
+	}
 }
 
 // acquire takes the lock and returns the journal to run with: the stored one

@@ -140,6 +140,8 @@ func (sc *StepContext) Audit(ctx context.Context, obj ObjectRef, reason, message
 
 // ObjectRef names an object for audit events.
 type ObjectRef struct {
+	// Warning makes the event a Warning (a failed or interrupted operation).
+	Warning    bool
 	Kind       string
 	APIVersion string
 	Namespace  string
