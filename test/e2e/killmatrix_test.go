@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -102,6 +103,11 @@ func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, kill
 	for attempt := 1; ; attempt++ {
 		res := runCLI(t, env, args...)
 		if res.Code == 0 {
+			for _, e := range parseNDJSON(t, res) {
+				if e.Type == "step-started" || e.Type == "step-skipped" || e.Type == "warning" {
+					t.Logf("  re-run: %s %s %s%s", e.Type, e.stepID(), e.Reason, e.Message)
+				}
+			}
 			return
 		}
 		if attempt == 3 {
@@ -134,7 +140,14 @@ func TestKillMatrixGenericRestart(t *testing.T) {
 		}
 		for _, n := range webPods {
 			if created[n] != 1 {
-				t.Fatalf("point %d (%s): pod %s was created %d times, want exactly 1 (restarted once)", i, at, n, created[n])
+				var hist []string
+				for _, e := range evs {
+					if p, ok := e.Obj.(*corev1.Pod); ok && p.Name == n {
+						hist = append(hist, fmt.Sprintf("%s uid=%s deleting=%v ready=%v phase=%s", e.Type, p.UID, p.DeletionTimestamp != nil, testbed.PodReady(p), p.Status.Phase))
+					}
+				}
+				t.Fatalf("point %d (%s): pod %s was created %d times, want exactly 1 (restarted once); its events:\n  %s",
+					i, at, n, created[n], strings.Join(hist, "\n  "))
 			}
 		}
 		if worst := maxUnavailable(pods.initialObjects(), pods.snapshot()[:from], evs, webPods); worst > 1 {

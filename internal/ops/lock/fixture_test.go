@@ -179,6 +179,16 @@ func (f *fixture) verbs() []string {
 	return out
 }
 
+// assertUnchanged fails if the stored lease is no longer the one with resourceVersion rv: a
+// held lock writes optimistically from its cached lease, so an update may reach the API, but
+// one carrying a stale resourceVersion is rejected and changes nothing.
+func (f *fixture) assertUnchanged(rv string) {
+	f.t.Helper()
+	if got := f.stored().ResourceVersion; got != rv {
+		f.t.Errorf("lease was written (resourceVersion %s, want %s); all calls: %v", got, rv, f.verbs())
+	}
+}
+
 // assertNoWrites fails if anything but reads reached the API.
 func (f *fixture) assertNoWrites() {
 	f.t.Helper()

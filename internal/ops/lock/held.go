@@ -12,13 +12,36 @@ import (
 
 // heldLock is a lock this process acquired. Renew may run on its own
 // goroutine while the operation saves its journal, so it is safe for
-// concurrent use; every call re-reads the lease and checks it is still ours.
+// concurrent use. Every write starts from the lease as last written and
+// checks it is still ours; a conflict means someone else wrote it, and the
+// write is decided again on a fresh read (Manager.modifyFrom).
 type heldLock struct {
 	m       *Manager
 	journal *ops.Journal
 
-	mu   sync.Mutex
-	info ops.LockInfo
+	mu    sync.Mutex
+	info  ops.LockInfo
+	lease *coordinationv1.Lease // as last written or read; nil = read first
+	// writeMu serialises writes, so each starts from the previous one's result.
+	writeMu sync.Mutex
+}
+
+// modify writes through the cached lease and keeps the result as the new cache.
+func (h *heldLock) modify(ctx context.Context, mutate func(l *coordinationv1.Lease, exists bool) (bool, error)) (*coordinationv1.Lease, error) {
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	h.mu.Lock()
+	cached := h.lease
+	h.mu.Unlock()
+	lease, err := h.m.modifyFrom(ctx, cached, mutate)
+	h.mu.Lock()
+	if err == nil && lease != nil && lease.ResourceVersion != "" {
+		h.lease = lease
+	} else {
+		h.lease = nil // unknown state: read before the next write
+	}
+	h.mu.Unlock()
+	return lease, err
 }
 
 var _ ops.HeldLock = (*heldLock)(nil)
@@ -37,7 +60,7 @@ func (h *heldLock) Journal() *ops.Journal { return h.journal }
 // ops.ErrLocked when the lock was taken over or released meanwhile, or this
 // ID was denied: the operation must stop.
 func (h *heldLock) Renew(ctx context.Context) (ops.LockInfo, error) {
-	lease, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+	lease, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
 		if err := h.checkMine(l, exists); err != nil {
 			return false, err
 		}
@@ -60,7 +83,7 @@ func (h *heldLock) Renew(ctx context.Context) (ops.LockInfo, error) {
 // Release frees the lock if this ID still holds it; a lock someone else
 // took over meanwhile is left alone. The journal stays on the lease.
 func (h *heldLock) Release(ctx context.Context) error {
-	_, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+	_, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
 		if !exists || holderOf(l) != h.m.ID {
 			return false, nil
 		}
@@ -74,7 +97,7 @@ func (h *heldLock) Release(ctx context.Context) error {
 // lock is no longer ours, since the operation must then stop; a nil j
 // removes the journal.
 func (h *heldLock) SaveJournal(ctx context.Context, j *ops.Journal) error {
-	_, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+	_, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
 		if err := h.checkMine(l, exists); err != nil {
 			return false, err
 		}
@@ -118,7 +141,7 @@ func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
 // manual hold extended by an operation), so later commands of the same ID
 // are not taken for a concurrent session.
 func (h *heldLock) Detach(ctx context.Context) error {
-	_, err := h.m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+	_, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
 		if !exists || holderOf(l) != h.m.ID || l.Annotations[AnnotationSession] != h.m.Session || h.m.Session == "" {
 			return false, nil
 		}

@@ -169,7 +169,7 @@ func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason strin
 	if err != nil {
 		return nil, m.wrap("acquiring", err)
 	}
-	return &heldLock{m: m, journal: journal, info: m.lockInfo(lease, action)}, nil
+	return &heldLock{m: m, journal: journal, info: m.lockInfo(lease, action), lease: lease}, nil
 }
 
 // decide applies the acquisition rules to the lease as read at now.
@@ -302,10 +302,30 @@ func (m *Manager) Status(ctx context.Context) (*State, error) {
 // new object with exists false. mutate returns false to write nothing. The
 // lease returned is the one written, or the one read when nothing was.
 func (m *Manager) modify(ctx context.Context, mutate func(l *coordinationv1.Lease, exists bool) (bool, error)) (*coordinationv1.Lease, error) {
+	return m.modifyFrom(ctx, nil, mutate)
+}
+
+// modifyFrom is modify starting from cached, the lease as this process last wrote or read
+// it, instead of a fresh read: the write carries cached's resourceVersion, so if anyone
+// changed the lease since, the API server answers 409 and the next attempt re-reads it and
+// decides again. A held lock's renewals and journal saves thus cost one request, not two.
+func (m *Manager) modifyFrom(ctx context.Context, cached *coordinationv1.Lease, mutate func(l *coordinationv1.Lease, exists bool) (bool, error)) (*coordinationv1.Lease, error) {
 	leases := m.Client.CoordinationV1().Leases(m.Namespace)
 	var out *coordinationv1.Lease
-	err := retry.OnError(retry.DefaultRetry, isWriteRace, func() error {
-		l, err := m.get(ctx)
+	fromCache := false
+	// A write from the cache that finds the lease gone is decided again on a fresh read too.
+	again := func(err error) bool { return isWriteRace(err) || (fromCache && apierrors.IsNotFound(err)) }
+	err := retry.OnError(retry.DefaultRetry, again, func() error {
+		var (
+			l   *coordinationv1.Lease
+			err error
+		)
+		fromCache = cached != nil
+		if fromCache {
+			l, cached = cached.DeepCopy(), nil
+		} else {
+			l, err = m.get(ctx)
+		}
 		exists := err == nil
 		switch {
 		case apierrors.IsNotFound(err):
