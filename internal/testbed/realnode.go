@@ -151,10 +151,30 @@ func depsScript() (string, error) {
 	return p, nil
 }
 
-// startRealNodes claims host resources, builds and imports the images, and starts CoreDNS and
-// per node a containerd and a kubelet; it returns once every real node is Ready.
-func (tb *Testbed) startRealNodes(ctx context.Context) error {
-	n := tb.opts.RealNodes
+// StartRealNodes adds n real nodes (realnode-1..n, zones round-robin like the kwok nodes) to a
+// running test bed: it claims host resources, builds and imports the images, and starts CoreDNS
+// and per node a containerd and a kubelet; it returns once every real node is Ready and DNS
+// answers. On an error, what was started is stopped. A test bed has at most one set.
+func (tb *Testbed) StartRealNodes(ctx context.Context, n int) error {
+	if n <= 0 {
+		n = realNodeDefault
+	}
+	tb.mu.Lock()
+	started := tb.real != nil
+	tb.mu.Unlock()
+	if started {
+		return errors.New("real nodes already started")
+	}
+	if err := tb.startRealNodes(ctx, n); err != nil {
+		if serr := tb.stopRealNodes(); serr != nil {
+			return errors.Join(err, serr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (tb *Testbed) startRealNodes(ctx context.Context, n int) error {
 	if err := RealNodeSupport(ctx, true); err != nil {
 		return err
 	}
@@ -200,7 +220,9 @@ func (tb *Testbed) startRealNodes(ctx context.Context) error {
 	if err := tb.waitDNS(ctx, st); err != nil {
 		return err
 	}
+	tb.mu.Lock()
 	tb.RealNodes = append([]string(nil), tb.real.names...)
+	tb.mu.Unlock()
 	return nil
 }
 

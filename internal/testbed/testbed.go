@@ -371,7 +371,7 @@ func (tb *Testbed) start(ctx context.Context) error {
 		return err
 	}
 	if tb.opts.RealNodes > 0 {
-		if err := tb.startRealNodes(ctx); err != nil {
+		if err := tb.startRealNodes(ctx, tb.opts.RealNodes); err != nil {
 			return err
 		}
 	}
