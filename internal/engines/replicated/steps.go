@@ -223,6 +223,13 @@ func (e *Engine) fail(ctx context.Context, sc *ops.StepContext, s *site, cfg *Co
 		return err
 	}
 	sc.Waiting(fmt.Sprintf("%v; %s marked failed, cleaning up", cause, m.Name))
+	if podStopped(cause) {
+		// Its pod was deleted to end the command; wait for the new one.
+		if err := e.waitRecreated(ctx, sc, s, m.Name, m.UID); err != nil {
+			return fmt.Errorf("waiting for failed pod %s to be recreated: %w", m.Name, err)
+		}
+		return nil
+	}
 	why := "no stop command is configured"
 	if cfg.Has(CmdStop) {
 		_, _, serr := e.run(ctx, s, cfg, CmdStop, m.Name, nil)
@@ -322,6 +329,12 @@ func (e *Engine) stopMember(ctx context.Context, sc *ops.StepContext, s *site, c
 	}
 	if !recreate {
 		sc.Waiting(fmt.Sprintf("%v; %s is removed by the scale-down anyway", err, m.Name))
+		return nil
+	}
+	if podStopped(err) {
+		if rerr := e.waitRecreated(ctx, sc, s, m.Name, m.UID); rerr != nil {
+			return fmt.Errorf("waiting for pod %s to be recreated after stop timed out: %w", m.Name, rerr)
+		}
 		return nil
 	}
 	sc.Waiting(fmt.Sprintf("%v; deleting pod %s for the StatefulSet to recreate it", err, m.Name))
