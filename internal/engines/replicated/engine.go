@@ -376,8 +376,8 @@ type CommandError struct {
 	// PodStopped: the command timed out and its pod was deleted (and is
 	// gone) to end it.
 	PodStopped bool
-	Stderr  string
-	Err     error
+	Stderr     string
+	Err        error
 }
 
 func (e *CommandError) Error() string {
