@@ -193,7 +193,20 @@ func ipCmd(args ...string) error {
 
 // cgroupV1Mounts returns the mount points of the cgroup v1 hierarchies (cpu, memory, pids,
 // name=systemd, ...), from /proc/self/mountinfo.
-func cgroupV1Mounts() ([]string, error) {
+func cgroupV1Mounts() ([]string, error) { return cgroupMounts("cgroup") }
+
+// cgroupAllMounts adds the cgroup v2 mount (/sys/fs/cgroup/unified on a hybrid machine), where
+// the kubelet's cgroup library creates the cgroup root too.
+func cgroupAllMounts() ([]string, error) {
+	v1, err := cgroupMounts("cgroup")
+	if err != nil {
+		return nil, err
+	}
+	v2, err := cgroupMounts("cgroup2")
+	return append(v1, v2...), err
+}
+
+func cgroupMounts(fstype string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -205,7 +218,7 @@ func cgroupV1Mounts() ([]string, error) {
 		fields := strings.Fields(sc.Text())
 		// ... mountpoint(4) ... - fstype source options
 		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) && fields[i+1] == "cgroup" {
+			if fld == "-" && i+1 < len(fields) && fields[i+1] == fstype {
 				mps = append(mps, unescapeMount(fields[4]))
 			}
 		}
@@ -305,7 +318,7 @@ func setupHost(st realNodeState) error {
 // mounts under its state folder, its cgroups, bridge and addresses. It is idempotent.
 func cleanupHost(st realNodeState) error {
 	var errs []error
-	mps, err := cgroupV1Mounts()
+	mps, err := cgroupAllMounts()
 	if err != nil {
 		errs = append(errs, err)
 	}
