@@ -107,3 +107,65 @@ func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
 		},
 	}
 }
+
+// RealReplicated is a replicated-app example cluster for the real nodes: a headless Service
+// and a StatefulSet of ImageReplicated (state in /data on a hostPath volume), labelled for
+// the replicated engine, with config as its dbops.io/replicated-config annotation.
+type RealReplicated struct {
+	Service     *corev1.Service
+	StatefulSet *appsv1.StatefulSet
+}
+
+// RealReplicatedConfig is the engine configuration for ImageReplicated's commands, with the
+// given number of primaries and timeout for the role commands.
+func RealReplicatedConfig(primaries int, roleTimeout string) string {
+	cmd := func(name, timeout string) string {
+		return fmt.Sprintf("  %s: {argv: [/app/bin/%s], timeout: %s}\n", name, name, timeout)
+	}
+	return fmt.Sprintf("primaries: %d\ncommands:\n", primaries) +
+		cmd("sequence", "20s") + cmd("status", "20s") +
+		cmd("primary", roleTimeout) + cmd("secondary", roleTimeout) + cmd("stop", roleTimeout)
+}
+
+// RealReplicatedObjects returns the objects of a replicated-app cluster of replicas pods.
+func RealReplicatedObjects(namespace, name string, replicas int32, config string) RealReplicated {
+	lbls := map[string]string{"app": name}
+	spec := corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To[int64](5),
+		Containers: []corev1.Container{{
+			Name:            "app",
+			Image:           ImageReplicated,
+			ImagePullPolicy: corev1.PullNever,
+			VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+		}},
+	}
+	OnRealNodes(&spec)
+	stsLabels := map[string]string{"app": name, "dbops.io/cluster": name, "dbops.io/engine": "replicated"}
+	return RealReplicated{
+		Service: &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lbls},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: lbls,
+				Ports: []corev1.ServicePort{{Name: "app", Port: 7000, TargetPort: intstr.FromInt32(7000)}}},
+		},
+		StatefulSet: &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: stsLabels,
+				Annotations: map[string]string{"dbops.io/replicated-config": config}},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas:            ptr.To(replicas),
+				ServiceName:         name,
+				PodManagementPolicy: appsv1.ParallelPodManagement,
+				Selector:            &metav1.LabelSelector{MatchLabels: lbls},
+				Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+					ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: corev1.PersistentVolumeClaimSpec{
+						AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						StorageClassName: ptr.To(RealNodeStorageClass),
+						Resources: corev1.VolumeResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Mi")}},
+					},
+				}},
+			},
+		},
+	}
+}

@@ -227,9 +227,9 @@ func TestRealNodeEtcdScale(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"scale", x.name, "-n", x.ns, "--replicas", "5", "--yes", "--timeout", "5m"}, 5},
-		{[]string{"scale", x.name, "-n", x.ns, "--replicas", "3", "--yes", "--timeout", "5m"}, 3},
-		{[]string{"replace", x.name, x.name + "-1", "-n", x.ns, "--yes", "--timeout", "5m"}, 3},
+		{[]string{"scale", x.name, "-n", x.ns, "--replicas", "5", "--yes", "--timeout", "170s"}, 5},
+		{[]string{"scale", x.name, "-n", x.ns, "--replicas", "3", "--yes", "--timeout", "170s"}, 3},
+		{[]string{"replace", x.name, x.name + "-1", "-n", x.ns, "--yes", "--timeout", "170s"}, 3},
 	}
 	for _, s := range steps {
 		began := time.Now()
