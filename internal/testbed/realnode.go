@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -593,10 +594,10 @@ func (tb *Testbed) stopRealNodes() error {
 	var errs []error
 	if tb.Client != nil && len(rn.names) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		if err := tb.drainRealNodes(ctx, rn.names); err != nil {
+		if err := drainRealNodes(ctx, tb.Client, rn.names); err != nil {
 			errs = append(errs, err)
 		}
-		tb.removeRealNodeVolumes(ctx)
+		removeRealNodeVolumes(ctx, tb.Client)
 		cancel()
 	}
 	tb.mu.Lock()
@@ -624,17 +625,52 @@ func (tb *Testbed) stopRealNodes() error {
 	return errors.Join(errs...)
 }
 
+// DrainRealNodes deletes the pods of the real nodes of the test bed in dir (through its
+// kubeconfig) and waits until they are gone, so that the kubelets stop their containers; call
+// it before StopPidfile for a test bed that is not stopped through Stop (a detached sandbox).
+// Without real nodes, or when the API server no longer answers, it does nothing.
+func DrainRealNodes(ctx context.Context, dir string) error {
+	st, err := readState(filepath.Join(dir, realNodeStateFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return nil //nolint:nilerr // no kubeconfig: nothing to drain through
+	}
+	rc.Timeout = 10 * time.Second
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", dir, err)
+	}
+	if _, err := client.Discovery().ServerVersion(); err != nil {
+		return nil //nolint:nilerr // API server gone: cleanupHost kills what is left
+	}
+	names := make([]string, 0, st.Nodes)
+	for i := 1; i <= st.Nodes; i++ {
+		names = append(names, st.nodeName(i))
+	}
+	if err := drainRealNodes(ctx, client, names); err != nil {
+		return err
+	}
+	removeRealNodeVolumes(ctx, client)
+	return nil
+}
+
 // drainRealNodes cordons the nodes and deletes their pods, waiting until they are gone.
-func (tb *Testbed) drainRealNodes(ctx context.Context, names []string) error {
+func drainRealNodes(ctx context.Context, client kubernetes.Interface, names []string) error {
 	on := map[string]bool{}
 	for _, n := range names {
 		on[n] = true
 		patch := []byte(`{"spec":{"unschedulable":true}}`)
-		if _, err := tb.Client.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cordon %s: %w", n, err)
 		}
 	}
-	pods, err := tb.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
@@ -643,17 +679,17 @@ func (tb *Testbed) drainRealNodes(ctx context.Context, names []string) error {
 		if !on[p.Spec.NodeName] {
 			continue
 		}
-		err := tb.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
-			return tb.Client.CoreV1().Pods("").List(ctx, o)
+			return client.CoreV1().Pods("").List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return tb.Client.CoreV1().Pods("").Watch(ctx, o)
+			return client.CoreV1().Pods("").Watch(ctx, o)
 		},
 	}
 	var store cache.Store
@@ -676,8 +712,8 @@ func (tb *Testbed) drainRealNodes(ctx context.Context, names []string) error {
 
 // removeRealNodeVolumes deletes the host folders of the hostPath volumes provisioned for the
 // real nodes (the controller manager would only do it when their claims are deleted).
-func (tb *Testbed) removeRealNodeVolumes(ctx context.Context) {
-	pvs, err := tb.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+func removeRealNodeVolumes(ctx context.Context, client kubernetes.Interface) {
+	pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
