@@ -187,7 +187,7 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		return "", fmt.Errorf("replicated-app layer: %w", err)
 	}
 
-	const path = "PATH=/usr/local/bin:/app/bin:/bin"
+	const path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/app/bin"
 	images := map[string]struct {
 		layers     []v1.Layer
 		entrypoint []string

@@ -117,14 +117,18 @@ type RealReplicated struct {
 }
 
 // RealReplicatedConfig is the engine configuration for ImageReplicated's commands, with the
-// given number of primaries and timeout for the role commands.
-func RealReplicatedConfig(primaries int, roleTimeout string) string {
+// given number of primaries and timeout for the role commands; without secondaries the
+// secondary command is left out (pods that are not primaries keep no role).
+func RealReplicatedConfig(primaries int, roleTimeout string, secondaries bool) string {
 	cmd := func(name, timeout string) string {
 		return fmt.Sprintf("  %s: {argv: [/app/bin/%s], timeout: %s}\n", name, name, timeout)
 	}
-	return fmt.Sprintf("primaries: %d\ncommands:\n", primaries) +
-		cmd("sequence", "20s") + cmd("status", "20s") +
-		cmd("primary", roleTimeout) + cmd("secondary", roleTimeout) + cmd("stop", roleTimeout)
+	conf := fmt.Sprintf("primaries: %d\ncommands:\n", primaries) +
+		cmd("sequence", "20s") + cmd("status", "20s") + cmd("primary", roleTimeout) + cmd("stop", roleTimeout)
+	if secondaries {
+		conf += cmd("secondary", roleTimeout)
+	}
+	return conf
 }
 
 // RealReplicatedObjects returns the objects of a replicated-app cluster of replicas pods.

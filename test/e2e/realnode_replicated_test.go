@@ -60,7 +60,7 @@ func TestRealNodeReplicatedPrimaryHang(t *testing.T) {
 	needRealNodes(t)
 	ns := newNamespace(t)
 	const name = "app"
-	objs := testbed.RealReplicatedObjects(ns, name, 3, testbed.RealReplicatedConfig(1, "4s"))
+	objs := testbed.RealReplicatedObjects(ns, name, 3, testbed.RealReplicatedConfig(1, "4s", false))
 	ctx := t.Context()
 	if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
