@@ -36,6 +36,9 @@ const (
 	ImageReplicated = "example.local/replicated-app:dev"
 )
 
+// imagePath is the PATH of every image (busybox puts applets in /bin, /sbin, /usr/bin, /usr/sbin).
+const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/app/bin"
+
 // busyboxPath is where Debian's busybox-static package installs the static binary.
 const busyboxPath = "/bin/busybox"
 
@@ -125,7 +128,7 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 	for _, k := range scripts {
 		fmt.Fprintf(h, "script %s\n%s", k, ReplicatedAppScripts[k])
 	}
-	fmt.Fprintf(h, "refs %s %s %s %s v2\n", ImagePause, ImageShell, ImageEtcd, ImageReplicated)
+	fmt.Fprintf(h, "refs %s %s %s %s %s\n", ImagePause, ImageShell, ImageEtcd, ImageReplicated, imagePath)
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 	out := filepath.Join(cacheDir, "images-"+sum+".tar")
 	if _, err := os.Stat(out); err == nil {
@@ -187,7 +190,6 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		return "", fmt.Errorf("replicated-app layer: %w", err)
 	}
 
-	const path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/app/bin"
 	images := map[string]struct {
 		layers     []v1.Layer
 		entrypoint []string
@@ -210,7 +212,7 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		cf = cf.DeepCopy()
 		cf.OS, cf.Architecture = "linux", "amd64"
 		cf.Config.Entrypoint = spec.entrypoint
-		cf.Config.Env = []string{path}
+		cf.Config.Env = []string{imagePath}
 		if img, err = mutate.ConfigFile(img, cf); err != nil {
 			return "", fmt.Errorf("image %s config: %w", ref, err)
 		}
