@@ -179,6 +179,14 @@ func (tb *Testbed) startRealNodes(ctx context.Context, n int) error {
 	if err := RealNodeSupport(ctx, true); err != nil {
 		return err
 	}
+	if missing := missingBinaries(tb.binDir, realNodeBinaries); len(missing) > 0 {
+		// A test bed started without real nodes did not need kubelet and CoreDNS.
+		opts := tb.opts
+		opts.RealNodes = n
+		if _, err := ensureBinaries(ctx, opts); err != nil {
+			return err
+		}
+	}
 	stateDir := filepath.Join(tb.Dir, "realnode")
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", stateDir, err)
