@@ -36,7 +36,7 @@ func primaryHolders(ctx context.Context, ns string, pods []string) []string {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			out, err := podSh(cctx, ns, p, `cat /data/role 2>/dev/null; ps -o args | grep -c '^/bin/sh /app/bin/primary' || true`)
+			out, err := podSh(cctx, ns, p, `cat /data/role 2>/dev/null; ps -o args | grep -c '[/]app/bin/primary' || true`)
 			if err != nil {
 				return // the pod is gone or being replaced: nothing runs in it
 			}
