@@ -66,6 +66,7 @@ unit:
 
 ## e2e: build the test bed binaries (first time: several minutes), then the e2e tests
 e2e: testbed
+	@$(GO) run ./hack/testbed/realnodecheck
 	$(GO) test -tags e2e -p 1 $(E2E_PKGS) -count=1 -timeout $(E2E_TIMEOUT)
 
 ## testbed: install the real nodes' Debian packages if missing, build (or find cached) kube-apiserver, kubelet, etcd, kwok, CoreDNS...
