@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -351,6 +352,12 @@ func cleanupHost(st realNodeState) error {
 			}
 		}
 	}
+	// Pod network namespaces that containerd pinned under /run/netns and never released
+	// (its sandboxes were killed, not stopped): ours have an address in the claim's pod subnet,
+	// which no one else uses while the claim is held.
+	if err := removeNetns(st); err != nil {
+		errs = append(errs, err)
+	}
 	// 3. Cgroups, deepest first.
 	for i := 1; i <= st.Nodes; i++ {
 		for _, mp := range mps {
@@ -372,6 +379,41 @@ func cleanupHost(st realNodeState) error {
 	for _, a := range st.hostAddrs() {
 		if used[a] {
 			if err := ipCmd("addr", "del", a+"/32", "dev", "lo"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeNetns deletes the named network namespaces (containerd's cni-<uuid>) whose interfaces
+// have an address in the claim's pod subnet.
+func removeNetns(st realNodeState) error {
+	_, subnet, err := net.ParseCIDR(st.podSubnet())
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return nil //nolint:nilerr // no named namespaces at all
+	}
+	var errs []error
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "cni-") {
+			continue
+		}
+		out, err := exec.Command("ip", "-n", e.Name(), "-4", "-o", "addr", "show").Output()
+		if err != nil {
+			continue
+		}
+		ours := false
+		for _, f := range strings.Fields(string(out)) {
+			if ip, _, err := net.ParseCIDR(f); err == nil && subnet.Contains(ip) {
+				ours = true
+			}
+		}
+		if ours {
+			if err := ipCmd("netns", "delete", e.Name()); err != nil {
 				errs = append(errs, err)
 			}
 		}
