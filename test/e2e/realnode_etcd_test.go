@@ -217,7 +217,8 @@ func (x *realEtcd) checkConverged(n int) {
 }
 
 // TestRealNodeEtcdScale: on real kubelets with /readyz probes (a learner's pod is never Ready),
-// scale 3→5→3 and repair a member through the CLI, with keys written all along and none lost.
+// scale 3→5→3, repair a member and restart all members through the CLI, with keys written all
+// along and none lost.
 func TestRealNodeEtcdScale(t *testing.T) {
 	needRealNodes(t)
 	x := newRealEtcd(t, 3)
@@ -230,6 +231,7 @@ func TestRealNodeEtcdScale(t *testing.T) {
 		{[]string{"scale", x.name, "-n", x.ns, "--replicas", "5", "--yes", "--timeout", "170s"}, 5},
 		{[]string{"scale", x.name, "-n", x.ns, "--replicas", "3", "--yes", "--timeout", "170s"}, 3},
 		{[]string{"replace", x.name, x.name + "-1", "-n", x.ns, "--yes", "--timeout", "170s"}, 3},
+		{[]string{"restart", x.name, "-n", x.ns, "--rolling", "--yes", "--timeout", "170s"}, 3},
 	}
 	for _, s := range steps {
 		began := time.Now()
