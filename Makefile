@@ -29,6 +29,12 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 E2E_PKGS    ?= ./test/e2e/... ./internal/testbed/...
 E2E_TIMEOUT ?= 40m
 TESTBED_BUILD := bash hack/testbed/build.sh
+# Debian packages of the real kubelet nodes (containerd, runc, CNI plugins, busybox-static);
+# installs only what is missing, and only as root (else the real-node e2e tests skip, saying why).
+TESTBED_DEPS  := bash hack/testbed/realnode-deps.sh
+# REAL=1: sandbox and demo with real kubelet nodes and an etcd cluster in containers on them.
+REAL ?=
+SANDBOX_UP := ./hack/sandbox up$(if $(REAL), --real-nodes)
 
 # Lists every .go file of the repository, build tags or not (gofmt ignores tags).
 FIND_GO := find . -name '*.go' -not -path './.git/*' -not -path './vendor/*' -not -path './dist/*' -not -path '*/testdata/*'
@@ -60,10 +66,12 @@ unit:
 
 ## e2e: build the test bed binaries (first time: several minutes), then the e2e tests
 e2e: testbed
+	@$(GO) run ./hack/testbed/realnodecheck
 	$(GO) test -tags e2e -p 1 $(E2E_PKGS) -count=1 -timeout $(E2E_TIMEOUT)
 
-## testbed: build (or find cached) kube-apiserver, etcd, kwok... for the e2e tests and sandbox
+## testbed: install the real nodes' Debian packages if missing, build (or find cached) kube-apiserver, kubelet, etcd, kwok, CoreDNS...
 testbed:
+	$(TESTBED_DEPS)
 	$(TESTBED_BUILD)
 
 ## vet: go vet, with and without the e2e build tag
@@ -105,26 +113,27 @@ docs:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
-## sandbox: start a local control plane with demo clusters in the background; prints export KUBECONFIG=...
+## sandbox: start a local control plane with demo clusters in the background (REAL=1: with real nodes); prints export KUBECONFIG=...
 sandbox:
-	$(GO) run ./hack/sandbox up
+	$(GO) run $(SANDBOX_UP)
 
 ## sandbox-down: stop the sandbox and delete its state
 sandbox-down:
 	$(GO) run ./hack/sandbox down
 
-## demo: sandbox up, build, then a real rolling restart of demo/web with live progress
+## demo: sandbox up, build, then a real rolling restart of demo/web (REAL=1: of etcd in containers on real nodes) with live progress
+DEMO_CLUSTER := $(if $(REAL),etcd -n rn-etcd,web -n demo)
 demo:
-	@out="$$($(GO) run ./hack/sandbox up)"; \
+	@out="$$($(GO) run $(SANDBOX_UP))"; \
 	printf '%s\n' "$$out"; \
 	kubeconfig="$$(printf '%s\n' "$$out" | sed -n 's/^export KUBECONFIG=//p' | tail -n 1)"; \
 	if [ -z "$$kubeconfig" ]; then echo "make demo: the sandbox printed no KUBECONFIG" >&2; exit 1; fi; \
 	$(MAKE) --no-print-directory build; \
 	export KUBECONFIG="$$kubeconfig"; \
 	set -x; \
-	./$(BINARY) status web -n demo; \
-	./$(BINARY) restart web -n demo --rolling --yes; \
-	./$(BINARY) status web -n demo; \
+	./$(BINARY) status $(DEMO_CLUSTER); \
+	./$(BINARY) restart $(DEMO_CLUSTER) --rolling --yes; \
+	./$(BINARY) status $(DEMO_CLUSTER); \
 	{ set +x; } 2>/dev/null; \
 	echo; \
 	echo "# The sandbox keeps running. Try it yourself:"; \

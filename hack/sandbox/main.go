@@ -2,6 +2,7 @@
 // internal/testbed) with demo database clusters, left running in the background.
 //
 //	go run ./hack/sandbox up      # start (or show) the sandbox, print the KUBECONFIG export
+//	go run ./hack/sandbox up --real-nodes  # also 3 real kubelet nodes and an etcd cluster on them (root)
 //	go run ./hack/sandbox status  # tell whether it runs
 //	go run ./hack/sandbox down    # stop every process and remove the state
 //	go run ./hack/sandbox etcd    # run the demo etcd cluster's members in the foreground
@@ -22,16 +23,19 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
-const usage = `usage: sandbox up|down|status|etcd
+const usage = `usage: sandbox up [--real-nodes]|down|status|etcd
 
-  up      start the sandbox in the background (or reuse it) and print the KUBECONFIG export
+  up      start the sandbox in the background (or reuse it) and print the KUBECONFIG export;
+          --real-nodes adds 3 real nodes (kubelet + containerd, needs root) and a real etcd
+          cluster in containers on them (namespace rn-etcd)
   down    stop every sandbox process and delete its state
   status  report whether the sandbox runs
   etcd    run the demo etcd cluster (real etcd members) until Ctrl-C
 `
 
 func main() {
-	if len(os.Args) != 2 {
+	realNodes := len(os.Args) == 3 && os.Args[1] == "up" && os.Args[2] == "--real-nodes"
+	if len(os.Args) != 2 && !realNodes {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -41,7 +45,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "up":
-		err = up(ctx)
+		err = up(ctx, realNodes)
 	case "down":
 		err = down()
 	case "status":
@@ -79,7 +83,7 @@ func stateDir() (string, error) {
 func pidfile(dir string) string    { return filepath.Join(dir, "testbed.pid") }
 func kubeconfig(dir string) string { return filepath.Join(dir, "kubeconfig") }
 
-func up(ctx context.Context) error {
+func up(ctx context.Context, realNodes bool) error {
 	dir, err := stateDir()
 	if err != nil {
 		return err
@@ -99,6 +103,9 @@ func up(ctx context.Context) error {
 	if err := testbed.StopPidfile(pidfile(dir)); err != nil {
 		return fmt.Errorf("clean stale sandbox: %w", err)
 	}
+	if err := testbed.CleanupRealNodes(ctx, dir); err != nil {
+		return fmt.Errorf("clean stale sandbox: %w", err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clean stale sandbox: %w", err)
 	}
@@ -106,12 +113,19 @@ func up(ctx context.Context) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Minute) // includes a first-time build
 	defer cancel()
-	tb, err := testbed.Start(startCtx, testbed.Options{
+	opts := testbed.Options{
 		Dir:         dir,
 		Detached:    true,
 		Logf:        logf,
 		BuildOutput: os.Stderr,
-	})
+	}
+	if realNodes {
+		if err := testbed.RealNodeSupport(ctx, true); err != nil {
+			return fmt.Errorf("--real-nodes: %w", err)
+		}
+		opts.RealNodes = 3
+	}
+	tb, err := testbed.Start(startCtx, opts)
 	if err != nil {
 		return err
 	}
@@ -144,6 +158,14 @@ func up(ctx context.Context) error {
 		return fmt.Errorf("demo cluster %s/%s: %w", crateNamespace, crateCluster, err)
 	}
 	hints = append(hints, crateHints...)
+	if realNodes {
+		logf("sandbox: creating etcd cluster %s/%s on the real nodes %v", realEtcdNamespace, realEtcdName, tb.RealNodes)
+		rnHints, err := installRealEtcd(fixCtx, tb)
+		if err != nil {
+			return fmt.Errorf("real-node etcd cluster: %w", err)
+		}
+		hints = append(hints, rnHints...)
+	}
 	ok = true
 
 	fmt.Printf("# sandbox up in %s (logs in %s); stop it with: go run ./hack/sandbox down\n", tb.StartupDuration.Round(time.Millisecond), tb.LogDir)
@@ -160,7 +182,16 @@ func down() error {
 	if err != nil {
 		return err
 	}
+	// Real nodes: pods first (the kubelets stop their containers), host resources last.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := testbed.DrainRealNodes(ctx, dir); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox: %v (continuing)\n", err)
+	}
 	if err := testbed.StopPidfile(pidfile(dir)); err != nil {
+		return err
+	}
+	if err := testbed.CleanupRealNodes(ctx, dir); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {

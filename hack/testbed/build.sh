@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes testbed binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, etcdctl, kwok) from the Go module proxy into a versioned cache folder
-# outside the repository. See /work/shared/docs/testbed.md for the recipe this follows.
+# kube-scheduler, etcd, etcdctl, kwok, and for the real nodes kubelet and CoreDNS) from the Go
+# module proxy into a versioned cache folder outside the repository. See
+# /work/shared/docs/testbed.md and realnode.md for the recipes this follows.
 #
 # Idempotent: when every binary is already present it only prints the bin dir.
 # The last line printed on stdout is always the bin dir path.
@@ -15,6 +16,10 @@ K8S_VERSION=v1.36.3
 K8S_STAGING_VERSION=v0.36.3
 ETCD_VERSION=v3.6.8
 KWOK_VERSION=v0.8.0
+# CoreDNS serves Service and StatefulSet pod names to the real nodes' pods. Its version is not
+# part of KEY (older caches just lack the binary and get it built); keep it in step with
+# internal/testbed/binaries.go.
+COREDNS_VERSION=v1.14.7
 
 CACHE_ROOT="${DBOPS_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dbops/testbed}"
 KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
@@ -22,7 +27,7 @@ BASE="${CACHE_ROOT}/${KEY}"
 BIN="${BASE}/bin"
 NICE="${DBOPS_TESTBED_NICE:-10}"
 
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler etcd etcdctl kwok)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler etcd etcdctl kwok kubelet coredns)
 
 log() { printf '[build.sh] %s\n' "$*" >&2; }
 
@@ -61,51 +66,72 @@ export GOWORK=off
 export CGO_ENABLED=0
 gobuild() { nice -n "${NICE}" go "$@"; }
 
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+
 build_k8s() {
-  local need=0 b
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do
-    [[ -x "${BIN}/${b}" ]] || need=1
+  local need=() b
+  for b in "${K8S_CMDS[@]}"; do
+    [[ -x "${BIN}/${b}" ]] || need+=("${b}")
   done
-  [[ ${need} == 1 ]] || return 0
+  [[ ${#need[@]} -gt 0 ]] || return 0
 
+  # One scratch module for all Kubernetes commands; it is kept (marker file) so that a cache
+  # made before kubelet was added only needs the kubelet compiled, not the module resolved again.
   local dir="${BASE}/src/k8s"
-  rm -rf "${dir}" && mkdir -p "${dir}"
-  log "downloading k8s.io/kubernetes@${K8S_VERSION} (large module, first time only)"
-  local moddir
-  moddir="$(cd "${dir}" && go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-  [[ -n "${moddir}" && -f "${moddir}/go.mod" ]] || { log "cannot locate k8s.io/kubernetes module dir"; exit 1; }
+  if [[ ! -f "${dir}/.ready-kubelet" ]]; then
+    rm -rf "${dir}" && mkdir -p "${dir}"
+    log "downloading k8s.io/kubernetes@${K8S_VERSION} (large module, first time only)"
+    local moddir
+    moddir="$(cd "${dir}" && go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    [[ -n "${moddir}" && -f "${moddir}/go.mod" ]] || { log "cannot locate k8s.io/kubernetes module dir"; exit 1; }
 
-  # k8s.io/kubernetes points its staging modules at ./staging/...; a consumer must replace each
-  # of them with the published v0.x tag of the same release.
-  local staging
-  staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "${moddir}/go.mod" | sort -u)"
-  [[ -n "${staging}" ]] || { log "no staging replace lines found in ${moddir}/go.mod"; exit 1; }
+    # k8s.io/kubernetes points its staging modules at ./staging/...; a consumer must replace each
+    # of them with the published v0.x tag of the same release.
+    local staging
+    staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "${moddir}/go.mod" | sort -u)"
+    [[ -n "${staging}" ]] || { log "no staging replace lines found in ${moddir}/go.mod"; exit 1; }
 
+    (
+      cd "${dir}"
+      go mod init dbops-testbed-k8s >/dev/null 2>&1
+      local args=() m tools=()
+      for m in ${staging}; do
+        args+=("-replace=${m}=${m}@${K8S_STAGING_VERSION}")
+      done
+      go mod edit -go=1.26 -require="k8s.io/kubernetes@${K8S_VERSION}" "${args[@]}"
+      for m in "${K8S_CMDS[@]}"; do
+        tools+=("k8s.io/kubernetes/cmd/${m}@${K8S_VERSION}")
+      done
+      log "resolving kubernetes dependencies"
+      go get -tool "${tools[@]}" >&2
+    )
+    touch "${dir}/.ready-kubelet"
+  fi
   (
     cd "${dir}"
-    go mod init dbops-testbed-k8s >/dev/null 2>&1
-    local args=() m
-    for m in ${staging}; do
-      args+=("-replace=${m}=${m}@${K8S_STAGING_VERSION}")
-    done
-    go mod edit -go=1.26 -require="k8s.io/kubernetes@${K8S_VERSION}" "${args[@]}"
-    log "resolving kubernetes dependencies"
-    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@${K8S_VERSION}" \
-      "k8s.io/kubernetes/cmd/kube-controller-manager@${K8S_VERSION}" \
-      "k8s.io/kubernetes/cmd/kube-scheduler@${K8S_VERSION}" >&2
     local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
     local ld="-s -w"
     ld+=" -X k8s.io/component-base/version.gitVersion=${K8S_VERSION}"
     ld+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
     ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
     ld+=" -X k8s.io/client-go/pkg/version.gitVersion=${K8S_VERSION}"
-    log "compiling kube-apiserver, kube-controller-manager, kube-scheduler (several minutes)"
-    gobuild build -trimpath -ldflags "${ld}" -o "${STAGE_DIR}/" \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler >&2
+    local pkgs=() b
+    for b in "${need[@]}"; do
+      pkgs+=("k8s.io/kubernetes/cmd/${b}")
+    done
+    log "compiling ${need[*]} (several minutes)"
+    gobuild build -trimpath -ldflags "${ld}" -o "${STAGE_DIR}/" "${pkgs[@]}" >&2
   )
-  mv -f "${STAGE_DIR}/kube-apiserver" "${STAGE_DIR}/kube-controller-manager" "${STAGE_DIR}/kube-scheduler" "${BIN}/"
+  for b in "${need[@]}"; do
+    mv -f "${STAGE_DIR}/${b}" "${BIN}/"
+  done
+}
+
+build_coredns() {
+  [[ -x "${BIN}/coredns" ]] && return 0
+  log "compiling coredns ${COREDNS_VERSION} (several minutes, first time only)"
+  GOBIN="${STAGE_DIR}" gobuild install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@${COREDNS_VERSION}" >&2
+  mv -f "${STAGE_DIR}/coredns" "${BIN}/"
 }
 
 build_etcd() {
@@ -138,6 +164,7 @@ start=$(date +%s)
 build_kwok
 build_etcd
 build_k8s
+build_coredns
 all_present || { log "some binaries are still missing in ${BIN}"; exit 1; }
 log "done in $(( $(date +%s) - start ))s"
 printf '%s\n' "${BIN}"

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -173,4 +174,63 @@ func redact(msg string, argv []string) string {
 		msg = strings.ReplaceAll(msg, url.PathEscape(c), mask)
 	}
 	return msg
+}
+
+// TimeoutError reports that a command run by ExecWithTimeout did not finish within its timeout
+// and was ended (SIGKILL) inside the container.
+type TimeoutError struct {
+	Namespace string
+	Pod       string
+	Container string
+	Timeout   time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("command in pod %s/%s%s did not finish within %s and was killed in the container",
+		e.Namespace, e.Pod, containerSuffix(e.Container), e.Timeout)
+}
+
+// killedExitCodes are the statuses of a command ended by `timeout -s KILL`: 128+SIGKILL
+// (busybox, and coreutils when the signal is KILL) or coreutils' 124.
+var killedExitCodes = map[int]bool{137: true, 124: true}
+
+// timeoutClientGrace is how much longer than the in-container timeout the client waits for
+// the exit status before it gives up on the stream.
+const timeoutClientGrace = 15 * time.Second
+
+// TimeoutArgv wraps argv so that the container itself ends the command after timeout, with
+// the `timeout` program of the image (busybox or coreutils): a command whose exec client
+// gives up (or dies) otherwise keeps running in the container, because neither the kubelet nor
+// the container runtime ends an exec'd process when its stream closes.
+func TimeoutArgv(argv []string, timeout time.Duration) []string {
+	secs := int64((timeout + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return append([]string{"timeout", "-s", "KILL", strconv.FormatInt(secs, 10)}, argv...)
+}
+
+// ExecWithTimeout is Exec for a command that must not outlive timeout inside the container: it
+// runs argv under the image's `timeout` program (TimeoutArgv) and returns a *TimeoutError when
+// that ended it. The container must have `timeout` on its PATH (busybox and coreutils do); a
+// missing one fails with an error that says so. ctx still bounds the client, which waits a
+// little longer than timeout for the status so that the end in the container is observed.
+func ExecWithTimeout(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, namespace, pod, container string, argv []string, stdin io.Reader, timeout time.Duration) (stdout, stderr []byte, err error) {
+	if timeout <= 0 {
+		return nil, nil, fmt.Errorf("exec in pod %s/%s%s: timeout must be positive", namespace, pod, containerSuffix(container))
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout+timeoutClientGrace)
+	defer cancel()
+	began := time.Now()
+	stdout, stderr, err = Exec(cctx, restConfig, client, namespace, pod, container, TimeoutArgv(argv, timeout), stdin)
+	var xe *ExitError
+	switch {
+	case err == nil:
+		return stdout, stderr, nil
+	case errors.As(err, &xe) && killedExitCodes[xe.Code] && time.Since(began) >= timeout:
+		return stdout, stderr, &TimeoutError{Namespace: namespace, Pod: pod, Container: container, Timeout: timeout}
+	case errors.As(err, &xe) && (xe.Code == 126 || xe.Code == 127) && bytes.Contains(stderr, []byte("timeout")):
+		return stdout, stderr, fmt.Errorf("exec in pod %s/%s%s: the container has no `timeout` program to bound the command: %w", namespace, pod, containerSuffix(container), err)
+	}
+	return stdout, stderr, err
 }

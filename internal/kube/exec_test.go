@@ -3,8 +3,10 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	utilexec "k8s.io/client-go/util/exec"
 )
@@ -94,5 +96,21 @@ func TestExitErrorText(t *testing.T) {
 	var target *ExitError
 	if !errors.As(fmt.Errorf("wrapped: %w", err), &target) || target.Code != 3 {
 		t.Fatalf("errors.As did not find the ExitError")
+	}
+}
+
+func TestTimeoutArgv(t *testing.T) {
+	tests := []struct {
+		timeout time.Duration
+		want    []string
+	}{
+		{3 * time.Second, []string{"timeout", "-s", "KILL", "3", "sh", "-c", "x"}},
+		{1500 * time.Millisecond, []string{"timeout", "-s", "KILL", "2", "sh", "-c", "x"}},
+		{time.Millisecond, []string{"timeout", "-s", "KILL", "1", "sh", "-c", "x"}},
+	}
+	for _, tt := range tests {
+		if got := TimeoutArgv([]string{"sh", "-c", "x"}, tt.timeout); !slices.Equal(got, tt.want) {
+			t.Errorf("TimeoutArgv(%s) = %q, want %q", tt.timeout, got, tt.want)
+		}
 	}
 }

@@ -55,9 +55,9 @@ func DefaultBinDir() (string, error) {
 	return filepath.Join(root, CacheKey, "bin"), nil
 }
 
-func missingBinaries(dir string) []string {
+func missingBinaries(dir string, required []string) []string {
 	var missing []string
-	for _, b := range requiredBinaries {
+	for _, b := range required {
 		if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 			missing = append(missing, b)
 		}
@@ -89,7 +89,11 @@ func ensureBinaries(ctx context.Context, opts Options) (string, error) {
 			return "", err
 		}
 	}
-	missing := missingBinaries(dir)
+	required := requiredBinaries
+	if opts.RealNodes != 0 {
+		required = append(append([]string(nil), requiredBinaries...), realNodeBinaries...)
+	}
+	missing := missingBinaries(dir, required)
 	if len(missing) == 0 {
 		return dir, nil
 	}
@@ -106,7 +110,7 @@ func ensureBinaries(ctx context.Context, opts Options) (string, error) {
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build testbed binaries with %s: %w\n%s", script, err, lastLines(out.String(), 30))
 	}
-	if missing := missingBinaries(dir); len(missing) != 0 {
+	if missing := missingBinaries(dir, required); len(missing) != 0 {
 		return "", fmt.Errorf("build.sh finished but %s still missing in %s", strings.Join(missing, ", "), dir)
 	}
 	return dir, nil

@@ -3,6 +3,7 @@ package testbed
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -254,6 +255,13 @@ func cleanStaleTempDirs(logf func(string, ...any)) {
 			continue
 		}
 		if err := StopPidfile(pidfile); err == nil {
+			// Real nodes leave addresses, cgroups and mounts (which RemoveAll must not cross).
+			if err := CleanupRealNodes(context.Background(), dir); err != nil {
+				if logf != nil {
+					logf("testbed: stale %s: %v", dir, err)
+				}
+				continue
+			}
 			if err := os.RemoveAll(dir); err == nil && logf != nil {
 				logf("testbed: removed stale %s", dir)
 			}

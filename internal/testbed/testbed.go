@@ -69,6 +69,9 @@ type Options struct {
 	Nodes int
 	// Zones are the topology.kubernetes.io/zone values (default zone-a, zone-b, zone-c).
 	Zones []string
+	// RealNodes is the number of real nodes (kubelet + containerd, see realnode.go) started next
+	// to the kwok nodes; 0 = none, negative = the default of 3. Needs root; see RealNodeSupport.
+	RealNodes int
 	// ExtraPath is appended to kwok's PATH after ShimDir: exec argv[0] is looked up there.
 	ExtraPath []string
 	// Timeout bounds start-up (default 2 minutes; typically it takes well under 30 s).
@@ -114,6 +117,8 @@ type Testbed struct {
 	Dynamic    dynamic.Interface
 	// Nodes are the fake node names, in creation order.
 	Nodes []string
+	// RealNodes are the real node names (realnode-1..N), empty without Options.RealNodes.
+	RealNodes []string
 	// StartupDuration is how long Start took once binaries were available.
 	StartupDuration time.Duration
 
@@ -121,6 +126,7 @@ type Testbed struct {
 	binDir  string
 	shimDir string
 	pki     *pki
+	real    *realNodes
 
 	mu       sync.Mutex
 	procs    []*process
@@ -167,6 +173,9 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute
+	}
+	if opts.RealNodes < 0 {
+		opts.RealNodes = realNodeDefault
 	}
 	binDir, err := ensureBinaries(ctx, opts)
 	if err != nil {
@@ -320,6 +329,8 @@ func (tb *Testbed) start(ctx context.Context) error {
 		"--service-account-private-key-file="+tb.pki.SAKey,
 		// No real pod network: node IPAM would wait for CIDRs nobody needs.
 		"--controllers=*,-nodeipam",
+		// Volumes of the real nodes' storage class (realnode.go); kwok's class is unaffected.
+		"--enable-hostpath-provisioner=true",
 	)...); err != nil {
 		return err
 	}
@@ -338,7 +349,8 @@ func (tb *Testbed) start(ctx context.Context) error {
 	if err := tb.run("kwok",
 		"--kubeconfig="+tb.KubeconfigPath,
 		"--config="+configPath,
-		"--manage-all-nodes=true",
+		// Only the fake nodes: on a real node kwok would overwrite the kubelet's status.
+		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
 		"--node-ip=127.0.0.1",
 		"--node-name=localhost",
 		"--node-port="+strconv.Itoa(kwokPort),
@@ -368,6 +380,11 @@ func (tb *Testbed) start(ctx context.Context) error {
 	// pods are rejected by admission until their namespace has that account.
 	if err := tb.waitDefaultServiceAccount(ctx, metav1.NamespaceDefault); err != nil {
 		return err
+	}
+	if tb.opts.RealNodes > 0 {
+		if err := tb.startRealNodes(ctx, tb.opts.RealNodes); err != nil {
+			return err
+		}
 	}
 	return tb.checkAlive()
 }
@@ -616,6 +633,12 @@ func (tb *Testbed) Stop() error {
 		procs := append([]*process(nil), tb.procs...)
 		tb.mu.Unlock()
 		close(tb.stopSignals)
+		var errs []error
+		// Pods first, then kubelets and containerds, while the API server still runs (and
+		// the reaper still finishes kwok pods' deletions).
+		if err := tb.stopRealNodes(); err != nil {
+			errs = append(errs, err)
+		}
 		if tb.stopReaper != nil {
 			tb.stopReaper()
 		}
@@ -625,7 +648,6 @@ func (tb *Testbed) Stop() error {
 		for i := len(procs) - 1; i >= 0; i-- {
 			procs[i].stop()
 		}
-		var errs []error
 		if err := os.Remove(tb.Pidfile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove pidfile: %w", err))
 		}

@@ -56,8 +56,9 @@ type Options struct {
 	// PollInterval paces waits on etcd's own conditions (learner in sync,
 	// member caught up); default 1s.
 	PollInterval time.Duration
-	// MaxLag is how many raft entries a restarted member may trail the
-	// leader and count as caught up; default 100.
+	// MaxLag is how many raft entries a restarted member, or a learner
+	// before its promotion, may trail the leader and count as caught up;
+	// default 100.
 	MaxLag uint64
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -292,6 +293,93 @@ func TestPromoteRetriesWhileNotInSync(t *testing.T) {
 	}
 	if f.member("etcd-3").learner {
 		t.Fatal("etcd-3 still a learner")
+	}
+}
+
+// TestPromoteWaitsForLearnerToCatchUp: a learner far behind the leader is not
+// promoted (no member promote call at all) until its raft index is within
+// MaxLag of the leader's; then the step also waits for the pod to be Ready,
+// which a /readyz probe grants only to voters.
+func TestPromoteWaitsForLearnerToCatchUp(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	for _, m := range f.members {
+		m.index = 5000
+	}
+	f.members = append(f.members, &fakeMember{id: 0x99, name: "etcd-3", peer: "http://127.0.3.4:2380",
+		client: "http://127.0.3.4:2379", learner: true, healthy: true, index: 10})
+	f.catchUp = 700
+	fx := newFixture(t, 4, f, nil)
+	fx.eng.Options.PollInterval = 1
+	// The learner's pod runs but is not Ready (a learner fails /readyz).
+	pod, err := fx.client.CoreV1().Pods(testNS).Get(context.Background(), "etcd-3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if _, err := fx.client.CoreV1().Pods(testNS).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := fx.eng.prepare(context.Background(), fx.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := fx.eng.promoteStep(s, "promote/etcd-3", 3, "http://127.0.3.4:2380")
+	p := &ops.Plan{Operation: "scale", Cluster: "etcd", Namespace: testNS, Steps: []*ops.Step{step}}
+	done := make(chan error, 1)
+	go func() { done <- (&ops.Executor{LockID: "test"}).Run(context.Background(), p) }()
+
+	// Promoted once caught up, but the step is still waiting for Ready.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		at, promoted := f.promotedAt["etcd-3"]
+		f.mu.Unlock()
+		if promoted {
+			if at+fx.eng.maxLag() < 5000 {
+				t.Fatalf("promoted at raft index %d, leader at 5000 (max lag %d)", at, fx.eng.maxLag())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("learner never promoted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("step finished (%v) before the pod was Ready", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if _, err := fx.client.CoreV1().Pods(testNS).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("step did not finish after the pod became Ready")
+	}
+}
+
+func TestCaughtUp(t *testing.T) {
+	tests := []struct {
+		name            string
+		learner, leader *Member
+		ok              bool
+	}{
+		{"level", &Member{RaftIndex: 500}, &Member{RaftIndex: 500}, true},
+		{"within lag", &Member{RaftIndex: 400}, &Member{RaftIndex: 500}, true},
+		{"behind", &Member{RaftIndex: 399}, &Member{RaftIndex: 500}, false},
+		{"unknown learner index", &Member{}, &Member{RaftIndex: 5}, false},
+		{"no leader", &Member{RaftIndex: 5}, nil, false},
+	}
+	for _, tt := range tests {
+		if ok, why := CaughtUp(tt.learner, tt.leader, 100); ok != tt.ok {
+			t.Errorf("%s: CaughtUp = %v (%s), want %v", tt.name, ok, why, tt.ok)
+		}
 	}
 }
 

@@ -46,6 +46,11 @@ type fakeEtcd struct {
 	nextID   uint64
 	calls    []string // "pod: subcommand args"
 	notReady int      // member promote answers "not in sync" this many times
+	// catchUp is how many raft entries a started learner gains per endpoint
+	// status call (0: it is level with the leader at once).
+	catchUp uint64
+	// promotedAt records each promoted learner's raft index at promotion.
+	promotedAt map[string]uint64
 }
 
 // newFakeEtcd returns n healthy started voters etcd-0..n-1 with peer URLs
@@ -127,6 +132,21 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 		}
 		return f.memberList(), nil, nil
 	case "endpoint status":
+		var leaderIndex uint64
+		for _, m := range f.members {
+			if m.id == f.leader {
+				leaderIndex = m.index
+			}
+		}
+		for _, m := range f.members {
+			if m.learner && m.name != "" && m.healthy && m.index < leaderIndex {
+				if f.catchUp == 0 {
+					m.index = leaderIndex
+				} else {
+					m.index = min(m.index+f.catchUp, leaderIndex)
+				}
+			}
+		}
 		var out []jsonEndpointStatus
 		for _, m := range f.members {
 			if !m.healthy || m.name == "" {
@@ -185,6 +205,10 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 		for _, m := range f.members {
 			if m.id == id {
 				m.learner = false
+				if f.promotedAt == nil {
+					f.promotedAt = map[string]uint64{}
+				}
+				f.promotedAt[m.name] = m.index
 				return []byte("promoted"), nil, nil
 			}
 		}

@@ -200,6 +200,47 @@ func waitPodReady(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, 
 	})
 }
 
+// podRunning reports whether the pod runs with every container started (not
+// necessarily Ready).
+func podRunning(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return false
+	}
+	if len(p.Status.ContainerStatuses) < len(p.Spec.Containers) {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// waitPodRunning watches pod until its containers run (and, when oldUID is
+// set, in a different incarnation than oldUID).
+func waitPodRunning(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, pod, oldUID string) (*corev1.Pod, error) {
+	last := ""
+	return ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
+		reason := ""
+		switch {
+		case p == nil:
+			reason = "waiting for the StatefulSet to create pod " + pod
+		case oldUID != "" && string(p.UID) == oldUID:
+			reason = "old pod " + pod + " terminating"
+		case !podRunning(p):
+			reason = fmt.Sprintf("pod %s %s, containers not running yet", pod, p.Status.Phase)
+		default:
+			return true, nil
+		}
+		if reason != last && sc != nil {
+			last = reason
+			sc.Waiting(reason)
+		}
+		return false, nil
+	})
+}
+
 // waitPodGone watches until pod no longer exists.
 func waitPodGone(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, pod string) error {
 	waiting := false

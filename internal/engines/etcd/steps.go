@@ -122,13 +122,15 @@ func (e *Engine) configStep(s *site, id, target string, n int) (*ops.Step, error
 	}, nil
 }
 
-// growStep raises replicas to ordinal+1 and waits for the pod to be Ready.
+// growStep raises replicas to ordinal+1 and waits for the pod's containers to run. It does
+// not wait for Ready: etcd's /readyz fails for a learner ("non_learner failed"), so a pod with
+// that readiness probe becomes Ready only after promoteStep.
 func (e *Engine) growStep(s *site, ordinal int) *ops.Step {
 	pod := s.podName(ordinal)
 	want := int32(ordinal + 1)
 	return &ops.Step{
 		ID: "grow/" + pod, Group: s.group, Target: "statefulset/" + s.sts, Mutating: true,
-		Description: fmt.Sprintf("raise replicas to %d and wait for %s to be Ready", want, pod),
+		Description: fmt.Sprintf("raise replicas to %d and wait for %s to run (Ready comes after promotion)", want, pod),
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
 			cur, err := e.replicas(ctx, s)
 			if err != nil || cur >= want {
@@ -141,19 +143,20 @@ func (e *Engine) growStep(s *site, ordinal int) *ops.Step {
 			return err
 		},
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
-			_, err := waitPodReady(ctx, sc, e, s, pod, "")
+			_, err := waitPodRunning(ctx, sc, e, s, pod, "")
 			return err
 		},
 	}
 }
 
-// promoteStep promotes the learner of ordinal once etcd says it is in sync,
-// then waits for it to answer as a healthy voter.
+// promoteStep promotes the learner of ordinal once it has caught up with the
+// leader, waits for it to answer as a healthy voter, then for its pod to be
+// Ready (a readiness probe on /readyz passes only for voters).
 func (e *Engine) promoteStep(s *site, id string, ordinal int, url string) *ops.Step {
 	pod := s.podName(ordinal)
 	return &ops.Step{
 		ID: id, Group: s.group, Target: "member/" + pod, Mutating: true,
-		Description:   fmt.Sprintf("promote learner %s to a voting member once it is in sync", pod),
+		Description:   fmt.Sprintf("promote learner %s to a voting member once it has caught up with the leader, then wait for %s to be Ready", pod, pod),
 		Preconditions: []string{"learner " + pod + " exists"},
 		Details:       []string{s.ctl.describe("member", "promote", "<id of "+pod+">")},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
@@ -165,10 +168,21 @@ func (e *Engine) promoteStep(s *site, id string, ordinal int, url string) *ops.S
 			if m == nil {
 				return false, ops.Preconditionf("etcd has no member for %s (peer URL %s); run the scale again to add it", pod, url)
 			}
-			return !m.Learner && m.Healthy, nil
+			if m.Learner || !m.Healthy {
+				return false, nil
+			}
+			p, err := e.Client.CoreV1().Pods(s.ns).Get(ctx, pod, metav1.GetOptions{})
+			if err != nil {
+				return false, nil //nolint:nilerr // Verify waits for the pod
+			}
+			return ops.PodReady(p), nil
 		},
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
-			return e.promoteWhenReady(ctx, sc, s, pod, url)
+			if err := e.promoteWhenReady(ctx, sc, s, pod, url); err != nil {
+				return err
+			}
+			_, err := waitPodReady(ctx, sc, e, s, pod, "")
+			return err
 		},
 	}
 }
@@ -205,6 +219,10 @@ func (e *Engine) promoteWhenReady(ctx context.Context, sc *ops.StepContext, s *s
 		}
 		if !m.Started() || !m.Healthy {
 			report(fmt.Sprintf("learner %s has not started yet", pod))
+			return false, nil
+		}
+		if ok, why := CaughtUp(m, st.Leader(), e.maxLag()); !ok {
+			report(fmt.Sprintf("learner %s is catching up with the leader (%s)", pod, why))
 			return false, nil
 		}
 		_, err = s.ctl.run(ctx, st.Via, "member promote", "member", "promote", m.ID)
@@ -374,13 +392,14 @@ func (e *Engine) pvcStep(s *site, ordinal int) *ops.Step {
 }
 
 // recreateStep deletes a pod together with its claims so the StatefulSet
-// recreates it with empty data, and waits for the new pod to be Ready.
+// recreates it with empty data, and waits for the new pod to run (it is a
+// learner until promoteStep, so a /readyz probe keeps it un-Ready).
 func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 	pod := s.podName(ordinal)
 	names := s.pvcNames(pod)
 	return &ops.Step{
 		ID: "recreate/" + pod, Group: s.group, Target: "pod/" + pod, Mutating: true,
-		Description: fmt.Sprintf("delete %s and its PVC so it starts with empty data, wait for it to be Ready", pod),
+		Description: fmt.Sprintf("delete %s and its PVC so it starts with empty data, wait for it to run", pod),
 		Details:     []string{"delete pvc " + strings.Join(names, ", "), "delete pod " + pod},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 			old := sc.Get(podUIDKey(pod))
@@ -394,7 +413,7 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 			if err != nil {
 				return false, fmt.Errorf("reading pod %s: %w", pod, err)
 			}
-			if string(p.UID) == old || !ops.PodReady(p) {
+			if string(p.UID) == old || !podRunning(p) {
 				return false, nil
 			}
 			uids, err := e.pvcUIDs(ctx, s, pod)
@@ -464,8 +483,27 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 			if err := e.waitPVCsGone(ctx, s, names, old); err != nil {
 				return err
 			}
-			_, err := waitPodReady(ctx, sc, e, s, pod, sc.Get(podUIDKey(pod)))
+			_, err := waitPodRunning(ctx, sc, e, s, pod, sc.Get(podUIDKey(pod)))
 			return err
 		},
 	}
+}
+
+// CaughtUp reports whether learner trails the leader's raft index by at most
+// maxLag entries (the bound a restarted member must meet too, Options.MaxLag),
+// and if not, why (for progress messages). Promoting a learner far behind
+// would make it a voter that stalls commits while it catches up; etcd's own
+// promote check is laxer (90% of the leader's index).
+func CaughtUp(learner, leader *Member, maxLag uint64) (bool, string) {
+	switch {
+	case leader == nil:
+		return false, "no leader known"
+	case leader.RaftIndex == 0:
+		return false, "leader's raft index unknown"
+	case learner.RaftIndex == 0:
+		return false, "learner's raft index unknown"
+	case leader.RaftIndex > learner.RaftIndex+maxLag:
+		return false, fmt.Sprintf("raft index %d, leader %d", learner.RaftIndex, leader.RaftIndex)
+	}
+	return true, ""
 }

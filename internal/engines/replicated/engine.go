@@ -286,10 +286,29 @@ func (e *Engine) sequences(ctx context.Context, s *site, cfg *Config, pods []str
 // run executes a configured command with extra arguments, bounded by its
 // timeout. The error names the command and pod and the last line of
 // stderr, never argv.
+//
+// A role command (seed, primary, secondary, stop) that times out may still
+// be running in the container: neither the kubelet nor the runtime ends an
+// exec'd process when its client gives up, and a hung promotion that
+// completes later would make a second primary. So its pod is deleted and
+// run returns only once that incarnation is gone (its containers stopped),
+// before any other candidate is tried; the error then has PodStopped set. If
+// the pod cannot be stopped, run returns an error that stops the operation.
 func (e *Engine) run(ctx context.Context, s *site, cfg *Config, name, pod string, args []string) ([]byte, []byte, error) {
 	c := cfg.Commands[name]
 	if c == nil {
 		return nil, nil, fmt.Errorf("command %s is not configured", name)
+	}
+	var uid types.UID
+	if isRoleCommand(name) {
+		p, err := e.getPod(ctx, s, pod)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p == nil {
+			return nil, nil, &CommandError{Name: name, Pod: pod, Err: fmt.Errorf("pod %s does not exist", pod)}
+		}
+		uid = p.UID
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
@@ -304,9 +323,44 @@ func (e *Engine) run(ctx context.Context, s *site, cfg *Config, name, pod string
 		case cctx.Err() != nil && ctx.Err() == nil:
 			ce.Timeout = c.Timeout
 		}
+		if ce.Timeout != 0 && isRoleCommand(name) {
+			if serr := e.stopPod(ctx, s, pod, uid); serr != nil {
+				return stdout, stderr, ops.Preconditionf("%v, and its pod could not be stopped to end it (%v); stopping here so that no other pod is given a role while it may still run", ce, serr)
+			}
+			ce.PodStopped = true
+		}
 		err = ce
 	}
 	return stdout, stderr, err
+}
+
+// isRoleCommand: the command changes what a member serves, so a timed-out
+// one must be ended.
+func isRoleCommand(name string) bool {
+	switch name {
+	case CmdSeed, CmdPrimary, CmdSecondary, CmdStop:
+		return true
+	}
+	return false
+}
+
+// stopPod deletes the incarnation uid of pod and watches until it is gone:
+// the kubelet removes the pod object only after its containers stopped, so
+// nothing started in it runs any more.
+func (e *Engine) stopPod(ctx context.Context, s *site, pod string, uid types.UID) error {
+	if err := ops.DeletePod(ctx, e.Client, s.ns, pod, uid); err != nil {
+		return err
+	}
+	_, err := ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
+		return p == nil || p.UID != uid, nil
+	})
+	return err
+}
+
+// podStopped reports whether err is a command whose pod run already stopped.
+func podStopped(err error) bool {
+	var ce *CommandError
+	return errors.As(err, &ce) && ce.PodStopped
 }
 
 // CommandError is a configured command that failed in a pod. Its text
@@ -319,8 +373,11 @@ type CommandError struct {
 	Code int
 	// Timeout is set when the command's timeout ended it.
 	Timeout time.Duration
-	Stderr  string
-	Err     error
+	// PodStopped: the command timed out and its pod was deleted (and is
+	// gone) to end it.
+	PodStopped bool
+	Stderr     string
+	Err        error
 }
 
 func (e *CommandError) Error() string {
@@ -329,6 +386,8 @@ func (e *CommandError) Error() string {
 	switch {
 	case e.Code != 0:
 		fmt.Fprintf(&b, "exited with code %d", e.Code)
+	case e.Timeout != 0 && e.PodStopped:
+		fmt.Fprintf(&b, "did not finish within %s; the pod was deleted to end it", e.Timeout)
 	case e.Timeout != 0:
 		fmt.Fprintf(&b, "did not finish within %s", e.Timeout)
 	default:

@@ -128,6 +128,12 @@ func (e *Engine) recreate(ctx context.Context, sc *ops.StepContext, s *site, pod
 	if err := ops.DeletePod(ctx, e.Client, s.ns, pod, uid); err != nil {
 		return err
 	}
+	return e.waitRecreated(ctx, sc, s, pod, uid)
+}
+
+// waitRecreated watches until the StatefulSet has replaced incarnation uid
+// of pod with a new one that is Ready.
+func (e *Engine) waitRecreated(ctx context.Context, sc *ops.StepContext, s *site, pod string, uid types.UID) error {
 	last := ""
 	_, err := ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
 		reason := ""

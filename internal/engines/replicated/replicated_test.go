@@ -3,9 +3,12 @@ package replicated
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -447,5 +450,81 @@ func TestScaleToNoPrimariesRefusedWithSecondaries(t *testing.T) {
 	}
 	if m := f.app.mutations(); len(m) != 0 {
 		t.Errorf("ran %v", m)
+	}
+}
+
+// hangingExec hangs the commands named in hang (pod: cmd) until their
+// context ends, like a command stuck in a container; other calls go to app.
+// Every call records which pods the fixture had deleted by then.
+type hangingExec struct {
+	app  *fakeApp
+	f    *fixture
+	hang map[string]bool
+
+	mu    sync.Mutex
+	calls []string // "pod: cmd (deleted: ...)"
+}
+
+func (h *hangingExec) Exec(ctx context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
+	cmd := path.Base(argv[0])
+	h.f.mu.Lock()
+	deleted := strings.Join(h.f.deleted, ",")
+	h.f.mu.Unlock()
+	h.mu.Lock()
+	h.calls = append(h.calls, fmt.Sprintf("%s: %s (deleted: %s)", pod, cmd, deleted))
+	h.mu.Unlock()
+	if h.hang[pod+": "+cmd] {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}
+	return h.app.Exec(ctx, ns, pod, container, argv)
+}
+
+// TestPrimaryTimeoutStopsPodBeforeNextCandidate: a primary command that
+// hangs past its timeout may still complete in the container, so its pod is
+// deleted (and gone) before any other pod is promoted, and no stop is run
+// against the hung pod.
+func TestPrimaryTimeoutStopsPodBeforeNextCandidate(t *testing.T) {
+	cfg := `
+primaries: 1
+commands:
+  sequence: {argv: [/bin/sequence], timeout: 5s}
+  primary: {argv: [/bin/primary], timeout: 200ms}
+  secondary: {argv: [/bin/secondary]}
+  stop: {argv: [/bin/stop]}
+`
+	f := newFixture(t, 3, nil, cfg)
+	f.app.seq = map[string]string{"db-0": "9", "db-1": "5", "db-2": "3"}
+	h := &hangingExec{app: f.app, f: f, hang: map[string]bool{"db-0: primary": true}}
+	f.eng.Exec = h
+	old := f.uid("db-0")
+	p, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), BootstrapRequest{Primaries: ptr.To[int32](1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.run(p)
+	if err != nil && !strings.Contains(err.Error(), "no candidate left for secondary") {
+		t.Fatalf("run: %v", err)
+	}
+	var mut []string
+	for _, c := range h.calls {
+		if !strings.Contains(c, ": sequence") {
+			mut = append(mut, c)
+		}
+	}
+	want := []string{"db-0: primary (deleted: )", "db-1: primary (deleted: db-0)"}
+	if len(mut) < 2 || !slices.Equal(mut[:2], want) {
+		t.Fatalf("calls = %q, want to start with %q", mut, want)
+	}
+	for _, c := range mut {
+		if strings.HasPrefix(c, "db-0: stop") {
+			t.Errorf("stop ran in db-0 although its pod was stopped: %q", mut)
+		}
+	}
+	if f.uid("db-0") == old {
+		t.Error("db-0 still has its old UID; want it deleted and recreated")
+	}
+	if r := f.roles(); r["db-1"] != RolePrimary || r["db-0"] == RolePrimary {
+		t.Errorf("roles = %v, want db-1 the only primary", r)
 	}
 }

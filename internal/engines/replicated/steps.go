@@ -213,6 +213,18 @@ func (e *Engine) fail(ctx context.Context, sc *ops.StepContext, s *site, cfg *Co
 	if err := addFailed(ctx, sc, m.Name); err != nil {
 		return err
 	}
+	if podStopped(cause) {
+		// Its pod was deleted to end the command: there is nothing left to
+		// label or stop; the journal excludes it for the rest of the run.
+		bctx, cancel := bookkeeping(ctx)
+		sc.Audit(bctx, s.podRef(m), "DbopsReplicatedFailed", fmt.Sprintf("%v; pod %s excluded", cause, m.Name))
+		cancel()
+		sc.Waiting(fmt.Sprintf("%v; %s excluded, waiting for its new pod", cause, m.Name))
+		if err := e.waitRecreated(ctx, sc, s, m.Name, m.UID); err != nil {
+			return fmt.Errorf("waiting for failed pod %s to be recreated: %w", m.Name, err)
+		}
+		return nil
+	}
 	bctx, cancel := bookkeeping(ctx)
 	err := e.setRole(bctx, s, m.Name, RoleFailed)
 	if err == nil {
@@ -310,6 +322,19 @@ func (e *Engine) stopMember(ctx context.Context, sc *ops.StepContext, s *site, c
 	}
 	if err := addFailed(ctx, sc, m.Name); err != nil {
 		return err
+	}
+	if podStopped(err) {
+		// The timed-out stop ended with its pod: nothing left to label.
+		bctx, cancel := bookkeeping(ctx)
+		sc.Audit(bctx, s.podRef(m), "DbopsReplicatedFailed", fmt.Sprintf("%v; pod %s excluded", err, m.Name))
+		cancel()
+		if !recreate {
+			return nil
+		}
+		if rerr := e.waitRecreated(ctx, sc, s, m.Name, m.UID); rerr != nil {
+			return fmt.Errorf("waiting for pod %s to be recreated after stop timed out: %w", m.Name, rerr)
+		}
+		return nil
 	}
 	bctx, cancel := bookkeeping(ctx)
 	lerr := e.setRole(bctx, s, m.Name, RoleFailed)

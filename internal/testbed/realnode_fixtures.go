@@ -1,0 +1,175 @@
+package testbed
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// RealEtcd is an etcd cluster for the real nodes in the layout of
+// /work/shared/docs/realnode.md §7: a headless Service <name>-headless that publishes
+// not-ready addresses (members must resolve each other before they are Ready), the ConfigMap
+// <name>-cluster-state read through envFrom (ETCD_INITIAL_CLUSTER, ETCD_INITIAL_CLUSTER_STATE),
+// and a StatefulSet of ImageEtcd with a /readyz readiness probe and a hostPath volume.
+type RealEtcd struct {
+	Service     *corev1.Service
+	ConfigMap   *corev1.ConfigMap
+	StatefulSet *appsv1.StatefulSet
+}
+
+// RealEtcdObjects returns the objects of a new etcd cluster of replicas members.
+func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
+	lbls := map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": name}
+	svc := name + "-headless"
+	peer := func(pod string) string {
+		return fmt.Sprintf("http://%s.%s.%s.svc.cluster.local:2380", pod, svc, namespace)
+	}
+	var initial []string
+	for o := range replicas {
+		pod := fmt.Sprintf("%s-%d", name, o)
+		initial = append(initial, pod+"="+peer(pod))
+	}
+	self := fmt.Sprintf("$(MY_POD_NAME).%s.%s.svc.cluster.local", svc, namespace)
+	spec := corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To[int64](10),
+		Containers: []corev1.Container{{
+			Name:            "etcd",
+			Image:           ImageEtcd,
+			ImagePullPolicy: corev1.PullNever,
+			Command:         []string{"etcd"},
+			Args: []string{
+				"--name=$(MY_POD_NAME)",
+				"--data-dir=/var/lib/etcd/data",
+				"--listen-client-urls=http://0.0.0.0:2379",
+				"--advertise-client-urls=http://" + self + ":2379",
+				"--listen-peer-urls=http://0.0.0.0:2380",
+				"--initial-advertise-peer-urls=http://" + self + ":2380",
+				"--election-timeout=2000",
+				"--heartbeat-interval=200",
+			},
+			Env: []corev1.EnvVar{{Name: "MY_POD_NAME", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: name + "-cluster-state"}}}},
+			Ports: []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(2379)}},
+				PeriodSeconds: 2,
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
+		}},
+	}
+	OnRealNodes(&spec)
+	return RealEtcd{
+		Service: &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: svc, Namespace: namespace, Labels: lbls},
+			Spec: corev1.ServiceSpec{
+				ClusterIP:                corev1.ClusterIPNone,
+				PublishNotReadyAddresses: true,
+				Selector:                 lbls,
+				Ports: []corev1.ServicePort{
+					{Name: "client", Port: 2379, TargetPort: intstr.FromInt32(2379)},
+					{Name: "peer", Port: 2380, TargetPort: intstr.FromInt32(2380)},
+				},
+			},
+		},
+		ConfigMap: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-cluster-state", Namespace: namespace},
+			Data: map[string]string{
+				"ETCD_INITIAL_CLUSTER":       strings.Join(initial, ","),
+				"ETCD_INITIAL_CLUSTER_STATE": "new",
+			},
+		},
+		StatefulSet: &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lbls},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas:            ptr.To(replicas),
+				ServiceName:         svc,
+				PodManagementPolicy: appsv1.ParallelPodManagement,
+				Selector:            &metav1.LabelSelector{MatchLabels: lbls},
+				Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+					ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: corev1.PersistentVolumeClaimSpec{
+						AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						StorageClassName: ptr.To(RealNodeStorageClass),
+						Resources: corev1.VolumeResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+					},
+				}},
+			},
+		},
+	}
+}
+
+// RealReplicated is a replicated-app example cluster for the real nodes: a headless Service
+// and a StatefulSet of ImageReplicated (state in /data on a hostPath volume), labelled for
+// the replicated engine, with config as its dbops.io/replicated-config annotation.
+type RealReplicated struct {
+	Service     *corev1.Service
+	StatefulSet *appsv1.StatefulSet
+}
+
+// RealReplicatedConfig is the engine configuration for ImageReplicated's commands, with the
+// given number of primaries and timeout for the role commands; without secondaries the
+// secondary command is left out (pods that are not primaries keep no role).
+func RealReplicatedConfig(primaries int, roleTimeout string, secondaries bool) string {
+	cmd := func(name, timeout string) string {
+		return fmt.Sprintf("  %s: {argv: [/app/bin/%s], timeout: %s}\n", name, name, timeout)
+	}
+	conf := fmt.Sprintf("primaries: %d\ncommands:\n", primaries) +
+		cmd("sequence", "20s") + cmd("status", "20s") + cmd("primary", roleTimeout) + cmd("stop", roleTimeout)
+	if secondaries {
+		conf += cmd("secondary", roleTimeout)
+	}
+	return conf
+}
+
+// RealReplicatedObjects returns the objects of a replicated-app cluster of replicas pods.
+func RealReplicatedObjects(namespace, name string, replicas int32, config string) RealReplicated {
+	lbls := map[string]string{"app": name}
+	spec := corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To[int64](5),
+		Containers: []corev1.Container{{
+			Name:            "app",
+			Image:           ImageReplicated,
+			ImagePullPolicy: corev1.PullNever,
+			VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+		}},
+	}
+	OnRealNodes(&spec)
+	stsLabels := map[string]string{"app": name, "dbops.io/cluster": name, "dbops.io/engine": "replicated"}
+	return RealReplicated{
+		Service: &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lbls},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: lbls,
+				Ports: []corev1.ServicePort{{Name: "app", Port: 7000, TargetPort: intstr.FromInt32(7000)}}},
+		},
+		StatefulSet: &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: stsLabels,
+				Annotations: map[string]string{"dbops.io/replicated-config": config}},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas:            ptr.To(replicas),
+				ServiceName:         name,
+				PodManagementPolicy: appsv1.ParallelPodManagement,
+				Selector:            &metav1.LabelSelector{MatchLabels: lbls},
+				Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+					ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: corev1.PersistentVolumeClaimSpec{
+						AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						StorageClassName: ptr.To(RealNodeStorageClass),
+						Resources: corev1.VolumeResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Mi")}},
+					},
+				}},
+			},
+		},
+	}
+}
