@@ -73,6 +73,16 @@ func crateNodes() []string {
 	return []string{"master-0", "master-1", "master-2", "data-hot-0", "data-hot-1", "data-cold-0", "data-cold-1"}
 }
 
+// crateHost is the hostname (pod name) of a node of the fake cluster,
+// which names its nodes the CrateDB operator's way.
+func crateHost(node string) string { return "db-" + strings.TrimPrefix(node, "data-") }
+
+// addCrateNode puts node into sys.nodes with its pod's hostname.
+func addCrateNode(db *cratedbtest.DB, node string) {
+	db.AddNodes(node)
+	db.Do(func(d *cratedbtest.DB) { d.Hosts[node] = crateHost(node) })
+}
+
 // crateEnv is a harness plus a fake CrateDB behind it.
 type crateEnv struct {
 	*harness
@@ -82,7 +92,13 @@ type crateEnv struct {
 func newCrateEnv(t *testing.T) *crateEnv {
 	t.Helper()
 	db := cratedbtest.New(crateNodes()...)
-	db.Do(func(d *cratedbtest.DB) { d.Users["system"] = systemPW; d.Granted["system"] = true })
+	db.Do(func(d *cratedbtest.DB) {
+		d.Users["system"] = systemPW
+		d.Granted["system"] = true
+		for _, n := range d.Nodes {
+			d.Hosts[n] = crateHost(n)
+		}
+	})
 	h := newHarness(t, crateObjects()...)
 	h.clock = &tickClock{t: testNow}
 	return &crateEnv{harness: h, db: db}
@@ -143,7 +159,7 @@ func (e *crateEnv) scaleController() *[]string {
 			if err := e.client.Tracker().Create(podGVR, p, sts.Namespace); err != nil {
 				return true, nil, err
 			}
-			e.db.AddNodes(node(i))
+			addCrateNode(e.db, node(i))
 		}
 		for i := to; i < from; i++ {
 			if err := e.client.Tracker().Delete(podGVR, sts.Namespace, fmt.Sprintf("%s-%d", sts.Name, i)); err != nil {
@@ -389,7 +405,8 @@ func TestCrateScaleRefuses(t *testing.T) {
 		want  string
 	}{
 		{"yellow", func(d *cratedbtest.DB) { d.Severity = int32(2) }, "cluster is yellow"},
-		{"node missing", func(d *cratedbtest.DB) { d.Nodes = d.Nodes[:6] }, "the StatefulSets want 7 nodes but sys.nodes has 6"},
+		{"node missing", func(d *cratedbtest.DB) { d.Nodes = slices.DeleteFunc(d.Nodes, func(n string) bool { return n == "data-hot-0" }) },
+			"the StatefulSets want 7 nodes but sys.nodes has 6"},
 		{"replicas all", func(d *cratedbtest.DB) { d.Replicas = []string{"1", "all"} }, "number_of_replicas = 'all'"},
 		{"replicas too many", func(d *cratedbtest.DB) { d.Replicas = []string{"3-all"} }, "number_of_replicas = '3-all', which needs 4 data nodes, and only 3 data nodes would remain"},
 	}
@@ -447,7 +464,8 @@ func TestCrateRestartGate(t *testing.T) {
 				t.Errorf("allocation for pod %d set through that very pod", pod)
 			}
 			seq = append(seq, fmt.Sprintf("pod%d:hold", pod))
-		case strings.HasPrefix(c.SQL, "SELECT name FROM sys.nodes"):
+		case strings.HasPrefix(c.SQL, "SELECT id, name, hostname, rest_url") && pod >= 0:
+			// (pod -1: the plan's mapping of pods to nodes)
 			if last := seq[len(seq)-1]; last != fmt.Sprintf("pod%d:node?", pod) {
 				seq = append(seq, fmt.Sprintf("pod%d:node?", pod))
 			}
@@ -468,7 +486,8 @@ func TestCrateRestartGate(t *testing.T) {
 	if !strings.Contains(r.out, "green 2/2") {
 		t.Errorf("no green progress in events:\n%s", r.out)
 	}
-	if c := e.db.Connects(); len(c) < 2 || c[0] == "db-master-0" || c[1] == "db-master-1" {
+	// The first connection maps pods to nodes while planning.
+	if c := e.db.Connects(); len(c) < 3 || c[1] == "db-master-0" || c[2] == "db-master-1" {
 		t.Errorf("connections %v: want each pod's gate to connect through another pod", c)
 	}
 	e.db.Do(func(d *cratedbtest.DB) {

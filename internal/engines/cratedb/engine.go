@@ -4,6 +4,7 @@ package cratedb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ const (
 	DefaultHealthChecks   = 3
 	DefaultHealthInterval = 30 * time.Second
 	DefaultPollInterval   = 2 * time.Second
+	// DefaultPollErrors is how many database errors in a row a wait
+	// tolerates (a master election takes a few seconds).
+	DefaultPollErrors = 10
 	// SystemUser is the user the procedures act as.
 	SystemUser = "system"
 	// DefaultPasswordKey is the Secret key of passwords.
@@ -41,6 +45,8 @@ type Config struct {
 	HealthInterval time.Duration
 	// PollInterval paces database polls (node back, shards drained).
 	PollInterval time.Duration
+	// PollErrors is how many database errors in a row a wait tolerates.
+	PollErrors int
 	// HTTPScheme is http or https, for crash's --host.
 	HTTPScheme string
 }
@@ -78,6 +84,9 @@ func New(client kubernetes.Interface, connector Connector, execer Execer, cfg Co
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.PollErrors <= 0 {
+		cfg.PollErrors = DefaultPollErrors
 	}
 	if cfg.HTTPScheme == "" {
 		cfg.HTTPScheme = "http"
@@ -247,16 +256,28 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if _, err := e.systemPassword(ctx, c); err != nil {
 		return nil, err
 	}
-	gate := &restartGate{e: e, c: c}
+	nodes, err := e.mapNodes(ctx, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := nodes.problem(c); err != nil {
+		return nil, err
+	}
+	gate := &restartGate{e: e, c: c, nodes: nodes}
 	rr := &ops.RollingRestart{Client: e.client, Gate: gate}
 	p, err := rr.Plan(c, ops.EngineCrateDB, opts)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range p.Steps {
+		gate.resetOnFailure(s)
 		_, pod := c.Pod(strings.TrimPrefix(s.Target, "pod/"))
 		if pod == nil {
 			continue
+		}
+		// Every restarted pod must be recognisable when it comes back.
+		if pn := nodes.pods[pod.Name]; pn != nil && pn.Name == "" && pn.Facts.Hostname == "" && len(pn.Facts.IPs) == 0 {
+			return nil, ops.Usagef("refusing: pod %s has no CrateDB node in sys.nodes and nothing to recognise it by (%s)", pod.Name, pn.Facts.describe())
 		}
 		gate.wrapPrecheck(s, *pod)
 	}
@@ -330,6 +351,7 @@ func cellBool(rows [][]any, col int) bool {
 
 // wait polls check every interval until it reports done, ctx ends or it
 // fails. Database state cannot be watched; the first check runs at once.
+// Database polls go through pollDB, which rides out transient errors.
 func wait(ctx context.Context, interval time.Duration, check func() (bool, error)) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -346,11 +368,32 @@ func wait(ctx context.Context, interval time.Duration, check func() (bool, error
 	}
 }
 
-// podsNamed returns node names for pods of c, in order.
-func nodeNamesOf(g *ops.NodeGroup, from, to int) []string {
-	var out []string
-	for i := from; i < to; i++ {
-		out = append(out, nodeName(g.Role, g.Name, i))
-	}
-	return out
+// pollDB is wait for checks that query the database: up to
+// Config.PollErrors failures in a row (a master election, a node joining,
+// the connection's pod going away) are reported and retried; more, or a
+// usage error, end the wait.
+func (e *Engine) pollDB(ctx context.Context, sc *ops.StepContext, check func() (bool, error)) error {
+	return e.pollDBEvery(ctx, sc, e.cfg.PollInterval, check)
+}
+
+func (e *Engine) pollDBEvery(ctx context.Context, sc *ops.StepContext, interval time.Duration, check func() (bool, error)) error {
+	failures := 0
+	return wait(ctx, interval, func() (bool, error) {
+		done, err := check()
+		if err == nil {
+			failures = 0
+			return done, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ops.ErrUsage) {
+			return false, err
+		}
+		failures++
+		if failures > e.cfg.PollErrors {
+			return false, fmt.Errorf("%d database errors in a row, the last: %w", failures, err)
+		}
+		if sc != nil {
+			sc.Waiting(fmt.Sprintf("database error %d of at most %d in a row, retrying: %v", failures, e.cfg.PollErrors, err))
+		}
+		return false, nil
+	})
 }

@@ -33,18 +33,25 @@ func setup(t *testing.T, groups ...fakecluster.Group) (*fake.Clientset, *ops.Clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The CrateDB operator's node names (master-<i>, data-<group>-<i>),
+	// which differ from the pod names; the pods are found by hostname.
 	var nodes []string
+	hosts := map[string]string{}
 	for _, g := range c.Groups {
 		for _, p := range g.Pods {
+			n := "data-" + g.Name + "-" + itoa(p.Ordinal)
 			if g.Role == ops.RoleMaster {
-				nodes = append(nodes, "master-"+itoa(p.Ordinal))
-			} else {
-				nodes = append(nodes, "data-"+g.Name+"-"+itoa(p.Ordinal))
+				n = "master-" + itoa(p.Ordinal)
 			}
+			nodes = append(nodes, n)
+			hosts[n] = p.Name
 		}
 	}
 	db := cratedbtest.New(nodes...)
-	db.Do(func(d *cratedbtest.DB) { d.Users["system"] = pw })
+	db.Do(func(d *cratedbtest.DB) {
+		d.Users["system"] = pw
+		d.Hosts = hosts
+	})
 	return client, c, db
 }
 
@@ -196,13 +203,13 @@ func TestScaleResumeRemovesOnlyOwnExclusions(t *testing.T) {
 	db.RemoveNodes("data-hot-2")
 	db.Do(func(d *cratedbtest.DB) { d.Exclusions = "data-hot-7,data-hot-2" })
 	e := engine(client, db, nil)
-	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})
+	lk := &journalLock{j: &ops.Journal{Operation: "scale", Args: "--data hot=2", State: ops.JournalInterrupted,
+		Done: []string{"drain/hot"},
+		Data: map[string]string{"cratedb.scale.excluded": "data-hot-2", "cratedb.scale.drain/hot": "1", "cratedb.scale.nodes/hot": "data-hot-2"}}}
+	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}, Journal: lk.j})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lk := &journalLock{j: &ops.Journal{Operation: "scale", Args: p.Args, State: ops.JournalInterrupted,
-		Done: []string{"drain/hot"},
-		Data: map[string]string{"cratedb.scale.excluded": "data-hot-2", "cratedb.scale.drain/hot": "1"}}}
 	client.ClearActions()
 	if err := (&ops.Executor{Locker: lk}).Run(context.Background(), p); err != nil {
 		t.Fatal(err)

@@ -24,17 +24,20 @@ const (
 
 func keyDrainStarted(group string) string { return "cratedb.scale.drain/" + group }
 
+// keyRemovedNodes records the node names a shrink of group removes, as read
+// before the pods went, for a resumed run that can no longer read them.
+func keyRemovedNodes(group string) string { return "cratedb.scale.nodes/" + group }
+
 // resize is one node group's change.
 type resize struct {
 	g        *ops.NodeGroup
 	from, to int32
+	// nodes are the CrateDB nodes of the pods a shrink removes, read from
+	// the live cluster (docs/domain.md §1: never computed).
+	nodes []string
 }
 
 func (r resize) grows() bool { return r.to > r.from }
-
-// removed lists the node names of the pods a shrink removes.
-func (r resize) removedNodes() []string { return nodeNamesOf(r.g, int(r.to), int(r.from)) }
-func (r resize) addedNodes() []string   { return nodeNamesOf(r.g, int(r.from), int(r.to)) }
 
 func (r resize) pods(from, to int32) []string {
 	var out []string
@@ -107,12 +110,11 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 	}
 	changes = append(changes, ups...)
-	changes = append(changes, downs...)
 	args := scaleArgs(req, master)
 	// A run of the same request that crashed after its last resize still
 	// owes the clean-up (expected nodes, its exclusions, the node check).
 	resuming := req.Journal.Resumable("scale", args)
-	if len(changes) == 0 && !resuming {
+	if len(changes)+len(downs) == 0 && !resuming {
 		return nil, ops.Usagef("nothing to scale: cluster %s already has %s", c.Name, sizes(c, target))
 	}
 	var total, dataTotal int
@@ -130,11 +132,35 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if _, err := e.systemPassword(ctx, c); err != nil {
 		return nil, err
 	}
+	// Map pods to nodes before anything is written: a shrink drains and
+	// waits for exactly the nodes of the pods it removes.
+	nodes, err := e.mapNodes(ctx, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := nodes.problem(c); err != nil {
+		return nil, err
+	}
+	for i := range changes {
+		if changes[i].grows() {
+			continue
+		}
+		if changes[i].nodes, err = removedNodes(c, nodes, changes[i], req.Journal, resuming); err != nil {
+			return nil, err
+		}
+	}
+	for i := range downs {
+		if downs[i].nodes, err = removedNodes(c, nodes, downs[i], req.Journal, resuming); err != nil {
+			return nil, err
+		}
+	}
+	downsFirst := len(changes) == 0
+	changes = append(changes, downs...)
 
 	// When the first step is a drain, the cluster it will see is the one
 	// seen now: refuse here, before the lock is taken or anything written.
 	// (The drain re-checks when it runs.)
-	if len(downs) > 0 && len(changes) == len(downs) && !resuming {
+	if len(downs) > 0 && downsFirst && !resuming {
 		if err := e.checkShrink(ctx, c, downs[0]); err != nil {
 			return nil, err
 		}
@@ -169,6 +195,18 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	}
 	p.Steps = append(p.Steps, e.ackStep(c))
 	return p, nil
+}
+
+// removedNodes returns the node names of the pods r removes: from the
+// live mapping, or, for a resumed run whose pods are already gone, from
+// the journal of the run that read them.
+func removedNodes(c *ops.Cluster, m *nodeMap, r resize, j *ops.Journal, resuming bool) ([]string, error) {
+	if resuming && j != nil {
+		if v := splitList(j.Data[keyRemovedNodes(r.g.Name)]); len(v) > 0 {
+			return v, nil
+		}
+	}
+	return m.present(c, r.pods(r.to, r.from))
 }
 
 // sizes renders group sizes, e.g. "master=3 hot=2 cold=1".
@@ -236,17 +274,15 @@ func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
 	s := &ops.Step{ID: "replicas/" + r.g.Name, Group: r.g.Name, Target: "statefulset/" + r.g.StatefulSet, Mutating: true}
 	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (conflict-safe update of spec.replicas only)", r.from, r.to)}
 	if r.grows() {
-		nodes := r.addedNodes()
 		s.Description = fmt.Sprintf("scale %s up from %d to %d, wait for the new pods and nodes", r.g.Name, r.from, r.to)
 		s.Details = append(s.Details,
 			"wait: pods "+strings.Join(r.pods(r.from, r.to), ", ")+" Ready (watch)",
-			fmt.Sprintf("wait: nodes %s in sys.nodes (%s)", strings.Join(nodes, ", "), sqlNodeNames))
+			fmt.Sprintf("wait: their nodes in sys.nodes, matched by -Cnode.name, hostname and IP (%s)", sqlNodes))
 	} else {
-		nodes := r.removedNodes()
 		s.Description = fmt.Sprintf("scale %s down from %d to %d, wait for the pods and nodes to go", r.g.Name, r.from, r.to)
 		s.Details = append(s.Details,
 			"wait: pods "+strings.Join(r.pods(r.to, r.from), ", ")+" gone (watch)",
-			fmt.Sprintf("wait: nodes %s out of sys.nodes (%s)", strings.Join(nodes, ", "), sqlNodeNames))
+			fmt.Sprintf("wait: nodes %s out of sys.nodes (%s)", strings.Join(r.nodes, ", "), sqlNodes))
 	}
 	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
 		changed, err := setReplicas(ctx, e.client, ns, r.g.StatefulSet, r.to)
@@ -275,8 +311,8 @@ func (e *Engine) waitGrown(ctx context.Context, sc *ops.StepContext, c *ops.Clus
 			return err
 		}
 	}
-	nodes := r.addedNodes()
-	return e.waitNodes(ctx, sc, c, nodes, true, nil)
+	_, err := e.waitPodNodes(ctx, sc, c, pods, nil)
+	return err
 }
 
 func (e *Engine) waitShrunk(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, r resize) error {
@@ -287,13 +323,13 @@ func (e *Engine) waitShrunk(ctx context.Context, sc *ops.StepContext, c *ops.Clu
 			return err
 		}
 	}
-	return e.waitNodes(ctx, sc, c, r.removedNodes(), false, pods)
+	return e.waitNodes(ctx, sc, c, r.nodes, false, pods)
 }
 
 // waitNodes polls sys.nodes until all names are present (present=true) or
 // all are gone.
 func (e *Engine) waitNodes(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, names []string, present bool, avoid []string) error {
-	err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
+	err := e.pollDB(ctx, sc, func() (bool, error) {
 		rows, err := e.nodesPresent(ctx, c, avoid, names)
 		if err != nil {
 			return false, err
@@ -317,14 +353,14 @@ func (e *Engine) waitNodes(ctx context.Context, sc *ops.StepContext, c *ops.Clus
 
 // nodesPresent returns which of names are in sys.nodes.
 func (e *Engine) nodesPresent(ctx context.Context, c *ops.Cluster, avoid, names []string) ([]string, error) {
-	rows, err := e.session(c).query(ctx, avoid, sqlNodeNames)
+	rows, err := e.readNodes(ctx, c, avoid)
 	if err != nil {
-		return nil, sqlErr(sqlNodeNames, err)
+		return nil, err
 	}
 	var out []string
 	for _, r := range rows {
-		if n := toString(cell([][]any{r}, 0)); slices.Contains(names, n) && !slices.Contains(out, n) {
-			out = append(out, n)
+		if slices.Contains(names, r.Name) && !slices.Contains(out, r.Name) {
+			out = append(out, r.Name)
 		}
 	}
 	return out, nil
@@ -333,7 +369,7 @@ func (e *Engine) nodesPresent(ctx context.Context, c *ops.Cluster, avoid, names 
 // drainStep checks that shrinking is safe, excludes the nodes to remove
 // from shard allocation and waits until their shards have moved away.
 func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
-	nodes := r.removedNodes()
+	nodes := r.nodes
 	list := strings.Join(nodes, ",")
 	s := &ops.Step{ID: "drain/" + r.g.Name, Group: r.g.Name, Target: "nodegroup/" + r.g.Name, Mutating: true,
 		Description: fmt.Sprintf("move all shards off %s (allocation exclusion) and wait until none are left", strings.Join(nodes, ", ")),
@@ -379,6 +415,9 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 			}
 		}
 		if err := sc.Set(ctx, keyExclAdded, strings.Join(added, ",")); err != nil {
+			return err
+		}
+		if err := sc.Set(ctx, keyRemovedNodes(r.g.Name), strings.Join(nodes, ",")); err != nil {
 			return err
 		}
 		if err := sc.Set(ctx, keyDrainStarted(r.g.Name), "1"); err != nil {
@@ -429,7 +468,7 @@ func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 	var first int64
 	sess := e.session(c)
 	list := strings.Join(nodes, ", ")
-	err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
+	err := e.pollDB(ctx, sc, func() (bool, error) {
 		rows, err := sess.query(ctx, avoid, sqlShardsOn, nodes)
 		if err != nil {
 			return false, sqlErr(sqlShardsOn, err)

@@ -14,9 +14,6 @@ const (
 	sqlNodeCount      = `SELECT count(*) FROM sys.nodes`
 	sqlMaxSeverity    = `SELECT max(severity) FROM sys.health`
 	sqlMasterNode     = `SELECT master_node FROM sys.cluster`
-	// sqlNodeNames lists every node; filtering happens client-side because
-	// sys.nodes is small and plain selects work on every version.
-	sqlNodeNames      = `SELECT name FROM sys.nodes`
 	sqlReplicas       = `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`
 	sqlExclusions     = `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`
 	sqlResetExclusion = `RESET GLOBAL "cluster.routing.allocation.exclude._name"`
@@ -73,15 +70,6 @@ func redact(s string, secrets ...string) string {
 		s = strings.ReplaceAll(s, sec, "***")
 	}
 	return s
-}
-
-// nodeName is the CrateDB node name of a pod: master-<i> or
-// data-<group>-<i>.
-func nodeName(role, group string, ordinal int) string {
-	if role == "master" {
-		return "master-" + strconv.Itoa(ordinal)
-	}
-	return "data-" + group + "-" + strconv.Itoa(ordinal)
 }
 
 // replicaCount turns a number_of_replicas value into its lower bound;

@@ -48,6 +48,14 @@ type DB struct {
 	SeverityScript []any
 	// Absent counts polls for which a node still misses from sys.nodes.
 	Absent map[string]int
+	// Hosts, IPs and IDs are sys.nodes' hostname, the host of rest_url
+	// and id per node name (unset: empty, empty, "id-<name>").
+	Hosts, IPs, IDs map[string]string
+	// Version is every node's version['number'] (default 5.10.1).
+	Version string
+	// Failures makes that many next statements fail like a master
+	// election does (transient).
+	Failures int
 
 	calls    []Call
 	connects []string
@@ -58,7 +66,8 @@ type DB struct {
 // New returns a green fake with the given nodes, master the first.
 func New(nodes ...string) *DB {
 	d := &DB{Nodes: slices.Clone(nodes), Severity: int32(1), Shards: map[string]int{}, DrainPerPoll: 2,
-		Users: map[string]string{}, Granted: map[string]bool{}, Absent: map[string]int{}, dead: map[string]bool{}}
+		Users: map[string]string{}, Granted: map[string]bool{}, Absent: map[string]int{}, dead: map[string]bool{},
+		Hosts: map[string]string{}, IPs: map[string]string{}, IDs: map[string]string{}, Version: "5.10.1"}
 	if len(nodes) > 0 {
 		d.Master = nodes[0]
 	}
@@ -122,6 +131,23 @@ func (d *DB) AddNodes(names ...string) {
 			}
 		}
 	})
+}
+
+// NodeOf returns the node whose hostname is pod ("" when none).
+func (d *DB) NodeOf(pod string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range d.Nodes {
+		if d.Hosts[n] == pod {
+			return n
+		}
+	}
+	for n, h := range d.Hosts {
+		if h == pod {
+			return n
+		}
+	}
+	return ""
 }
 
 // RemoveNodes drops nodes from sys.nodes (and their shards).
@@ -203,6 +229,10 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return nil, errors.New("conn closed")
 	}
 	d.calls = append(d.calls, Call{Pod: c.pod, SQL: sql, Args: args})
+	if d.Failures > 0 {
+		d.Failures--
+		return nil, errors.New("ERROR: NotMasterException[no master elected yet] (transient)")
+	}
 	names := func() []string {
 		if len(args) == 0 {
 			return nil
@@ -226,14 +256,22 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return [][]any{{d.Master}}, nil
 	case sql == `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`:
 		return [][]any{{d.Exclusions}}, nil
-	case sql == `SELECT name FROM sys.nodes`:
+	case sql == `SELECT id, name, hostname, rest_url, version['number'] FROM sys.nodes`:
 		var rows [][]any
 		for _, n := range d.Nodes {
 			if d.Absent[n] > 0 {
 				d.Absent[n]--
 				continue
 			}
-			rows = append(rows, []any{n})
+			id := d.IDs[n]
+			if id == "" {
+				id = "id-" + n
+			}
+			var rest any
+			if ip := d.IPs[n]; ip != "" {
+				rest = ip + ":4200"
+			}
+			rows = append(rows, []any{id, n, d.Hosts[n], rest, d.Version})
 		}
 		return rows, nil
 	case sql == `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`:
