@@ -405,7 +405,9 @@ func TestCrateScaleRefuses(t *testing.T) {
 		want  string
 	}{
 		{"yellow", func(d *cratedbtest.DB) { d.Severity = int32(2) }, "cluster is yellow"},
-		{"node missing", func(d *cratedbtest.DB) { d.Nodes = slices.DeleteFunc(d.Nodes, func(n string) bool { return n == "data-hot-0" }) },
+		{"node missing", func(d *cratedbtest.DB) {
+			d.Nodes = slices.DeleteFunc(d.Nodes, func(n string) bool { return n == "data-hot-0" })
+		},
 			"the StatefulSets want 7 nodes but sys.nodes has 6"},
 		{"replicas all", func(d *cratedbtest.DB) { d.Replicas = []string{"1", "all"} }, "number_of_replicas = 'all'"},
 		{"replicas too many", func(d *cratedbtest.DB) { d.Replicas = []string{"3-all"} }, "number_of_replicas = '3-all', which needs 4 data nodes, and only 3 data nodes would remain"},

@@ -278,3 +278,60 @@ func TestConnectFailureIsNotRetriedForever(t *testing.T) {
 		t.Errorf("auth failure reported as usage: %v", err)
 	}
 }
+
+func TestNodeIdentityRefusals(t *testing.T) {
+	groups := []fakecluster.Group{{Name: "master", Role: "master", Replicas: 3}, {Name: "hot", Role: "data", Order: 1, Replicas: 3}}
+	notReady := func(client *fake.Clientset, pod string) {
+		p, _ := client.CoreV1().Pods("prod").Get(context.Background(), pod, metav1.GetOptions{})
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		_, _ = client.CoreV1().Pods("prod").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	}
+	scale := func(e *cratedb.Engine, c *ops.Cluster) error {
+		_, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})
+		return err
+	}
+	replace := func(e *cratedb.Engine, c *ops.Cluster) error {
+		_, err := e.PlanReplacement(context.Background(), c, ops.ReplaceRequest{Pods: []string{"db-hot-1"}, MaxConcurrent: 1, Args: "x"})
+		return err
+	}
+	restart := func(e *cratedb.Engine, c *ops.Cluster) error {
+		_, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{})
+		return err
+	}
+	tests := []struct {
+		name  string
+		setup func(client *fake.Clientset, d *cratedbtest.DB)
+		plan  func(*cratedb.Engine, *ops.Cluster) error
+		want  string
+	}{
+		{"scale: removed pod has no node", func(_ *fake.Clientset, d *cratedbtest.DB) { d.Hosts["data-hot-2"] = "somewhere-else" },
+			scale, "pod db-hot-2 has no CrateDB node in sys.nodes"},
+		{"scale: two nodes claim one pod", func(_ *fake.Clientset, d *cratedbtest.DB) { d.Hosts["data-hot-1"] = "db-hot-0" },
+			scale, "pod db-hot-0 (hostname db-hot-0) matches several CrateDB nodes: data-hot-0, data-hot-1"},
+		{"replace: Ready pod without a node", func(_ *fake.Clientset, d *cratedbtest.DB) { delete(d.Hosts, "data-hot-1") },
+			replace, "pod db-hot-1 is Ready but has no CrateDB node"},
+		{"replace: failed pod while a node matches no pod", func(client *fake.Clientset, d *cratedbtest.DB) {
+			d.Hosts["data-hot-1"] = "renamed"
+			notReady(client, "db-hot-1")
+		}, replace, "nodes data-hot-1 match no pod"},
+		{"restart: ambiguous mapping", func(_ *fake.Clientset, d *cratedbtest.DB) { d.Hosts["data-hot-2"] = "db-master-0" },
+			restart, "pod db-master-0 (hostname db-master-0) matches several CrateDB nodes: master-0, data-hot-2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, c, db := setup(t, groups...)
+			db.Do(func(d *cratedbtest.DB) { tt.setup(client, d) })
+			client.ClearActions()
+			err := tt.plan(engine(client, db, nil), c)
+			if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line, exit 2, containing %q", err, tt.want)
+			}
+			if w := fakecluster.Writes(client); len(w) > 0 {
+				t.Errorf("refusal wrote to the API: %v", w)
+			}
+			if w := db.Statements(true); len(w) > 0 {
+				t.Errorf("refusal wrote to the database: %v", w)
+			}
+		})
+	}
+}
