@@ -22,6 +22,7 @@ type CrateDBOptions struct {
 	SystemPasswordSecret string
 	HealthChecks         int
 	HealthInterval       time.Duration
+	AllowRollingUpdate   bool
 
 	// PollInterval paces database polls (0 = engine default); tests only.
 	PollInterval time.Duration
@@ -50,6 +51,11 @@ func (o *CrateDBOptions) AddConnFlags(fs *pflag.FlagSet) {
 func (o *CrateDBOptions) AddHealthFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row before a restarted pod counts as back")
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "CrateDB: time between those health checks")
+}
+
+// AddScaleFlags binds what only scale uses.
+func (o *CrateDBOptions) AddScaleFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.AllowRollingUpdate, "allow-rolling-update", o.AllowRollingUpdate, "CrateDB: change the gateway arguments of StatefulSets whose updateStrategy is not OnDelete, although their controller then restarts every pod by itself (refused otherwise)")
 }
 
 // Validate checks the flags without touching the API.
@@ -112,7 +118,7 @@ func (g *GlobalOptions) crateEngine(cl *Clients) (*cratedb.Engine, error) {
 	}
 	return cratedb.New(cl.Kube, conn, ex, cratedb.Config{SystemPassword: refs.system,
 		HealthChecks: o.HealthChecks, HealthInterval: o.HealthInterval, PollInterval: o.PollInterval,
-		HTTPScheme: scheme}), nil
+		HTTPScheme: scheme, AllowRollingUpdate: o.AllowRollingUpdate}), nil
 }
 
 // closeEngine ends an engine's database connections, if it keeps any.

@@ -94,6 +94,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
+	g.CrateDB.AddScaleFlags(cmd.Flags())
 	return cmd
 }
 

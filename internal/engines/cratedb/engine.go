@@ -49,6 +49,10 @@ type Config struct {
 	PollErrors int
 	// HTTPScheme is http or https, for crash's --host.
 	HTTPScheme string
+	// AllowRollingUpdate lets scale change the gateway arguments of a
+	// StatefulSet whose updateStrategy is not OnDelete (its controller
+	// then restarts the pods by itself).
+	AllowRollingUpdate bool
 }
 
 // Execer runs a command in a container (kube.Exec in production).

@@ -227,43 +227,65 @@ func TestScaleResumeRemovesOnlyOwnExclusions(t *testing.T) {
 }
 
 func TestExpectedNodesArgs(t *testing.T) {
-	// Expected-nodes settings are rewritten wherever they are: args,
-	// command, or inside one shell command line.
-	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
-	for _, g := range c.Groups {
-		s := g.Object
-		s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Command: []string{"sh", "-c", "exec crate -Cgateway.expected_nodes=5 -Cnode.name=x"}}}
-		if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	// Gateway settings are rewritten wherever they are: args, command, or
+	// inside one shell command line; recover-after follows as the quorum.
+	tests := []struct {
+		name, version, want string
+	}{
+		{"before 4.7: node counts", "4.6.8", "exec crate -Cgateway.expected_nodes=6 -Cgateway.recover_after_nodes=4 -Cnode.name=x"},
+		{"4.7 on: data node settings", "5.10.1", "exec crate -Cgateway.expected_data_nodes=3 -Cgateway.recover_after_data_nodes=2 -Cnode.name=x"},
 	}
-	e := engine(client, db, nil)
-	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(strings.Join(p.Notes, "\n"), "statefulset/db-hot does not use updateStrategy OnDelete") {
-		t.Errorf("no RollingUpdate warning in notes %q", p.Notes)
-	}
-	var step *ops.Step
-	for _, s := range p.Steps {
-		if s.ID == "expected-nodes" {
-			step = s
-		}
-	}
-	if step == nil {
-		t.Fatal("no expected-nodes step")
-	}
-	p.Steps = []*ops.Step{step}
-	if err := (&ops.Executor{LockID: "t"}).Run(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	s, _ := client.AppsV1().StatefulSets("prod").Get(context.Background(), "db-hot", metav1.GetOptions{})
-	if got := s.Spec.Template.Spec.Containers[0].Command[2]; got != "exec crate -Cgateway.expected_nodes=6 -Cnode.name=x" {
-		t.Errorf("command %q", got)
-	}
-	if *s.Spec.Replicas != 2 {
-		t.Errorf("expected-nodes step changed replicas")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
+			db.Do(func(d *cratedbtest.DB) { d.Version = tt.version })
+			for _, g := range c.Groups {
+				s := g.Object
+				s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Command: []string{"sh", "-c", "exec crate -Cgateway.expected_nodes=5 -Cgateway.recover_after_nodes=3 -Cnode.name=x"}}}
+				if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Under RollingUpdate the controller would restart every pod:
+			// refused unless confirmed, before anything is written.
+			client.ClearActions()
+			_, err := engine(client, db, nil).PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
+			if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), "--allow-rolling-update") {
+				t.Fatalf("RollingUpdate StatefulSet: %v, want a refusal naming --allow-rolling-update", err)
+			}
+			if w := fakecluster.Writes(client); len(w) > 0 {
+				t.Errorf("refusal wrote %v", w)
+			}
+			e := cratedb.New(client, db.Connector(), db.Execer(), cratedb.Config{HealthChecks: 1, HealthInterval: time.Millisecond,
+				PollInterval: time.Millisecond, AllowRollingUpdate: true})
+			p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(p.Notes, "\n"), "statefulset/db-hot uses updateStrategy RollingUpdate") {
+				t.Errorf("no RollingUpdate note in %q", p.Notes)
+			}
+			var step *ops.Step
+			for _, s := range p.Steps {
+				if s.ID == "expected-nodes" {
+					step = s
+				}
+			}
+			if step == nil {
+				t.Fatal("no expected-nodes step")
+			}
+			p.Steps = []*ops.Step{step}
+			if err := (&ops.Executor{LockID: "t"}).Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			s, _ := client.AppsV1().StatefulSets("prod").Get(context.Background(), "db-hot", metav1.GetOptions{})
+			if got := s.Spec.Template.Spec.Containers[0].Command[2]; got != tt.want {
+				t.Errorf("command %q, want %q", got, tt.want)
+			}
+			if *s.Spec.Replicas != 2 {
+				t.Errorf("expected-nodes step changed replicas")
+			}
+		})
 	}
 }
 

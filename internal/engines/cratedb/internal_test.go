@@ -35,17 +35,53 @@ func TestReplicaCount(t *testing.T) {
 	}
 }
 
-func TestRewriteExpected(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"-Cgateway.expected_nodes=3", "-Cgateway.expected_nodes=7"},
-		{"-Cgateway.expected_data_nodes=3", "-Cgateway.expected_data_nodes=4"},
-		{"crate -Cgateway.expected_nodes=3 -Cnode.name=x", "crate -Cgateway.expected_nodes=7 -Cnode.name=x"},
-		{"-Cgateway.recover_after_nodes=3", "-Cgateway.recover_after_nodes=3"},
+func TestRewriteGateway(t *testing.T) {
+	v := func(s string) version { x, _ := parseVersion(s); return x }
+	tests := []struct {
+		name, in, want string
+		ver            version
+	}{
+		{"nodes, version unknown", "-Cgateway.expected_nodes=3", "-Cgateway.expected_nodes=7", version{}},
+		{"data nodes, version unknown", "-Cgateway.expected_data_nodes=3", "-Cgateway.expected_data_nodes=4", version{}},
+		{"recover-after is the quorum", "-Cgateway.recover_after_data_nodes=3", "-Cgateway.recover_after_data_nodes=3", version{}},
+		{"recover-after nodes", "-Cgateway.recover_after_nodes=5", "-Cgateway.recover_after_nodes=4", version{}},
+		{"shell line", "crate -Cgateway.expected_nodes=3 -Cgateway.recover_after_nodes=2 -Cnode.name=x",
+			"crate -Cgateway.expected_nodes=7 -Cgateway.recover_after_nodes=4 -Cnode.name=x", v("4.6.8")},
+		{"4.7+ uses the data node settings", "-Cgateway.expected_nodes=3 -Cgateway.recover_after_nodes=2",
+			"-Cgateway.expected_data_nodes=4 -Cgateway.recover_after_data_nodes=3", v("5.10.1")},
+		{"before 4.7 the node settings", "-Cgateway.expected_data_nodes=3", "-Cgateway.expected_nodes=7", v("4.6.0")},
+		{"other settings untouched", "-Cgateway.recover_after_time=5m", "-Cgateway.recover_after_time=5m", v("5.10.1")},
 	}
 	for _, tt := range tests {
-		if got := rewriteExpected(tt.in, 7, 4); got != tt.want {
-			t.Errorf("rewriteExpected(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := rewriteGateway(tt.in, gatewayTarget{Total: 7, Data: 4, Version: tt.ver}); got != tt.want {
+			t.Errorf("%s: rewriteGateway(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	tests := []struct {
+		in          string
+		ok          bool
+		noLicense   bool
+		dataGateway bool
+	}{
+		{"5.2.11", true, false, true},
+		{"5.3.0", true, true, true},
+		{"5.10.1-SNAPSHOT", true, true, true},
+		{"4.6.8", true, false, false},
+		{"4.7.0", true, false, true},
+		{"x", false, false, false},
+	}
+	for _, tt := range tests {
+		v, ok := parseVersion(tt.in)
+		if ok != tt.ok || (ok && (v.atLeast(5, 3) != tt.noLicense || v.atLeast(4, 7) != tt.dataGateway)) {
+			t.Errorf("parseVersion(%q) = %+v, %v", tt.in, v, ok)
+		}
+	}
+	low, err := clusterVersion([]nodeRow{{Version: "5.10.1"}, {Version: "5.2.3"}, {Version: ""}})
+	if err != nil || low.raw != "5.2.3" {
+		t.Errorf("clusterVersion = %v, %v; want the oldest, 5.2.3", low, err)
 	}
 }
 

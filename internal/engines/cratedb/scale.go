@@ -178,23 +178,39 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 		p.Steps = append(p.Steps, e.drainStep(c, r), e.resizeStep(c, r))
 	}
-	if st := e.expectedStep(c, total, dataTotal); st != nil {
-		p.Steps = append(p.Steps, st)
+	ver, err := clusterVersion(nodes.rows)
+	if err != nil {
+		return nil, ops.Preconditionf("cannot scale %s: %v", c.Name, err)
+	}
+	if st := e.expectedStep(c, gatewayTarget{Total: total, Data: dataTotal, Version: ver}); st != nil {
 		for _, g := range c.Groups {
 			// A template change under RollingUpdate makes the StatefulSet
-			// controller restart the pods itself, without health gates.
-			if g.Object != nil && expectedArg(g.Object) != "" && g.Object.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
-				p.Notes = append(p.Notes, fmt.Sprintf("statefulset/%s does not use updateStrategy OnDelete: changing its expected-nodes argument lets the StatefulSet controller restart its pods by itself", g.StatefulSet))
+			// controller restart every pod by itself, without health gates.
+			if g.Object == nil || len(gatewayArgs(g.Object)) == 0 || g.Object.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+				continue
 			}
+			if !e.cfg.AllowRollingUpdate {
+				return nil, ops.Usagef("refusing: statefulset/%s uses updateStrategy %s, so changing its gateway arguments would make the StatefulSet controller restart its pods by itself, without health gates; set updateStrategy OnDelete or confirm with --allow-rolling-update",
+					g.StatefulSet, updateStrategyName(g.Object))
+			}
+			p.Notes = append(p.Notes, fmt.Sprintf("statefulset/%s uses updateStrategy %s: the StatefulSet controller will restart its pods by itself after the gateway arguments change (confirmed by --allow-rolling-update)", g.StatefulSet, updateStrategyName(g.Object)))
 		}
+		p.Steps = append(p.Steps, st)
 	} else {
-		p.Notes = append(p.Notes, "no StatefulSet sets -Cgateway.expected_nodes or -Cgateway.expected_data_nodes; nothing to update there")
+		p.Notes = append(p.Notes, "no StatefulSet sets -Cgateway.expected_(data_)nodes or -Cgateway.recover_after_(data_)nodes; nothing to update there")
 	}
 	if len(downs) > 0 || resuming {
 		p.Steps = append(p.Steps, e.restoreExclusionsStep(c))
 	}
 	p.Steps = append(p.Steps, e.ackStep(c))
 	return p, nil
+}
+
+func updateStrategyName(s *appsv1.StatefulSet) string {
+	if s.Spec.UpdateStrategy.Type == "" {
+		return string(appsv1.RollingUpdateStatefulSetStrategyType) + " (the default)"
+	}
+	return string(s.Spec.UpdateStrategy.Type)
 }
 
 // removedNodes returns the node names of the pods r removes: from the
@@ -532,43 +548,45 @@ func (e *Engine) checkShrink(ctx context.Context, c *ops.Cluster, r resize) erro
 	return nil
 }
 
-// expectedStep sets every StatefulSet's expected-nodes argument; nil when
-// no StatefulSet has one.
-func (e *Engine) expectedStep(c *ops.Cluster, total, dataTotal int) *ops.Step {
+// expectedStep sets every StatefulSet's gateway arguments (expected
+// nodes and the recover-after quorum) to the new totals; nil when no
+// StatefulSet has any.
+func (e *Engine) expectedStep(c *ops.Cluster, t gatewayTarget) *ops.Step {
 	var details []string
 	var groups []*ops.NodeGroup
 	for _, g := range c.Groups {
 		if g.Object == nil {
 			continue
 		}
-		switch expectedArg(g.Object) {
-		case argExpectedNodes:
-			details = append(details, fmt.Sprintf("statefulset/%s: %s%d", g.StatefulSet, argExpectedNodes, total))
-		case argExpectedDataNodes:
-			details = append(details, fmt.Sprintf("statefulset/%s: %s%d", g.StatefulSet, argExpectedDataNodes, dataTotal))
-		default:
+		args := gatewayArgs(g.Object)
+		if len(args) == 0 {
 			continue
 		}
+		var to []string
+		for _, a := range args {
+			to = append(to, t.rewriteWord(a))
+		}
+		details = append(details, fmt.Sprintf("statefulset/%s: %s", g.StatefulSet, strings.Join(to, " ")))
 		groups = append(groups, g)
 	}
 	if len(groups) == 0 {
 		return nil
 	}
-	details = append(details, "(pod template only: takes effect when each pod next restarts)")
+	details = append(details, fmt.Sprintf("(recover-after = quorum N/2+1; setting names for CrateDB %s; pod template only: takes effect when each pod next restarts)", t.Version))
 	return &ops.Step{ID: "expected-nodes", Target: "cluster/" + c.Name, Mutating: true,
-		Description: "set the expected-nodes argument of every StatefulSet to the new totals",
+		Description: "set the expected-nodes and recover-after arguments of every StatefulSet to the new totals",
 		Details:     details,
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
 			for _, g := range groups {
 				changed, err := updateStatefulSet(ctx, e.client, c.Namespace, g.StatefulSet, func(s *appsv1.StatefulSet) bool {
-					return setExpectedArg(s, total, dataTotal)
+					return setGatewayArgs(s, t)
 				})
 				if err != nil {
 					return err
 				}
 				if changed {
 					sc.Audit(ctx, stsRef(c, g), "DbopsExpectedNodes",
-						fmt.Sprintf("set expected nodes to %d (data nodes %d) after scaling", total, dataTotal))
+						fmt.Sprintf("set expected nodes to %d (data nodes %d) and recover-after to their quorum after scaling", t.Total, t.Data))
 				}
 			}
 			return nil
@@ -600,17 +618,20 @@ func (e *Engine) restoreExclusionsStep(c *ops.Cluster) *ops.Step {
 		}}
 }
 
-// ackStep acknowledges the expected-nodes node check, which fires after
-// any change of the node count.
+// ackStep acknowledges the expected-nodes and recover-after node checks,
+// which fire after any change of the node count until every node has
+// restarted with the new arguments.
 func (e *Engine) ackStep(c *ops.Cluster) *ops.Step {
 	return &ops.Step{ID: "ack-node-check", Target: "cluster/" + c.Name, Mutating: true,
-		Description: "acknowledge the expected-nodes node check",
-		Details:     []string{sqlAckNodeCheck},
+		Description: "acknowledge the expected-nodes and recover-after node checks",
+		Details:     []string{sqlAckNodeCheck, sqlAckRecoverCheck},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
-			if err := e.session(c).exec(ctx, nil, sqlAckNodeCheck); err != nil {
-				return sqlErr(sqlAckNodeCheck, err)
+			for _, q := range []string{sqlAckNodeCheck, sqlAckRecoverCheck} {
+				if err := e.session(c).exec(ctx, nil, q); err != nil {
+					return sqlErr(q, err)
+				}
 			}
-			sc.Audit(ctx, stsRef(c, c.Groups[0]), "DbopsAckNodeCheck", "acknowledged the expected-nodes node check")
+			sc.Audit(ctx, stsRef(c, c.Groups[0]), "DbopsAckNodeCheck", "acknowledged the expected-nodes and recover-after node checks")
 			return nil
 		}}
 }

@@ -18,8 +18,11 @@ const (
 	sqlExclusions     = `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`
 	sqlResetExclusion = `RESET GLOBAL "cluster.routing.allocation.exclude._name"`
 	sqlShardsOn       = `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`
-	sqlAckNodeCheck   = `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`
-	sqlUserExists     = `SELECT count(*) = 1 FROM sys.users WHERE name = $1`
+	// Node checks 1 and 2 are CrateDB's expected-nodes and recover-after
+	// checks.
+	sqlAckNodeCheck    = `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`
+	sqlAckRecoverCheck = `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 2`
+	sqlUserExists      = `SELECT count(*) = 1 FROM sys.users WHERE name = $1`
 	// sqlPrivileges counts the cluster-wide privilege types a user holds;
 	// ALL PRIVILEGES is DQL, DML, DDL and AL.
 	sqlPrivileges = `SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = $1 AND class = 'CLUSTER' AND state = 'GRANT'`

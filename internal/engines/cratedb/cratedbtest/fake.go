@@ -44,6 +44,8 @@ type DB struct {
 	Granted  map[string]bool
 	License  string
 	Acked    bool
+	// AckedRecover is the recover-after node check's acknowledgement.
+	AckedRecover bool
 	// SeverityScript is consumed, one value per health read, before Severity.
 	SeverityScript []any
 	// Absent counts polls for which a node still misses from sys.nodes.
@@ -314,6 +316,9 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return nil, nil
 	case sql == `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`:
 		d.Acked = true
+		return nil, nil
+	case sql == `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 2`:
+		d.AckedRecover = true
 		return nil, nil
 	}
 	if m := reSetExcl.FindStringSubmatch(sql); m != nil {
