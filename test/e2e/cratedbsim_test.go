@@ -45,13 +45,11 @@ func crateSimCluster(t *testing.T, ns, name string, masters, data int32) *crated
 	}
 	simCtx, cancel := context.WithCancel(context.Background())
 	sim, err := cratedbsim.Start(simCtx, cratedbsim.Config{
-		Client:         bed.Client,
-		Namespace:      ns,
-		Cluster:        name,
-		AddrBase:       "127.0.2",
-		EphemeralPorts: true,
-		TickInterval:   100 * time.Millisecond,
-		Logf:           t.Logf,
+		Client:       bed.Client,
+		Namespace:    ns,
+		Cluster:      name,
+		TickInterval: 100 * time.Millisecond,
+		Logf:         t.Logf,
 	})
 	if err != nil {
 		cancel()

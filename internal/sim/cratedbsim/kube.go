@@ -2,9 +2,8 @@ package cratedbsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -117,21 +116,6 @@ func (s *Sim) groupOf(sts *appsv1.StatefulSet) (g Group, order int, ok bool) {
 	return Group{}, 0, false
 }
 
-var expectedArg = regexp.MustCompile(`^-Cgateway\.expected_(data_)?nodes=(\d+)$`)
-
-// expectedNodes reads -Cgateway.expected_[data_]nodes=N from the pod template.
-func expectedNodes(sts *appsv1.StatefulSet) (n int, dataOnly, ok bool) {
-	for _, c := range sts.Spec.Template.Spec.Containers {
-		for _, a := range slices.Concat(c.Command, c.Args) {
-			if m := expectedArg.FindStringSubmatch(a); m != nil {
-				n, _ := strconv.Atoi(m[2])
-				return n, m[1] != "", true
-			}
-		}
-	}
-	return 0, false, false
-}
-
 func podUp(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return false
@@ -182,11 +166,7 @@ func (s *Sim) resync(w *kubeWatch) error {
 		byName[p.Name] = p
 	}
 	var specs []nodeSpec
-	expected, expectedData := 0, false
 	for _, gm := range groups {
-		if n, dataOnly, ok := expectedNodes(gm.sts); ok && n > expected {
-			expected, expectedData = n, dataOnly
-		}
 		replicas := 1
 		if gm.sts.Spec.Replicas != nil {
 			replicas = int(*gm.sts.Spec.Replicas)
@@ -199,29 +179,80 @@ func (s *Sim) resync(w *kubeWatch) error {
 		}
 		for ord := 0; ord <= highest; ord++ {
 			podName := gm.sts.Name + "-" + strconv.Itoa(ord)
-			sp := nodeSpec{name: gm.g.NodePrefix + "-" + strconv.Itoa(ord), pod: podName, ordinal: ord,
-				master: gm.g.Master, data: gm.g.Data, member: ord < replicas}
-			if p := byName[podName]; p != nil {
-				sp.member = true
-				sp.up = podUp(p)
-				sp.podUID = string(p.UID)
-				for _, v := range p.Spec.Volumes {
-					if v.PersistentVolumeClaim == nil {
-						continue
-					}
-					sp.hasClaim = true
-					pvc, err := w.pvcs.PersistentVolumeClaims(s.cfg.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
-					if err == nil && pvc.DeletionTimestamp == nil {
-						sp.pvcUID = string(pvc.UID)
-					} else if err != nil && !apierrors.IsNotFound(err) {
-						return fmt.Errorf("get claim: %w", err)
-					}
+			p := byName[podName]
+			if p == nil {
+				// The StatefulSet still counts the pod: its node stays a (stopped) member.
+				if ord < replicas {
+					specs = append(specs, nodeSpec{pod: podName, ordinal: ord, member: true})
+				}
+				continue
+			}
+			sp := s.podSpec(p, gm.sts)
+			sp.ordinal, sp.member = ord, true
+			for _, v := range p.Spec.Volumes {
+				if v.PersistentVolumeClaim == nil {
+					continue
+				}
+				sp.hasClaim = true
+				pvc, err := w.pvcs.PersistentVolumeClaims(s.cfg.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
+				if err == nil && pvc.DeletionTimestamp == nil {
+					sp.pvcUID = string(pvc.UID)
+				} else if err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("get claim: %w", err)
 				}
 			}
 			specs = append(specs, sp)
 		}
 	}
-	return s.applyNodes(specs, expected, expectedData)
+	return s.applyNodes(specs)
+}
+
+// podSpec derives the node a pod runs from its CrateDB container: the command line (the
+// pod's own, else the StatefulSet template's), with Kubernetes' variable expansion, gives the
+// node name, roles, gateway, TLS and auth settings; the image tag gives the version.
+func (s *Sim) podSpec(p *corev1.Pod, sts *appsv1.StatefulSet) nodeSpec {
+	c := crateContainer(&p.Spec)
+	if c == nil || (len(c.Command) == 0 && len(c.Args) == 0) {
+		c = crateContainer(&sts.Spec.Template.Spec)
+	}
+	settings := podSettings(p, c)
+	image := ""
+	if c != nil {
+		image = c.Image
+	}
+	sp := nodeSpec{pod: p.Name, up: podUp(p), podUID: string(p.UID), settings: settings,
+		version: s.nodeVersion(image), ip: p.Status.PodIP}
+	if sp.ip == "" {
+		sp.ip = "127.0.0.1"
+	}
+	sp.name = settings["node.name"]
+	if sp.name == "" {
+		sp.name = randomNodeName(sp.podUID)
+	}
+	// CrateDB's defaults: every node is master-eligible and holds data.
+	sp.master = settings.bool("node.master", true)
+	sp.data = settings.bool("node.data", true)
+	if sp.up {
+		if err := s.startable(sp); err != nil {
+			s.logf("cratedbsim: pod %s: node does not start: %v", p.Name, err)
+			sp.up = false
+		}
+	}
+	return sp
+}
+
+// startable reports why a node would refuse to start: a setting its version does not know,
+// or TLS asked for without a certificate.
+func (s *Sim) startable(sp nodeSpec) error {
+	for k := range sp.settings {
+		if !knownNodeSetting(k, sp.version) {
+			return fmt.Errorf("unknown setting [%s] (CrateDB %s)", k, sp.version)
+		}
+	}
+	if (sp.settings.bool("ssl.http.enabled", false) || sp.settings.bool("ssl.psql.enabled", false)) && s.cfg.TLS == nil {
+		return errors.New("ssl enabled but no keystore (the simulator has no TLS certificate)")
+	}
+	return nil
 }
 
 // ordinalOf parses "<sts>-<n>".
