@@ -389,6 +389,16 @@ func statementDefs() []*stmtDef {
 			run:       func(*execCtx) (*result, error) { return rows([]column{{"1", oidInt4}}, []any{int32(1)}), nil },
 		},
 		{
+			// What crash runs right after connecting (crate/crash command.py _fetch_session_info).
+			patterns:  []string{"SELECT current_user, current_schema, name FROM sys.cluster"},
+			cols:      []column{{"current_user", oidVarchar}, {"current_schema", oidVarchar}, {"name", oidVarchar}},
+			stateless: true,
+			run: func(x *execCtx) (*result, error) {
+				return rows([]column{{"current_user", oidVarchar}, {"current_schema", oidVarchar}, {"name", oidVarchar}},
+					[]any{x.user, "doc", "crate"}), nil
+			},
+		},
+		{
 			patterns: []string{"SELECT max(severity) FROM sys.health"},
 			cols:     colsSeverity,
 			run: func(x *execCtx) (*result, error) {
