@@ -190,6 +190,32 @@ func expandShell(s, hostname string) string {
 	return strings.ReplaceAll(s, shellHostname, hostname)
 }
 
+// expandPlaceholders resolves CrateDB's ${VAR} setting placeholders from the container's
+// environment (the official guide writes -Cnode.name=${POD_NAME}); unknown ones stay.
+func expandPlaceholders(s string, env map[string]string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		name := s[i+2 : i+end]
+		b.WriteString(s[:i])
+		if v, ok := env[name]; ok {
+			b.WriteString(v)
+		} else {
+			b.WriteString(s[i : i+end+1])
+		}
+		s = s[i+end+1:]
+	}
+}
+
 // podSettings reads the -C settings of a pod's CrateDB container after Kubernetes' variable
 // expansion and the entrypoint's substitutions; later occurrences win, as in CrateDB.
 func podSettings(pod *corev1.Pod, c *corev1.Container) nodeSettings {
@@ -203,7 +229,7 @@ func podSettings(pod *corev1.Pod, c *corev1.Container) nodeSettings {
 		hostname = pod.Name
 	}
 	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
-		a = expandShell(expandKube(a, env), hostname)
+		a = expandPlaceholders(expandShell(expandKube(a, env), hostname), env)
 		rest, ok := strings.CutPrefix(a, "-C")
 		if !ok {
 			continue
