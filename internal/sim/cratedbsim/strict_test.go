@@ -127,8 +127,8 @@ func TestSettings(t *testing.T) {
 	}{
 		{`SET GLOBAL PERSISTENT "cluster.routing.allocation.enable" = 'none'`, "none"},
 		{`SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'`, "primaries"}, // transient wins
-		{`SET GLOBAL "cluster.routing.allocation.enable" = 'new_primaries'`, "new_primaries"},  // default: transient
-		{`RESET GLOBAL "cluster.routing.allocation.enable"`, "all"},                              // clears both
+		{`SET GLOBAL "cluster.routing.allocation.enable" = 'new_primaries'`, "new_primaries"},   // default: transient
+		{`RESET GLOBAL "cluster.routing.allocation.enable"`, "all"},                             // clears both
 		{`SET GLOBAL "cluster.routing.allocation.enabled" = 'all'`, "error:IllegalArgumentException[Setting 'cluster.routing.allocation.enabled' is not supported]"},
 		{`SET GLOBAL "gateway.expected_data_nodes" = 3`, "error:UnsupportedOperationException[Setting 'gateway.expected_data_nodes' cannot be set/reset at runtime]"},
 		{`RESET GLOBAL "no.such.setting"`, "error:IllegalArgumentException[Setting 'no.such.setting' is not supported]"},
