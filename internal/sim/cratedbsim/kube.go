@@ -23,7 +23,6 @@ import (
 const (
 	labelCluster   = "dbops.io/cluster"
 	labelNodeGroup = "dbops.io/node-group"
-	labelRole      = "dbops.io/role"
 	annotOrder     = "dbops.io/order"
 )
 
@@ -105,13 +104,11 @@ func (s *Sim) groupOf(sts *appsv1.StatefulSet) (g Group, order int, ok bool) {
 	c := s.cfg.Cluster
 	switch {
 	case sts.Name == "crate-master-"+c:
-		return Group{StatefulSet: sts.Name, NodePrefix: "master", Master: true}, -1, true
+		return Group{StatefulSet: sts.Name}, -1, true
 	case strings.HasPrefix(sts.Name, "crate-data-") && strings.HasSuffix(sts.Name, "-"+c) && len(sts.Name) > len("crate-data-")+len(c)+1:
-		group := strings.TrimSuffix(strings.TrimPrefix(sts.Name, "crate-data-"), "-"+c)
-		return Group{StatefulSet: sts.Name, NodePrefix: "data-" + group, Data: true}, order, true
+		return Group{StatefulSet: sts.Name}, order, true
 	case sts.Labels[labelCluster] == c && sts.Labels[labelNodeGroup] != "":
-		master := sts.Labels[labelRole] == "master"
-		return Group{StatefulSet: sts.Name, NodePrefix: sts.Labels[labelNodeGroup], Master: master, Data: !master}, order, true
+		return Group{StatefulSet: sts.Name}, order, true
 	}
 	return Group{}, 0, false
 }
@@ -140,11 +137,9 @@ func (s *Sim) resync(w *kubeWatch) error {
 		order int
 	}
 	var groups []member
-	hasMaster := false
 	for _, sts := range all {
 		if g, order, ok := s.groupOf(sts); ok {
 			groups = append(groups, member{sts, g, order})
-			hasMaster = hasMaster || g.Master
 		}
 	}
 	sort.Slice(groups, func(i, j int) bool {
@@ -154,9 +149,6 @@ func (s *Sim) resync(w *kubeWatch) error {
 		return groups[i].sts.Name < groups[j].sts.Name
 	})
 	// Without dedicated masters the first data group is master-eligible.
-	if !hasMaster && len(groups) > 0 {
-		groups[0].g.Master = true
-	}
 	pods, err := w.pods.Pods(s.cfg.Namespace).List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)

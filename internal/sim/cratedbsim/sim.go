@@ -25,13 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Group maps a StatefulSet to CrateDB node names "<NodePrefix>-<ordinal>".
+// Group names a StatefulSet whose pods are nodes of the cluster. Node names, roles and
+// settings come from each pod's command line, never from the group.
 type Group struct {
 	StatefulSet string
-	NodePrefix  string
-	// Master marks master-eligible nodes; Data marks nodes that hold shards.
-	Master bool
-	Data   bool
 }
 
 // StaticNode is a node of a simulator that runs without Kubernetes (Config.Client nil).
