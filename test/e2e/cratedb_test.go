@@ -141,13 +141,11 @@ func newCrateEnv(t *testing.T, systemUser bool) *crateEnv {
 
 	simCtx, cancel := context.WithCancel(context.Background())
 	sim, err := cratedbsim.Start(simCtx, cratedbsim.Config{
-		Client:         bed.Client,
-		Namespace:      ns,
-		Cluster:        x.name,
-		AddrBase:       "127.0.2",
-		EphemeralPorts: true,
-		TickInterval:   100 * time.Millisecond,
-		Logf:           x.simLog.logf,
+		Client:       bed.Client,
+		Namespace:    ns,
+		Cluster:      x.name,
+		TickInterval: 100 * time.Millisecond,
+		Logf:         x.simLog.logf,
 	})
 	if err != nil {
 		cancel()

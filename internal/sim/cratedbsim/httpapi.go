@@ -55,8 +55,11 @@ func (s *Sim) httpHandler(node string) http.Handler {
 	if node != "" {
 		mux.HandleFunc("POST /_sql", func(w http.ResponseWriter, r *http.Request) { s.serveSQL(node, w, r) })
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+			s.mu.Lock()
+			v := s.versionOfLocked(node)
+			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, map[string]any{"ok": true, "status": 200, "name": node, "cluster_name": "crate",
-				"version": map[string]any{"number": "5.10.0-simulator"}})
+				"version": map[string]any{"number": v.String()}})
 		})
 	}
 	mux.HandleFunc("GET /_sim/statements", func(w http.ResponseWriter, _ *http.Request) {
@@ -87,14 +90,24 @@ func writeSQLError(w http.ResponseWriter, err error) {
 func (s *Sim) serveSQL(node string, w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	user, password, given := r.BasicAuth()
-	if !given || user == "" {
-		user = "crate"
-		if u := r.Header.Get("X-User"); u != "" {
-			user = u
+	if !given {
+		// CrateDB's auth.trust.http_default_user.
+		user = s.nodeSettingsOf(node)["auth.trust.http_default_user"]
+		if user == "" {
+			user = "crate"
 		}
 	}
-	if _, err := s.authenticate(user, password, given); err != nil {
-		writeSQLError(w, err)
+	ci := connInfo{protocol: "http", remote: remoteIP(r.RemoteAddr), tls: r.TLS != nil, user: user}
+	needs, err := s.login(node, ci, password, given)
+	if err == nil && needs && !given {
+		err = errAuth(user)
+	}
+	if err != nil {
+		// CrateDB answers 401 with the reason as plain text (HttpAuthUpstreamHandler).
+		w.Header().Set("WWW-Authenticate", `Basic realm="CrateDB Authenticator"`)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, err.Error()+"\n")
 		return
 	}
 	var req SQLRequest

@@ -6,6 +6,7 @@ package bedwire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +25,23 @@ const ShimPackage = "github.com/kubectl-dbops/kubectl-dbops/cmd/crash-shim"
 
 // pollInterval is how often Attach looks for pods it has not wired yet.
 const pollInterval = 250 * time.Millisecond
+
+// ServerTLS is a server TLS configuration for a simulator of the test bed: a certificate
+// signed by the test bed CA (tb.CAPEM) for localhost, 127.0.0.1 and the cluster's
+// in-namespace service names, as a real cluster's certificate would name its pods.
+func ServerTLS(tb *testbed.Testbed, namespace string) (*tls.Config, error) {
+	certPEM, keyPEM, err := tb.IssueServerCert(
+		[]string{"localhost", "*." + namespace + ".svc", "*." + namespace + ".svc.cluster.local"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback})
+	if err != nil {
+		return nil, fmt.Errorf("issue simulator certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load simulator certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
 
 // InstallShim builds the crash shim (with the go tool, from the current module) into the
 // testbed's shim folder, unless it is already there.
