@@ -83,6 +83,7 @@ dbops.io/replicated-config.`,
 	cmd.Flags().StringArrayVar(&o.Users, "user", nil, "User to create as NAME=SECRET[/KEY] (default key password); repeatable")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: number of primaries, at least 1 (default: from the configuration, else 1)")
 	g.CrateDB.AddConnFlags(cmd.Flags())
+	g.CrateDB.AddBootstrapFlags(cmd.Flags())
 	return cmd
 }
 

@@ -223,7 +223,7 @@ func TestCrateBadInput(t *testing.T) {
 		{"bad list entry", []string{"scale", "db", "--data", "hot=3,cold"}, `--data "cold": want GROUP=N`, nil},
 		{"even masters", []string{"scale", "db", "--master", "4"}, "masters must be an odd number of at least 3 (allowed: 3, 5, 7, ...)", nil},
 		{"one master", []string{"scale", "db", "--master", "1"}, "masters must be an odd number of at least 3", nil},
-		{"bad sslmode", []string{"scale", "db", "--data", "hot=3", "--pg-sslmode", "prefer"}, `unknown --pg-sslmode "prefer"; allowed: disable, require, verify-ca, verify-full`, nil},
+		{"bad sslmode", []string{"scale", "db", "--data", "hot=3", "--pg-sslmode", "prefer"}, `unknown --pg-sslmode "prefer"; allowed: auto, disable, require, verify-ca, verify-full`, nil},
 		{"zero health checks", []string{"restart", "db", "--rolling", "--health-checks", "0"}, "--health-checks must be at least 1", nil},
 		{"missing password secret", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "nope", "--yes"}, `Secret prod/nope not found (wanted key "password")`, nil},
 		{"missing password key", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "app-pw/pass", "--yes"}, `Secret prod/app-pw has no key "pass"`, nil},
@@ -524,75 +524,129 @@ func TestCrateRestartReconnectsWhenPodGoes(t *testing.T) {
 	}
 }
 
-func TestCrateBootstrap(t *testing.T) {
-	e := newCrateEnv(t)
-	e.db.Do(func(d *cratedbtest.DB) { delete(d.Users, "system"); delete(d.Granted, "system") })
-	args := []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--yes", "--lock-id", "ci@test"}
-	r := e.run(args...)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
-	}
+// crashStatements returns what crash ran (from -c, else stdin), the first
+// two words of each, and fails the test when a secret is in an argv.
+func crashStatements(t *testing.T, execs []cratedbtest.Exec) []string {
+	t.Helper()
 	var stmts []string
-	for _, x := range e.db.Execs() {
-		if len(x) != 6 || x[0] != "crash" || x[3] != "http://localhost:4200" {
-			t.Fatalf("unexpected exec argv shape (len %d)", len(x))
+	for _, x := range execs {
+		if len(x.Argv) < 4 || x.Argv[0] != "crash" || x.Argv[3] != "http://localhost:4200" {
+			t.Fatalf("unexpected exec argv shape %q", x.Argv)
 		}
-		stmts = append(stmts, strings.Fields(x[5])[0]+" "+strings.Fields(x[5])[1])
-	}
-	if want := []string{"SET LICENSE", "CREATE USER", "GRANT ALL"}; !slices.Equal(stmts, want) {
-		t.Errorf("crash statements %v, want %v", stmts, want)
-	}
-	if want := []string{`CREATE USER "app" WITH (password = $1)`, `GRANT ALL PRIVILEGES TO "app"`}; !slices.Equal(e.db.Statements(true), want) {
-		t.Errorf("database writes %v, want %v", e.db.Statements(true), want)
-	}
-	e.db.Do(func(d *cratedbtest.DB) {
-		if d.Users["system"] != systemPW || d.Users["app"] != appPW || d.License != licKey || !d.Granted["app"] {
-			t.Errorf("state after bootstrap: users %d, license set %v, app granted %v", len(d.Users), d.License == licKey, d.Granted["app"])
+		for _, secret := range []string{systemPW, appPW, licKey} {
+			if strings.Contains(strings.Join(x.Argv, " "), secret) {
+				t.Fatalf("a secret is in the exec command line (API-server audit logs record it)")
+			}
 		}
-	})
-	first := e.eventMessages()
-	assertNoSecrets(t, "bootstrap output", r.out, r.err, first)
+		text := x.Stdin
+		if i := slices.Index(x.Argv, "-c"); i >= 0 {
+			text = x.Argv[i+1]
+		}
+		for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+			f := strings.Fields(l)
+			stmts = append(stmts, f[0]+" "+f[1])
+		}
+	}
+	return stmts
+}
 
-	// Second run: nothing to create, no statement changes anything.
-	execs, writes := len(e.db.Execs()), len(e.db.Statements(true))
-	r = e.run(args...)
-	if r.code != 0 {
-		t.Fatalf("second run: exit %d: %s\n%s", r.code, r.err, r.out)
+func TestCrateBootstrap(t *testing.T) {
+	tests := []struct {
+		version string
+		// crash statements of the first and the second run
+		first, second []string
+		note          string
+	}{
+		{"5.2.11", []string{"SELECT version['number']", "SET LICENSE", "CREATE USER", "GRANT ALL"}, []string{"SET LICENSE"}, ""},
+		{"5.10.1", []string{"SELECT version['number']", "CREATE USER", "GRANT ALL"}, nil,
+			"--license-secret is ignored: CrateDB 5.10.1 has no licenses"},
 	}
-	if n := len(e.db.Execs()); n != execs+1 {
-		t.Errorf("second run ran %d crash statements, want only the license (1)", n-execs)
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			e := newCrateEnv(t)
+			e.db.Do(func(d *cratedbtest.DB) {
+				delete(d.Users, "system")
+				delete(d.Granted, "system")
+				d.Version = tt.version
+			})
+			args := []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--yes", "--lock-id", "ci@test"}
+			r := e.run(args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+			}
+			if got := crashStatements(t, e.db.Execs()); !slices.Equal(got, tt.first) {
+				t.Errorf("crash statements %v, want %v", got, tt.first)
+			}
+			for _, x := range e.db.Execs() {
+				if strings.Contains(x.Stdin, "password") && slices.Contains(x.Argv, "-c") {
+					t.Errorf("a password statement went to crash with -c")
+				}
+			}
+			if want := []string{`CREATE USER "app" WITH (password = $1)`, `GRANT ALL PRIVILEGES TO "app"`}; !slices.Equal(e.db.Statements(true), want) {
+				t.Errorf("database writes %v, want %v", e.db.Statements(true), want)
+			}
+			wantLicense := ""
+			if len(tt.second) > 0 {
+				wantLicense = licKey
+			}
+			e.db.Do(func(d *cratedbtest.DB) {
+				if d.Users["system"] != systemPW || d.Users["app"] != appPW || d.License != wantLicense || !d.Granted["app"] {
+					t.Errorf("state after bootstrap: users %d, license set %v, app granted %v", len(d.Users), d.License != "", d.Granted["app"])
+				}
+			})
+			first := e.eventMessages()
+			assertNoSecrets(t, "bootstrap output", r.out, r.err, first)
+
+			// Second run: the version is read over PostgreSQL now; nothing to
+			// create, no statement changes anything.
+			execs, writes := len(e.db.Execs()), len(e.db.Statements(true))
+			r = e.run(args...)
+			if r.code != 0 {
+				t.Fatalf("second run: exit %d: %s\n%s", r.code, r.err, r.out)
+			}
+			if got := crashStatements(t, e.db.Execs()[execs:]); !slices.Equal(got, tt.second) {
+				t.Errorf("second run ran crash statements %v, want %v", got, tt.second)
+			}
+			if tt.note != "" && !strings.Contains(r.out+r.err, tt.note) {
+				t.Errorf("second run does not say %q:\n%s", tt.note, r.out)
+			}
+			if w := e.db.Statements(true)[writes:]; len(w) > 0 {
+				t.Errorf("second run wrote %v", w)
+			}
+			assertNoSecrets(t, "second bootstrap output", r.out, r.err, e.eventMessages())
+		})
 	}
-	if w := e.db.Statements(true)[writes:]; len(w) > 0 {
-		t.Errorf("second run wrote %v", w)
-	}
-	assertNoSecrets(t, "second bootstrap output", r.out, r.err, e.eventMessages())
 }
 
 func TestCrateBootstrapAlreadyExists(t *testing.T) {
-	e := newCrateEnv(t)
-	// The system user exists with another password: CREATE reports
-	// AlreadyExists, ALTER sets the Secret's password.
-	e.db.Do(func(d *cratedbtest.DB) { d.Users["system"] = "old-password"; delete(d.Granted, "system") })
-	r := e.run("bootstrap", "db", "--yes", "--lock-id", "ci@test")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	for _, version := range []string{"5.5.2", "5.10.1"} {
+		t.Run(version, func(t *testing.T) {
+			e := newCrateEnv(t)
+			// The system user exists with another password: CREATE reports
+			// the version's AlreadyExists error, ALTER sets the Secret's password.
+			e.db.Do(func(d *cratedbtest.DB) {
+				d.Users["system"] = "old-password"
+				delete(d.Granted, "system")
+				d.Version = version
+			})
+			r := e.run("bootstrap", "db", "--yes", "--lock-id", "ci@test")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+			}
+			if got, want := crashStatements(t, e.db.Execs()), []string{"SELECT version['number']", "CREATE USER", "ALTER USER", "GRANT ALL"}; !slices.Equal(got, want) {
+				t.Errorf("crash statements %v, want %v", got, want)
+			}
+			e.db.Do(func(d *cratedbtest.DB) {
+				if d.Users["system"] != systemPW {
+					t.Error("system password not set from the Secret")
+				}
+			})
+			if ev := e.eventMessages(); !strings.Contains(ev, "DbopsAlterUser") {
+				t.Errorf("no DbopsAlterUser audit event:\n%s", ev)
+			}
+			assertNoSecrets(t, "bootstrap output", r.out, r.err, e.eventMessages())
+		})
 	}
-	var stmts []string
-	for _, x := range e.db.Execs() {
-		stmts = append(stmts, strings.Fields(x[5])[0])
-	}
-	if want := []string{"CREATE", "ALTER", "GRANT"}; !slices.Equal(stmts, want) {
-		t.Errorf("crash statements %v, want %v", stmts, want)
-	}
-	e.db.Do(func(d *cratedbtest.DB) {
-		if d.Users["system"] != systemPW {
-			t.Error("system password not set from the Secret")
-		}
-	})
-	if ev := e.eventMessages(); !strings.Contains(ev, "DbopsAlterUser") {
-		t.Errorf("no DbopsAlterUser audit event:\n%s", ev)
-	}
-	assertNoSecrets(t, "bootstrap output", r.out, r.err, e.eventMessages())
 }
 
 func TestCrateStatusHealth(t *testing.T) {

@@ -46,8 +46,9 @@ type Connector interface {
 	Connect(ctx context.Context, c *ops.Cluster, creds Credentials, avoid []string) (DB, string, error)
 }
 
-// SSLModes lists the accepted --pg-sslmode values, libpq's verifying ones.
-func SSLModes() []string { return []string{"disable", "require", "verify-ca", "verify-full"} }
+// SSLModes lists the accepted --pg-sslmode values: auto (from the
+// StatefulSet's -Cssl.psql.enabled) and libpq's verifying ones.
+func SSLModes() []string { return []string{"auto", "disable", "require", "verify-ca", "verify-full"} }
 
 // PGConnector connects over pgx, through a port-forward to port 5432 of a
 // pod, or directly to Host:Port when Host is set (inside the cluster).
@@ -63,14 +64,14 @@ type PGConnector struct {
 	ConnectTimeout time.Duration
 }
 
-const pgPort = 5432
-
 // Connect implements Connector.
 func (p *PGConnector) Connect(ctx context.Context, c *ops.Cluster, creds Credentials, avoid []string) (DB, string, error) {
 	tlsCfg, err := p.tlsConfig(ctx, c)
 	if err != nil {
 		return nil, "", err
 	}
+	// The pod's PostgreSQL port, as its StatefulSet declares it.
+	pgPort, _ := ClusterTLS(c)
 	if p.Host != "" {
 		port := p.Port
 		if port == 0 {
@@ -138,8 +139,16 @@ func candidatePods(c *ops.Cluster, avoid []string) []string {
 
 func (p *PGConnector) tlsConfig(ctx context.Context, c *ops.Cluster) (*tls.Config, error) {
 	mode := p.SSLMode
-	if mode == "" {
+	if mode == "" || mode == "auto" {
+		// What the cluster serves: TLS when -Cssl.psql.enabled, checked
+		// against the CA when one is given.
 		mode = "disable"
+		if _, tlsOn := ClusterTLS(c); tlsOn {
+			mode = "require"
+			if !p.CA.IsZero() {
+				mode = "verify-ca"
+			}
+		}
 	}
 	if mode == "disable" {
 		return nil, nil
@@ -167,7 +176,7 @@ func (p *PGConnector) tlsConfig(ctx context.Context, c *ops.Cluster) (*tls.Confi
 	case "verify-full":
 		return &tls.Config{RootCAs: pool}, nil
 	default:
-		return nil, ops.Usagef("unknown --pg-sslmode %q; allowed: disable, require, verify-ca, verify-full", mode)
+		return nil, ops.Usagef("unknown --pg-sslmode %q; allowed: auto, disable, require, verify-ca, verify-full", mode)
 	}
 }
 

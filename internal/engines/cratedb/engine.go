@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,8 +48,12 @@ type Config struct {
 	PollInterval time.Duration
 	// PollErrors is how many database errors in a row a wait tolerates.
 	PollErrors int
-	// HTTPScheme is http or https, for crash's --host.
+	// HTTPScheme is http or https, for crash's --host ("" = from the
+	// StatefulSet's -Cssl.http.enabled).
 	HTTPScheme string
+	// CrashUser is the user crash logs in as ("" = the user of the
+	// StatefulSet's local trust entry, else crash's default).
+	CrashUser string
 	// AllowRollingUpdate lets scale change the gateway arguments of a
 	// StatefulSet whose updateStrategy is not OnDelete (its controller
 	// then restarts the pods by itself).
@@ -57,7 +62,9 @@ type Config struct {
 
 // Execer runs a command in a container (kube.Exec in production).
 type Execer interface {
-	Exec(ctx context.Context, namespace, pod, container string, argv []string) (stdout, stderr []byte, err error)
+	// stdin, when not nil, is the command's standard input: statements
+	// that carry secrets go there, never into argv.
+	Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) (stdout, stderr []byte, err error)
 }
 
 // Engine implements ops.Engine, ops.Scaler and ops.Bootstrapper.
@@ -91,9 +98,6 @@ func New(client kubernetes.Interface, connector Connector, execer Execer, cfg Co
 	}
 	if cfg.PollErrors <= 0 {
 		cfg.PollErrors = DefaultPollErrors
-	}
-	if cfg.HTTPScheme == "" {
-		cfg.HTTPScheme = "http"
 	}
 	return &Engine{client: client, connector: connector, execer: execer, cfg: cfg,
 		sessions: map[string]*session{}, pwCache: map[string]string{}}

@@ -3,6 +3,7 @@ package cratedb_test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,8 +122,16 @@ func TestParseSecretRef(t *testing.T) {
 // leakyExecer fails like a crash that echoes its statement.
 type leakyExecer struct{}
 
-func (leakyExecer) Exec(_ context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
-	return []byte("SQLActionException: " + argv[5]), []byte(argv[5]), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+func (leakyExecer) Exec(_ context.Context, ns, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+	stmt := strings.Join(argv, " ")
+	if stdin != nil {
+		b, _ := io.ReadAll(stdin)
+		stmt = string(b)
+	}
+	if strings.Contains(stmt, "version['number']") {
+		return []byte("| version['number'] |\n| 5.10.1 |\nSELECT 1 row in set (0.001 sec)\n"), nil, nil
+	}
+	return []byte("SQLActionException: " + stmt), []byte(stmt), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
 }
 
 func TestBootstrapErrorsRedactSecrets(t *testing.T) {

@@ -44,8 +44,11 @@ func sqlCreateUserParam(name string) string {
 
 func sqlGrantAll(name string) string { return `GRANT ALL PRIVILEGES TO ` + quoteIdent(name) }
 
-// crash statements carry secrets inline (crash -c has no parameters); the
-// redacted forms are for plans.
+// sqlVersions reads every node's version.
+const sqlVersions = `SELECT version['number'] FROM sys.nodes`
+
+// crash statements carry secrets inline (crash has no parameters), so they
+// go to crash on stdin; the redacted forms are for plans.
 func crashSetLicense(key string) string { return "SET LICENSE " + quoteLiteral(key) + ";" }
 func crashCreateUser(name, pw string) string {
 	return "CREATE USER " + quoteIdent(name) + " WITH (password = " + quoteLiteral(pw) + ");"

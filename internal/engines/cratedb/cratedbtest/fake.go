@@ -4,9 +4,11 @@
 package cratedbtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -62,7 +64,7 @@ type DB struct {
 	calls    []Call
 	connects []string
 	dead     map[string]bool // pods whose connections dropped
-	execs    [][]string
+	execs    []Exec
 }
 
 // New returns a green fake with the given nodes, master the first.
@@ -110,8 +112,8 @@ func (d *DB) Connects() []string {
 	return slices.Clone(d.connects)
 }
 
-// Execs lists crash argv vectors run.
-func (d *DB) Execs() [][]string {
+// Execs lists the crash runs.
+func (d *DB) Execs() []Exec {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Clone(d.execs)
@@ -346,44 +348,96 @@ var (
 	reCrashLic    = regexp.MustCompile(`^SET LICENSE '((?:[^']|'')*)';$`)
 )
 
-// Execer returns a cratedb.Execer that runs crash statements against d,
-// printing what crash prints.
+// Exec is one crash run the fake saw.
+type Exec struct {
+	Argv  []string
+	Stdin string
+}
+
+// Execer returns a cratedb.Execer that runs crash against d, printing
+// what crash prints: statements from -c, else from stdin.
 func (d *DB) Execer() cratedb.Execer { return execer{d} }
 
 type execer struct{ d *DB }
 
-func (x execer) Exec(_ context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
+// versionAtLeast compares d.Version's major.minor.
+func (d *DB) versionAtLeast(major, minor int) bool {
+	var ma, mi int
+	_, _ = fmt.Sscanf(d.Version, "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
+}
+
+func (x execer) Exec(_ context.Context, ns, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
 	d := x.d
+	var in string
+	if stdin != nil {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, nil, err
+		}
+		in = string(b)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.execs = append(d.execs, slices.Clone(argv))
-	if container != "crate" || len(argv) != 6 || argv[0] != "crash" || argv[4] != "-c" {
+	d.execs = append(d.execs, Exec{Argv: slices.Clone(argv), Stdin: in})
+	if container != "crate" || len(argv) < 4 || argv[0] != "crash" || argv[2] != "--host" {
 		return nil, []byte("unexpected command"), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 2}
 	}
-	unq := func(s string) string { return strings.ReplaceAll(s, "''", "'") }
-	stmt := argv[5]
-	fail := func(msg string) ([]byte, []byte, error) {
-		return []byte(msg + "\n"), nil, &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+	var stmts []string
+	if i := slices.Index(argv, "-c"); i >= 0 && i+1 < len(argv) {
+		stmts = []string{argv[i+1]}
+	} else {
+		for _, l := range strings.Split(in, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				stmts = append(stmts, l)
+			}
+		}
 	}
-	switch m := reCrashCreate.FindStringSubmatch(stmt); {
-	case m != nil:
+	var out bytes.Buffer
+	for _, stmt := range stmts {
+		msg, ok := d.crashStatement(stmt)
+		out.WriteString(msg + "\n")
+		if !ok {
+			return out.Bytes(), nil, &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+		}
+	}
+	return out.Bytes(), nil, nil
+}
+
+// crashStatement runs one statement; d.mu is held.
+func (d *DB) crashStatement(stmt string) (string, bool) {
+	unq := func(s string) string { return strings.ReplaceAll(s, "''", "'") }
+	if stmt == `SELECT version['number'] FROM sys.nodes;` {
+		var b strings.Builder
+		b.WriteString("+-------------------+\n| version['number'] |\n+-------------------+\n")
+		for range d.Nodes {
+			fmt.Fprintf(&b, "| %-17s |\n", d.Version)
+		}
+		fmt.Fprintf(&b, "+-------------------+\nSELECT %d rows in set (0.001 sec)", len(d.Nodes))
+		return b.String(), true
+	}
+	exists := "UserAlreadyExistsException[User '%s' already exists]"
+	if d.versionAtLeast(5, 6) {
+		exists = "RoleAlreadyExistsException[Role '%s' already exists]"
+	}
+	if m := reCrashCreate.FindStringSubmatch(stmt); m != nil {
 		if _, ok := d.Users[m[1]]; ok {
-			return fail(fmt.Sprintf("RoleAlreadyExistsException[Role '%s' already exists]", m[1]))
+			return fmt.Sprintf(exists, m[1]), false
 		}
 		d.Users[m[1]] = unq(m[2])
-		return []byte("CREATE OK, 1 row affected  (0.050 sec)\n"), nil, nil
+		return "CREATE OK, 1 row affected  (0.050 sec)", true
 	}
 	if m := reCrashAlter.FindStringSubmatch(stmt); m != nil {
 		d.Users[m[1]] = unq(m[2])
-		return []byte("ALTER OK, 1 row affected  (0.020 sec)\n"), nil, nil
+		return "ALTER OK, 1 row affected  (0.020 sec)", true
 	}
 	if m := reCrashGrant.FindStringSubmatch(stmt); m != nil {
 		d.Granted[m[1]] = true
-		return []byte("GRANT OK, 4 rows affected  (0.020 sec)\n"), nil, nil
+		return "GRANT OK, 4 rows affected  (0.020 sec)", true
 	}
-	if m := reCrashLic.FindStringSubmatch(stmt); m != nil {
+	if m := reCrashLic.FindStringSubmatch(stmt); m != nil && !d.versionAtLeast(5, 3) {
 		d.License = unq(m[1])
-		return []byte("SET OK, 1 row affected  (0.010 sec)\n"), nil, nil
+		return "SET OK, 1 row affected  (0.010 sec)", true
 	}
-	return fail("SQLParseException[line 1: mismatched input]")
+	return "SQLParseException[line 1: mismatched input]", false
 }
