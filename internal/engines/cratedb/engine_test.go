@@ -366,3 +366,39 @@ func TestNodeIdentityRefusals(t *testing.T) {
 		})
 	}
 }
+
+func TestRestartTransientErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		failures int
+		wantErr  string
+	}{
+		{"a master election's errors are ridden out", 5, ""},
+		{"persistent errors fail the step, allocation re-enabled", 1000, "database errors in a row"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3})
+			fakecluster.Start(t, client, "prod")
+			e := engine(client, db, nil)
+			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Groups: []string{"master"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// From the first pod's gate on, every poll fails for a while.
+			db.Do(func(d *cratedbtest.DB) { d.Failures, d.FailOn = tt.failures, "SELECT" })
+			err = (&ops.Executor{Locker: &journalLock{}, Timeout: time.Minute}).Run(context.Background(), p)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("restart failed: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "shard allocation was re-enabled")):
+				t.Fatalf("err = %v, want %q and the re-enabled allocation reported", err, tt.wantErr)
+			}
+			db.Do(func(d *cratedbtest.DB) {
+				if d.Allocation != "" {
+					t.Errorf("allocation left at %q", d.Allocation)
+				}
+			})
+		})
+	}
+}

@@ -2,6 +2,7 @@ package cratedb
 
 import (
 	"context"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"slices"
@@ -224,5 +225,57 @@ func TestExpandEnv(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("expandEnv(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+func TestSpecOf(t *testing.T) {
+	group := func(c corev1.Container) *ops.NodeGroup {
+		c.Name = "crate"
+		s := &appsv1.StatefulSet{}
+		s.Spec.Template.Spec.Containers = []corev1.Container{c}
+		return &ops.NodeGroup{Object: s}
+	}
+	hba := []string{"-Cauth.host_based.enabled=true", "-Cauth.host_based.config.0.user=crate", "-Cauth.host_based.config.0.address=_local_",
+		"-Cauth.host_based.config.0.method=trust", "-Cauth.host_based.config.99.method=password"}
+	tests := []struct {
+		name string
+		c    corev1.Container
+		want crateSpec
+		argv string // crash argv, "" = refused
+	}{
+		{"defaults", corev1.Container{Args: []string{"crate"}}, crateSpec{HTTPPort: 4200, PGPort: 5432},
+			"crash --verify-ssl=false --host http://localhost:4200"},
+		{"TLS and named ports, operator command", corev1.Container{
+			Command: append([]string{"/docker-entrypoint.sh", "crate", "-Cssl.http.enabled=true", "-Cssl.psql.enabled=true"}, hba...),
+			Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: 4201}, {Name: "postgres", ContainerPort: 5433}}},
+			crateSpec{HTTPPort: 4201, PGPort: 5433, HTTPSSL: true, PGSSL: true, HBA: true, HasTrust: true, TrustUser: "crate"},
+			"crash --verify-ssl=false --host https://localhost:4201 --username crate"},
+		{"port settings win, inside a shell line", corev1.Container{Command: []string{"sh", "-c", "exec crate -Chttp.port=4300 -Cpsql.port=6432"},
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 4200}}}, crateSpec{HTTPPort: 4300, PGPort: 6432},
+			"crash --verify-ssl=false --host http://localhost:4300"},
+		{"host-based auth without trust", corev1.Container{Args: []string{"-Cauth.host_based.enabled=true", "-Cauth.host_based.config.99.method=password"}},
+			crateSpec{HTTPPort: 4200, PGPort: 5432, HBA: true}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := specOf(group(tt.c))
+			if got != tt.want {
+				t.Errorf("specOf = %+v, want %+v", got, tt.want)
+			}
+			e := New(nil, nil, nil, Config{})
+			user, err := e.crashUser(got)
+			if tt.argv == "" {
+				if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), "--crash-user") {
+					t.Errorf("no trust entry: %v, want a usage error naming --crash-user", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if argv := strings.Join(e.crashBase(got, user), " "); argv != tt.argv {
+				t.Errorf("crash argv %q, want %q", argv, tt.argv)
+			}
+		})
 	}
 }

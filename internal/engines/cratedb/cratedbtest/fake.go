@@ -57,9 +57,10 @@ type DB struct {
 	Hosts, IPs, IDs map[string]string
 	// Version is every node's version['number'] (default 5.10.1).
 	Version string
-	// Failures makes that many next statements fail like a master
-	// election does (transient).
+	// Failures makes that many next statements (those starting with
+	// FailOn, when set) fail like a master election does (transient).
 	Failures int
+	FailOn   string
 
 	calls    []Call
 	connects []string
@@ -233,7 +234,7 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return nil, errors.New("conn closed")
 	}
 	d.calls = append(d.calls, Call{Pod: c.pod, SQL: sql, Args: args})
-	if d.Failures > 0 {
+	if d.Failures > 0 && strings.HasPrefix(sql, d.FailOn) {
 		d.Failures--
 		return nil, errors.New("ERROR: NotMasterException[no master elected yet] (transient)")
 	}
