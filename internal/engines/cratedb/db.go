@@ -299,6 +299,11 @@ type session struct {
 	connector Connector
 	creds     func(ctx context.Context) (Credentials, error)
 	cluster   *ops.Cluster
+	// timeout bounds one statement: a connection whose pod went away
+	// (a port-forward that stalls instead of failing) must not hang a
+	// wait forever. pgx closes a connection whose query was cancelled,
+	// so the retry below reconnects.
+	timeout time.Duration
 
 	mu  sync.Mutex
 	db  DB
@@ -336,14 +341,49 @@ func (s *session) retry(ctx context.Context, avoid []string, f func(DB) error) e
 	if err != nil {
 		return err
 	}
-	err = f(db)
+	err = s.bounded(ctx, db, f)
 	if err == nil || db.Alive() || ctx.Err() != nil {
 		return err
 	}
 	if db, err = s.get(ctx, avoid); err != nil {
 		return err
 	}
-	return f(db)
+	return s.bounded(ctx, db, f)
+}
+
+// bounded runs f with the statement timeout; a timed-out connection is
+// closed so the next attempt opens a new one.
+func (s *session) bounded(ctx context.Context, db DB, f func(DB) error) error {
+	if s.timeout <= 0 {
+		return f(db)
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := f(&ctxDB{DB: db, ctx: qctx})
+	if err != nil && ctx.Err() == nil && qctx.Err() != nil {
+		s.mu.Lock()
+		if s.db == db {
+			_ = db.Close(context.WithoutCancel(ctx))
+			s.db, s.pod = nil, ""
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("no answer within %s: %w", s.timeout, err)
+	}
+	return err
+}
+
+// ctxDB runs every call with its own context (the statement timeout).
+type ctxDB struct {
+	DB
+	ctx context.Context
+}
+
+func (d *ctxDB) Query(_ context.Context, sql string, args ...any) ([][]any, error) {
+	return d.DB.Query(d.ctx, sql, args...)
+}
+
+func (d *ctxDB) Exec(_ context.Context, sql string, args ...any) error {
+	return d.DB.Exec(d.ctx, sql, args...)
 }
 
 func (s *session) query(ctx context.Context, avoid []string, sql string, args ...any) ([][]any, error) {

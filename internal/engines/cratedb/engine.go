@@ -25,6 +25,8 @@ const (
 	// DefaultPollErrors is how many database errors in a row a wait
 	// tolerates (a master election takes a few seconds).
 	DefaultPollErrors = 10
+	// DefaultQueryTimeout bounds one statement.
+	DefaultQueryTimeout = 20 * time.Second
 	// SystemUser is the user the procedures act as.
 	SystemUser = "system"
 	// DefaultPasswordKey is the Secret key of passwords.
@@ -48,6 +50,8 @@ type Config struct {
 	PollInterval time.Duration
 	// PollErrors is how many database errors in a row a wait tolerates.
 	PollErrors int
+	// QueryTimeout bounds one statement (default 20s).
+	QueryTimeout time.Duration
 	// HTTPScheme is http or https, for crash's --host ("" = from the
 	// StatefulSet's -Cssl.http.enabled).
 	HTTPScheme string
@@ -95,6 +99,9 @@ func New(client kubernetes.Interface, connector Connector, execer Execer, cfg Co
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	if cfg.PollErrors <= 0 {
 		cfg.PollErrors = DefaultPollErrors
@@ -158,7 +165,7 @@ func (e *Engine) session(c *ops.Cluster) *session {
 	if s, ok := e.sessions[key]; ok {
 		return s
 	}
-	s := &session{connector: e.connector, cluster: c, creds: func(ctx context.Context) (Credentials, error) {
+	s := &session{connector: e.connector, cluster: c, timeout: e.cfg.QueryTimeout, creds: func(ctx context.Context) (Credentials, error) {
 		pw, err := e.systemPassword(ctx, c)
 		return Credentials{User: SystemUser, Password: pw}, err
 	}}
