@@ -234,3 +234,66 @@ func TestCrateDBBootstrapIgnoresLicenseOn510(t *testing.T) {
 		}
 	}
 }
+
+// TestCrateDBTLS: a cluster with -Cssl.http.enabled / -Cssl.psql.enabled and password logins
+// only over TLS (the operator's host-based auth) bootstraps and restarts with no TLS flag.
+func TestCrateDBTLS(t *testing.T) {
+	x := newCrateEnvWith(t, crateSetup{systemUser: true, layout: bedwire.LayoutOperator, tls: true})
+	appPW := "app-" + randomHex(t, 10)
+	createSecret(t, x.ns, "app-secret", map[string]string{"password": appPW})
+	res := runCLI(t, x.env, x.args("bootstrap", "--user", "app=app-secret", "--yes", "--no-tui")...)
+	if res.Code != 0 {
+		t.Fatalf("bootstrap over TLS: want exit 0: %s", res)
+	}
+	created := false
+	for _, s := range x.toolStatements(0) {
+		if strings.HasPrefix(s.Statement, `CREATE USER "app"`) {
+			created = true
+		}
+	}
+	if !created {
+		t.Errorf("bootstrap did not create user app:\n%s", dumpStatements(x.toolStatements(0)))
+	}
+	before := x.shardState()
+	res = runCLI(t, x.env, x.args("restart", "--rolling", "--group", "hot", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")...)
+	if res.Code != 0 {
+		t.Fatalf("restart over TLS: want exit 0: %s", res)
+	}
+	x.wantSameShards("restart", before)
+}
+
+// TestCrateDBRestartTransientErrors: master elections answer with transient errors and
+// stopped nodes stay in sys.nodes for a while; a rolling restart rides that out. A restart
+// that fails (a timeout while a pod is out) leaves shard allocation enabled.
+func TestCrateDBRestartTransientErrors(t *testing.T) {
+	x := newCrateEnvWith(t, crateSetup{systemUser: true, chaos: cratedbsim.Chaos{ElectionErrors: 3, ShutdownGrace: 2 * time.Second}})
+	before := x.shardState()
+	res := runCLI(t, x.env, x.args("restart", "--rolling", "--group", "master", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")...)
+	if res.Code != 0 {
+		t.Fatalf("restart with transient errors: want exit 0: %s", res)
+	}
+	x.wantSameShards("restart", before)
+
+	// Fails: the timeout ends the run while it waits for a pod's node; allocation must be
+	// enabled again when the command has exited.
+	res = runCLI(t, x.env, x.args("restart", "--rolling", "--group", "hot", "--yes", "--no-tui", "--timeout", "1s")...)
+	if res.Code == 0 {
+		t.Fatalf("restart with a 1s timeout succeeded: %s", res)
+	}
+	var set, reset int
+	for _, s := range x.toolStatements(0) {
+		switch {
+		case strings.HasPrefix(s.Statement, `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable"`):
+			set = s.Seq
+		case strings.HasPrefix(s.Statement, `RESET GLOBAL "cluster.routing.allocation.enable"`) && s.Error == "":
+			reset = s.Seq
+		}
+	}
+	if set == 0 || reset < set {
+		t.Errorf("allocation held at primaries after a failed restart (last SET #%d, last RESET #%d):\n%s", set, reset, dumpStatements(x.toolStatements(0)))
+	}
+	res2 := x.sql(`SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`)
+	if len(res2.Rows) != 1 || fmt.Sprint(res2.Rows[0][0]) != "all" {
+		t.Errorf("cluster.routing.allocation.enable = %v after the failed restart, want all", res2.Rows)
+	}
+}

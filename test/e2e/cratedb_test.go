@@ -64,6 +64,7 @@ type crateEnv struct {
 	layout bedwire.Layout
 	// groups are the node groups (crateE2EGroups unless a test needs another shape).
 	groups []crateE2EGroup
+	tls    bool
 	sim    *cratedbsim.Sim
 	sysPW  string
 	simLog *simLogLines
@@ -124,7 +125,7 @@ var crateLayouts = []struct {
 
 // fixture is the bedwire fixture of x's StatefulSets.
 func (x *crateEnv) fixture() bedwire.Fixture {
-	f := bedwire.Fixture{Cluster: x.name, Layout: x.layout}
+	f := bedwire.Fixture{Cluster: x.name, Layout: x.layout, TLS: x.tls}
 	for _, g := range x.groups {
 		f.Groups = append(f.Groups, bedwire.Group{Name: g.name, Replicas: g.replicas})
 	}
@@ -142,8 +143,26 @@ func newCrateEnvLayout(t *testing.T, systemUser bool, layout bedwire.Layout) *cr
 
 func newCrateEnvGroups(t *testing.T, systemUser bool, layout bedwire.Layout, groups []crateE2EGroup) *crateEnv {
 	t.Helper()
+	return newCrateEnvWith(t, crateSetup{systemUser: systemUser, layout: layout, groups: groups})
+}
+
+// crateSetup is how a test wants its cluster.
+type crateSetup struct {
+	systemUser bool
+	layout     bedwire.Layout
+	groups     []crateE2EGroup // nil = crateE2EGroups
+	tls        bool            // -Cssl.http/psql.enabled, passwords only over TLS
+	chaos      cratedbsim.Chaos
+}
+
+func newCrateEnvWith(t *testing.T, cs crateSetup) *crateEnv {
+	t.Helper()
+	if cs.groups == nil {
+		cs.groups = crateE2EGroups
+	}
 	ns := newNamespace(t)
-	x := &crateEnv{t: t, ns: ns, name: crateE2ECluster, layout: layout, groups: groups, sysPW: "sys-" + randomHex(t, 12), simLog: &simLogLines{}}
+	x := &crateEnv{t: t, ns: ns, name: crateE2ECluster, layout: cs.layout, groups: cs.groups, tls: cs.tls, sysPW: "sys-" + randomHex(t, 12), simLog: &simLogLines{}}
+	systemUser := cs.systemUser
 	ctx := t.Context()
 	_, total := x.fixture().Counts()
 	for _, sts := range x.fixture().StatefulSets() {
@@ -168,14 +187,23 @@ func newCrateEnvGroups(t *testing.T, systemUser bool, layout bedwire.Layout, gro
 		t.Fatalf("create system secret: %v", err)
 	}
 
-	simCtx, cancel := context.WithCancel(context.Background())
-	sim, err := cratedbsim.Start(simCtx, cratedbsim.Config{
+	simCfg := cratedbsim.Config{
 		Client:       bed.Client,
 		Namespace:    ns,
 		Cluster:      x.name,
 		TickInterval: 100 * time.Millisecond,
 		Logf:         x.simLog.logf,
-	})
+		Chaos:        cs.chaos,
+	}
+	if cs.tls {
+		tlsCfg, err := bedwire.ServerTLS(bed, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		simCfg.TLS = tlsCfg
+	}
+	simCtx, cancel := context.WithCancel(context.Background())
+	sim, err := cratedbsim.Start(simCtx, simCfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("start simulator: %v", err)

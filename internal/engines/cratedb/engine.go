@@ -391,6 +391,14 @@ func (e *Engine) pollDB(ctx context.Context, sc *ops.StepContext, check func() (
 	return e.pollDBEvery(ctx, sc, e.cfg.PollInterval, check)
 }
 
+// execDB runs an idempotent statement, retrying transient errors like
+// pollDB (a master election fails writes for a few seconds).
+func (e *Engine) execDB(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, avoid []string, sql string, args ...any) error {
+	return e.pollDB(ctx, sc, func() (bool, error) {
+		return true, e.session(c).exec(ctx, avoid, sql, args...)
+	})
+}
+
 func (e *Engine) pollDBEvery(ctx context.Context, sc *ops.StepContext, interval time.Duration, check func() (bool, error)) error {
 	failures := 0
 	return wait(ctx, interval, func() (bool, error) {

@@ -173,7 +173,7 @@ func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 			return nil
 		}
 		q := sqlSetExclusions(strings.Join(append(cur, add...), ","))
-		if err := sess.exec(ctx, pods, q); err != nil {
+		if err := e.execDB(ctx, sc, c, pods, q); err != nil {
 			return sqlErr(q, err)
 		}
 		for _, p := range batch {

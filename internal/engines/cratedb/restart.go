@@ -45,7 +45,7 @@ func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod
 		return err
 	}
 	// Never talk through the pod about to be deleted.
-	if err := g.e.session(g.c).exec(ctx, []string{p.Name}, sqlAllocPrimaries); err != nil {
+	if err := g.e.execDB(ctx, sc, g.c, []string{p.Name}, sqlAllocPrimaries); err != nil {
 		return sqlErr(sqlAllocPrimaries, err)
 	}
 	sc.Audit(ctx, podRef(g.c, p), "DbopsAllocationPrimaries",
@@ -55,14 +55,14 @@ func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod
 
 // After implements ops.RestartGate.
 func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
-	e, s := g.e, g.e.session(g.c)
+	e := g.e
 	sc.Waiting(fmt.Sprintf("waiting for %s to rejoin (sys.nodes)", g.node(p)))
 	names, err := e.waitPodNodes(ctx, sc, g.c, []string{p.Name}, nil)
 	if err != nil {
 		return err
 	}
 	node := names[0]
-	if err := s.exec(ctx, nil, sqlAllocReset); err != nil {
+	if err := e.execDB(ctx, sc, g.c, nil, sqlAllocReset); err != nil {
 		return sqlErr(sqlAllocReset, err)
 	}
 	sc.Audit(ctx, podRef(g.c, p), "DbopsAllocationEnabled",
@@ -115,7 +115,7 @@ func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err e
 	// The step's context may be cancelled already.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), allocResetTimeout)
 	defer cancel()
-	if rerr := g.e.session(g.c).exec(rctx, nil, sqlAllocReset); rerr != nil {
+	if rerr := g.e.execDB(rctx, sc, g.c, nil, sqlAllocReset); rerr != nil {
 		return errors.Join(err, fmt.Errorf("shard allocation is still 'primaries': re-enable it with %s: %w", sqlAllocReset, rerr))
 	}
 	sc.Audit(rctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: g.c.Namespace, Name: g.c.Groups[0].StatefulSet},

@@ -443,7 +443,7 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 			return nil
 		}
 		q := sqlSetExclusions(strings.Join(append(cur, add...), ","))
-		if err := sess.exec(ctx, nil, q); err != nil {
+		if err := e.execDB(ctx, sc, c, nil, q); err != nil {
 			return sqlErr(q, err)
 		}
 		sc.Audit(ctx, stsRef(c, r.g), "DbopsExcludeNodes", "excluded nodes "+strings.Join(add, ",")+" from shard allocation before scaling down")
@@ -472,7 +472,7 @@ func (e *Engine) dropExclusions(ctx context.Context, c *ops.Cluster, added []str
 	if len(keep) > 0 {
 		q = sqlSetExclusions(strings.Join(keep, ","))
 	}
-	if err := sess.exec(ctx, nil, q); err != nil {
+	if err := e.execDB(ctx, nil, c, nil, q); err != nil {
 		return false, sqlErr(q, err)
 	}
 	return true, nil
@@ -627,7 +627,7 @@ func (e *Engine) ackStep(c *ops.Cluster) *ops.Step {
 		Details:     []string{sqlAckNodeCheck, sqlAckRecoverCheck},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
 			for _, q := range []string{sqlAckNodeCheck, sqlAckRecoverCheck} {
-				if err := e.session(c).exec(ctx, nil, q); err != nil {
+				if err := e.execDB(ctx, sc, c, nil, q); err != nil {
 					return sqlErr(q, err)
 				}
 			}
