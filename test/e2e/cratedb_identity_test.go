@@ -297,3 +297,28 @@ func TestCrateDBRestartTransientErrors(t *testing.T) {
 		t.Errorf("cluster.routing.allocation.enable = %v after the failed restart, want all", res2.Rows)
 	}
 }
+
+// TestCrateDBReplaceFailed: replace --failed picks only the crash-looping pod (its node left
+// sys.nodes; every other pod maps to its node), in both layouts, and the shards survive.
+func TestCrateDBReplaceFailed(t *testing.T) {
+	for _, l := range crateLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			x := newCrateEnvLayout(t, true, l.layout)
+			before := x.shardState()
+			pod := "crate-data-hot-" + x.name + "-1"
+			notReadySince := crashPod(t, x.ns, pod)
+			// --failure-threshold 1s: the pod must have been not Ready that long.
+			time.Sleep(time.Until(notReadySince.Add(1100 * time.Millisecond)))
+			res := runCLI(t, x.env, x.args("replace", "--failed", "--failure-threshold", "1s", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")...)
+			if res.Code != 0 || !strings.Contains(res.Stdout, pod) {
+				t.Fatalf("replace --failed: want exit 0 replacing %s: %s", pod, res)
+			}
+			for _, other := range []string{"crate-data-hot-" + x.name + "-0", "crate-master-" + x.name + "-0", "crate-data-cold-" + x.name + "-1"} {
+				if strings.Contains(res.Stdout, other) {
+					t.Errorf("replace --failed touched healthy pod %s:\n%s", other, res.Stdout)
+				}
+			}
+			x.wantSameShards("replace --failed", before)
+		})
+	}
+}
