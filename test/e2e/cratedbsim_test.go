@@ -416,3 +416,41 @@ func restartSeen(events []cratedbsim.NodeEvent, node string) bool {
 	}
 	return false
 }
+
+// TestCrateDBSimChaos deletes a master pod of a simulator with chaos on: statements fail
+// with a transient error during the election that follows, and the stopped node stays in
+// sys.nodes for the shutdown grace time.
+func TestCrateDBSimChaos(t *testing.T) {
+	ns := newNamespace(t)
+	f := bedwire.Fixture{Cluster: "chaos", Layout: bedwire.LayoutOperator, Groups: []bedwire.Group{{Name: "master", Replicas: 3}, {Name: "hot", Replicas: 1}}}
+	sim := crateSimFixture(t, ns, f, cratedbsim.Chaos{ElectionErrors: 2, ShutdownGrace: time.Hour})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	node := f.NodeName("master", 0)
+	if err := bed.Client.CoreV1().Pods(ns).Delete(ctx, f.StatefulSetName("master")+"-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for !slices.ContainsFunc(sim.NodeEvents(), func(e cratedbsim.NodeEvent) bool { return e.Node == node && !e.Up }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never stopped: %+v", node, sim.NodeEvents())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := range 2 {
+		_, err := sim.Exec("test", "crate", `SELECT max(severity) FROM sys.health`)
+		var se *cratedbsim.SQLError
+		if !errors.As(err, &se) || se.Code != 5031 {
+			t.Fatalf("statement %d during the election: %v, want MasterNotDiscoveredException", i, err)
+		}
+	}
+	if _, err := sim.Exec("test", "crate", `SELECT max(severity) FROM sys.health`); err != nil {
+		t.Fatalf("after the election: %v", err)
+	}
+	// The pod came back (kwok is quick) with the same volume, so the node rejoined under its
+	// id; while it was away it stayed listed.
+	res, err := sim.Exec("test", "crate", `SELECT count(*) FROM sys.nodes WHERE name = $1`, node)
+	if err != nil || res.Rows[0][0] != int64(1) {
+		t.Fatalf("%s rows in sys.nodes: %v %v", node, res, err)
+	}
+}

@@ -45,7 +45,12 @@ type Version [3]int
 
 // DefaultVersion is the version a node reports when neither Config.Version nor its image tag
 // names one.
-var DefaultVersion = Version{5, 10, 3}
+const DefaultVersion = "5.10.3"
+
+func defaultVersion() Version {
+	v, _ := ParseVersion(DefaultVersion)
+	return v
+}
 
 // ParseVersion reads "5.10", "5.10.3" or "5.10.3-xyz".
 func ParseVersion(s string) (Version, error) {
@@ -241,13 +246,12 @@ func podSettings(pod *corev1.Pod, c *corev1.Container) nodeSettings {
 	return out
 }
 
-// peaks are the kind of names a CrateDB node picks when node.name is not set: it generates a
-// random one (docs/config/node.rst of CrateDB).
-var peaks = [...]string{"Mont Blanc", "Matterhorn", "Zugspitze", "Piz Bernina", "Grossglockner",
-	"Dufourspitze", "Eiger", "Jungfrau", "Ortler", "Wildspitze", "Watzmann", "Dachstein"}
-
-// randomNodeName derives a generated name from the pod's UID: a new pod gets a new name.
+// randomNodeName is the name a node without node.name gets: CrateDB generates a random one
+// (docs/config/node.rst of CrateDB); here it derives from the pod's UID, so a new pod gets a
+// new name.
 func randomNodeName(podUID string) string {
+	peaks := [...]string{"Mont Blanc", "Matterhorn", "Zugspitze", "Piz Bernina", "Grossglockner",
+		"Dufourspitze", "Eiger", "Jungfrau", "Ortler", "Wildspitze", "Watzmann", "Dachstein"}
 	sum := sha256.Sum256([]byte("name/" + podUID))
 	n := binary.BigEndian.Uint32(sum[:4])
 	return peaks[int(n)%len(peaks)] + " " + strconv.Itoa(int(n%1000))

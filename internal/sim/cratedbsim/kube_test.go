@@ -174,3 +174,34 @@ func TestFollowsKubernetes(t *testing.T) {
 		t.Fatalf("crate-data-hot-c-1 came up %d times, want 3: %+v", ups, sim.NodeEvents())
 	}
 }
+
+// TestShutdownGraceFollowsTerminatingPods: with chaos on, a node whose pod starts
+// terminating stops serving at once but stays listed in sys.nodes for the grace time.
+func TestShutdownGraceFollowsTerminatingPods(t *testing.T) {
+	f := &fakeCluster{t: t, client: fake.NewClientset()}
+	f.sts("crate-data-hot-c", 2, "-Cnode.name=$(POD_NAME)")
+	for _, p := range []string{"crate-data-hot-c-0", "crate-data-hot-c-1"} {
+		f.pvc(p)
+		f.pod(p, true)
+	}
+	sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: "c", TickInterval: -1, Logf: t.Logf,
+		Chaos: Chaos{ShutdownGrace: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	waitFor(t, "2 nodes", func() bool { _, n := sim.Health(); return n == 2 })
+	p, err := f.client.CoreV1().Pods(testNS).Get(context.Background(), "crate-data-hot-c-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.DeletionTimestamp = ptr.To(metav1.Now())
+	if _, err := f.client.CoreV1().Pods(testNS).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node stopped", func() bool { _, n := sim.Health(); return n == 1 })
+	res, err := sim.Exec("test", "crate", "SELECT count(*) FROM sys.nodes WHERE name = 'crate-data-hot-c-1'")
+	if err != nil || res.Rows[0][0] != int64(1) {
+		t.Fatalf("terminating node not listed during the grace time: %v %v", res, err)
+	}
+}

@@ -210,7 +210,7 @@ func (ns *nodeServer) start() error {
 	ns.httpsOn = settings.bool("ssl.http.enabled", false) && ns.sim.cfg.TLS != nil
 	ns.pgTLS = settings.bool("ssl.psql.enabled", false) && ns.sim.cfg.TLS != nil
 	if ns.httpsOn {
-		httpL = tls.NewListener(httpL, ns.sim.cfg.TLS)
+		httpL = newTLSOnlyListener(httpL, ns.sim.cfg.TLS)
 	}
 	ns.pgL = pgL
 	ns.conns = map[net.Conn]struct{}{}
@@ -285,4 +285,61 @@ func (m *model) summary() string {
 		}
 	}
 	return b.String()
+}
+
+// tlsOnlyListener completes the TLS handshake before handing a connection to the HTTP
+// server and drops connections that do not speak TLS without answering, as CrateDB's HTTPS
+// port does (its Netty pipeline starts with the SSL handler): a plain HTTP client sees the
+// connection closed, not an HTTP error.
+type tlsOnlyListener struct {
+	net.Listener
+	cfg   *tls.Config
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newTLSOnlyListener(l net.Listener, cfg *tls.Config) *tlsOnlyListener {
+	tl := &tlsOnlyListener{Listener: l, cfg: cfg, conns: make(chan net.Conn), done: make(chan struct{})}
+	go tl.loop()
+	return tl
+}
+
+func (tl *tlsOnlyListener) loop() {
+	for {
+		c, err := tl.Listener.Accept()
+		if err != nil {
+			tl.once.Do(func() { close(tl.done) })
+			return
+		}
+		go func() {
+			tc := tls.Server(c, tl.cfg)
+			_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+			if err := tc.Handshake(); err != nil {
+				_ = c.Close()
+				return
+			}
+			_ = tc.SetDeadline(time.Time{})
+			select {
+			case tl.conns <- tc:
+			case <-tl.done:
+				_ = tc.Close()
+			}
+		}()
+	}
+}
+
+func (tl *tlsOnlyListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-tl.conns:
+		return c, nil
+	case <-tl.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (tl *tlsOnlyListener) Close() error {
+	err := tl.Listener.Close()
+	tl.once.Do(func() { close(tl.done) })
+	return err
 }

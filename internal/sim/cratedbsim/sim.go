@@ -396,7 +396,7 @@ func (s *Sim) nodeVersion(image string) Version {
 	if v, ok := imageVersion(image); ok {
 		return v
 	}
-	return DefaultVersion
+	return defaultVersion()
 }
 
 // versionOfLocked is the version of the node that runs a statement; for statements run

@@ -746,6 +746,11 @@ func runSetGlobal(x *execCtx) (*result, error) {
 		if !slices.Contains([]string{"all", "primaries", "new_primaries", "none"}, val) {
 			return nil, errIllegal("Illegal allocation.enable value [%s]", strings.ToUpper(val))
 		}
+	case settingRebalanceEnable:
+		val = strings.ToLower(val)
+		if !slices.Contains([]string{"all", "primaries", "replicas", "none"}, val) {
+			return nil, errIllegal("Illegal rebalance.enable value [%s]", strings.ToUpper(val))
+		}
 	case settingAllocationExclude:
 		var names []string
 		for _, n := range strings.Split(val, ",") {

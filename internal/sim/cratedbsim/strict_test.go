@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -365,6 +366,17 @@ func TestHostBasedAuthOverTLS(t *testing.T) {
 	if !info.HTTPS || !info.PGTLS {
 		t.Fatalf("node info: %+v", info)
 	}
+	// The HTTPS port does not answer plain HTTP: the connection just closes.
+	if resp, err := http.Get("http://" + info.HTTPAddr + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("plain HTTP to an HTTPS node answered %s", resp.Status)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}}}
+	resp, err := hc.Get("https://" + info.HTTPAddr + "/")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("https: %v %v", resp, err)
+	}
+	resp.Body.Close()
 	host, port, _ := net.SplitHostPort(info.PGAddr)
 	try := func(user, sslmode string) error {
 		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s user=%s password=pw dbname=doc sslmode=%s connect_timeout=5", host, port, user, sslmode))

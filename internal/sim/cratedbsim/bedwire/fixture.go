@@ -44,7 +44,7 @@ type Group struct {
 }
 
 // DefaultVersion is the CrateDB version of fixtures that do not name one.
-const DefaultVersion = "5.10.3"
+const DefaultVersion = cratedbsim.DefaultVersion
 
 // Fixture describes a CrateDB cluster laid out as the CrateDB operator lays it out: one
 // StatefulSet per group (crate-master-<cluster>, crate-data-<group>-<cluster>), container
