@@ -233,6 +233,8 @@ func TestCrateDBBootstrapIgnoresLicenseOn510(t *testing.T) {
 			t.Errorf("a secret is in the output")
 		}
 	}
+	// Nor in any API request (exec argv included) the API server recorded.
+	assertSecretsNotAudited(t, license, appPW, x.sysPW)
 }
 
 // TestCrateDBTLS: a cluster with -Cssl.http.enabled / -Cssl.psql.enabled and password logins
@@ -260,6 +262,7 @@ func TestCrateDBTLS(t *testing.T) {
 		t.Fatalf("restart over TLS: want exit 0: %s", res)
 	}
 	x.wantSameShards("restart", before)
+	assertSecretsNotAudited(t, appPW, x.sysPW)
 }
 
 // TestCrateDBRestartTransientErrors: master elections answer with transient errors and
