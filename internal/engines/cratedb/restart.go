@@ -62,6 +62,11 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 		return err
 	}
 	node := names[0]
+	// Node names are stable per pod in every layout seen; a change is
+	// worth saying (the cluster treats it as a node that left and a new one).
+	if prior := g.nodes.pods[p.Name]; prior != nil && prior.Name != "" && prior.Name != node {
+		sc.Waiting(fmt.Sprintf("pod %s came back as node %s (was %s)", p.Name, node, prior.Name))
+	}
 	if err := e.execDB(ctx, sc, g.c, nil, sqlAllocReset); err != nil {
 		return sqlErr(sqlAllocReset, err)
 	}
