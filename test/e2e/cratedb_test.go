@@ -740,7 +740,7 @@ func TestCrateDBScaleRefusals(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			x := &crateEnv{t: t, ns: x.ns, name: x.name, sim: x.sim, sysPW: x.sysPW, simLog: x.simLog, env: x.env}
+			x := &crateEnv{t: t, ns: x.ns, name: x.name, layout: x.layout, groups: x.groups, tls: x.tls, sim: x.sim, sysPW: x.sysPW, simLog: x.simLog, env: x.env}
 			if tc.setup != nil {
 				tc.setup(x)
 			}
