@@ -2,6 +2,15 @@
 // local testbed (internal/testbed): `kubectl exec` into a pod runs the crash shim against the
 // pod's simulated node, and port-forwards to the pod's 5432/4200 reach that node's listeners.
 // It is test support, kept apart so that cratedbsim does not depend on the testbed.
+//
+// Fixture builds clusters in the official guide's layout (nodes named after their pods) or
+// the CrateDB operator's (master-<i>, data-<group>-<i>), for a CrateDB version, with or
+// without TLS; ServerTLS gives the simulator a certificate from the test bed CA.
+//
+// The crash shim reads statements from stdin as crash does: all of stdin up to EOF before it
+// runs any (a "\q" line only ends it once EOF arrived). kwok's exec copies stdin but never
+// delivers EOF, so statements fed on stdin hang there as they would with real crash; on kwok
+// only -c works, stdin needs the real-node test bed.
 package bedwire
 
 import (
