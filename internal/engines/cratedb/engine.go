@@ -24,7 +24,7 @@ const (
 	DefaultPollInterval   = 2 * time.Second
 	// DefaultPollErrors is how many database errors in a row a wait
 	// tolerates (a master election takes a few seconds).
-	DefaultPollErrors = 10
+	DefaultPollErrors = 15
 	// DefaultQueryTimeout bounds one statement.
 	DefaultQueryTimeout = 20 * time.Second
 	// SystemUser is the user the procedures act as.

@@ -2,7 +2,6 @@ package cratedb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -121,7 +120,8 @@ func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err e
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), allocResetTimeout)
 	defer cancel()
 	if rerr := g.e.execDB(rctx, sc, g.c, nil, sqlAllocReset); rerr != nil {
-		return errors.Join(err, fmt.Errorf("shard allocation is still 'primaries': re-enable it with %s: %w", sqlAllocReset, rerr))
+		// One line: the step's error, then what is left to do by hand.
+		return fmt.Errorf("%w; shard allocation is still 'primaries', re-enable it with %s (that failed too: %v)", err, sqlAllocReset, rerr)
 	}
 	sc.Audit(rctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: g.c.Namespace, Name: g.c.Groups[0].StatefulSet},
 		"DbopsAllocationEnabled", "reset cluster.routing.allocation.enable after a failed or interrupted restart step")
