@@ -13,11 +13,13 @@ func plural(n int64) string {
 	return "s"
 }
 
-// format renders a result the way crash's tabular output does.
-func format(verb string, res *response, took time.Duration) string {
+// format renders a result the way crash does: the table (stdout) and the summary line
+// (stderr), e.g. "CREATE OK, 1 row affected (0.012 sec)" (crate/crash command.py
+// _exec_and_print).
+func format(verb string, res *response, took time.Duration) (table, summary string) {
 	secs := took.Seconds()
 	if len(res.Cols) == 0 {
-		return fmt.Sprintf("%s OK, %d row%s affected  (%.3f sec)\n", verb, res.RowCount, plural(res.RowCount), secs)
+		return "", fmt.Sprintf("%s OK, %d row%s affected (%.3f sec)", verb, res.RowCount, plural(res.RowCount), secs)
 	}
 	cells := make([][]string, len(res.Rows))
 	widths := make([]int, len(res.Cols))
@@ -65,8 +67,7 @@ func format(verb string, res *response, took time.Duration) string {
 		sep()
 	}
 	n := int64(len(res.Rows))
-	fmt.Fprintf(&b, "%s %d row%s in set (%.3f sec)\n", verb, n, plural(n), secs)
-	return b.String()
+	return b.String(), fmt.Sprintf("%s %d row%s in set (%.3f sec)", verb, n, plural(n), secs)
 }
 
 func cell(v any) (string, bool) {

@@ -2,103 +2,174 @@
 // `crash` on kwok's PATH (see internal/sim/cratedbsim/bedwire) and is part of the CrateDB
 // SIMULATOR, not a client for real clusters.
 //
-// It accepts the arguments procedures pass to crash, e.g.
+// It follows crash 0.32 (crate/crash, src/crate/crash/command.py) where procedures depend on
+// it:
+//   - options as crash's argparse parser takes them: --hosts (and unambiguous prefixes such as
+//     --host), -c/--command, -U/--username, --verify-ssl <bool> (a value is required),
+//     --ca-cert-file, --timeout; -c and --sysinfo exclude each other. The password comes from
+//     $CRATEPW.
+//   - statements from -c, or else from stdin when stdin is not a terminal. Crash reads ALL of
+//     stdin (until EOF) before it runs anything; then it runs the lines in order, and a line
+//     starting with a backslash is a client command (\q ends crash with the exit code so far).
+//     So `\q` does not end crash before EOF: a caller must close stdin.
+//   - every statement runs even after a failed one; the exit code is 1 if any failed.
+//   - messages go to stderr: "CONNECT OK", "CREATE OK, 1 row affected (0.012 sec)",
+//     "SELECT 2 rows in set (0.003 sec)", errors; result tables go to stdout.
 //
-//	crash --verify-ssl=false --host http://localhost:4200 -c "CREATE USER ...;"
-//
-// ignores the host (inside a real pod it is the pod's own node) and sends each statement to
-// the simulated node of its pod, named by $CRATEDB_SIM_URL, through CrateDB's HTTP endpoint
-// POST /_sql. Output mimics crash: "CREATE OK, 1 row affected  (0.012 sec)", a table for
-// queries, and the CrateDB error message on stderr with exit code 1. Statements are never
-// echoed, as they may hold passwords.
+// The pod's localhost:4200 is the address in $CRATEDB_SIM_HTTP_ADDR (set by the exec
+// mapping); the scheme (http or https) is the one crash was given, so http against a node
+// with ssl.http.enabled fails as it does with CrateDB. Statements are never echoed: they may
+// hold passwords.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 )
 
-// simURLEnv names the simulated node's HTTP endpoint, set per pod by the kwok exec mapping.
-const simURLEnv = "CRATEDB_SIM_URL"
+// simAddrEnv names the address the pod's localhost:4200 maps to, set by the exec mapping.
+const simAddrEnv = "CRATEDB_SIM_HTTP_ADDR"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	stdinTTY := term.IsTerminal(int(os.Stdin.Fd()))
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, stdinTTY, os.Stdout, os.Stderr))
 }
 
 type options struct {
 	hosts    []string
 	username string
 	command  string
-	verify   string
+	hasCmd   bool
+	sysinfo  bool
+	verify   bool
+	caFile   string
+	timeout  time.Duration
 }
 
-// isValueFlag tells the crash options that take a value, as "--flag=value" or "--flag value".
-func isValueFlag(name string) bool {
-	switch name {
-	case "--hosts", "--host", "-c", "--command", "-U", "--username", "--format", "--schema", "--timeout",
-		"--config", "--history", "--cert-file", "--key-file", "--ca-cert-file", "--verify-ssl":
-		return true
-	}
-	return false
+// longOptions are crash's long options and whether they take a value; argparse also accepts
+// any unambiguous prefix of them.
+var longOptions = map[string]bool{
+	"--verbose": false, "--no-autocomplete": false, "--autocapitalize": false, "--username": true,
+	"--password": false, "--schema": true, "--history": true, "--config": true, "--command": true,
+	"--sysinfo": false, "--hosts": true, "--timeout": true, "--verify-ssl": true, "--cert-file": true,
+	"--key-file": true, "--ca-cert-file": true, "--format": true, "--version": false, "--help": false,
 }
 
-// isSwitch tells the crash options without a value.
-func isSwitch(name string) bool {
-	switch name {
-	case "-v", "--verbose", "-A", "--no-autocomplete", "-W", "--password", "--no-color", "--version",
-		"-h", "--help", "--sysinfo":
-		return true
+var shortOptions = map[string]string{"-v": "--verbose", "-A": "--no-autocomplete", "-a": "--autocapitalize",
+	"-U": "--username", "-W": "--password", "-c": "--command", "-h": "--help"}
+
+// resolveOption maps an option as written to crash's long option name.
+func resolveOption(name string) (string, error) {
+	if long, ok := shortOptions[name]; ok {
+		return long, nil
 	}
-	return false
+	if _, ok := longOptions[name]; ok {
+		return name, nil
+	}
+	var matches []string
+	for o := range longOptions {
+		if strings.HasPrefix(o, name) && strings.HasPrefix(name, "--") && len(name) > 2 {
+			matches = append(matches, o)
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return "", fmt.Errorf("unrecognized arguments: %s", redactArg(name))
+	}
+	return "", fmt.Errorf("ambiguous option: %s could match %s", name, strings.Join(matches, ", "))
+}
+
+// parseBool is crash's boolean() argument type.
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "yes", "true", "t", "1":
+		return true, nil
+	case "no", "false", "f", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("argument --verify-ssl: Invalid choice `%s`, expected one of: [yes, true, t, 1, no, false, f, 0]", v)
 }
 
 func parseArgs(args []string) (options, error) {
-	opts := options{username: "crate"}
+	opts := options{verify: true, timeout: 5 * time.Second}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		name, value, hasValue := strings.Cut(a, "=")
 		if !strings.HasPrefix(a, "-") {
 			return opts, fmt.Errorf("unrecognized arguments: %s", redactArg(a))
 		}
-		if isSwitch(a) {
+		written, value, hasValue := strings.Cut(a, "=")
+		name, err := resolveOption(written)
+		if err != nil {
+			return opts, err
+		}
+		if !longOptions[name] {
+			if hasValue {
+				return opts, fmt.Errorf("argument %s: ignored explicit argument", written)
+			}
+			if name == "--sysinfo" {
+				opts.sysinfo = true
+			}
 			continue
 		}
-		if !isValueFlag(name) {
-			return opts, fmt.Errorf("unrecognized arguments: %s", name)
-		}
 		if !hasValue {
-			if i+1 >= len(args) {
-				if name == "--verify-ssl" {
-					continue
+			// --hosts takes any number of values (nargs='*'); the others exactly one.
+			if name == "--hosts" {
+				opts.hosts = nil
+				for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+					i++
+					opts.hosts = append(opts.hosts, args[i])
 				}
-				return opts, fmt.Errorf("argument %s: expected one argument", name)
+				continue
+			}
+			if i+1 >= len(args) || (strings.HasPrefix(args[i+1], "-") && name != "--command") {
+				return opts, fmt.Errorf("argument %s: expected one argument", written)
 			}
 			i++
 			value = args[i]
 		}
 		switch name {
-		case "--hosts", "--host":
-			opts.hosts = append(opts.hosts, value)
-			// --hosts takes several values until the next flag.
-			for name == "--hosts" && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				i++
-				opts.hosts = append(opts.hosts, args[i])
-			}
-		case "-c", "--command":
-			opts.command = value
-		case "-U", "--username":
+		case "--hosts":
+			opts.hosts = []string{value}
+		case "--command":
+			opts.command, opts.hasCmd = value, true
+		case "--username":
 			opts.username = value
 		case "--verify-ssl":
-			opts.verify = value
+			if opts.verify, err = parseBool(value); err != nil {
+				return opts, err
+			}
+		case "--ca-cert-file":
+			opts.caFile = value
+		case "--timeout":
+			// "<connect_sec>" or "<connect_sec>,<read_sec>"; the connect part bounds dialing.
+			first, _, _ := strings.Cut(value, ",")
+			if f, err := strconv.ParseFloat(first, 64); err == nil && f > 0 {
+				opts.timeout = time.Duration(f * float64(time.Second))
+			}
 		}
+	}
+	if opts.hasCmd && opts.sysinfo {
+		return opts, errors.New("argument --sysinfo: not allowed with argument -c/--command")
+	}
+	if len(opts.hosts) == 0 {
+		opts.hosts = []string{"localhost:4200"}
 	}
 	return opts, nil
 }
@@ -111,40 +182,165 @@ func redactArg(a string) string {
 	return a
 }
 
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// target resolves crash's host argument ("localhost:4200", ":4200", "https://localhost:4200")
+// to the URL of the simulated node behind the pod's loopback; ok false when the host is not
+// the pod itself (nothing else is reachable from a simulated pod).
+func target(host, simAddr string) (base, serverName string, ok bool) {
+	scheme := "http"
+	if s, rest, found := strings.Cut(host, "://"); found {
+		scheme, host = s, rest
+	}
+	host = strings.TrimRight(host, "/")
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		h, port = host, "4200"
+	}
+	if h == "" {
+		h = "localhost"
+	}
+	if (scheme != "http" && scheme != "https") || port != "4200" || simAddr == "" ||
+		(h != "localhost" && h != "127.0.0.1" && h != "::1") {
+		return "", "", false
+	}
+	return scheme + "://" + simAddr, h, true
+}
+
+func run(args []string, getenv func(string) string, stdin io.Reader, stdinTTY bool, stdout, stderr io.Writer) int {
 	opts, err := parseArgs(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "crash: error: %v\n", err)
-		return 2
-	}
-	if opts.command == "" {
-		fmt.Fprintln(stderr, "crash (CrateDB simulator shim): only -c/--command is supported")
-		return 2
-	}
-	base := getenv(simURLEnv)
-	if base == "" && len(opts.hosts) > 0 {
-		base = opts.hosts[0]
-	}
-	if base == "" {
-		fmt.Fprintf(stderr, "CONNECT ERROR: %s is not set\n", simURLEnv)
+		// crash catches the parser's error, prints it and exits 1.
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	client := &client{base: strings.TrimRight(base, "/"), user: opts.username, password: getenv("CRATEPW"), http: &http.Client{Timeout: 30 * time.Second}}
-	for _, stmt := range splitStatements(opts.command) {
+	if opts.sysinfo {
+		fmt.Fprintln(stderr, "crash (CrateDB simulator shim): --sysinfo is not simulated")
+		return 1
+	}
+	var lines []string
+	switch {
+	case opts.hasCmd:
+		lines = strings.Split(opts.command, "\n")
+	case !stdinTTY:
+		// Like crash: every line of stdin is read before anything runs.
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		if err := sc.Err(); err != nil {
+			fmt.Fprintf(stderr, "read stdin: %v\n", err)
+			return 1
+		}
+	default:
+		fmt.Fprintln(stderr, "crash (CrateDB simulator shim): the interactive shell is not simulated; use -c or stdin")
+		return 1
+	}
+	c, err := connect(opts, getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stderr, "CONNECT OK")
+	sh := &shell{client: c, stdout: stdout, stderr: stderr}
+	if quit := sh.processLines(lines); quit {
+		fmt.Fprintln(stderr, "Bye!")
+	}
+	return sh.exitCode
+}
+
+// connect checks the server as crash does on start: GET / (its version), then the session
+// query. A 401 (host-based authentication, a wrong password) ends crash.
+func connect(opts options, getenv func(string) string) (*client, error) {
+	var tlsCfg *tls.Config
+	base, serverName, ok := target(opts.hosts[0], getenv(simAddrEnv))
+	if !ok {
+		return nil, errors.New("CONNECT ERROR")
+	}
+	if strings.HasPrefix(base, "https://") {
+		tlsCfg = &tls.Config{ServerName: serverName, InsecureSkipVerify: !opts.verify, MinVersion: tls.VersionTLS12} //nolint:gosec // --verify-ssl=false asks for it
+		if opts.caFile != "" {
+			pem, err := os.ReadFile(opts.caFile)
+			if err != nil {
+				return nil, fmt.Errorf("argument --ca-cert-file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(pem)
+			tlsCfg.RootCAs = pool
+		}
+	}
+	c := &client{base: base, user: opts.username, password: getenv("CRATEPW"),
+		http: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, DialContext: (&net.Dialer{Timeout: opts.timeout}).DialContext}}}
+	ctx := context.Background()
+	if _, err := c.do(ctx, http.MethodGet, "/", nil); err != nil {
+		var se *sqlError
+		if errors.As(err, &se) {
+			return nil, err
+		}
+		return nil, errors.New("CONNECT ERROR")
+	}
+	if _, err := c.sql(ctx, "SELECT current_user, current_schema, name FROM sys.cluster"); err != nil {
+		var se *sqlError
+		if errors.As(err, &se) && se.status == http.StatusUnauthorized {
+			return nil, err
+		}
+		// crash only warns when it cannot load the session information.
+		return c, nil
+	}
+	return c, nil
+}
+
+type shell struct {
+	client   *client
+	stdout   io.Writer
+	stderr   io.Writer
+	exitCode int
+}
+
+// processLines is crash's _process_lines: SQL lines accumulate until a backslash command,
+// which first runs the SQL before it. It reports whether \q ended the shell.
+func (sh *shell) processLines(lines []string) bool {
+	var sqlLines []string
+	for _, line := range lines {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, `\`) {
+			sh.processSQL(strings.Join(sqlLines, "\n"))
+			sqlLines = nil
+			cmd, _, _ := strings.Cut(strings.TrimPrefix(line, `\`), " ")
+			switch strings.TrimRight(strings.ToLower(cmd), ";") {
+			case "q":
+				return true
+			case "":
+			default:
+				fmt.Fprintf(sh.stderr, "crash (CrateDB simulator shim): command \\%s is not simulated\n", cmd)
+				sh.exitCode = 1
+			}
+			continue
+		}
+		sqlLines = append(sqlLines, line)
+	}
+	sh.processSQL(strings.Join(sqlLines, "\n"))
+	return false
+}
+
+func (sh *shell) processSQL(text string) {
+	for _, stmt := range splitStatements(text) {
 		began := time.Now()
-		res, err := client.sql(context.Background(), stmt)
+		res, err := sh.client.sql(context.Background(), stmt)
 		if err != nil {
 			var se *sqlError
 			if errors.As(err, &se) {
-				fmt.Fprintln(stderr, se.Message)
+				fmt.Fprintln(sh.stderr, se.Message)
 			} else {
-				fmt.Fprintf(stderr, "CONNECT ERROR: %v\n", err)
+				// crash: a lost connection is a warning, and the statement failed.
+				fmt.Fprintln(sh.stderr, "Use \\connect <server> to connect to one or more servers first.")
 			}
-			return 1
+			sh.exitCode = 1
+			continue
 		}
-		fmt.Fprint(stdout, format(verb(stmt), res, time.Since(began)))
+		table, summary := format(verb(stmt), res, time.Since(began))
+		fmt.Fprint(sh.stdout, table)
+		fmt.Fprintln(sh.stderr, summary)
 	}
-	return 0
 }
 
 type response struct {
@@ -157,6 +353,7 @@ type response struct {
 type sqlError struct {
 	Message string `json:"message"`
 	Code    int    `json:"code"`
+	status  int
 }
 
 func (e *sqlError) Error() string { return e.Message }
@@ -166,17 +363,15 @@ type client struct {
 	http                 *http.Client
 }
 
-func (c *client) sql(ctx context.Context, stmt string) (*response, error) {
-	body, err := json.Marshal(map[string]any{"stmt": stmt})
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/_sql", bytes.NewReader(body))
+func (c *client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(c.user, c.password)
+	if c.user != "" {
+		req.SetBasicAuth(c.user, c.password)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("server at %s is not available", c.base)
@@ -191,9 +386,27 @@ func (c *client) sql(ctx context.Context, stmt string) (*response, error) {
 			Error sqlError `json:"error"`
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error.Message == "" {
-			return nil, &sqlError{Message: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+			// 401 answers are plain text.
+			msg := strings.TrimSpace(string(data))
+			if msg == "" {
+				msg = resp.Status
+			}
+			return nil, &sqlError{Message: msg, status: resp.StatusCode}
 		}
+		e.Error.status = resp.StatusCode
 		return nil, &e.Error
+	}
+	return data, nil
+}
+
+func (c *client) sql(ctx context.Context, stmt string) (*response, error) {
+	body, err := json.Marshal(map[string]any{"stmt": stmt})
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	data, err := c.do(ctx, http.MethodPost, "/_sql", body)
+	if err != nil {
+		return nil, err
 	}
 	var out response
 	if err := json.Unmarshal(data, &out); err != nil {
@@ -208,10 +421,10 @@ func verb(stmt string) string {
 	if len(f) == 0 {
 		return ""
 	}
-	return strings.ToUpper(f[0])
+	return strings.ToUpper(strings.TrimRight(f[0], ";("))
 }
 
-// splitStatements splits on semicolons outside quotes, like crash does for -c.
+// splitStatements splits on semicolons outside quotes and comments, dropping empty pieces.
 func splitStatements(sql string) []string {
 	var out []string
 	start := 0
@@ -225,6 +438,10 @@ func splitStatements(sql string) []string {
 			}
 		case c == '\'' || c == '"':
 			quote = c
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+			for i < len(sql) && sql[i] != '\n' {
+				i++
+			}
 		case c == ';':
 			if s := strings.TrimSpace(sql[start:i]); s != "" {
 				out = append(out, s)

@@ -1,12 +1,13 @@
 // Command cratedb-simulator runs the CrateDB SIMULATOR (internal/sim/cratedbsim) for one
 // cluster of a Kubernetes namespace until SIGTERM. It is for the sandbox and tests, not for real
-// clusters: it plays a CrateDB node per pod of the cluster's StatefulSets on loopback
-// addresses. With --kwok-wiring it also maps `kubectl exec` and port-forwards of those pods to
+// clusters: it plays a CrateDB node per pod of the cluster's StatefulSets, each on free
+// loopback ports, so that several simulators never share an address. With --kwok-wiring it also maps `kubectl exec` and port-forwards of those pods to
 // its nodes through kwok's Exec and PortForward objects.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"log"
@@ -35,11 +36,14 @@ func run() error {
 		namespace     = flag.String("namespace", "default", "namespace of the CrateDB cluster")
 		cluster       = flag.String("cluster", "", "CrateDB cluster name (StatefulSets crate-master-<cluster>, crate-data-<group>-<cluster>)")
 		stateDir      = flag.String("state-dir", "", "folder keeping users, license, settings and tables across restarts")
-		addrBase      = flag.String("addr-base", "127.0.2", "first three octets of the nodes' loopback addresses")
-		firstHost     = flag.Int("first-host", 1, "last octet of the first node's address")
-		pgPort        = flag.Int("pg-port", 5432, "PostgreSQL wire protocol port of every node")
-		httpPort      = flag.Int("http-port", 4200, "HTTP port of every node")
-		debugAddr     = flag.String("debug-addr", "", "address of the debug endpoint (/_sim/statements, /_sim/nodes); empty disables")
+		listenHost    = flag.String("listen-host", "127.0.0.1", "loopback address the nodes listen on (each listener on a free port)")
+		debugAddr     = flag.String("debug-addr", "127.0.0.1:0", "address of the debug endpoint (/_sim/statements, /_sim/nodes); empty disables")
+		debugAddrFile = flag.String("debug-addr-file", "", "file to write the debug endpoint's address to once listening")
+		version       = flag.String("crate-version", "", "CrateDB version every node reports (default: the crate container's image tag)")
+		tlsCert       = flag.String("tls-cert", "", "PEM certificate nodes present when their pod enables ssl.http/ssl.psql")
+		tlsKey        = flag.String("tls-key", "", "PEM key of --tls-cert")
+		electionErrs  = flag.Int("chaos-election-errors", 0, "statements failing after a master-eligible node left (0 = off)")
+		shutdownGrace = flag.Duration("chaos-shutdown-grace", 0, "how long a stopped node stays in sys.nodes (0 = off)")
 		tick          = flag.Duration("tick", 500*time.Millisecond, "pace of shard recoveries")
 		shardsPerTick = flag.Int("shards-per-tick", 2, "shard copies recovered per tick")
 		kwokWiring    = flag.Bool("kwok-wiring", false, "create kwok Exec/PortForward objects mapping each pod to its simulated node")
@@ -56,6 +60,14 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
+	var tlsConfig *tls.Config
+	if *tlsCert != "" || *tlsKey != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -64,11 +76,11 @@ func run() error {
 		Client:        client,
 		Namespace:     *namespace,
 		Cluster:       *cluster,
-		AddrBase:      *addrBase,
-		FirstHost:     *firstHost,
-		PGPort:        *pgPort,
-		HTTPPort:      *httpPort,
+		ListenHost:    *listenHost,
 		DebugAddr:     *debugAddr,
+		Version:       *version,
+		TLS:           tlsConfig,
+		Chaos:         cratedbsim.Chaos{ElectionErrors: *electionErrs, ShutdownGrace: *shutdownGrace},
 		StateDir:      *stateDir,
 		TickInterval:  *tick,
 		ShardsPerTick: *shardsPerTick,
@@ -79,6 +91,16 @@ func run() error {
 	}
 	defer sim.Close()
 	logger.Printf("cratedb-simulator: following cluster %s/%s (debug endpoint %q)", *namespace, *cluster, sim.DebugAddr())
+	if *debugAddrFile != "" {
+		// Written whole, then renamed: a reader never sees half an address.
+		tmp := *debugAddrFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(sim.DebugAddr()), 0o600); err != nil {
+			return fmt.Errorf("write debug address: %w", err)
+		}
+		if err := os.Rename(tmp, *debugAddrFile); err != nil {
+			return fmt.Errorf("write debug address: %w", err)
+		}
+	}
 	if *kwokWiring {
 		dyn, err := dynamic.NewForConfig(restConfig)
 		if err != nil {

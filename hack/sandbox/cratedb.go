@@ -31,10 +31,6 @@ import (
 const (
 	crateNamespace = "demo"
 	crateCluster   = "mycrate"
-	// crateAddrBase and crateDebugAddr are the simulator's loopback addresses: one per node
-	// (5432 and 4200 each) and a debug endpoint.
-	crateAddrBase  = "127.0.2"
-	crateDebugAddr = "127.0.2.254:4299"
 )
 
 type crateGroup struct {
@@ -52,11 +48,13 @@ func crateGroups() []crateGroup {
 	}
 }
 
-func crateHints() []string {
+// crateHints are printed after `up`; debugAddr is where this sandbox's simulator serves its
+// debug endpoint (a free port: sandboxes never share the simulator's addresses).
+func crateHints(debugAddr string) []string {
 	return []string{
 		"kubectl dbops status " + crateCluster + " -n " + crateNamespace,
 		"kubectl exec -n " + crateNamespace + " crate-master-" + crateCluster + "-0 -c crate -- crash --verify-ssl=false --host http://localhost:4200 -c 'SELECT name FROM sys.nodes'",
-		"curl -s http://" + crateDebugAddr + "/_sim/statements   # statements the simulator ran",
+		"curl -s http://" + debugAddr + "/_sim/statements   # statements the simulator ran",
 	}
 }
 
@@ -109,7 +107,9 @@ func installCrateDemo(ctx context.Context, tb *testbed.Testbed, stateDir string,
 		return nil, err
 	}
 
-	pid, err := startCrateSimulator(tb, stateDir, simBin)
+	addrFile := filepath.Join(stateDir, "cratedb-simulator.addr")
+	_ = os.Remove(addrFile) // a previous run's address must not be read
+	pid, err := startCrateSimulator(tb, stateDir, simBin, addrFile)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func installCrateDemo(ctx context.Context, tb *testbed.Testbed, stateDir string,
 			_ = syscall.Kill(-pid, syscall.SIGTERM)
 		}
 	}()
-	nodes, err := waitCrateSimulator(ctx, int(dataNodes)+3)
+	debugAddr, nodes, err := waitCrateSimulator(ctx, addrFile, int(dataNodes)+3)
 	if err != nil {
 		return nil, fmt.Errorf("%w (simulator log: %s)", err, filepath.Join(tb.LogDir, "cratedb-simulator.log"))
 	}
@@ -153,7 +153,7 @@ func installCrateDemo(ctx context.Context, tb *testbed.Testbed, stateDir string,
 		}
 	}
 	ok = true
-	return crateHints(), nil
+	return crateHints(debugAddr), nil
 }
 
 func crateLabels(g crateGroup) map[string]string {
@@ -166,7 +166,7 @@ func crateStatefulSet(g crateGroup, dataNodes int32) *appsv1.StatefulSet {
 
 // startCrateSimulator starts the simulator in its own session, so that it outlives `up`, and
 // appends it to the testbed pidfile, which `down` (StopPidfile) reads.
-func startCrateSimulator(tb *testbed.Testbed, stateDir, bin string) (int, error) {
+func startCrateSimulator(tb *testbed.Testbed, stateDir, bin, addrFile string) (int, error) {
 	logFile, err := os.OpenFile(filepath.Join(tb.LogDir, "cratedb-simulator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("open simulator log: %w", err)
@@ -177,8 +177,8 @@ func startCrateSimulator(tb *testbed.Testbed, stateDir, bin string) (int, error)
 		"--namespace", crateNamespace,
 		"--cluster", crateCluster,
 		"--state-dir", filepath.Join(stateDir, "cratedb"),
-		"--addr-base", crateAddrBase,
-		"--debug-addr", crateDebugAddr,
+		"--debug-addr", "127.0.0.1:0",
+		"--debug-addr-file", addrFile,
 		"--kwok-wiring",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -201,16 +201,21 @@ func startCrateSimulator(tb *testbed.Testbed, stateDir, bin string) (int, error)
 	return pid, nil
 }
 
-// waitCrateSimulator polls the debug endpoint until want nodes run.
-func waitCrateSimulator(ctx context.Context, want int) ([]cratedbsim.NodeInfo, error) {
+// waitCrateSimulator waits for the simulator to write its debug address, then polls the
+// debug endpoint until want nodes run.
+func waitCrateSimulator(ctx context.Context, addrFile string, want int) (string, []cratedbsim.NodeInfo, error) {
 	client := &http.Client{Timeout: 2 * time.Second}
 	var last string
 	for {
 		var nodes []cratedbsim.NodeInfo
-		resp, err := client.Get("http://" + crateDebugAddr + "/_sim/nodes")
+		addr, err := os.ReadFile(addrFile)
 		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&nodes)
-			resp.Body.Close()
+			var resp *http.Response
+			resp, err = client.Get("http://" + string(addr) + "/_sim/nodes")
+			if err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&nodes)
+				resp.Body.Close()
+			}
 		}
 		up := 0
 		for _, n := range nodes {
@@ -219,12 +224,12 @@ func waitCrateSimulator(ctx context.Context, want int) ([]cratedbsim.NodeInfo, e
 			}
 		}
 		if err == nil && up >= want {
-			return nodes, nil
+			return string(addr), nodes, nil
 		}
 		last = fmt.Sprintf("%d of %d nodes up (%v)", up, want, err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for the CrateDB simulator: %w; last: %s", ctx.Err(), last)
+			return "", nil, fmt.Errorf("wait for the CrateDB simulator: %w; last: %s", ctx.Err(), last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

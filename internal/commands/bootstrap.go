@@ -40,10 +40,15 @@ func NewBootstrapCmd(g *GlobalOptions) *cobra.Command {
 		Long: `Bootstrap a freshly created cluster. For CrateDB: set the license (if given)
 first, create the "system" user with the password from its Secret (or set the
 password when it exists) and grant it all privileges, then connect as system
-and create each --user that is missing, with all privileges.
+and create each --user that is missing, with all privileges. The version is
+read from sys.nodes: from CrateDB 5.3 on there are no licenses and
+--license-secret is ignored (the plan and the output say so).
 
 Passwords and the license are read from Kubernetes Secrets only and never
-printed; plans show them as '***'. Every step is idempotent: a second run
+printed; plans show them as '***'. Statements carrying them go to crash on
+the exec's stdin, never into its command line. crash's scheme, port and user
+come from the StatefulSet (-Cssl.http.enabled, the container ports, the local
+trust entry of host-based auth; --crash-user overrides the user). Every step is idempotent: a second run
 changes nothing. Bounded by --timeout, else BOOTSTRAP_TIMEOUT seconds, else
 1800 s.
 
@@ -83,6 +88,7 @@ dbops.io/replicated-config.`,
 	cmd.Flags().StringArrayVar(&o.Users, "user", nil, "User to create as NAME=SECRET[/KEY] (default key password); repeatable")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: number of primaries, at least 1 (default: from the configuration, else 1)")
 	g.CrateDB.AddConnFlags(cmd.Flags())
+	g.CrateDB.AddBootstrapFlags(cmd.Flags())
 	return cmd
 }
 

@@ -22,6 +22,8 @@ type CrateDBOptions struct {
 	SystemPasswordSecret string
 	HealthChecks         int
 	HealthInterval       time.Duration
+	AllowRollingUpdate   bool
+	CrashUser            string
 
 	// PollInterval paces database polls (0 = engine default); tests only.
 	PollInterval time.Duration
@@ -33,15 +35,15 @@ type CrateDBOptions struct {
 
 // NewCrateDBOptions returns the defaults.
 func NewCrateDBOptions() *CrateDBOptions {
-	return &CrateDBOptions{PGPort: 5432, PGSSLMode: "disable",
+	return &CrateDBOptions{PGSSLMode: "auto",
 		HealthChecks: cratedb.DefaultHealthChecks, HealthInterval: cratedb.DefaultHealthInterval}
 }
 
 // AddConnFlags binds how to reach the database.
 func (o *CrateDBOptions) AddConnFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PGHost, "pg-host", o.PGHost, "CrateDB: connect to this PostgreSQL host directly (inside the cluster) instead of port-forwarding to a pod")
-	fs.IntVar(&o.PGPort, "pg-port", o.PGPort, "CrateDB: PostgreSQL port with --pg-host")
-	fs.StringVar(&o.PGSSLMode, "pg-sslmode", o.PGSSLMode, "CrateDB: TLS mode: "+strings.Join(cratedb.SSLModes(), "|")+" (also picks http or https for crash)")
+	fs.IntVar(&o.PGPort, "pg-port", o.PGPort, "CrateDB: PostgreSQL port with --pg-host (default: the crate container's, else 5432)")
+	fs.StringVar(&o.PGSSLMode, "pg-sslmode", o.PGSSLMode, "CrateDB: TLS mode: "+strings.Join(cratedb.SSLModes(), "|")+" (auto: require, or verify-ca with --pg-ca-secret, when the StatefulSet sets -Cssl.psql.enabled=true, else disable)")
 	fs.StringVar(&o.PGCASecret, "pg-ca-secret", o.PGCASecret, "CrateDB: Secret NAME[/KEY] (default key ca.crt) with the CA for verify-ca|verify-full")
 	fs.StringVar(&o.SystemPasswordSecret, "system-password-secret", o.SystemPasswordSecret, "CrateDB: Secret NAME[/KEY] (default key password) with the system user's password (default user-system-<cluster>)")
 }
@@ -52,12 +54,22 @@ func (o *CrateDBOptions) AddHealthFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "CrateDB: time between those health checks")
 }
 
+// AddBootstrapFlags binds what only bootstrap uses.
+func (o *CrateDBOptions) AddBootstrapFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CrashUser, "crash-user", o.CrashUser, "CrateDB: user crash logs in as inside the pod (default: the user of the StatefulSet's local trust entry of host-based auth, else crash's default)")
+}
+
+// AddScaleFlags binds what only scale uses.
+func (o *CrateDBOptions) AddScaleFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.AllowRollingUpdate, "allow-rolling-update", o.AllowRollingUpdate, "CrateDB: change the gateway arguments of StatefulSets whose updateStrategy is not OnDelete, although their controller then restarts every pod by itself (refused otherwise)")
+}
+
 // Validate checks the flags without touching the API.
 func (o *CrateDBOptions) Validate() error {
 	if !slices.Contains(cratedb.SSLModes(), o.PGSSLMode) {
 		return ops.Usagef("unknown --pg-sslmode %q; allowed: %s", o.PGSSLMode, strings.Join(cratedb.SSLModes(), ", "))
 	}
-	if o.PGPort <= 0 || o.PGPort > 65535 {
+	if o.PGPort < 0 || o.PGPort > 65535 {
 		return ops.Usagef("--pg-port must be between 1 and 65535, got %d", o.PGPort)
 	}
 	if o.HealthChecks < 1 {
@@ -106,13 +118,11 @@ func (g *GlobalOptions) crateEngine(cl *Clients) (*cratedb.Engine, error) {
 	if o.Execer != nil {
 		ex = o.Execer
 	}
-	scheme := "https"
-	if o.PGSSLMode == "disable" {
-		scheme = "http"
-	}
+	// crash's scheme and port come from the StatefulSet (-Cssl.http.enabled,
+	// the container's ports), not from flags.
 	return cratedb.New(cl.Kube, conn, ex, cratedb.Config{SystemPassword: refs.system,
 		HealthChecks: o.HealthChecks, HealthInterval: o.HealthInterval, PollInterval: o.PollInterval,
-		HTTPScheme: scheme}), nil
+		AllowRollingUpdate: o.AllowRollingUpdate, CrashUser: o.CrashUser}), nil
 }
 
 // closeEngine ends an engine's database connections, if it keeps any.

@@ -47,7 +47,7 @@ func crateObjects() []runtime.Object {
 	for _, o := range objs {
 		if s, ok := o.(*appsv1.StatefulSet); ok {
 			s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Image: "crate:5.8",
-				Args: []string{"-Cnode.name=$(HOSTNAME)", "-Cgateway.expected_data_nodes=4"}}}
+				Args: []string{"-Cnode.name=$(HOSTNAME)", "-Cgateway.expected_data_nodes=4", "-Cgateway.recover_after_data_nodes=3"}}}
 			s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
 			if s.Name == "db-master" {
 				s.Spec.Template.Spec.Containers[0].Args = nil
@@ -73,6 +73,16 @@ func crateNodes() []string {
 	return []string{"master-0", "master-1", "master-2", "data-hot-0", "data-hot-1", "data-cold-0", "data-cold-1"}
 }
 
+// crateHost is the hostname (pod name) of a node of the fake cluster,
+// which names its nodes the CrateDB operator's way.
+func crateHost(node string) string { return "db-" + strings.TrimPrefix(node, "data-") }
+
+// addCrateNode puts node into sys.nodes with its pod's hostname.
+func addCrateNode(db *cratedbtest.DB, node string) {
+	db.AddNodes(node)
+	db.Do(func(d *cratedbtest.DB) { d.Hosts[node] = crateHost(node) })
+}
+
 // crateEnv is a harness plus a fake CrateDB behind it.
 type crateEnv struct {
 	*harness
@@ -82,7 +92,13 @@ type crateEnv struct {
 func newCrateEnv(t *testing.T) *crateEnv {
 	t.Helper()
 	db := cratedbtest.New(crateNodes()...)
-	db.Do(func(d *cratedbtest.DB) { d.Users["system"] = systemPW; d.Granted["system"] = true })
+	db.Do(func(d *cratedbtest.DB) {
+		d.Users["system"] = systemPW
+		d.Granted["system"] = true
+		for _, n := range d.Nodes {
+			d.Hosts[n] = crateHost(n)
+		}
+	})
 	h := newHarness(t, crateObjects()...)
 	h.clock = &tickClock{t: testNow}
 	return &crateEnv{harness: h, db: db}
@@ -143,7 +159,7 @@ func (e *crateEnv) scaleController() *[]string {
 			if err := e.client.Tracker().Create(podGVR, p, sts.Namespace); err != nil {
 				return true, nil, err
 			}
-			e.db.AddNodes(node(i))
+			addCrateNode(e.db, node(i))
 		}
 		for i := to; i < from; i++ {
 			if err := e.client.Tracker().Delete(podGVR, sts.Namespace, fmt.Sprintf("%s-%d", sts.Name, i)); err != nil {
@@ -206,7 +222,7 @@ func TestCrateBadInput(t *testing.T) {
 		{"bad list entry", []string{"scale", "db", "--data", "hot=3,cold"}, `--data "cold": want GROUP=N`, nil},
 		{"even masters", []string{"scale", "db", "--master", "4"}, "masters must be an odd number of at least 3 (allowed: 3, 5, 7, ...)", nil},
 		{"one master", []string{"scale", "db", "--master", "1"}, "masters must be an odd number of at least 3", nil},
-		{"bad sslmode", []string{"scale", "db", "--data", "hot=3", "--pg-sslmode", "prefer"}, `unknown --pg-sslmode "prefer"; allowed: disable, require, verify-ca, verify-full`, nil},
+		{"bad sslmode", []string{"scale", "db", "--data", "hot=3", "--pg-sslmode", "prefer"}, `unknown --pg-sslmode "prefer"; allowed: auto, disable, require, verify-ca, verify-full`, nil},
 		{"zero health checks", []string{"restart", "db", "--rolling", "--health-checks", "0"}, "--health-checks must be at least 1", nil},
 		{"missing password secret", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "nope", "--yes"}, `Secret prod/nope not found (wanted key "password")`, nil},
 		{"missing password key", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "app-pw/pass", "--yes"}, `Secret prod/app-pw has no key "pass"`, nil},
@@ -332,7 +348,7 @@ func TestCrateScale(t *testing.T) {
 			if !tt.wantReset {
 				restore = `SET GLOBAL "cluster.routing.allocation.exclude._name" = '` + tt.wantExcl + `'`
 			}
-			want := []string{excl, restore, `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`}
+			want := []string{excl, restore, `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`, `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 2`}
 			if got := e.db.Statements(true); !slices.Equal(got, want) {
 				t.Errorf("database writes:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 			}
@@ -340,8 +356,8 @@ func TestCrateScale(t *testing.T) {
 				if d.Exclusions != tt.wantExcl {
 					t.Errorf("exclusions %q, want %q", d.Exclusions, tt.wantExcl)
 				}
-				if !d.Acked {
-					t.Error("node check not acknowledged")
+				if !d.Acked || !d.AckedRecover {
+					t.Errorf("node checks acknowledged: expected nodes %v, recover-after %v", d.Acked, d.AckedRecover)
 				}
 				if d.Shards["data-cold-1"] != 0 {
 					t.Errorf("shards left on data-cold-1: %d", d.Shards["data-cold-1"])
@@ -360,14 +376,21 @@ func TestCrateScale(t *testing.T) {
 			if lastShards < 0 || shrinkAt <= lastShards {
 				t.Errorf("shrink did not wait for the drain (last shards poll #%d, shrink after #%d)", lastShards, shrinkAt)
 			}
-			for name, want := range map[string]string{"db-master": "-Cgateway.expected_nodes=9", "db-hot": "-Cgateway.expected_data_nodes=4", "db-cold": "-Cgateway.expected_data_nodes=4"} {
+			// 4 data nodes on 5.10 (the fake's version): the data node
+			// settings everywhere (the master's expected_nodes is renamed),
+			// recover-after at the quorum, 3.
+			for name, wants := range map[string][]string{"db-master": {"-Cgateway.expected_data_nodes=4"},
+				"db-hot":  {"-Cgateway.expected_data_nodes=4", "-Cgateway.recover_after_data_nodes=3"},
+				"db-cold": {"-Cgateway.expected_data_nodes=4", "-Cgateway.recover_after_data_nodes=3"}} {
 				s, err := e.client.AppsV1().StatefulSets("prod").Get(context.Background(), name, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				c := s.Spec.Template.Spec.Containers[0]
-				if !slices.Contains(append(c.Args, c.Command...), want) {
-					t.Errorf("%s: args %v command %v, want %s", name, c.Args, c.Command, want)
+				for _, want := range wants {
+					if !slices.Contains(append(c.Args, c.Command...), want) {
+						t.Errorf("%s: args %v command %v, want %s", name, c.Args, c.Command, want)
+					}
 				}
 			}
 			ev := e.eventMessages()
@@ -388,7 +411,10 @@ func TestCrateScaleRefuses(t *testing.T) {
 		want  string
 	}{
 		{"yellow", func(d *cratedbtest.DB) { d.Severity = int32(2) }, "cluster is yellow"},
-		{"node missing", func(d *cratedbtest.DB) { d.Nodes = d.Nodes[:6] }, "the StatefulSets want 7 nodes but sys.nodes has 6"},
+		{"node missing", func(d *cratedbtest.DB) {
+			d.Nodes = slices.DeleteFunc(d.Nodes, func(n string) bool { return n == "data-hot-0" })
+		},
+			"the StatefulSets want 7 nodes but sys.nodes has 6"},
 		{"replicas all", func(d *cratedbtest.DB) { d.Replicas = []string{"1", "all"} }, "number_of_replicas = 'all'"},
 		{"replicas too many", func(d *cratedbtest.DB) { d.Replicas = []string{"3-all"} }, "number_of_replicas = '3-all', which needs 4 data nodes, and only 3 data nodes would remain"},
 	}
@@ -447,7 +473,8 @@ func TestCrateRestartGate(t *testing.T) {
 				t.Errorf("allocation for pod %d set through that very pod", pod)
 			}
 			seq = append(seq, fmt.Sprintf("pod%d:hold", pod))
-		case strings.HasPrefix(c.SQL, "SELECT name FROM sys.nodes"):
+		case strings.HasPrefix(c.SQL, "SELECT id, name, hostname, rest_url") && pod >= 0:
+			// (pod -1: the plan's mapping of pods to nodes)
 			if last := seq[len(seq)-1]; last != fmt.Sprintf("pod%d:node?", pod) {
 				seq = append(seq, fmt.Sprintf("pod%d:node?", pod))
 			}
@@ -469,7 +496,7 @@ func TestCrateRestartGate(t *testing.T) {
 	if !strings.Contains(r.out, "green 2/2") {
 		t.Errorf("no green progress in events:\n%s", r.out)
 	}
-	// The first connection is the preflight's, before any pod goes.
+	// The first connection maps pods to nodes while planning (the preflight reuses it).
 	if c := e.db.Connects(); len(c) < 3 || c[1] == "db-master-0" || c[2] == "db-master-1" {
 		t.Errorf("connections %v: want each pod's gate to connect through another pod", c)
 	}
@@ -498,75 +525,129 @@ func TestCrateRestartReconnectsWhenPodGoes(t *testing.T) {
 	}
 }
 
-func TestCrateBootstrap(t *testing.T) {
-	e := newCrateEnv(t)
-	e.db.Do(func(d *cratedbtest.DB) { delete(d.Users, "system"); delete(d.Granted, "system") })
-	args := []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--yes", "--lock-id", "ci@test"}
-	r := e.run(args...)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
-	}
+// crashStatements returns what crash ran (from -c, else stdin), the first
+// two words of each, and fails the test when a secret is in an argv.
+func crashStatements(t *testing.T, execs []cratedbtest.Exec) []string {
+	t.Helper()
 	var stmts []string
-	for _, x := range e.db.Execs() {
-		if len(x) != 6 || x[0] != "crash" || x[3] != "http://localhost:4200" {
-			t.Fatalf("unexpected exec argv shape (len %d)", len(x))
+	for _, x := range execs {
+		if len(x.Argv) < 4 || x.Argv[0] != "crash" || x.Argv[3] != "http://localhost:4200" {
+			t.Fatalf("unexpected exec argv shape %q", x.Argv)
 		}
-		stmts = append(stmts, strings.Fields(x[5])[0]+" "+strings.Fields(x[5])[1])
-	}
-	if want := []string{"SET LICENSE", "CREATE USER", "GRANT ALL"}; !slices.Equal(stmts, want) {
-		t.Errorf("crash statements %v, want %v", stmts, want)
-	}
-	if want := []string{`CREATE USER "app" WITH (password = $1)`, `GRANT ALL PRIVILEGES TO "app"`}; !slices.Equal(e.db.Statements(true), want) {
-		t.Errorf("database writes %v, want %v", e.db.Statements(true), want)
-	}
-	e.db.Do(func(d *cratedbtest.DB) {
-		if d.Users["system"] != systemPW || d.Users["app"] != appPW || d.License != licKey || !d.Granted["app"] {
-			t.Errorf("state after bootstrap: users %d, license set %v, app granted %v", len(d.Users), d.License == licKey, d.Granted["app"])
+		for _, secret := range []string{systemPW, appPW, licKey} {
+			if strings.Contains(strings.Join(x.Argv, " "), secret) {
+				t.Fatalf("a secret is in the exec command line (API-server audit logs record it)")
+			}
 		}
-	})
-	first := e.eventMessages()
-	assertNoSecrets(t, "bootstrap output", r.out, r.err, first)
+		text := x.Stdin
+		if i := slices.Index(x.Argv, "-c"); i >= 0 {
+			text = x.Argv[i+1]
+		}
+		for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+			f := strings.Fields(l)
+			stmts = append(stmts, f[0]+" "+f[1])
+		}
+	}
+	return stmts
+}
 
-	// Second run: nothing to create, no statement changes anything.
-	execs, writes := len(e.db.Execs()), len(e.db.Statements(true))
-	r = e.run(args...)
-	if r.code != 0 {
-		t.Fatalf("second run: exit %d: %s\n%s", r.code, r.err, r.out)
+func TestCrateBootstrap(t *testing.T) {
+	tests := []struct {
+		version string
+		// crash statements of the first and the second run
+		first, second []string
+		note          string
+	}{
+		{"5.2.11", []string{"SELECT version['number']", "SET LICENSE", "CREATE USER", "GRANT ALL"}, []string{"SET LICENSE"}, ""},
+		{"5.10.1", []string{"SELECT version['number']", "CREATE USER", "GRANT ALL"}, nil,
+			"--license-secret is ignored: CrateDB 5.10.1 has no licenses"},
 	}
-	if n := len(e.db.Execs()); n != execs+1 {
-		t.Errorf("second run ran %d crash statements, want only the license (1)", n-execs)
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			e := newCrateEnv(t)
+			e.db.Do(func(d *cratedbtest.DB) {
+				delete(d.Users, "system")
+				delete(d.Granted, "system")
+				d.Version = tt.version
+			})
+			args := []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--yes", "--lock-id", "ci@test"}
+			r := e.run(args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+			}
+			if got := crashStatements(t, e.db.Execs()); !slices.Equal(got, tt.first) {
+				t.Errorf("crash statements %v, want %v", got, tt.first)
+			}
+			for _, x := range e.db.Execs() {
+				if strings.Contains(x.Stdin, "password") && slices.Contains(x.Argv, "-c") {
+					t.Errorf("a password statement went to crash with -c")
+				}
+			}
+			if want := []string{`CREATE USER "app" WITH (password = $1)`, `GRANT ALL PRIVILEGES TO "app"`}; !slices.Equal(e.db.Statements(true), want) {
+				t.Errorf("database writes %v, want %v", e.db.Statements(true), want)
+			}
+			wantLicense := ""
+			if len(tt.second) > 0 {
+				wantLicense = licKey
+			}
+			e.db.Do(func(d *cratedbtest.DB) {
+				if d.Users["system"] != systemPW || d.Users["app"] != appPW || d.License != wantLicense || !d.Granted["app"] {
+					t.Errorf("state after bootstrap: users %d, license set %v, app granted %v", len(d.Users), d.License != "", d.Granted["app"])
+				}
+			})
+			first := e.eventMessages()
+			assertNoSecrets(t, "bootstrap output", r.out, r.err, first)
+
+			// Second run: the version is read over PostgreSQL now; nothing to
+			// create, no statement changes anything.
+			execs, writes := len(e.db.Execs()), len(e.db.Statements(true))
+			r = e.run(args...)
+			if r.code != 0 {
+				t.Fatalf("second run: exit %d: %s\n%s", r.code, r.err, r.out)
+			}
+			if got := crashStatements(t, e.db.Execs()[execs:]); !slices.Equal(got, tt.second) {
+				t.Errorf("second run ran crash statements %v, want %v", got, tt.second)
+			}
+			if tt.note != "" && !strings.Contains(r.out+r.err, tt.note) {
+				t.Errorf("second run does not say %q:\n%s", tt.note, r.out)
+			}
+			if w := e.db.Statements(true)[writes:]; len(w) > 0 {
+				t.Errorf("second run wrote %v", w)
+			}
+			assertNoSecrets(t, "second bootstrap output", r.out, r.err, e.eventMessages())
+		})
 	}
-	if w := e.db.Statements(true)[writes:]; len(w) > 0 {
-		t.Errorf("second run wrote %v", w)
-	}
-	assertNoSecrets(t, "second bootstrap output", r.out, r.err, e.eventMessages())
 }
 
 func TestCrateBootstrapAlreadyExists(t *testing.T) {
-	e := newCrateEnv(t)
-	// The system user exists with another password: CREATE reports
-	// AlreadyExists, ALTER sets the Secret's password.
-	e.db.Do(func(d *cratedbtest.DB) { d.Users["system"] = "old-password"; delete(d.Granted, "system") })
-	r := e.run("bootstrap", "db", "--yes", "--lock-id", "ci@test")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	for _, version := range []string{"5.5.2", "5.10.1"} {
+		t.Run(version, func(t *testing.T) {
+			e := newCrateEnv(t)
+			// The system user exists with another password: CREATE reports
+			// the version's AlreadyExists error, ALTER sets the Secret's password.
+			e.db.Do(func(d *cratedbtest.DB) {
+				d.Users["system"] = "old-password"
+				delete(d.Granted, "system")
+				d.Version = version
+			})
+			r := e.run("bootstrap", "db", "--yes", "--lock-id", "ci@test")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+			}
+			if got, want := crashStatements(t, e.db.Execs()), []string{"SELECT version['number']", "CREATE USER", "ALTER USER", "GRANT ALL"}; !slices.Equal(got, want) {
+				t.Errorf("crash statements %v, want %v", got, want)
+			}
+			e.db.Do(func(d *cratedbtest.DB) {
+				if d.Users["system"] != systemPW {
+					t.Error("system password not set from the Secret")
+				}
+			})
+			if ev := e.eventMessages(); !strings.Contains(ev, "DbopsAlterUser") {
+				t.Errorf("no DbopsAlterUser audit event:\n%s", ev)
+			}
+			assertNoSecrets(t, "bootstrap output", r.out, r.err, e.eventMessages())
+		})
 	}
-	var stmts []string
-	for _, x := range e.db.Execs() {
-		stmts = append(stmts, strings.Fields(x[5])[0])
-	}
-	if want := []string{"CREATE", "ALTER", "GRANT"}; !slices.Equal(stmts, want) {
-		t.Errorf("crash statements %v, want %v", stmts, want)
-	}
-	e.db.Do(func(d *cratedbtest.DB) {
-		if d.Users["system"] != systemPW {
-			t.Error("system password not set from the Secret")
-		}
-	})
-	if ev := e.eventMessages(); !strings.Contains(ev, "DbopsAlterUser") {
-		t.Errorf("no DbopsAlterUser audit event:\n%s", ev)
-	}
-	assertNoSecrets(t, "bootstrap output", r.out, r.err, e.eventMessages())
 }
 
 func TestCrateStatusHealth(t *testing.T) {

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"time"
+
 	"context"
 
 	"slices"
@@ -49,7 +51,9 @@ pod's node) together, zones in name order; --mode all deletes every pod at
 once (the cluster is down until they are back). The engine's gates run for
 each pod of a batch before it is deleted and after the whole batch is back.
 --max-unavailable-zones K makes each batch wait, watching pods, until at most
-K zones other than its own have unavailable pods, instead of refusing.`,
+K zones other than its own have unavailable pods, instead of refusing.
+
+Bounded by --timeout, else 4 h.`,
 		Example: `  # See the plan without changing anything
   kubectl dbops restart mycrate --rolling --dry-run
 
@@ -132,9 +136,14 @@ func (o *RestartOptions) restartOptions(command string) ops.RestartOptions {
 	return ro
 }
 
+// defaultRollingRestartTimeout bounds a whole rolling restart: a large
+// CrateDB cluster restarts a node at a time with health gates of minutes
+// each, and the CrateDB operator allows 4 hours.
+const defaultRollingRestartTimeout = 4 * time.Hour
+
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.Cluster, "", defaultRestartTimeout,
+	return o.operate(commandContext(cmd), o.Cluster, "", defaultRollingRestartTimeout,
 		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
 			return eng.PlanRestart(ctx, c, o.restartOptions(commandLine(cmd, o.Cluster)))
 		})

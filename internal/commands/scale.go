@@ -42,9 +42,14 @@ func NewScaleCmd(g *GlobalOptions) *cobra.Command {
 then every data group that grows (waiting for the new nodes to join), then
 every data group that shrinks: only when the cluster is green, every node is
 in, and the tables' replicas fit on the nodes that remain; their shards are
-moved off by an allocation exclusion before the pods are removed. Finally
-the expected-nodes setting of every StatefulSet is updated, the exclusions
-this run added are removed and the expected-nodes check is acknowledged.
+moved off by an allocation exclusion before the pods are removed. The nodes
+of those pods are read from sys.nodes (name, hostname, IP, cross-checked with
+-Cnode.name); a pod whose node cannot be told refuses the run before anything
+is written. Finally the expected-nodes and recover-after (quorum N/2+1)
+arguments of every StatefulSet follow the new totals (setting names by the
+running version), the exclusions this run added are removed and both node
+checks are acknowledged. A StatefulSet not using updateStrategy OnDelete is
+refused unless --allow-rolling-update is given.
 
 For etcd (--replicas N): one member per step. Growing adds the new member as
 a learner, records the initial cluster, adds the pod and promotes it once it
@@ -94,6 +99,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
+	g.CrateDB.AddScaleFlags(cmd.Flags())
 	return cmd
 }
 

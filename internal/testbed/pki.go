@@ -126,3 +126,61 @@ func writePKI(dir string) (*pki, error) {
 	}
 	return p, nil
 }
+
+// CAPEM is the testbed CA certificate (PEM), for clients of servers whose certificates
+// IssueServerCert made.
+func (tb *Testbed) CAPEM() []byte { return tb.pki.caPEM }
+
+// IssueServerCert signs a fresh server certificate for dnsNames and ips with the testbed CA,
+// e.g. for a simulated database that serves TLS. It returns the certificate and key as PEM.
+func (tb *Testbed) IssueServerCert(dnsNames []string, ips []net.IP) (certPEM, keyPEM []byte, err error) {
+	caKeyPEM, err := os.ReadFile(tb.pki.CAKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read CA key: %w", err)
+	}
+	block, _ := pem.Decode(caKeyPEM)
+	if block == nil {
+		return nil, nil, fmt.Errorf("CA key %s: no PEM block", tb.pki.CAKey)
+	}
+	caKey, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA key: %w", err)
+	}
+	caBlock, _ := pem.Decode(tb.pki.caPEM)
+	if caBlock == nil {
+		return nil, nil, fmt.Errorf("CA certificate: no PEM block")
+	}
+	caCert, err := x509.ParseCertificate(caBlock.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA certificate: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, fmt.Errorf("serial: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "kubectl-dbops-testbed-server"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}

@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 	"slices"
 	"strings"
 	"testing"
@@ -238,8 +239,15 @@ func TestRestartZoneMode(t *testing.T) {
 // PVC go (the cluster never turns red), it comes back on a new PVC, rejoins sys.nodes, and only
 // its own exclusion is dropped again.
 func TestCrateDBReplace(t *testing.T) {
-	x := newCrateEnv(t, true)
-	const pod, node, claim = "crate-data-hot-" + crateE2ECluster + "-1", "data-hot-1", "data-crate-data-hot-" + crateE2ECluster + "-1"
+	for _, l := range crateLayouts {
+		t.Run(l.name, func(t *testing.T) { testCrateDBReplace(t, l.layout) })
+	}
+}
+
+func testCrateDBReplace(t *testing.T, layout bedwire.Layout) {
+	x := newCrateEnvLayout(t, true, layout)
+	const pod, claim = "crate-data-hot-" + crateE2ECluster + "-1", "data-crate-data-hot-" + crateE2ECluster + "-1"
+	node := x.node("hot", 1)
 	oldPVC := pvcUIDs(t, x.ns)[claim]
 
 	// The database cannot be watched: sample its health while the command runs.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"regexp"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +69,22 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) 
 	if err != nil {
 		return nil, err
 	}
+	spec := specOf(eligible)
+	crashUser, err := e.crashUser(spec)
+	if err != nil {
+		return nil, err
+	}
+	cr := &crasher{e: e, c: c, g: eligible, argv: e.crashBase(spec, crashUser)}
+	// The version decides SET LICENSE and the already-exists error. On a
+	// re-run the system user can read it now; on a first run crash reads
+	// it when the steps run (a plan writes nothing, so runs no crash).
+	if rows, err := e.readNodes(ctx, c, nil); err == nil {
+		if v, err := clusterVersion(rows); err == nil && v.known() {
+			cr.version = v
+		}
+	} else {
+		_ = e.session(c).close(ctx)
+	}
 	license := ""
 	if !req.License.IsZero() {
 		if license, err = e.secret(ctx, c.Namespace, req.License, "license (--license-secret)"); err != nil {
@@ -94,17 +113,32 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) 
 	if eligible.Object != nil {
 		stsRef.UID = string(eligible.Object.UID)
 	}
-	via := fmt.Sprintf("via: crash --verify-ssl=false --host %s://localhost:4200 -c STATEMENT (container %s)", e.cfg.HTTPScheme, crateContainer)
+	via := fmt.Sprintf("via: %s < STATEMENT (on stdin, never in the command line; container %s)", strings.Join(cr.argv, " "), crateContainer)
 	pre := fmt.Sprintf("a Ready pod of master-eligible group %s (container %s)", eligible.Name, crateContainer)
 
-	if license != "" {
+	switch {
+	case license != "" && cr.version.known() && cr.version.atLeast(noLicenseFrom.major, noLicenseFrom.minor):
+		p.Notes = append(p.Notes, fmt.Sprintf("--license-secret is ignored: CrateDB %s has no licenses (SET LICENSE exists only before 5.3)", cr.version))
+	case license != "":
+		cond := ""
+		if !cr.version.known() {
+			cond = " (only if the version, read first with crash, is below 5.3; from 5.3 on --license-secret is ignored)"
+		}
 		p.Steps = append(p.Steps, &ops.Step{
 			ID: "license", Group: eligible.Name, Target: "cluster/" + c.Name, Mutating: true,
-			Description:   "set the license first (more nodes than a free license allows)",
+			Description:   "set the license first (more nodes than a free license allows)" + cond,
 			Preconditions: []string{pre},
 			Details:       []string{via, "SET LICENSE '***'; -> expect SET OK"},
 			Action: func(ctx context.Context, sc *ops.StepContext) error {
-				if _, err := e.crash(ctx, c, eligible, crashSetLicense(license), "SET OK", secrets); err != nil {
+				v, err := cr.clusterVersion(ctx)
+				if err != nil {
+					return err
+				}
+				if v.atLeast(noLicenseFrom.major, noLicenseFrom.minor) {
+					sc.Waiting(fmt.Sprintf("--license-secret ignored: CrateDB %s has no licenses (SET LICENSE exists only before 5.3)", v))
+					return nil
+				}
+				if _, err := cr.run(ctx, crashSetLicense(license), "SET OK", secrets); err != nil {
 					return fmt.Errorf("setting the license: %w", err)
 				}
 				sc.Audit(ctx, stsRef, "DbopsSetLicense", "set the CrateDB license")
@@ -120,7 +154,7 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) 
 		Details: []string{
 			via,
 			`CREATE USER "system" WITH (password = '***'); -> expect CREATE OK`,
-			`  on AlreadyExistsException: ALTER USER "system" SET (password = '***'); -> expect ALTER OK`,
+			`  on ` + cr.alreadyExists() + `: ALTER USER "system" SET (password = '***'); -> expect ALTER OK`,
 			`GRANT ALL PRIVILEGES TO "system"; -> expect GRANT OK`,
 		},
 	}
@@ -130,19 +164,22 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) 
 		return e.userReady(ctx, c, SystemUser), nil
 	}
 	sysStep.Action = func(ctx context.Context, sc *ops.StepContext) error {
-		out, err := e.crash(ctx, c, eligible, crashCreateUser(SystemUser, sysPW), "CREATE OK", secrets)
+		if _, err := cr.clusterVersion(ctx); err != nil {
+			return err
+		}
+		out, err := cr.run(ctx, crashCreateUser(SystemUser, sysPW), "CREATE OK", secrets)
 		if err != nil {
-			if !strings.Contains(out, "AlreadyExistsException") {
+			if !strings.Contains(out, cr.alreadyExists()) {
 				return fmt.Errorf("creating user system: %w", err)
 			}
-			if _, err := e.crash(ctx, c, eligible, crashAlterUser(SystemUser, sysPW), "ALTER OK", secrets); err != nil {
+			if _, err := cr.run(ctx, crashAlterUser(SystemUser, sysPW), "ALTER OK", secrets); err != nil {
 				return fmt.Errorf("setting the password of user system: %w", err)
 			}
 			sc.Audit(ctx, stsRef, "DbopsAlterUser", "set the password of CrateDB user system")
 		} else {
 			sc.Audit(ctx, stsRef, "DbopsCreateUser", "created CrateDB user system")
 		}
-		if _, err := e.crash(ctx, c, eligible, crashGrantAll(SystemUser), "GRANT OK", secrets); err != nil {
+		if _, err := cr.run(ctx, crashGrantAll(SystemUser), "GRANT OK", secrets); err != nil {
 			return fmt.Errorf("granting privileges to user system: %w", err)
 		}
 		sc.Audit(ctx, stsRef, "DbopsGrant", "granted all privileges to CrateDB user system")
@@ -227,26 +264,88 @@ func (e *Engine) userReady(ctx context.Context, c *ops.Cluster, name string) boo
 	return e.hasAllPrivileges(ctx, c, name)
 }
 
-// crash runs one statement with crash in a Ready master-eligible pod and
-// checks its output for want. Output is returned (and quoted in errors)
-// with every secret redacted.
-func (e *Engine) crash(ctx context.Context, c *ops.Cluster, g *ops.NodeGroup, stmt, want string, secrets []string) (string, error) {
-	pod, err := e.readyPod(ctx, c, g)
-	if err != nil {
-		return "", err
+// crasher runs crash in a Ready pod of a master-eligible group.
+type crasher struct {
+	e    *Engine
+	c    *ops.Cluster
+	g    *ops.NodeGroup
+	argv []string
+	// version is the cluster's, once known.
+	version version
+}
+
+// alreadyExists is the error CREATE USER gives for an existing user:
+// RoleAlreadyExistsException from 5.6 on, UserAlreadyExistsException
+// before; either while the version is unknown.
+func (cr *crasher) alreadyExists() string {
+	switch {
+	case !cr.version.known():
+		return "AlreadyExistsException"
+	case cr.version.atLeast(5, 6):
+		return "RoleAlreadyExistsException"
+	default:
+		return "UserAlreadyExistsException"
 	}
-	argv := []string{"crash", "--verify-ssl=false", "--host", e.cfg.HTTPScheme + "://localhost:4200", "-c", stmt}
-	stdout, stderr, err := e.execer.Exec(ctx, c.Namespace, pod, crateContainer, argv)
-	out := redact(string(stdout)+string(stderr), secrets...)
+}
+
+var reVersion = regexp.MustCompile(`\b(\d+\.\d+\.\d+(?:-[A-Za-z0-9.]+)?)\b`)
+
+// clusterVersion reads the lowest version['number'] of sys.nodes with
+// crash (no secret in it, so on the command line).
+func (cr *crasher) clusterVersion(ctx context.Context) (version, error) {
+	if cr.version.known() {
+		return cr.version, nil
+	}
+	out, err := cr.exec(ctx, append(slices.Clone(cr.argv), "-c", sqlVersions+";"), nil, nil)
+	if err != nil || !strings.Contains(out, "SELECT") {
+		if err == nil {
+			err = errors.New("no SELECT result in crash output")
+		}
+		return version{}, fmt.Errorf("reading the CrateDB version: %w; output: %s", err, clip(out, crashOutputMax))
+	}
+	var rows []nodeRow
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "|") {
+			continue
+		}
+		if m := reVersion.FindStringSubmatch(line); m != nil {
+			rows = append(rows, nodeRow{Version: m[1]})
+		}
+	}
+	v, err := clusterVersion(rows)
+	if err != nil || !v.known() {
+		return version{}, fmt.Errorf("reading the CrateDB version: no version in crash output: %s", clip(out, crashOutputMax))
+	}
+	cr.version = v
+	return v, nil
+}
+
+// run sends one statement to crash on stdin (statements carry passwords,
+// and exec command lines are recorded in API-server audit logs) and checks
+// the output for want. Output is returned (and quoted in errors) with
+// every secret redacted.
+func (cr *crasher) run(ctx context.Context, stmt, want string, secrets []string) (string, error) {
+	out, err := cr.exec(ctx, cr.argv, strings.NewReader(stmt+"\n"), secrets)
 	if err == nil && strings.Contains(out, want) {
 		return out, nil
 	}
-	if err != nil {
-		err = redactErr(err, append(secrets, stmt)...)
-	} else {
+	if err == nil {
 		err = fmt.Errorf("expected %q in crash output", want)
 	}
-	return out, fmt.Errorf("crash in pod %s: %w; output: %s", pod, err, clip(out, crashOutputMax))
+	return out, fmt.Errorf("%w; output: %s", err, clip(out, crashOutputMax))
+}
+
+func (cr *crasher) exec(ctx context.Context, argv []string, stdin io.Reader, secrets []string) (string, error) {
+	pod, err := cr.e.readyPod(ctx, cr.c, cr.g)
+	if err != nil {
+		return "", err
+	}
+	stdout, stderr, err := cr.e.execer.Exec(ctx, cr.c.Namespace, pod, crateContainer, argv, stdin)
+	out := redact(string(stdout)+string(stderr), secrets...)
+	if err != nil {
+		return out, fmt.Errorf("crash in pod %s: %w", pod, redactErr(err, secrets...))
+	}
+	return out, nil
 }
 
 // redactErr keeps err (and its chain, for errors.Is) unless its text

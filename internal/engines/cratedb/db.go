@@ -46,8 +46,9 @@ type Connector interface {
 	Connect(ctx context.Context, c *ops.Cluster, creds Credentials, avoid []string) (DB, string, error)
 }
 
-// SSLModes lists the accepted --pg-sslmode values, libpq's verifying ones.
-func SSLModes() []string { return []string{"disable", "require", "verify-ca", "verify-full"} }
+// SSLModes lists the accepted --pg-sslmode values: auto (from the
+// StatefulSet's -Cssl.psql.enabled) and libpq's verifying ones.
+func SSLModes() []string { return []string{"auto", "disable", "require", "verify-ca", "verify-full"} }
 
 // PGConnector connects over pgx, through a port-forward to port 5432 of a
 // pod, or directly to Host:Port when Host is set (inside the cluster).
@@ -63,14 +64,14 @@ type PGConnector struct {
 	ConnectTimeout time.Duration
 }
 
-const pgPort = 5432
-
 // Connect implements Connector.
 func (p *PGConnector) Connect(ctx context.Context, c *ops.Cluster, creds Credentials, avoid []string) (DB, string, error) {
 	tlsCfg, err := p.tlsConfig(ctx, c)
 	if err != nil {
 		return nil, "", err
 	}
+	// The pod's PostgreSQL port, as its StatefulSet declares it.
+	pgPort, _ := ClusterTLS(c)
 	if p.Host != "" {
 		port := p.Port
 		if port == 0 {
@@ -138,8 +139,16 @@ func candidatePods(c *ops.Cluster, avoid []string) []string {
 
 func (p *PGConnector) tlsConfig(ctx context.Context, c *ops.Cluster) (*tls.Config, error) {
 	mode := p.SSLMode
-	if mode == "" {
+	if mode == "" || mode == "auto" {
+		// What the cluster serves: TLS when -Cssl.psql.enabled, checked
+		// against the CA when one is given.
 		mode = "disable"
+		if _, tlsOn := ClusterTLS(c); tlsOn {
+			mode = "require"
+			if !p.CA.IsZero() {
+				mode = "verify-ca"
+			}
+		}
 	}
 	if mode == "disable" {
 		return nil, nil
@@ -167,7 +176,7 @@ func (p *PGConnector) tlsConfig(ctx context.Context, c *ops.Cluster) (*tls.Confi
 	case "verify-full":
 		return &tls.Config{RootCAs: pool}, nil
 	default:
-		return nil, ops.Usagef("unknown --pg-sslmode %q; allowed: disable, require, verify-ca, verify-full", mode)
+		return nil, ops.Usagef("unknown --pg-sslmode %q; allowed: auto, disable, require, verify-ca, verify-full", mode)
 	}
 }
 
@@ -290,6 +299,11 @@ type session struct {
 	connector Connector
 	creds     func(ctx context.Context) (Credentials, error)
 	cluster   *ops.Cluster
+	// timeout bounds one statement: a connection whose pod went away
+	// (a port-forward that stalls instead of failing) must not hang a
+	// wait forever. pgx closes a connection whose query was cancelled,
+	// so the retry below reconnects.
+	timeout time.Duration
 
 	mu  sync.Mutex
 	db  DB
@@ -327,14 +341,49 @@ func (s *session) retry(ctx context.Context, avoid []string, f func(DB) error) e
 	if err != nil {
 		return err
 	}
-	err = f(db)
+	err = s.bounded(ctx, db, f)
 	if err == nil || db.Alive() || ctx.Err() != nil {
 		return err
 	}
 	if db, err = s.get(ctx, avoid); err != nil {
 		return err
 	}
-	return f(db)
+	return s.bounded(ctx, db, f)
+}
+
+// bounded runs f with the statement timeout; a timed-out connection is
+// closed so the next attempt opens a new one.
+func (s *session) bounded(ctx context.Context, db DB, f func(DB) error) error {
+	if s.timeout <= 0 {
+		return f(db)
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := f(&ctxDB{DB: db, ctx: qctx})
+	if err != nil && ctx.Err() == nil && qctx.Err() != nil {
+		s.mu.Lock()
+		if s.db == db {
+			_ = db.Close(context.WithoutCancel(ctx))
+			s.db, s.pod = nil, ""
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("no answer within %s: %w", s.timeout, err)
+	}
+	return err
+}
+
+// ctxDB runs every call with its own context (the statement timeout).
+type ctxDB struct {
+	DB
+	ctx context.Context
+}
+
+func (d *ctxDB) Query(_ context.Context, sql string, args ...any) ([][]any, error) {
+	return d.DB.Query(d.ctx, sql, args...)
+}
+
+func (d *ctxDB) Exec(_ context.Context, sql string, args ...any) error {
+	return d.DB.Exec(d.ctx, sql, args...)
 }
 
 func (s *session) query(ctx context.Context, avoid []string, sql string, args ...any) ([][]any, error) {

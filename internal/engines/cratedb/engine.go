@@ -4,7 +4,9 @@ package cratedb
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +22,11 @@ const (
 	DefaultHealthChecks   = 3
 	DefaultHealthInterval = 30 * time.Second
 	DefaultPollInterval   = 2 * time.Second
+	// DefaultPollErrors is how many database errors in a row a wait
+	// tolerates (a master election takes a few seconds).
+	DefaultPollErrors = 15
+	// DefaultQueryTimeout bounds one statement.
+	DefaultQueryTimeout = 20 * time.Second
 	// SystemUser is the user the procedures act as.
 	SystemUser = "system"
 	// DefaultPasswordKey is the Secret key of passwords.
@@ -41,13 +48,27 @@ type Config struct {
 	HealthInterval time.Duration
 	// PollInterval paces database polls (node back, shards drained).
 	PollInterval time.Duration
-	// HTTPScheme is http or https, for crash's --host.
+	// PollErrors is how many database errors in a row a wait tolerates.
+	PollErrors int
+	// QueryTimeout bounds one statement (default 20s).
+	QueryTimeout time.Duration
+	// HTTPScheme is http or https, for crash's --host ("" = from the
+	// StatefulSet's -Cssl.http.enabled).
 	HTTPScheme string
+	// CrashUser is the user crash logs in as ("" = the user of the
+	// StatefulSet's local trust entry, else crash's default).
+	CrashUser string
+	// AllowRollingUpdate lets scale change the gateway arguments of a
+	// StatefulSet whose updateStrategy is not OnDelete (its controller
+	// then restarts the pods by itself).
+	AllowRollingUpdate bool
 }
 
 // Execer runs a command in a container (kube.Exec in production).
 type Execer interface {
-	Exec(ctx context.Context, namespace, pod, container string, argv []string) (stdout, stderr []byte, err error)
+	// stdin, when not nil, is the command's standard input: statements
+	// that carry secrets go there, never into argv.
+	Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) (stdout, stderr []byte, err error)
 }
 
 // Engine implements ops.Engine, ops.Scaler and ops.Bootstrapper.
@@ -79,8 +100,11 @@ func New(client kubernetes.Interface, connector Connector, execer Execer, cfg Co
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if cfg.HTTPScheme == "" {
-		cfg.HTTPScheme = "http"
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = DefaultQueryTimeout
+	}
+	if cfg.PollErrors <= 0 {
+		cfg.PollErrors = DefaultPollErrors
 	}
 	return &Engine{client: client, connector: connector, execer: execer, cfg: cfg,
 		sessions: map[string]*session{}, pwCache: map[string]string{}}
@@ -141,7 +165,7 @@ func (e *Engine) session(c *ops.Cluster) *session {
 	if s, ok := e.sessions[key]; ok {
 		return s
 	}
-	s := &session{connector: e.connector, cluster: c, creds: func(ctx context.Context) (Credentials, error) {
+	s := &session{connector: e.connector, cluster: c, timeout: e.cfg.QueryTimeout, creds: func(ctx context.Context) (Credentials, error) {
 		pw, err := e.systemPassword(ctx, c)
 		return Credentials{User: SystemUser, Password: pw}, err
 	}}
@@ -247,16 +271,28 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if _, err := e.systemPassword(ctx, c); err != nil {
 		return nil, err
 	}
-	gate := &restartGate{e: e, c: c}
+	nodes, err := e.mapNodes(ctx, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := nodes.problem(c); err != nil {
+		return nil, err
+	}
+	gate := &restartGate{e: e, c: c, nodes: nodes}
 	rr := &ops.RollingRestart{Client: e.client, Gate: gate}
 	p, err := rr.Plan(c, ops.EngineCrateDB, opts)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range p.Steps {
+		gate.resetOnFailure(s)
 		_, pod := c.Pod(strings.TrimPrefix(s.Target, "pod/"))
 		if pod == nil {
 			continue
+		}
+		// Every restarted pod must be recognisable when it comes back.
+		if pn := nodes.pods[pod.Name]; pn != nil && pn.Name == "" && pn.Facts.Hostname == "" && len(pn.Facts.IPs) == 0 {
+			return nil, ops.Usagef("refusing: pod %s has no CrateDB node in sys.nodes and nothing to recognise it by (%s)", pod.Name, pn.Facts.describe())
 		}
 		gate.wrapPrecheck(s, *pod)
 	}
@@ -330,6 +366,7 @@ func cellBool(rows [][]any, col int) bool {
 
 // wait polls check every interval until it reports done, ctx ends or it
 // fails. Database state cannot be watched; the first check runs at once.
+// Database polls go through pollDB, which rides out transient errors.
 func wait(ctx context.Context, interval time.Duration, check func() (bool, error)) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -346,11 +383,40 @@ func wait(ctx context.Context, interval time.Duration, check func() (bool, error
 	}
 }
 
-// podsNamed returns node names for pods of c, in order.
-func nodeNamesOf(g *ops.NodeGroup, from, to int) []string {
-	var out []string
-	for i := from; i < to; i++ {
-		out = append(out, nodeName(g.Role, g.Name, i))
-	}
-	return out
+// pollDB is wait for checks that query the database: up to
+// Config.PollErrors failures in a row (a master election, a node joining,
+// the connection's pod going away) are reported and retried; more, or a
+// usage error, end the wait.
+func (e *Engine) pollDB(ctx context.Context, sc *ops.StepContext, check func() (bool, error)) error {
+	return e.pollDBEvery(ctx, sc, e.cfg.PollInterval, check)
+}
+
+// execDB runs an idempotent statement, retrying transient errors like
+// pollDB (a master election fails writes for a few seconds).
+func (e *Engine) execDB(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, avoid []string, sql string, args ...any) error {
+	return e.pollDB(ctx, sc, func() (bool, error) {
+		return true, e.session(c).exec(ctx, avoid, sql, args...)
+	})
+}
+
+func (e *Engine) pollDBEvery(ctx context.Context, sc *ops.StepContext, interval time.Duration, check func() (bool, error)) error {
+	failures := 0
+	return wait(ctx, interval, func() (bool, error) {
+		done, err := check()
+		if err == nil {
+			failures = 0
+			return done, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ops.ErrUsage) {
+			return false, err
+		}
+		failures++
+		if failures > e.cfg.PollErrors {
+			return false, fmt.Errorf("%d database errors in a row, the last: %w", failures, err)
+		}
+		if sc != nil {
+			sc.Waiting(fmt.Sprintf("database error %d of at most %d in a row, retrying: %v", failures, e.cfg.PollErrors, err))
+		}
+		return false, nil
+	})
 }

@@ -3,6 +3,7 @@ package cratedb_test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,18 +34,25 @@ func setup(t *testing.T, groups ...fakecluster.Group) (*fake.Clientset, *ops.Clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The CrateDB operator's node names (master-<i>, data-<group>-<i>),
+	// which differ from the pod names; the pods are found by hostname.
 	var nodes []string
+	hosts := map[string]string{}
 	for _, g := range c.Groups {
 		for _, p := range g.Pods {
+			n := "data-" + g.Name + "-" + itoa(p.Ordinal)
 			if g.Role == ops.RoleMaster {
-				nodes = append(nodes, "master-"+itoa(p.Ordinal))
-			} else {
-				nodes = append(nodes, "data-"+g.Name+"-"+itoa(p.Ordinal))
+				n = "master-" + itoa(p.Ordinal)
 			}
+			nodes = append(nodes, n)
+			hosts[n] = p.Name
 		}
 	}
 	db := cratedbtest.New(nodes...)
-	db.Do(func(d *cratedbtest.DB) { d.Users["system"] = pw })
+	db.Do(func(d *cratedbtest.DB) {
+		d.Users["system"] = pw
+		d.Hosts = hosts
+	})
 	return client, c, db
 }
 
@@ -114,8 +122,16 @@ func TestParseSecretRef(t *testing.T) {
 // leakyExecer fails like a crash that echoes its statement.
 type leakyExecer struct{}
 
-func (leakyExecer) Exec(_ context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
-	return []byte("SQLActionException: " + argv[5]), []byte(argv[5]), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+func (leakyExecer) Exec(_ context.Context, ns, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+	stmt := strings.Join(argv, " ")
+	if stdin != nil {
+		b, _ := io.ReadAll(stdin)
+		stmt = string(b)
+	}
+	if strings.Contains(stmt, "version['number']") {
+		return []byte("| version['number'] |\n| 5.10.1 |\nSELECT 1 row in set (0.001 sec)\n"), nil, nil
+	}
+	return []byte("SQLActionException: " + stmt), []byte(stmt), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
 }
 
 func TestBootstrapErrorsRedactSecrets(t *testing.T) {
@@ -196,13 +212,13 @@ func TestScaleResumeRemovesOnlyOwnExclusions(t *testing.T) {
 	db.RemoveNodes("data-hot-2")
 	db.Do(func(d *cratedbtest.DB) { d.Exclusions = "data-hot-7,data-hot-2" })
 	e := engine(client, db, nil)
-	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})
+	lk := &journalLock{j: &ops.Journal{Operation: "scale", Args: "--data hot=2", State: ops.JournalInterrupted,
+		Done: []string{"drain/hot"},
+		Data: map[string]string{"cratedb.scale.excluded": "data-hot-2", "cratedb.scale.drain/hot": "1", "cratedb.scale.nodes/hot": "data-hot-2"}}}
+	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}, Journal: lk.j})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lk := &journalLock{j: &ops.Journal{Operation: "scale", Args: p.Args, State: ops.JournalInterrupted,
-		Done: []string{"drain/hot"},
-		Data: map[string]string{"cratedb.scale.excluded": "data-hot-2", "cratedb.scale.drain/hot": "1"}}}
 	client.ClearActions()
 	if err := (&ops.Executor{Locker: lk}).Run(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -220,43 +236,65 @@ func TestScaleResumeRemovesOnlyOwnExclusions(t *testing.T) {
 }
 
 func TestExpectedNodesArgs(t *testing.T) {
-	// Expected-nodes settings are rewritten wherever they are: args,
-	// command, or inside one shell command line.
-	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
-	for _, g := range c.Groups {
-		s := g.Object
-		s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Command: []string{"sh", "-c", "exec crate -Cgateway.expected_nodes=5 -Cnode.name=x"}}}
-		if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	// Gateway settings are rewritten wherever they are: args, command, or
+	// inside one shell command line; recover-after follows as the quorum.
+	tests := []struct {
+		name, version, want string
+	}{
+		{"before 4.7: node counts", "4.6.8", "exec crate -Cgateway.expected_nodes=6 -Cgateway.recover_after_nodes=4 -Cnode.name=x"},
+		{"4.7 on: data node settings", "5.10.1", "exec crate -Cgateway.expected_data_nodes=3 -Cgateway.recover_after_data_nodes=2 -Cnode.name=x"},
 	}
-	e := engine(client, db, nil)
-	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(strings.Join(p.Notes, "\n"), "statefulset/db-hot does not use updateStrategy OnDelete") {
-		t.Errorf("no RollingUpdate warning in notes %q", p.Notes)
-	}
-	var step *ops.Step
-	for _, s := range p.Steps {
-		if s.ID == "expected-nodes" {
-			step = s
-		}
-	}
-	if step == nil {
-		t.Fatal("no expected-nodes step")
-	}
-	p.Steps = []*ops.Step{step}
-	if err := (&ops.Executor{LockID: "t"}).Run(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	s, _ := client.AppsV1().StatefulSets("prod").Get(context.Background(), "db-hot", metav1.GetOptions{})
-	if got := s.Spec.Template.Spec.Containers[0].Command[2]; got != "exec crate -Cgateway.expected_nodes=6 -Cnode.name=x" {
-		t.Errorf("command %q", got)
-	}
-	if *s.Spec.Replicas != 2 {
-		t.Errorf("expected-nodes step changed replicas")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
+			db.Do(func(d *cratedbtest.DB) { d.Version = tt.version })
+			for _, g := range c.Groups {
+				s := g.Object
+				s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Command: []string{"sh", "-c", "exec crate -Cgateway.expected_nodes=5 -Cgateway.recover_after_nodes=3 -Cnode.name=x"}}}
+				if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Under RollingUpdate the controller would restart every pod:
+			// refused unless confirmed, before anything is written.
+			client.ClearActions()
+			_, err := engine(client, db, nil).PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
+			if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), "--allow-rolling-update") {
+				t.Fatalf("RollingUpdate StatefulSet: %v, want a refusal naming --allow-rolling-update", err)
+			}
+			if w := fakecluster.Writes(client); len(w) > 0 {
+				t.Errorf("refusal wrote %v", w)
+			}
+			e := cratedb.New(client, db.Connector(), db.Execer(), cratedb.Config{HealthChecks: 1, HealthInterval: time.Millisecond,
+				PollInterval: time.Millisecond, AllowRollingUpdate: true})
+			p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(p.Notes, "\n"), "statefulset/db-hot uses updateStrategy RollingUpdate") {
+				t.Errorf("no RollingUpdate note in %q", p.Notes)
+			}
+			var step *ops.Step
+			for _, s := range p.Steps {
+				if s.ID == "expected-nodes" {
+					step = s
+				}
+			}
+			if step == nil {
+				t.Fatal("no expected-nodes step")
+			}
+			p.Steps = []*ops.Step{step}
+			if err := (&ops.Executor{LockID: "t"}).Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			s, _ := client.AppsV1().StatefulSets("prod").Get(context.Background(), "db-hot", metav1.GetOptions{})
+			if got := s.Spec.Template.Spec.Containers[0].Command[2]; got != tt.want {
+				t.Errorf("command %q, want %q", got, tt.want)
+			}
+			if *s.Spec.Replicas != 2 {
+				t.Errorf("expected-nodes step changed replicas")
+			}
+		})
 	}
 }
 
@@ -269,5 +307,109 @@ func TestConnectFailureIsNotRetriedForever(t *testing.T) {
 	}
 	if errors.Is(err, ops.ErrUsage) {
 		t.Errorf("auth failure reported as usage: %v", err)
+	}
+}
+
+func TestNodeIdentityRefusals(t *testing.T) {
+	groups := []fakecluster.Group{{Name: "master", Role: "master", Replicas: 3}, {Name: "hot", Role: "data", Order: 1, Replicas: 3}}
+	notReady := func(client *fake.Clientset, pod string) {
+		p, _ := client.CoreV1().Pods("prod").Get(context.Background(), pod, metav1.GetOptions{})
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		_, _ = client.CoreV1().Pods("prod").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	}
+	scale := func(e *cratedb.Engine, c *ops.Cluster) error {
+		_, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})
+		return err
+	}
+	replace := func(e *cratedb.Engine, c *ops.Cluster) error {
+		_, err := e.PlanReplacement(context.Background(), c, ops.ReplaceRequest{Pods: []string{"db-hot-1"}, MaxConcurrent: 1, Args: "x"})
+		return err
+	}
+	restart := func(e *cratedb.Engine, c *ops.Cluster) error {
+		_, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{})
+		return err
+	}
+	tests := []struct {
+		name  string
+		setup func(client *fake.Clientset, d *cratedbtest.DB)
+		plan  func(*cratedb.Engine, *ops.Cluster) error
+		want  string
+	}{
+		{"scale: removed pod has no node", func(_ *fake.Clientset, d *cratedbtest.DB) { d.Hosts["data-hot-2"] = "somewhere-else" },
+			scale, "pod db-hot-2 has no CrateDB node in sys.nodes"},
+		{"scale: two nodes claim one pod", func(_ *fake.Clientset, d *cratedbtest.DB) { d.Hosts["data-hot-1"] = "db-hot-0" },
+			scale, "pod db-hot-0 (hostname db-hot-0) matches several CrateDB nodes: data-hot-0, data-hot-1"},
+		{"replace: Ready pod without a node", func(_ *fake.Clientset, d *cratedbtest.DB) { delete(d.Hosts, "data-hot-1") },
+			replace, "pod db-hot-1 is Ready but has no CrateDB node"},
+		{"replace: failed pod while a node matches no pod", func(client *fake.Clientset, d *cratedbtest.DB) {
+			d.Hosts["data-hot-1"] = "renamed"
+			notReady(client, "db-hot-1")
+		}, replace, "nodes data-hot-1 match no pod"},
+		{"restart: ambiguous mapping", func(_ *fake.Clientset, d *cratedbtest.DB) { d.Hosts["data-hot-2"] = "db-master-0" },
+			restart, "pod db-master-0 (hostname db-master-0) matches several CrateDB nodes: master-0, data-hot-2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, c, db := setup(t, groups...)
+			db.Do(func(d *cratedbtest.DB) { tt.setup(client, d) })
+			client.ClearActions()
+			err := tt.plan(engine(client, db, nil), c)
+			if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line, exit 2, containing %q", err, tt.want)
+			}
+			if w := fakecluster.Writes(client); len(w) > 0 {
+				t.Errorf("refusal wrote to the API: %v", w)
+			}
+			if w := db.Statements(true); len(w) > 0 {
+				t.Errorf("refusal wrote to the database: %v", w)
+			}
+		})
+	}
+}
+
+func TestRestartTransientErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		failures int
+		failOn   string
+		wantErr  string
+	}{
+		{"a master election's errors are ridden out", 5, "SELECT", ""},
+		{"persistent errors fail the step, allocation re-enabled", 1000, "SELECT", "database errors in a row"},
+		{"the re-enable fails too: one line saying what is left to do", 1000, "RESET", "re-enable it with RESET GLOBAL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3})
+			fakecluster.Start(t, client, "prod")
+			e := engine(client, db, nil)
+			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Groups: []string{"master"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// From the first pod's gate on, every poll fails for a while.
+			db.Do(func(d *cratedbtest.DB) { d.Failures, d.FailOn = tt.failures, tt.failOn })
+			err = (&ops.Executor{Locker: &journalLock{}, Timeout: time.Minute}).Run(context.Background(), p)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("restart failed: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n")):
+				t.Fatalf("err = %v, want one line with %q", err, tt.wantErr)
+			}
+			db.Do(func(d *cratedbtest.DB) {
+				if tt.failOn == "RESET" {
+					if d.Allocation != "primaries" {
+						t.Errorf("allocation %q: the failing RESET cannot have re-enabled it", d.Allocation)
+					}
+					return
+				}
+				if d.Allocation != "" {
+					t.Errorf("allocation left at %q", d.Allocation)
+				}
+			})
+			if tt.failOn == "SELECT" && tt.wantErr != "" && !strings.Contains(err.Error(), "shard allocation was re-enabled") {
+				t.Errorf("err = %v, want the re-enabled allocation reported", err)
+			}
+		})
 	}
 }

@@ -13,11 +13,64 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// Expected-nodes arguments: before CrateDB 4.7, and from 4.7 on.
+// Gateway arguments (docs/domain.md §1): the expected node count and the
+// recover-after quorum, as node counts before CrateDB 4.7 and as data node
+// counts from 4.7 on.
 const (
-	argExpectedNodes     = "-Cgateway.expected_nodes="
-	argExpectedDataNodes = "-Cgateway.expected_data_nodes="
+	argExpectedNodes         = "-Cgateway.expected_nodes="
+	argExpectedDataNodes     = "-Cgateway.expected_data_nodes="
+	argRecoverAfterNodes     = "-Cgateway.recover_after_nodes="
+	argRecoverAfterDataNodes = "-Cgateway.recover_after_data_nodes="
 )
+
+var gatewayPrefixes = []string{argExpectedDataNodes, argExpectedNodes, argRecoverAfterDataNodes, argRecoverAfterNodes}
+
+// quorum is the recover-after value for n nodes: a majority.
+func quorum(n int) int { return n/2 + 1 }
+
+// gatewayTarget is what a scale sets the gateway arguments to.
+type gatewayTarget struct {
+	Total, Data int
+	// Version is the running version; when known it decides between the
+	// node and the data node settings, whatever the spec used so far.
+	Version version
+}
+
+// rewriteWord returns the gateway argument w should become ("" when w is
+// not one).
+func (t gatewayTarget) rewriteWord(w string) string {
+	expected, recover := false, false
+	data := false
+	switch {
+	case strings.HasPrefix(w, argExpectedDataNodes):
+		expected, data = true, true
+	case strings.HasPrefix(w, argExpectedNodes):
+		expected = true
+	case strings.HasPrefix(w, argRecoverAfterDataNodes):
+		recover, data = true, true
+	case strings.HasPrefix(w, argRecoverAfterNodes):
+		recover = true
+	default:
+		return ""
+	}
+	if t.Version.known() {
+		data = t.Version.atLeast(dataNodeSettingsFrom.major, dataNodeSettingsFrom.minor)
+	}
+	n := t.Total
+	if data {
+		n = t.Data
+	}
+	switch {
+	case expected && data:
+		return argExpectedDataNodes + strconv.Itoa(n)
+	case expected:
+		return argExpectedNodes + strconv.Itoa(n)
+	case recover && data:
+		return argRecoverAfterDataNodes + strconv.Itoa(quorum(n))
+	default:
+		return argRecoverAfterNodes + strconv.Itoa(quorum(n))
+	}
+}
 
 // updateStatefulSet applies mutate to a fresh copy and updates it,
 // retrying on conflicts; mutate reports whether it changed anything, so an
@@ -66,28 +119,31 @@ func crateContainerOf(spec *corev1.PodSpec) *corev1.Container {
 	return nil
 }
 
-// expectedArg finds the expected-nodes argument in the crate container's
-// args or command: its prefix, or "" when there is none.
-func expectedArg(s *appsv1.StatefulSet) string {
+// gatewayArgs lists the gateway arguments of the crate container (args
+// and command, also inside a shell command line), as written.
+func gatewayArgs(s *appsv1.StatefulSet) []string {
 	c := crateContainerOf(&s.Spec.Template.Spec)
 	if c == nil {
-		return ""
+		return nil
 	}
-	for _, list := range [][]string{c.Args, c.Command} {
+	var out []string
+	for _, list := range [][]string{c.Command, c.Args} {
 		for _, a := range list {
-			for _, p := range []string{argExpectedDataNodes, argExpectedNodes} {
-				if strings.Contains(a, p) {
-					return p
+			for _, w := range strings.Split(a, " ") {
+				for _, p := range gatewayPrefixes {
+					if strings.HasPrefix(w, p) {
+						out = append(out, w)
+					}
 				}
 			}
 		}
 	}
-	return ""
+	return out
 }
 
-// setExpectedArg rewrites every expected-nodes argument (in args and
-// command, also inside a shell command line) to its new value.
-func setExpectedArg(s *appsv1.StatefulSet, nodes, dataNodes int) bool {
+// setGatewayArgs rewrites every gateway argument (in args and command, also
+// inside a shell command line) to t; it reports a change.
+func setGatewayArgs(s *appsv1.StatefulSet, t gatewayTarget) bool {
 	c := crateContainerOf(&s.Spec.Template.Spec)
 	if c == nil {
 		return false
@@ -95,7 +151,7 @@ func setExpectedArg(s *appsv1.StatefulSet, nodes, dataNodes int) bool {
 	changed := false
 	rewrite := func(list []string) {
 		for i, a := range list {
-			n := rewriteExpected(a, nodes, dataNodes)
+			n := rewriteGateway(a, t)
 			if n != a {
 				list[i] = n
 				changed = true
@@ -107,16 +163,13 @@ func setExpectedArg(s *appsv1.StatefulSet, nodes, dataNodes int) bool {
 	return changed
 }
 
-// rewriteExpected replaces the value of each expected-nodes setting in a
-// (possibly multi-word) argument.
-func rewriteExpected(a string, nodes, dataNodes int) string {
+// rewriteGateway replaces each gateway argument in a (possibly
+// multi-word) argument.
+func rewriteGateway(a string, t gatewayTarget) string {
 	words := strings.Split(a, " ")
 	for i, w := range words {
-		switch {
-		case strings.HasPrefix(w, argExpectedDataNodes):
-			words[i] = argExpectedDataNodes + strconv.Itoa(dataNodes)
-		case strings.HasPrefix(w, argExpectedNodes):
-			words[i] = argExpectedNodes + strconv.Itoa(nodes)
+		if n := t.rewriteWord(w); n != "" {
+			words[i] = n
 		}
 	}
 	return strings.Join(words, " ")

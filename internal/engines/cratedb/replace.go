@@ -21,64 +21,113 @@ func replaceDrainKey(batch string) string { return "cratedb.replace.drain/" + ba
 // PlanReplacement implements ops.PodReplacer: per batch, exclude the nodes
 // from allocation and wait for zero shards on them, delete pods and PVCs,
 // wait for the nodes to rejoin sys.nodes, drop only this exclusion, wait
-// for green N times in a row.
+// for green N times in a row. Every pod is mapped to its node first; a pod
+// whose node cannot be told refuses the run before anything is written.
 func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
 	if _, err := e.systemPassword(ctx, c); err != nil {
 		return nil, err
 	}
-	return (&ops.Replacement{Client: e.client, Hooks: &replaceHooks{e: e}}).Plan(c, ops.EngineCrateDB, req)
+	nodes, err := e.mapNodes(ctx, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := nodes.problem(c); err != nil {
+		return nil, err
+	}
+	for _, name := range req.Pods {
+		if err := checkReplaceable(c, nodes, name); err != nil {
+			return nil, err
+		}
+	}
+	return (&ops.Replacement{Client: e.client, Hooks: &replaceHooks{e: e, nodes: nodes}}).Plan(c, ops.EngineCrateDB, req)
+}
+
+// checkReplaceable refuses to replace (and so wipe the data of) a pod
+// whose node is not known: a Ready pod must have its node in sys.nodes;
+// a pod that is not Ready (not in the cluster) may be replaced only when
+// every node in sys.nodes belongs to some pod, so none could be its.
+func checkReplaceable(c *ops.Cluster, m *nodeMap, pod string) error {
+	pn := m.pods[pod]
+	switch {
+	case pn == nil:
+		return nil // gone: the replacement recreates it, with nothing to drain
+	case pn.Row != nil:
+		return nil
+	case pn.Facts.Ready:
+		return ops.Usagef("refusing: pod %s is Ready but has no CrateDB node in sys.nodes (looked for %s; nodes: %s); its data could be anywhere",
+			pod, pn.Facts.describe(), m.rowNames())
+	}
+	if un := m.unclaimed(); len(un) > 0 {
+		return ops.Usagef("refusing: pod %s has no node in sys.nodes, and nodes %s match no pod; one of them may hold its data",
+			pod, strings.Join(un, ", "))
+	}
+	return nil
 }
 
 // NotMembers implements ops.MemberChecker: Ready pods whose CrateDB node
-// is missing from sys.nodes.
+// is not in sys.nodes (or cannot be told).
 func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]string, error) {
-	var names []string
-	for _, p := range c.AllPods() {
-		names = append(names, podNode(c, p))
-	}
-	present, err := e.nodesPresent(ctx, c, nil, names)
+	m, err := e.mapNodes(ctx, c, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
 	for _, p := range c.AllPods() {
-		if n := podNode(c, p); p.Ready && !slices.Contains(present, n) {
-			out[p.Name] = fmt.Sprintf("CrateDB node %s is not in sys.nodes", n)
+		pn := m.pods[p.Name]
+		switch {
+		case pn == nil || !pn.Facts.Ready:
+		case pn.Problem != "":
+			out[p.Name] = pn.Problem
+		case pn.Row == nil:
+			out[p.Name] = fmt.Sprintf("no CrateDB node in sys.nodes matches it (%s)", pn.Facts.describe())
 		}
 	}
 	return out, nil
 }
 
-func podNode(c *ops.Cluster, p ops.Pod) string {
-	role := ops.RoleData
-	if g := c.Group(p.Group); g != nil {
-		role = g.Role
-	}
-	return nodeName(role, p.Group, p.Ordinal)
+type replaceHooks struct {
+	e *Engine
+	// nodes is the mapping read before anything was deleted.
+	nodes *nodeMap
 }
 
-func podNodes(c *ops.Cluster, batch []ops.Pod) []string {
+// present lists the nodes of the batch that are in sys.nodes (to drain),
+// and the IDs they have (a replaced node comes back with a new one).
+func (h *replaceHooks) present(batch []ops.Pod) (names []string, ids map[string]string) {
+	ids = map[string]string{}
+	for _, p := range batch {
+		if pn := h.nodes.pods[p.Name]; pn != nil && pn.Row != nil {
+			names = append(names, pn.Row.Name)
+			ids[p.Name] = pn.Row.ID
+		}
+	}
+	return names, ids
+}
+
+func (h *replaceHooks) labels(batch []ops.Pod) []string {
 	out := make([]string, 0, len(batch))
 	for _, p := range batch {
-		out = append(out, podNode(c, p))
+		out = append(out, h.nodes.label(p.Name))
 	}
 	return out
 }
-
-type replaceHooks struct{ e *Engine }
 
 // Before implements ops.ReplaceHooks: the drain.
 func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 	e := h.e
 	id := ops.BatchID(batch)
-	nodes := podNodes(c, batch)
+	nodes, _ := h.present(batch)
 	list := strings.Join(nodes, ",")
 	pods := make([]string, 0, len(batch))
 	for _, p := range batch {
 		pods = append(pods, p.Name)
 	}
+	desc := fmt.Sprintf("move all shards off %s (allocation exclusion) and wait until none are left", strings.Join(nodes, ", "))
+	if len(nodes) == 0 {
+		desc = "check that the cluster can take the replacement (no node of the batch is in sys.nodes, so nothing to drain)"
+	}
 	s := &ops.Step{ID: "replace/drain/" + id, Target: ops.BatchTarget(batch), Mutating: true,
-		Description: fmt.Sprintf("move all shards off %s (allocation exclusion) and wait until none are left", strings.Join(nodes, ", ")),
+		Description: desc,
 		Preconditions: []string{
 			"no primary shard missing (cluster not red)",
 			"max(number_of_replicas) + 1 <= data nodes that remain",
@@ -124,15 +173,20 @@ func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 			return nil
 		}
 		q := sqlSetExclusions(strings.Join(append(cur, add...), ","))
-		if err := sess.exec(ctx, pods, q); err != nil {
+		if err := e.execDB(ctx, sc, c, pods, q); err != nil {
 			return sqlErr(q, err)
 		}
 		for _, p := range batch {
-			sc.Audit(ctx, podRef(c, p), "DbopsExcludeNodes", fmt.Sprintf("excluded node %s from shard allocation before replacing pod %s", podNode(c, p), p.Name))
+			if pn := h.nodes.pods[p.Name]; pn != nil && pn.Row != nil {
+				sc.Audit(ctx, podRef(c, p), "DbopsExcludeNodes", fmt.Sprintf("excluded node %s from shard allocation before replacing pod %s", pn.Row.Name, p.Name))
+			}
 		}
 		return nil
 	}
 	s.Verify = func(ctx context.Context, sc *ops.StepContext) error {
+		if len(nodes) == 0 {
+			return nil
+		}
 		return e.waitDrained(ctx, sc, c, nodes, pods)
 	}
 	return []*ops.Step{s}
@@ -187,18 +241,23 @@ func (e *Engine) checkReplace(ctx context.Context, c *ops.Cluster, batch []ops.P
 func (h *replaceHooks) After(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 	e := h.e
 	id := ops.BatchID(batch)
-	nodes := podNodes(c, batch)
+	drained, oldIDs := h.present(batch)
+	pods := make([]string, 0, len(batch))
+	for _, p := range batch {
+		pods = append(pods, p.Name)
+	}
 	rejoin := &ops.Step{ID: "replace/rejoin/" + id, Target: ops.BatchTarget(batch),
-		Description: fmt.Sprintf("wait for %s to rejoin sys.nodes", strings.Join(nodes, ", ")),
-		Details:     []string{sqlNodeNames},
+		Description: fmt.Sprintf("wait for %s to rejoin sys.nodes (new node IDs, fresh data)", strings.Join(h.labels(batch), ", ")),
+		Details:     []string{sqlNodes + "  -- matched to the new pods by -Cnode.name, hostname and IP"},
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
-			return e.waitNodes(ctx, sc, c, nodes, true, nil)
+			_, err := e.waitPodNodes(ctx, sc, c, pods, oldIDs)
+			return err
 		},
 	}
 	include := &ops.Step{ID: "replace/include/" + id, Target: ops.BatchTarget(batch), Mutating: true,
 		Description: "drop only the allocation exclusions this replacement added, wait for green",
 		Details: []string{sqlExclusions,
-			sqlSetExclusions("<current without "+strings.Join(nodes, ",")+">") + "  -- or, when none remain:",
+			sqlSetExclusions("<current without "+strings.Join(drained, ",")+">") + "  -- or, when none remain:",
 			sqlResetExclusion,
 			fmt.Sprintf("wait: green %d times in a row, %s apart", e.cfg.HealthChecks, e.cfg.HealthInterval)},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
@@ -212,7 +271,7 @@ func (h *replaceHooks) After(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 			}
 			if changed {
 				for _, p := range batch {
-					sc.Audit(ctx, podRef(c, p), "DbopsRestoreExclusions", fmt.Sprintf("dropped allocation exclusion of node %s after replacing pod %s", podNode(c, p), p.Name))
+					sc.Audit(ctx, podRef(c, p), "DbopsRestoreExclusions", fmt.Sprintf("dropped allocation exclusion of %s after replacing pod %s", h.nodes.label(p.Name), p.Name))
 				}
 			}
 			return sc.Set(ctx, replaceExclKey(id), "")

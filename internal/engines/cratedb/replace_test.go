@@ -33,13 +33,7 @@ func simulate(t *testing.T, client *fake.Clientset, c *ops.Cluster, db *cratedbt
 		problems []string
 		gen      int
 	)
-	node := func(pod string) string {
-		g, p := c.Pod(pod)
-		if g.Role == ops.RoleMaster {
-			return fmt.Sprintf("master-%d", p.Ordinal)
-		}
-		return fmt.Sprintf("data-%s-%d", g.Name, p.Ordinal)
-	}
+	node := db.NodeOf
 	for _, p := range c.AllPods() {
 		for _, name := range p.PVCs {
 			if _, err := client.CoreV1().PersistentVolumeClaims("prod").Create(context.Background(),
@@ -75,7 +69,10 @@ func simulate(t *testing.T, client *fake.Clientset, c *ops.Cluster, db *cratedbt
 				return true, nil, err
 			}
 		}
-		db.AddNodes(node(p.Name))
+		// A fresh data directory: the node comes back with a new ID.
+		n := node(p.Name)
+		db.AddNodes(n)
+		db.Do(func(d *cratedbtest.DB) { d.IDs[n] = fmt.Sprintf("id-%s-gen%d", n, gen) })
 		return false, nil, nil
 	})
 	return &problems
@@ -177,7 +174,7 @@ func TestNotMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got["db-hot-2"] != "CrateDB node data-hot-2 is not in sys.nodes" {
+	if len(got) != 1 || got["db-hot-2"] != "no CrateDB node in sys.nodes matches it (hostname db-hot-2)" {
 		t.Errorf("NotMembers = %v", got)
 	}
 }

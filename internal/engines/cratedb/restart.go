@@ -3,6 +3,7 @@ package cratedb
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -13,20 +14,17 @@ import (
 type restartGate struct {
 	e *Engine
 	c *ops.Cluster
+	// nodes is the pod -> node mapping read when planning, before any pod
+	// is deleted: a node's name is stable per pod in every layout, and
+	// the recreated pod is recognised again from its own facts.
+	nodes *nodeMap
 }
 
 // gateKey marks, in the journal, a pod whose Before ran but whose After
 // has not finished: a resumed run must still re-enable allocation.
 func gateKey(pod string) string { return "cratedb.gate/" + pod }
 
-func (g *restartGate) node(p ops.Pod) string {
-	grp := g.c.Group(p.Group)
-	role := ops.RoleData
-	if grp != nil {
-		role = grp.Role
-	}
-	return nodeName(role, p.Group, p.Ordinal)
-}
+func (g *restartGate) node(p ops.Pod) string { return g.nodes.label(p.Name) }
 
 // Describe implements ops.RestartGate.
 func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
@@ -34,7 +32,7 @@ func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
 	return []string{"a database connection through another Ready pod"},
 		[]string{
 			sqlAllocPrimaries,
-			fmt.Sprintf("wait: node %s back in sys.nodes (%s)", g.node(p), sqlNodeNames),
+			fmt.Sprintf("wait: %s back in sys.nodes (%s; matched to the new pod by -Cnode.name, hostname and IP)", g.node(p), sqlNodes),
 			sqlAllocReset,
 			fmt.Sprintf("wait: green %d times in a row, %s apart (%s; %s; %s)", n, g.e.cfg.HealthInterval, sqlNodeCount, sqlMaxSeverity, sqlMasterNode),
 		}
@@ -46,7 +44,7 @@ func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod
 		return err
 	}
 	// Never talk through the pod about to be deleted.
-	if err := g.e.session(g.c).exec(ctx, []string{p.Name}, sqlAllocPrimaries); err != nil {
+	if err := g.e.execDB(ctx, sc, g.c, []string{p.Name}, sqlAllocPrimaries); err != nil {
 		return sqlErr(sqlAllocPrimaries, err)
 	}
 	sc.Audit(ctx, podRef(g.c, p), "DbopsAllocationPrimaries",
@@ -56,17 +54,19 @@ func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod
 
 // After implements ops.RestartGate.
 func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
-	e, s := g.e, g.e.session(g.c)
-	node := g.node(p)
-	sc.Waiting(fmt.Sprintf("waiting for node %s to rejoin (sys.nodes)", node))
-	err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
-		present, err := e.nodesPresent(ctx, g.c, nil, []string{node})
-		return len(present) == 1, err
-	})
+	e := g.e
+	sc.Waiting(fmt.Sprintf("waiting for %s to rejoin (sys.nodes)", g.node(p)))
+	names, err := e.waitPodNodes(ctx, sc, g.c, []string{p.Name}, nil)
 	if err != nil {
-		return fmt.Errorf("waiting for node %s in sys.nodes: %w", node, err)
+		return err
 	}
-	if err := s.exec(ctx, nil, sqlAllocReset); err != nil {
+	node := names[0]
+	// Node names are stable per pod in every layout seen; a change is
+	// worth saying (the cluster treats it as a node that left and a new one).
+	if prior := g.nodes.pods[p.Name]; prior != nil && prior.Name != "" && prior.Name != node {
+		sc.Waiting(fmt.Sprintf("pod %s came back as node %s (was %s)", p.Name, node, prior.Name))
+	}
+	if err := e.execDB(ctx, sc, g.c, nil, sqlAllocReset); err != nil {
 		return sqlErr(sqlAllocReset, err)
 	}
 	sc.Audit(ctx, podRef(g.c, p), "DbopsAllocationEnabled",
@@ -88,11 +88,59 @@ func (g *restartGate) wrapPrecheck(s *ops.Step, p ops.Pod) {
 			return done, err
 		}
 		if err := g.After(ctx, sc, p); err != nil {
-			return false, err
+			return false, g.resetAfter(ctx, sc, err)
 		}
 		return true, nil
 	}
 }
+
+// resetOnFailure wraps a restart step so that when its Action or Verify
+// fails, or the run is interrupted, while a pod's gate holds allocation at
+// primaries, allocation is re-enabled before the error goes up: a cluster
+// must never be left unable to re-replicate because this tool stopped.
+func (g *restartGate) resetOnFailure(s *ops.Step) {
+	wrap := func(inner func(context.Context, *ops.StepContext) error) func(context.Context, *ops.StepContext) error {
+		if inner == nil {
+			return nil
+		}
+		return func(ctx context.Context, sc *ops.StepContext) error {
+			return g.resetAfter(ctx, sc, inner(ctx, sc))
+		}
+	}
+	s.Action = wrap(s.Action)
+	s.Verify = wrap(s.Verify)
+}
+
+// resetAfter re-enables allocation when err is set and a gate is pending.
+func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err error) error {
+	if err == nil || !g.pending(sc) {
+		return err
+	}
+	// The step's context may be cancelled already.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), allocResetTimeout)
+	defer cancel()
+	if rerr := g.e.execDB(rctx, sc, g.c, nil, sqlAllocReset); rerr != nil {
+		// One line: the step's error, then what is left to do by hand.
+		return fmt.Errorf("%w; shard allocation is still 'primaries', re-enable it with %s (that failed too: %v)", err, sqlAllocReset, rerr)
+	}
+	sc.Audit(rctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: g.c.Namespace, Name: g.c.Groups[0].StatefulSet},
+		"DbopsAllocationEnabled", "reset cluster.routing.allocation.enable after a failed or interrupted restart step")
+	return fmt.Errorf("%w (shard allocation was re-enabled)", err)
+}
+
+// pending reports a pod whose gate set allocation to primaries and has not
+// re-enabled it.
+func (g *restartGate) pending(sc *ops.StepContext) bool {
+	for _, p := range g.c.AllPods() {
+		if sc.Get(gateKey(p.Name)) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// allocResetTimeout bounds the clean-up after a failed restart step.
+const allocResetTimeout = 30 * time.Second
 
 // greenInARow waits for HealthChecks consecutive green readings,
 // HealthInterval apart; any other reading starts the count again.
@@ -100,9 +148,10 @@ func (e *Engine) greenInARow(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 	need := e.cfg.HealthChecks
 	streak := 0
 	last := ""
-	err := wait(ctx, e.cfg.HealthInterval, func() (bool, error) {
+	err := e.pollDBEvery(ctx, sc, e.cfg.HealthInterval, func() (bool, error) {
 		h, err := e.readHealth(ctx, c, expected, nil)
 		if err != nil {
+			streak = 0
 			return false, err
 		}
 		if !h.Green() {

@@ -24,17 +24,20 @@ const (
 
 func keyDrainStarted(group string) string { return "cratedb.scale.drain/" + group }
 
+// keyRemovedNodes records the node names a shrink of group removes, as read
+// before the pods went, for a resumed run that can no longer read them.
+func keyRemovedNodes(group string) string { return "cratedb.scale.nodes/" + group }
+
 // resize is one node group's change.
 type resize struct {
 	g        *ops.NodeGroup
 	from, to int32
+	// nodes are the CrateDB nodes of the pods a shrink removes, read from
+	// the live cluster (docs/domain.md §1: never computed).
+	nodes []string
 }
 
 func (r resize) grows() bool { return r.to > r.from }
-
-// removed lists the node names of the pods a shrink removes.
-func (r resize) removedNodes() []string { return nodeNamesOf(r.g, int(r.to), int(r.from)) }
-func (r resize) addedNodes() []string   { return nodeNamesOf(r.g, int(r.from), int(r.to)) }
 
 func (r resize) pods(from, to int32) []string {
 	var out []string
@@ -107,12 +110,11 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 	}
 	changes = append(changes, ups...)
-	changes = append(changes, downs...)
 	args := scaleArgs(req, master)
 	// A run of the same request that crashed after its last resize still
 	// owes the clean-up (expected nodes, its exclusions, the node check).
 	resuming := req.Journal.Resumable("scale", args)
-	if len(changes) == 0 && !resuming {
+	if len(changes)+len(downs) == 0 && !resuming {
 		// The goal is reached (a repeated request, or a re-run after a run
 		// killed after its last step): a success with nothing to do.
 		return &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
@@ -134,11 +136,35 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if _, err := e.systemPassword(ctx, c); err != nil {
 		return nil, err
 	}
+	// Map pods to nodes before anything is written: a shrink drains and
+	// waits for exactly the nodes of the pods it removes.
+	nodes, err := e.mapNodes(ctx, c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := nodes.problem(c); err != nil {
+		return nil, err
+	}
+	for i := range changes {
+		if changes[i].grows() {
+			continue
+		}
+		if changes[i].nodes, err = removedNodes(c, nodes, changes[i], req.Journal, resuming); err != nil {
+			return nil, err
+		}
+	}
+	for i := range downs {
+		if downs[i].nodes, err = removedNodes(c, nodes, downs[i], req.Journal, resuming); err != nil {
+			return nil, err
+		}
+	}
+	downsFirst := len(changes) == 0
+	changes = append(changes, downs...)
 
 	// When the first step is a drain, the cluster it will see is the one
 	// seen now: refuse here, before the lock is taken or anything written.
 	// (The drain re-checks when it runs.)
-	if len(downs) > 0 && len(changes) == len(downs) && !resuming {
+	if len(downs) > 0 && downsFirst && !resuming {
 		if err := e.checkShrink(ctx, c, downs[0]); err != nil {
 			return nil, err
 		}
@@ -156,23 +182,51 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 		p.Steps = append(p.Steps, e.drainStep(c, r), e.resizeStep(c, r))
 	}
-	if st := e.expectedStep(c, total, dataTotal); st != nil {
-		p.Steps = append(p.Steps, st)
+	ver, err := clusterVersion(nodes.rows)
+	if err != nil {
+		return nil, ops.Preconditionf("cannot scale %s: %v", c.Name, err)
+	}
+	if st := e.expectedStep(c, gatewayTarget{Total: total, Data: dataTotal, Version: ver}); st != nil {
 		for _, g := range c.Groups {
 			// A template change under RollingUpdate makes the StatefulSet
-			// controller restart the pods itself, without health gates.
-			if g.Object != nil && expectedArg(g.Object) != "" && g.Object.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
-				p.Notes = append(p.Notes, fmt.Sprintf("statefulset/%s does not use updateStrategy OnDelete: changing its expected-nodes argument lets the StatefulSet controller restart its pods by itself", g.StatefulSet))
+			// controller restart every pod by itself, without health gates.
+			if g.Object == nil || len(gatewayArgs(g.Object)) == 0 || g.Object.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+				continue
 			}
+			if !e.cfg.AllowRollingUpdate {
+				return nil, ops.Usagef("refusing: statefulset/%s uses updateStrategy %s, so changing its gateway arguments would make the StatefulSet controller restart its pods by itself, without health gates; set updateStrategy OnDelete or confirm with --allow-rolling-update",
+					g.StatefulSet, updateStrategyName(g.Object))
+			}
+			p.Notes = append(p.Notes, fmt.Sprintf("statefulset/%s uses updateStrategy %s: the StatefulSet controller will restart its pods by itself after the gateway arguments change (confirmed by --allow-rolling-update)", g.StatefulSet, updateStrategyName(g.Object)))
 		}
+		p.Steps = append(p.Steps, st)
 	} else {
-		p.Notes = append(p.Notes, "no StatefulSet sets -Cgateway.expected_nodes or -Cgateway.expected_data_nodes; nothing to update there")
+		p.Notes = append(p.Notes, "no StatefulSet sets -Cgateway.expected_(data_)nodes or -Cgateway.recover_after_(data_)nodes; nothing to update there")
 	}
 	if len(downs) > 0 || resuming {
 		p.Steps = append(p.Steps, e.restoreExclusionsStep(c))
 	}
 	p.Steps = append(p.Steps, e.ackStep(c))
 	return p, nil
+}
+
+func updateStrategyName(s *appsv1.StatefulSet) string {
+	if s.Spec.UpdateStrategy.Type == "" {
+		return string(appsv1.RollingUpdateStatefulSetStrategyType) + " (the default)"
+	}
+	return string(s.Spec.UpdateStrategy.Type)
+}
+
+// removedNodes returns the node names of the pods r removes: from the
+// live mapping, or, for a resumed run whose pods are already gone, from
+// the journal of the run that read them.
+func removedNodes(c *ops.Cluster, m *nodeMap, r resize, j *ops.Journal, resuming bool) ([]string, error) {
+	if resuming && j != nil {
+		if v := splitList(j.Data[keyRemovedNodes(r.g.Name)]); len(v) > 0 {
+			return v, nil
+		}
+	}
+	return m.present(c, r.pods(r.to, r.from))
 }
 
 // sizes renders group sizes, e.g. "master=3 hot=2 cold=1".
@@ -240,17 +294,15 @@ func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
 	s := &ops.Step{ID: "replicas/" + r.g.Name, Group: r.g.Name, Target: "statefulset/" + r.g.StatefulSet, Mutating: true}
 	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (conflict-safe update of spec.replicas only)", r.from, r.to)}
 	if r.grows() {
-		nodes := r.addedNodes()
 		s.Description = fmt.Sprintf("scale %s up from %d to %d, wait for the new pods and nodes", r.g.Name, r.from, r.to)
 		s.Details = append(s.Details,
 			"wait: pods "+strings.Join(r.pods(r.from, r.to), ", ")+" Ready (watch)",
-			fmt.Sprintf("wait: nodes %s in sys.nodes (%s)", strings.Join(nodes, ", "), sqlNodeNames))
+			fmt.Sprintf("wait: their nodes in sys.nodes, matched by -Cnode.name, hostname and IP (%s)", sqlNodes))
 	} else {
-		nodes := r.removedNodes()
 		s.Description = fmt.Sprintf("scale %s down from %d to %d, wait for the pods and nodes to go", r.g.Name, r.from, r.to)
 		s.Details = append(s.Details,
 			"wait: pods "+strings.Join(r.pods(r.to, r.from), ", ")+" gone (watch)",
-			fmt.Sprintf("wait: nodes %s out of sys.nodes (%s)", strings.Join(nodes, ", "), sqlNodeNames))
+			fmt.Sprintf("wait: nodes %s out of sys.nodes (%s)", strings.Join(r.nodes, ", "), sqlNodes))
 	}
 	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
 		changed, err := setReplicas(ctx, e.client, ns, r.g.StatefulSet, r.to)
@@ -279,8 +331,8 @@ func (e *Engine) waitGrown(ctx context.Context, sc *ops.StepContext, c *ops.Clus
 			return err
 		}
 	}
-	nodes := r.addedNodes()
-	return e.waitNodes(ctx, sc, c, nodes, true, nil)
+	_, err := e.waitPodNodes(ctx, sc, c, pods, nil)
+	return err
 }
 
 func (e *Engine) waitShrunk(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, r resize) error {
@@ -291,13 +343,13 @@ func (e *Engine) waitShrunk(ctx context.Context, sc *ops.StepContext, c *ops.Clu
 			return err
 		}
 	}
-	return e.waitNodes(ctx, sc, c, r.removedNodes(), false, pods)
+	return e.waitNodes(ctx, sc, c, r.nodes, false, pods)
 }
 
 // waitNodes polls sys.nodes until all names are present (present=true) or
 // all are gone.
 func (e *Engine) waitNodes(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, names []string, present bool, avoid []string) error {
-	err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
+	err := e.pollDB(ctx, sc, func() (bool, error) {
 		rows, err := e.nodesPresent(ctx, c, avoid, names)
 		if err != nil {
 			return false, err
@@ -321,14 +373,14 @@ func (e *Engine) waitNodes(ctx context.Context, sc *ops.StepContext, c *ops.Clus
 
 // nodesPresent returns which of names are in sys.nodes.
 func (e *Engine) nodesPresent(ctx context.Context, c *ops.Cluster, avoid, names []string) ([]string, error) {
-	rows, err := e.session(c).query(ctx, avoid, sqlNodeNames)
+	rows, err := e.readNodes(ctx, c, avoid)
 	if err != nil {
-		return nil, sqlErr(sqlNodeNames, err)
+		return nil, err
 	}
 	var out []string
 	for _, r := range rows {
-		if n := toString(cell([][]any{r}, 0)); slices.Contains(names, n) && !slices.Contains(out, n) {
-			out = append(out, n)
+		if slices.Contains(names, r.Name) && !slices.Contains(out, r.Name) {
+			out = append(out, r.Name)
 		}
 	}
 	return out, nil
@@ -337,7 +389,7 @@ func (e *Engine) nodesPresent(ctx context.Context, c *ops.Cluster, avoid, names 
 // drainStep checks that shrinking is safe, excludes the nodes to remove
 // from shard allocation and waits until their shards have moved away.
 func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
-	nodes := r.removedNodes()
+	nodes := r.nodes
 	list := strings.Join(nodes, ",")
 	s := &ops.Step{ID: "drain/" + r.g.Name, Group: r.g.Name, Target: "nodegroup/" + r.g.Name, Mutating: true,
 		Description: fmt.Sprintf("move all shards off %s (allocation exclusion) and wait until none are left", strings.Join(nodes, ", ")),
@@ -385,6 +437,9 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 		if err := sc.Set(ctx, keyExclAdded, strings.Join(added, ",")); err != nil {
 			return err
 		}
+		if err := sc.Set(ctx, keyRemovedNodes(r.g.Name), strings.Join(nodes, ",")); err != nil {
+			return err
+		}
 		if err := sc.Set(ctx, keyDrainStarted(r.g.Name), "1"); err != nil {
 			return err
 		}
@@ -392,7 +447,7 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 			return nil
 		}
 		q := sqlSetExclusions(strings.Join(append(cur, add...), ","))
-		if err := sess.exec(ctx, nil, q); err != nil {
+		if err := e.execDB(ctx, sc, c, nil, q); err != nil {
 			return sqlErr(q, err)
 		}
 		sc.Audit(ctx, stsRef(c, r.g), "DbopsExcludeNodes", "excluded nodes "+strings.Join(add, ",")+" from shard allocation before scaling down")
@@ -421,7 +476,7 @@ func (e *Engine) dropExclusions(ctx context.Context, c *ops.Cluster, added []str
 	if len(keep) > 0 {
 		q = sqlSetExclusions(strings.Join(keep, ","))
 	}
-	if err := sess.exec(ctx, nil, q); err != nil {
+	if err := e.execDB(ctx, nil, c, nil, q); err != nil {
 		return false, sqlErr(q, err)
 	}
 	return true, nil
@@ -433,7 +488,7 @@ func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 	var first int64
 	sess := e.session(c)
 	list := strings.Join(nodes, ", ")
-	err := wait(ctx, e.cfg.PollInterval, func() (bool, error) {
+	err := e.pollDB(ctx, sc, func() (bool, error) {
 		rows, err := sess.query(ctx, avoid, sqlShardsOn, nodes)
 		if err != nil {
 			return false, sqlErr(sqlShardsOn, err)
@@ -497,43 +552,45 @@ func (e *Engine) checkShrink(ctx context.Context, c *ops.Cluster, r resize) erro
 	return nil
 }
 
-// expectedStep sets every StatefulSet's expected-nodes argument; nil when
-// no StatefulSet has one.
-func (e *Engine) expectedStep(c *ops.Cluster, total, dataTotal int) *ops.Step {
+// expectedStep sets every StatefulSet's gateway arguments (expected
+// nodes and the recover-after quorum) to the new totals; nil when no
+// StatefulSet has any.
+func (e *Engine) expectedStep(c *ops.Cluster, t gatewayTarget) *ops.Step {
 	var details []string
 	var groups []*ops.NodeGroup
 	for _, g := range c.Groups {
 		if g.Object == nil {
 			continue
 		}
-		switch expectedArg(g.Object) {
-		case argExpectedNodes:
-			details = append(details, fmt.Sprintf("statefulset/%s: %s%d", g.StatefulSet, argExpectedNodes, total))
-		case argExpectedDataNodes:
-			details = append(details, fmt.Sprintf("statefulset/%s: %s%d", g.StatefulSet, argExpectedDataNodes, dataTotal))
-		default:
+		args := gatewayArgs(g.Object)
+		if len(args) == 0 {
 			continue
 		}
+		var to []string
+		for _, a := range args {
+			to = append(to, t.rewriteWord(a))
+		}
+		details = append(details, fmt.Sprintf("statefulset/%s: %s", g.StatefulSet, strings.Join(to, " ")))
 		groups = append(groups, g)
 	}
 	if len(groups) == 0 {
 		return nil
 	}
-	details = append(details, "(pod template only: takes effect when each pod next restarts)")
+	details = append(details, fmt.Sprintf("(recover-after = quorum N/2+1; setting names for CrateDB %s; pod template only: takes effect when each pod next restarts)", t.Version))
 	return &ops.Step{ID: "expected-nodes", Target: "cluster/" + c.Name, Mutating: true,
-		Description: "set the expected-nodes argument of every StatefulSet to the new totals",
+		Description: "set the expected-nodes and recover-after arguments of every StatefulSet to the new totals",
 		Details:     details,
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
 			for _, g := range groups {
 				changed, err := updateStatefulSet(ctx, e.client, c.Namespace, g.StatefulSet, func(s *appsv1.StatefulSet) bool {
-					return setExpectedArg(s, total, dataTotal)
+					return setGatewayArgs(s, t)
 				})
 				if err != nil {
 					return err
 				}
 				if changed {
 					sc.Audit(ctx, stsRef(c, g), "DbopsExpectedNodes",
-						fmt.Sprintf("set expected nodes to %d (data nodes %d) after scaling", total, dataTotal))
+						fmt.Sprintf("set expected nodes to %d (data nodes %d) and recover-after to their quorum after scaling", t.Total, t.Data))
 				}
 			}
 			return nil
@@ -565,17 +622,20 @@ func (e *Engine) restoreExclusionsStep(c *ops.Cluster) *ops.Step {
 		}}
 }
 
-// ackStep acknowledges the expected-nodes node check, which fires after
-// any change of the node count.
+// ackStep acknowledges the expected-nodes and recover-after node checks,
+// which fire after any change of the node count until every node has
+// restarted with the new arguments.
 func (e *Engine) ackStep(c *ops.Cluster) *ops.Step {
 	return &ops.Step{ID: "ack-node-check", Target: "cluster/" + c.Name, Mutating: true,
-		Description: "acknowledge the expected-nodes node check",
-		Details:     []string{sqlAckNodeCheck},
+		Description: "acknowledge the expected-nodes and recover-after node checks",
+		Details:     []string{sqlAckNodeCheck, sqlAckRecoverCheck},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
-			if err := e.session(c).exec(ctx, nil, sqlAckNodeCheck); err != nil {
-				return sqlErr(sqlAckNodeCheck, err)
+			for _, q := range []string{sqlAckNodeCheck, sqlAckRecoverCheck} {
+				if err := e.execDB(ctx, sc, c, nil, q); err != nil {
+					return sqlErr(q, err)
+				}
 			}
-			sc.Audit(ctx, stsRef(c, c.Groups[0]), "DbopsAckNodeCheck", "acknowledged the expected-nodes node check")
+			sc.Audit(ctx, stsRef(c, c.Groups[0]), "DbopsAckNodeCheck", "acknowledged the expected-nodes and recover-after node checks")
 			return nil
 		}}
 }

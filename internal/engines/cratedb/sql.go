@@ -14,15 +14,15 @@ const (
 	sqlNodeCount      = `SELECT count(*) FROM sys.nodes`
 	sqlMaxSeverity    = `SELECT max(severity) FROM sys.health`
 	sqlMasterNode     = `SELECT master_node FROM sys.cluster`
-	// sqlNodeNames lists every node; filtering happens client-side because
-	// sys.nodes is small and plain selects work on every version.
-	sqlNodeNames      = `SELECT name FROM sys.nodes`
 	sqlReplicas       = `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`
 	sqlExclusions     = `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`
 	sqlResetExclusion = `RESET GLOBAL "cluster.routing.allocation.exclude._name"`
 	sqlShardsOn       = `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`
-	sqlAckNodeCheck   = `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`
-	sqlUserExists     = `SELECT count(*) = 1 FROM sys.users WHERE name = $1`
+	// Node checks 1 and 2 are CrateDB's expected-nodes and recover-after
+	// checks.
+	sqlAckNodeCheck    = `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`
+	sqlAckRecoverCheck = `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 2`
+	sqlUserExists      = `SELECT count(*) = 1 FROM sys.users WHERE name = $1`
 	// sqlPrivileges counts the cluster-wide privilege types a user holds;
 	// ALL PRIVILEGES is DQL, DML, DDL and AL.
 	sqlPrivileges = `SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = $1 AND class = 'CLUSTER' AND state = 'GRANT'`
@@ -44,8 +44,11 @@ func sqlCreateUserParam(name string) string {
 
 func sqlGrantAll(name string) string { return `GRANT ALL PRIVILEGES TO ` + quoteIdent(name) }
 
-// crash statements carry secrets inline (crash -c has no parameters); the
-// redacted forms are for plans.
+// sqlVersions reads every node's version.
+const sqlVersions = `SELECT version['number'] FROM sys.nodes`
+
+// crash statements carry secrets inline (crash has no parameters), so they
+// go to crash on stdin; the redacted forms are for plans.
 func crashSetLicense(key string) string { return "SET LICENSE " + quoteLiteral(key) + ";" }
 func crashCreateUser(name, pw string) string {
 	return "CREATE USER " + quoteIdent(name) + " WITH (password = " + quoteLiteral(pw) + ");"
@@ -73,15 +76,6 @@ func redact(s string, secrets ...string) string {
 		s = strings.ReplaceAll(s, sec, "***")
 	}
 	return s
-}
-
-// nodeName is the CrateDB node name of a pod: master-<i> or
-// data-<group>-<i>.
-func nodeName(role, group string, ordinal int) string {
-	if role == "master" {
-		return "master-" + strconv.Itoa(ordinal)
-	}
-	return "data-" + group + "-" + strconv.Itoa(ordinal)
 }
 
 // replicaCount turns a number_of_replicas value into its lower bound;

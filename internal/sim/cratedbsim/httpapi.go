@@ -54,9 +54,15 @@ func (s *Sim) httpHandler(node string) http.Handler {
 	mux := http.NewServeMux()
 	if node != "" {
 		mux.HandleFunc("POST /_sql", func(w http.ResponseWriter, r *http.Request) { s.serveSQL(node, w, r) })
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := s.httpLogin(node, w, r); !ok {
+				return
+			}
+			s.mu.Lock()
+			v := s.versionOfLocked(node)
+			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, map[string]any{"ok": true, "status": 200, "name": node, "cluster_name": "crate",
-				"version": map[string]any{"number": "5.10.0-simulator"}})
+				"version": map[string]any{"number": v.String()}})
 		})
 	}
 	mux.HandleFunc("GET /_sim/statements", func(w http.ResponseWriter, _ *http.Request) {
@@ -86,15 +92,8 @@ func writeSQLError(w http.ResponseWriter, err error) {
 
 func (s *Sim) serveSQL(node string, w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
-	user, password, given := r.BasicAuth()
-	if !given || user == "" {
-		user = "crate"
-		if u := r.Header.Get("X-User"); u != "" {
-			user = u
-		}
-	}
-	if _, err := s.authenticate(user, password, given); err != nil {
-		writeSQLError(w, err)
+	user, ok := s.httpLogin(node, w, r)
+	if !ok {
 		return
 	}
 	var req SQLRequest
@@ -130,6 +129,32 @@ func (s *Sim) serveSQL(node string, w http.ResponseWriter, r *http.Request) {
 	}
 	out.Duration = float64(time.Since(began).Microseconds()) / 1000
 	writeJSON(w, http.StatusOK, out)
+}
+
+// httpLogin authenticates an HTTP request as CrateDB does for every request: basic auth, or
+// auth.trust.http_default_user (default crate) without an Authorization header. On failure
+// it answers 401 with the reason as plain text (HttpAuthUpstreamHandler) and ok is false.
+func (s *Sim) httpLogin(node string, w http.ResponseWriter, r *http.Request) (user string, ok bool) {
+	user, password, given := r.BasicAuth()
+	if !given {
+		user = s.nodeSettingsOf(node)["auth.trust.http_default_user"]
+		if user == "" {
+			user = "crate"
+		}
+	}
+	ci := connInfo{protocol: "http", remote: remoteIP(r.RemoteAddr), tls: r.TLS != nil, user: user}
+	needs, err := s.login(node, ci, password, given)
+	if err == nil && needs && !given {
+		err = errAuth(user)
+	}
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Basic realm="CrateDB Authenticator"`)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, err.Error()+"\n")
+		return "", false
+	}
+	return user, true
 }
 
 // jsonArgs converts JSON arguments to the types the statement's parameters expect.

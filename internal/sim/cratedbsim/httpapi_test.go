@@ -3,6 +3,7 @@ package cratedbsim
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,9 +24,17 @@ func postSQL(t *testing.T, addr, user, password string, req SQLRequest) (int, ma
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
 		t.Fatal(err)
+	}
+	var out map[string]any
+	if resp.StatusCode == http.StatusUnauthorized {
+		// CrateDB answers authentication failures in plain text.
+		return resp.StatusCode, map[string]any{"text": string(data)}
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("%s: %v", data, err)
 	}
 	return resp.StatusCode, out
 }
@@ -55,7 +64,7 @@ func TestHTTPSQL(t *testing.T) {
 		t.Fatalf("create user: %d %v", code, out)
 	}
 	code, out = postSQL(t, addr, "u", "bad", SQLRequest{Stmt: "SELECT 1"})
-	if code != http.StatusUnauthorized {
+	if code != http.StatusUnauthorized || out["text"] != "password authentication failed for user \"u\"\n" {
 		t.Fatalf("bad password: %d %v", code, out)
 	}
 	code, _ = postSQL(t, addr, "u", "pw", SQLRequest{Stmt: "SELECT 1"})

@@ -2,9 +2,8 @@ package cratedbsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,7 +23,6 @@ import (
 const (
 	labelCluster   = "dbops.io/cluster"
 	labelNodeGroup = "dbops.io/node-group"
-	labelRole      = "dbops.io/role"
 	annotOrder     = "dbops.io/order"
 )
 
@@ -106,30 +104,13 @@ func (s *Sim) groupOf(sts *appsv1.StatefulSet) (g Group, order int, ok bool) {
 	c := s.cfg.Cluster
 	switch {
 	case sts.Name == "crate-master-"+c:
-		return Group{StatefulSet: sts.Name, NodePrefix: "master", Master: true}, -1, true
+		return Group{StatefulSet: sts.Name}, -1, true
 	case strings.HasPrefix(sts.Name, "crate-data-") && strings.HasSuffix(sts.Name, "-"+c) && len(sts.Name) > len("crate-data-")+len(c)+1:
-		group := strings.TrimSuffix(strings.TrimPrefix(sts.Name, "crate-data-"), "-"+c)
-		return Group{StatefulSet: sts.Name, NodePrefix: "data-" + group, Data: true}, order, true
+		return Group{StatefulSet: sts.Name}, order, true
 	case sts.Labels[labelCluster] == c && sts.Labels[labelNodeGroup] != "":
-		master := sts.Labels[labelRole] == "master"
-		return Group{StatefulSet: sts.Name, NodePrefix: sts.Labels[labelNodeGroup], Master: master, Data: !master}, order, true
+		return Group{StatefulSet: sts.Name}, order, true
 	}
 	return Group{}, 0, false
-}
-
-var expectedArg = regexp.MustCompile(`^-Cgateway\.expected_(data_)?nodes=(\d+)$`)
-
-// expectedNodes reads -Cgateway.expected_[data_]nodes=N from the pod template.
-func expectedNodes(sts *appsv1.StatefulSet) (n int, dataOnly, ok bool) {
-	for _, c := range sts.Spec.Template.Spec.Containers {
-		for _, a := range slices.Concat(c.Command, c.Args) {
-			if m := expectedArg.FindStringSubmatch(a); m != nil {
-				n, _ := strconv.Atoi(m[2])
-				return n, m[1] != "", true
-			}
-		}
-	}
-	return 0, false, false
 }
 
 func podUp(p *corev1.Pod) bool {
@@ -156,11 +137,9 @@ func (s *Sim) resync(w *kubeWatch) error {
 		order int
 	}
 	var groups []member
-	hasMaster := false
 	for _, sts := range all {
 		if g, order, ok := s.groupOf(sts); ok {
 			groups = append(groups, member{sts, g, order})
-			hasMaster = hasMaster || g.Master
 		}
 	}
 	sort.Slice(groups, func(i, j int) bool {
@@ -170,9 +149,6 @@ func (s *Sim) resync(w *kubeWatch) error {
 		return groups[i].sts.Name < groups[j].sts.Name
 	})
 	// Without dedicated masters the first data group is master-eligible.
-	if !hasMaster && len(groups) > 0 {
-		groups[0].g.Master = true
-	}
 	pods, err := w.pods.Pods(s.cfg.Namespace).List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
@@ -182,11 +158,7 @@ func (s *Sim) resync(w *kubeWatch) error {
 		byName[p.Name] = p
 	}
 	var specs []nodeSpec
-	expected, expectedData := 0, false
 	for _, gm := range groups {
-		if n, dataOnly, ok := expectedNodes(gm.sts); ok && n > expected {
-			expected, expectedData = n, dataOnly
-		}
 		replicas := 1
 		if gm.sts.Spec.Replicas != nil {
 			replicas = int(*gm.sts.Spec.Replicas)
@@ -199,29 +171,80 @@ func (s *Sim) resync(w *kubeWatch) error {
 		}
 		for ord := 0; ord <= highest; ord++ {
 			podName := gm.sts.Name + "-" + strconv.Itoa(ord)
-			sp := nodeSpec{name: gm.g.NodePrefix + "-" + strconv.Itoa(ord), pod: podName, ordinal: ord,
-				master: gm.g.Master, data: gm.g.Data, member: ord < replicas}
-			if p := byName[podName]; p != nil {
-				sp.member = true
-				sp.up = podUp(p)
-				sp.podUID = string(p.UID)
-				for _, v := range p.Spec.Volumes {
-					if v.PersistentVolumeClaim == nil {
-						continue
-					}
-					sp.hasClaim = true
-					pvc, err := w.pvcs.PersistentVolumeClaims(s.cfg.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
-					if err == nil && pvc.DeletionTimestamp == nil {
-						sp.pvcUID = string(pvc.UID)
-					} else if err != nil && !apierrors.IsNotFound(err) {
-						return fmt.Errorf("get claim: %w", err)
-					}
+			p := byName[podName]
+			if p == nil {
+				// The StatefulSet still counts the pod: its node stays a (stopped) member.
+				if ord < replicas {
+					specs = append(specs, nodeSpec{pod: podName, ordinal: ord, member: true})
+				}
+				continue
+			}
+			sp := s.podSpec(p, gm.sts)
+			sp.ordinal, sp.member = ord, true
+			for _, v := range p.Spec.Volumes {
+				if v.PersistentVolumeClaim == nil {
+					continue
+				}
+				sp.hasClaim = true
+				pvc, err := w.pvcs.PersistentVolumeClaims(s.cfg.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
+				if err == nil && pvc.DeletionTimestamp == nil {
+					sp.pvcUID = string(pvc.UID)
+				} else if err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("get claim: %w", err)
 				}
 			}
 			specs = append(specs, sp)
 		}
 	}
-	return s.applyNodes(specs, expected, expectedData)
+	return s.applyNodes(specs)
+}
+
+// podSpec derives the node a pod runs from its CrateDB container: the command line (the
+// pod's own, else the StatefulSet template's), with Kubernetes' variable expansion, gives the
+// node name, roles, gateway, TLS and auth settings; the image tag gives the version.
+func (s *Sim) podSpec(p *corev1.Pod, sts *appsv1.StatefulSet) nodeSpec {
+	c := crateContainer(&p.Spec)
+	if c == nil || (len(c.Command) == 0 && len(c.Args) == 0) {
+		c = crateContainer(&sts.Spec.Template.Spec)
+	}
+	settings := podSettings(p, c)
+	image := ""
+	if c != nil {
+		image = c.Image
+	}
+	sp := nodeSpec{pod: p.Name, up: podUp(p), podUID: string(p.UID), settings: settings,
+		version: s.nodeVersion(image), ip: p.Status.PodIP}
+	if sp.ip == "" {
+		sp.ip = "127.0.0.1"
+	}
+	sp.name = settings["node.name"]
+	if sp.name == "" {
+		sp.name = randomNodeName(sp.podUID)
+	}
+	// CrateDB's defaults: every node is master-eligible and holds data.
+	sp.master = settings.bool("node.master", true)
+	sp.data = settings.bool("node.data", true)
+	if sp.up {
+		if err := s.startable(sp); err != nil {
+			s.logf("cratedbsim: pod %s: node does not start: %v", p.Name, err)
+			sp.up = false
+		}
+	}
+	return sp
+}
+
+// startable reports why a node would refuse to start: a setting its version does not know,
+// or TLS asked for without a certificate.
+func (s *Sim) startable(sp nodeSpec) error {
+	for k := range sp.settings {
+		if !knownNodeSetting(k, sp.version) {
+			return fmt.Errorf("unknown setting [%s] (CrateDB %s)", k, sp.version)
+		}
+	}
+	if (sp.settings.bool("ssl.http.enabled", false) || sp.settings.bool("ssl.psql.enabled", false)) && s.cfg.TLS == nil {
+		return errors.New("ssl enabled but no keystore (the simulator has no TLS certificate)")
+	}
+	return nil
 }
 
 // ordinalOf parses "<sts>-<n>".

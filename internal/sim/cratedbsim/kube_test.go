@@ -32,7 +32,8 @@ func (f *fakeCluster) sts(name string, replicas int32, args ...string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(replicas),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "crate", Args: args}}}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "crate", Image: "crate:5.10.3", Args: args,
+				Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}}},
 		},
 	}
 	if _, err := f.client.AppsV1().StatefulSets(testNS).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
@@ -96,15 +97,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestFollowsKubernetes(t *testing.T) {
 	f := &fakeCluster{t: t, client: fake.NewClientset()}
-	f.sts("crate-master-c", 1)
-	f.sts("crate-data-hot-c", 2, "-Cgateway.expected_data_nodes=2")
+	gw := []string{"-Cgateway.expected_data_nodes=3", "-Cgateway.recover_after_data_nodes=2"}
+	// The operator's naming for the master, the official guide's (pod name) for data nodes.
+	f.sts("crate-master-c", 1, append([]string{"-Cnode.name=master-$(hostname | awk -F- '{print $NF}')", "-Cnode.master=true", "-Cnode.data=false"}, gw...)...)
+	f.sts("crate-data-hot-c", 3, append([]string{"-Cnode.name=$(POD_NAME)", "-Cnode.master=false", "-Cnode.data=true"}, gw...)...)
 	f.sts("unrelated", 1)
-	for _, p := range []string{"crate-master-c-0", "crate-data-hot-c-0", "crate-data-hot-c-1", "unrelated-0"} {
+	for _, p := range []string{"crate-master-c-0", "crate-data-hot-c-0", "crate-data-hot-c-1", "crate-data-hot-c-2", "unrelated-0"} {
 		f.pvc(p)
 		f.pod(p, true)
 	}
-	sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: "c", AddrBase: "127.0.3",
-		EphemeralPorts: true, TickInterval: -1, Logf: t.Logf})
+	sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: "c", TickInterval: -1, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,14 +114,21 @@ func TestFollowsKubernetes(t *testing.T) {
 	nodeCount := func(want int) func() bool {
 		return func() bool { _, n := sim.Health(); return n == want }
 	}
-	waitFor(t, "3 nodes", nodeCount(3))
+	waitFor(t, "4 nodes", nodeCount(4))
 	res, err := sim.Exec("test", "crate", "SELECT name FROM sys.nodes ORDER BY name")
-	if err != nil || fmt.Sprint(res.Rows) != "[[data-hot-0] [data-hot-1] [master-0]]" {
+	if err != nil || fmt.Sprint(res.Rows) != "[[crate-data-hot-c-0] [crate-data-hot-c-1] [crate-data-hot-c-2] [master-0]]" {
 		t.Fatalf("names = %v, %v", res, err)
 	}
-	res, err = sim.Exec("test", "crate", "SELECT passed FROM sys.node_checks")
-	if err != nil || res.Rows[0][0] != true {
-		t.Fatalf("expected nodes check = %v, %v", res, err)
+	checks := func(id int, passed bool) int64 {
+		t.Helper()
+		res, err := sim.Exec("test", "crate", "SELECT count(*) FROM sys.node_checks WHERE id = $1 AND passed = $2", fmt.Sprint(id), fmt.Sprint(passed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Rows[0][0].(int64)
+	}
+	if n := checks(1, true); n != 4 {
+		t.Fatalf("expected nodes check passes on %d nodes, want 4", n)
 	}
 	if _, err := sim.Exec("test", "crate", "CREATE TABLE t (a INT) CLUSTERED INTO 2 SHARDS WITH (number_of_replicas = 0)"); err != nil {
 		t.Fatal(err)
@@ -131,25 +140,24 @@ func TestFollowsKubernetes(t *testing.T) {
 
 	// Not Ready: the node leaves sys.nodes, its primary is gone (no replicas): red.
 	f.pod("crate-data-hot-c-1", false)
-	waitFor(t, "2 nodes", nodeCount(2))
+	waitFor(t, "3 nodes", nodeCount(3))
 	waitFor(t, "red", severity(severityRed))
-	res, _ = sim.Exec("test", "crate", "SELECT passed FROM sys.node_checks")
-	if res.Rows[0][0] != false {
-		t.Fatalf("expected nodes check passes with a data node missing")
+	if n := checks(1, false); n != 3 {
+		t.Fatalf("expected nodes check fails on %d nodes with a data node missing, want 3", n)
 	}
 	// Recreated with its volume: data comes back at once.
 	f.deletePod("crate-data-hot-c-1")
 	f.pod("crate-data-hot-c-1", true)
-	waitFor(t, "3 nodes", nodeCount(3))
+	waitFor(t, "4 nodes", nodeCount(4))
 	waitFor(t, "green", severity(severityGreen))
 
 	// Recreated with a new volume: the data is lost.
 	f.deletePod("crate-data-hot-c-1")
 	f.deletePVC("crate-data-hot-c-1")
-	waitFor(t, "2 nodes", nodeCount(2))
+	waitFor(t, "3 nodes", nodeCount(3))
 	f.pvc("crate-data-hot-c-1")
 	f.pod("crate-data-hot-c-1", true)
-	waitFor(t, "3 nodes", nodeCount(3))
+	waitFor(t, "4 nodes", nodeCount(4))
 	for range 5 {
 		sim.Tick()
 	}
@@ -158,11 +166,42 @@ func TestFollowsKubernetes(t *testing.T) {
 	}
 	ups := 0
 	for _, e := range sim.NodeEvents() {
-		if e.Node == "data-hot-1" && e.Up {
+		if e.Node == "crate-data-hot-c-1" && e.Up {
 			ups++
 		}
 	}
 	if ups != 3 {
-		t.Fatalf("data-hot-1 came up %d times, want 3: %+v", ups, sim.NodeEvents())
+		t.Fatalf("crate-data-hot-c-1 came up %d times, want 3: %+v", ups, sim.NodeEvents())
+	}
+}
+
+// TestShutdownGraceFollowsTerminatingPods: with chaos on, a node whose pod starts
+// terminating stops serving at once but stays listed in sys.nodes for the grace time.
+func TestShutdownGraceFollowsTerminatingPods(t *testing.T) {
+	f := &fakeCluster{t: t, client: fake.NewClientset()}
+	f.sts("crate-data-hot-c", 2, "-Cnode.name=$(POD_NAME)")
+	for _, p := range []string{"crate-data-hot-c-0", "crate-data-hot-c-1"} {
+		f.pvc(p)
+		f.pod(p, true)
+	}
+	sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: "c", TickInterval: -1, Logf: t.Logf,
+		Chaos: Chaos{ShutdownGrace: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	waitFor(t, "2 nodes", func() bool { _, n := sim.Health(); return n == 2 })
+	p, err := f.client.CoreV1().Pods(testNS).Get(context.Background(), "crate-data-hot-c-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.DeletionTimestamp = ptr.To(metav1.Now())
+	if _, err := f.client.CoreV1().Pods(testNS).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node stopped", func() bool { _, n := sim.Health(); return n == 1 })
+	res, err := sim.Exec("test", "crate", "SELECT count(*) FROM sys.nodes WHERE name = 'crate-data-hot-c-1'")
+	if err != nil || res.Rows[0][0] != int64(1) {
+		t.Fatalf("terminating node not listed during the grace time: %v %v", res, err)
 	}
 }

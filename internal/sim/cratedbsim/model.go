@@ -4,16 +4,20 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// Settings keys the model interprets; any other SET GLOBAL key is stored and echoed only.
+// Settings keys the model interprets; the other runtime settings (settings.go) are stored and
+// echoed only.
 const (
 	settingAllocationEnable  = "cluster.routing.allocation.enable"
 	settingAllocationExclude = "cluster.routing.allocation.exclude._name"
+	settingRebalanceEnable   = "cluster.routing.rebalance.enable"
 )
 
 // Health severities as in sys.health.
@@ -61,8 +65,16 @@ type simNode struct {
 	podUID string
 	pvcUID string
 	id     string
-	// disk holds the shards whose data this node has on its volume.
+	// disk holds the shards whose data this node has on its volume (shared with the other
+	// names the same pod's volume was started under).
 	disk map[shardKey]bool
+	// version, settings (its -C arguments), hostname and ip describe the running process.
+	version  Version
+	settings nodeSettings
+	hostname string
+	ip       string
+	// acked holds sys.node_checks.acknowledged per check id; a restart forgets it.
+	acked map[int]bool
 }
 
 type user struct {
@@ -81,18 +93,25 @@ func hashPassword(pw string) string {
 
 // model is the simulated cluster. It is not safe for concurrent use; Sim guards it.
 type model struct {
-	nodes    map[string]*simNode
-	tables   map[string]*table
-	settings map[string]string
-	users    map[string]*user
-	license  bool
-	// checkAcked is sys.node_checks.acknowledged of check 1 (expected nodes).
-	checkAcked bool
-	// expected is the expected node count from the StatefulSets (0 = unknown) and whether it
-	// counts data nodes only (gateway.expected_data_nodes).
-	expected     int
-	expectedData bool
-	master       string // name of the elected master node, "" if none
+	nodes  map[string]*simNode
+	tables map[string]*table
+	// transient and persistent cluster settings; transient ones win and are lost when the
+	// whole cluster restarts.
+	transient  map[string]string
+	persistent map[string]string
+	users      map[string]*user
+	license    bool
+	master     string // name of the elected master node, "" if none
+	// recovered is false until the elected master performed the gateway's state recovery
+	// (gateway.go); recoverAt is when a delayed recovery (recover_after_time) runs.
+	recovered bool
+	recoverAt time.Time
+	// ghosts are nodes that stopped but are still listed in sys.nodes (chaos).
+	ghosts []ghost
+	// electionErrors is how many statements still fail because of a master election (chaos).
+	electionErrors int
+	chaos          Chaos
+	now            func() time.Time
 	// shardsPerTick bounds how many shard copies finish recovering per tick.
 	shardsPerTick int
 }
@@ -104,9 +123,11 @@ func newModel(shardsPerTick int) *model {
 	return &model{
 		nodes:         map[string]*simNode{},
 		tables:        map[string]*table{},
-		settings:      map[string]string{},
+		transient:     map[string]string{},
+		persistent:    map[string]string{},
 		users:         map[string]*user{"crate": {name: "crate", superuser: true}},
 		shardsPerTick: shardsPerTick,
+		now:           time.Now,
 	}
 }
 
@@ -144,14 +165,16 @@ func (m *model) upNodes() []*simNode {
 	return out
 }
 
+// setting is the effective value of a cluster setting: transient, else persistent, else the
+// default.
 func (m *model) setting(key string) string {
-	if v, ok := m.settings[key]; ok {
+	if v, ok := m.transient[key]; ok {
 		return v
 	}
-	if key == settingAllocationEnable {
-		return "all"
+	if v, ok := m.persistent[key]; ok {
+		return v
 	}
-	return ""
+	return settingDefault(key)
 }
 
 func (m *model) excluded(name string) bool {
@@ -175,43 +198,46 @@ func (m *model) eligibleCount() int {
 	return c
 }
 
-// desiredReplicas resolves number_of_replicas ("1", "0-1", "1-all", "all") for the number
-// of data nodes that can hold copies.
+// desiredReplicas resolves a valid number_of_replicas ("1", "0-1", "1-all") for the number
+// of data nodes that can hold copies, as CrateDB's auto-expansion does.
 func desiredReplicas(spec string, dataNodes int) int {
-	avail := max(dataNodes-1, 0)
 	lo, hi, ok := strings.Cut(spec, "-")
 	if !ok {
-		if spec == "all" {
-			return avail
-		}
 		n, _ := strconv.Atoi(spec)
 		return n
 	}
 	minR, _ := strconv.Atoi(lo)
-	maxR := avail
+	maxR := max(dataNodes-1, 0)
 	if hi != "all" {
-		maxR, _ = strconv.Atoi(hi)
+		h, _ := strconv.Atoi(hi)
+		maxR = min(maxR, h)
 	}
-	return max(minR, min(avail, maxR))
+	return max(minR, min(dataNodes-1, maxR))
 }
 
-// validReplicas reports whether spec is a number_of_replicas value CrateDB accepts.
-func validReplicas(spec string) bool {
-	if spec == "all" {
-		return true
+var replicaRange = regexp.MustCompile(`^\d+-(all|\d+)$`)
+
+// validateReplicas checks number_of_replicas as CrateDB does: a non-negative integer or a
+// range "min-max" / "min-all" with min <= max ("all" alone is not valid).
+func validateReplicas(spec string) error {
+	if n, err := strconv.Atoi(spec); err == nil {
+		if n < 0 {
+			return errIllegal("Failed to parse value [%s] for setting [number_of_replicas] must be >= 0", spec)
+		}
+		return nil
 	}
-	lo, hi, ok := strings.Cut(spec, "-")
-	if _, err := strconv.Atoi(lo); err != nil {
-		return false
+	if !replicaRange.MatchString(spec) {
+		return errIllegal("The \"number_of_replicas\" range \"%s\" isn't valid", spec)
 	}
-	if !ok {
-		return true
+	lo, hi, _ := strings.Cut(spec, "-")
+	if hi != "all" {
+		l, _ := strconv.Atoi(lo)
+		h, _ := strconv.Atoi(hi)
+		if l > h {
+			return errIllegal("[index.auto_expand_replicas] minReplicas must be =< maxReplicas but wasn't %d > %d", l, h)
+		}
 	}
-	if hi == "all" {
-		return true
-	}
-	_, err := strconv.Atoi(hi)
-	return err == nil
+	return nil
 }
 
 // setNodeUp changes whether a node is running. A node going down loses its place in the
@@ -223,6 +249,11 @@ func (m *model) setNodeUp(n *simNode, up bool) {
 	n.up = up
 	if !up {
 		m.dropCopiesOn(n.name)
+		m.nodeLeft(n)
+	} else {
+		n.acked = map[int]bool{}
+		// A node that joins again replaces the instance the master still listed.
+		m.ghosts = slices.DeleteFunc(m.ghosts, func(g ghost) bool { return g.name == n.name || g.id == n.id })
 	}
 	m.electMaster()
 	m.allocate()
@@ -324,7 +355,8 @@ func (m *model) pickNode(key shardKey, copies []*shardCopy, load map[string]int)
 // later ticks.
 func (m *model) allocate() {
 	enable := m.setting(settingAllocationEnable)
-	if enable == "none" {
+	if enable == "none" || !m.recovered {
+		// Before the gateway recovered the state there is no routing table to allocate.
 		return
 	}
 	load := m.copiesPerNode()
@@ -357,12 +389,13 @@ func (m *model) allocate() {
 				load[from.name]++
 				t.copies[i] = copies
 			}
-			if enable != "all" {
+			if enable != "all" && enable != "primaries" {
 				continue
 			}
-			// Relocate copies off excluded nodes.
+			// Relocate copies off excluded nodes. Under "primaries" CrateDB still allocates
+			// (and so moves) primaries, only replicas stay where they are.
 			for _, c := range slices.Clone(copies) {
-				if !m.excluded(c.node) || !c.started {
+				if !m.excluded(c.node) || !c.started || (enable == "primaries" && !c.primary) {
 					continue
 				}
 				if slices.ContainsFunc(copies, func(x *shardCopy) bool { return x.relocatingFrom == c.node }) {
@@ -372,6 +405,10 @@ func (m *model) allocate() {
 					copies = append(copies, &shardCopy{node: n.name, relocatingFrom: c.node})
 					load[n.name]++
 				}
+			}
+			if enable != "all" {
+				t.copies[i] = copies
+				continue
 			}
 			// Add or remove replicas.
 			replicas := 0
@@ -403,15 +440,17 @@ func (m *model) allocate() {
 			t.anywhere = false
 		}
 	}
-	if enable == "all" {
-		m.rebalance(load)
+	if reb := m.setting(settingRebalanceEnable); reb != "none" && (enable == "all" || enable == "primaries") {
+		m.rebalance(load, enable == "primaries" || reb == "primaries", reb == "replicas")
 	}
 }
 
 // rebalance starts one relocation from the most to the least loaded eligible node when they
 // differ by more than one copy and no recovery is running, as CrateDB's balancer does; so a
 // node that came back empty gets shards again.
-func (m *model) rebalance(load map[string]int) {
+// primariesOnly and replicasOnly restrict which copies may move (allocation or rebalance
+// limited to primaries or replicas).
+func (m *model) rebalance(load map[string]int, primariesOnly, replicasOnly bool) {
 	var most, least *simNode
 	for _, n := range m.sortedNodes() {
 		if !m.eligible(n) {
@@ -442,7 +481,7 @@ func (m *model) rebalance(load map[string]int) {
 				continue
 			}
 			for _, c := range copies {
-				if c.node == most.name {
+				if c.node == most.name && (!primariesOnly || c.primary) && (!replicasOnly || !c.primary) {
 					t.copies[i] = append(copies, &shardCopy{node: least.name, relocatingFrom: most.name})
 					return
 				}
@@ -470,6 +509,9 @@ func (m *model) removeCopy(key shardKey, c *shardCopy) {
 // tick advances recoveries: up to shardsPerTick copies finish, then allocation runs again.
 // It reports whether anything changed.
 func (m *model) tick() bool {
+	if !m.recovered && m.master != "" {
+		m.gateway() // a delayed state recovery may be due
+	}
 	budget := m.shardsPerTick
 	changed := false
 	for _, t := range m.sortedTables() {
@@ -545,55 +587,6 @@ func (m *model) maxSeverity() int {
 		worst = max(worst, s)
 	}
 	return worst
-}
-
-// electMaster keeps the current master while it runs, otherwise elects the first running
-// master-eligible node if a majority of the master-eligible members runs.
-func (m *model) electMaster() {
-	members, up := 0, 0
-	var first *simNode
-	for _, n := range m.sortedNodes() {
-		if !n.master || !n.member {
-			continue
-		}
-		members++
-		if n.up {
-			up++
-			if first == nil {
-				first = n
-			}
-		}
-	}
-	if up == 0 || up*2 <= members {
-		m.master = ""
-		return
-	}
-	if cur := m.nodes[m.master]; cur != nil && cur.up && cur.master {
-		return
-	}
-	m.master = first.name
-}
-
-// masterID is sys.cluster.master_node, "" when no master is elected.
-func (m *model) masterID() string {
-	if n := m.nodes[m.master]; n != nil && n.up {
-		return n.id
-	}
-	return ""
-}
-
-// expectedNodesPassed is sys.node_checks "passed" of check 1.
-func (m *model) expectedNodesPassed() bool {
-	if m.expected <= 0 {
-		return true
-	}
-	count := 0
-	for _, n := range m.nodes {
-		if n.up && (!m.expectedData || n.data) {
-			count++
-		}
-	}
-	return count == m.expected
 }
 
 // createTable adds a table; all primaries start at once on the eligible data nodes.

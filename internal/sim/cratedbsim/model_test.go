@@ -39,7 +39,7 @@ func TestDesiredReplicas(t *testing.T) {
 	}{
 		{"0", 3, 0}, {"1", 1, 1}, {"2", 3, 2},
 		{"0-1", 1, 0}, {"0-1", 3, 1}, {"1-all", 1, 1}, {"1-all", 4, 3},
-		{"all", 3, 2}, {"all", 0, 0}, {"2-3", 2, 2}, {"0-5", 3, 2},
+		{"0-all", 3, 2}, {"0-all", 0, 0}, {"2-3", 2, 2}, {"0-5", 3, 2},
 	} {
 		if got := desiredReplicas(tc.spec, tc.data); got != tc.want {
 			t.Errorf("desiredReplicas(%q, %d) = %d, want %d", tc.spec, tc.data, got, tc.want)
@@ -94,7 +94,7 @@ func TestHealthScenarios(t *testing.T) {
 		{
 			name: "rolling restart holds replicas while allocation is primaries", replicas: "1",
 			act: func(m *model) int {
-				m.settings[settingAllocationEnable] = "primaries"
+				m.transient[settingAllocationEnable] = "primaries"
 				n := m.nodes["data-hot-1"]
 				m.setNodeUp(n, false)
 				m.setNodeUp(n, true)
@@ -102,7 +102,7 @@ func TestHealthScenarios(t *testing.T) {
 				if s := m.maxSeverity(); s != severityYellow {
 					panic(fmt.Sprintf("severity with allocation=primaries = %d, want yellow", s))
 				}
-				delete(m.settings, settingAllocationEnable)
+				delete(m.transient, settingAllocationEnable)
 				m.allocate()
 				return severityYellow
 			},
@@ -150,7 +150,7 @@ func TestExclusionRelocates(t *testing.T) {
 	if before == 0 {
 		t.Fatalf("no shards on data-hot-2: %s", m.summary())
 	}
-	m.settings[settingAllocationExclude] = "data-hot-2"
+	m.transient[settingAllocationExclude] = "data-hot-2"
 	m.allocate()
 	if got := m.shardCounts()["data-hot-2"]; got != before {
 		t.Fatalf("shards left data-hot-2 before any tick: %d -> %d", before, got)
@@ -195,16 +195,22 @@ func TestMasterElection(t *testing.T) {
 
 func TestExpectedNodesCheck(t *testing.T) {
 	m := testModel(3, 3, 2)
-	if !m.expectedNodesPassed() {
-		t.Fatal("unknown expected count must pass")
-	}
-	m.expected, m.expectedData = 3, true
-	if !m.expectedNodesPassed() {
-		t.Fatal("3 data nodes, expected_data_nodes=3 must pass")
-	}
-	m.expectedData = false
-	if m.expectedNodesPassed() {
-		t.Fatal("6 nodes, expected_nodes=3 must fail")
+	n := m.nodes["data-hot-0"]
+	for _, tc := range []struct {
+		settings nodeSettings
+		want     bool
+	}{
+		{nodeSettings{}, false}, // not configured: CrateDB fails the check
+		{nodeSettings{"gateway.expected_data_nodes": "3"}, true},
+		{nodeSettings{"gateway.expected_data_nodes": "4"}, false},
+		// The deprecated setting counts every node (3 masters + 3 data).
+		{nodeSettings{"gateway.expected_nodes": "3"}, false},
+		{nodeSettings{"gateway.expected_nodes": "6"}, true},
+	} {
+		n.settings = tc.settings
+		if got := m.checkPassed(n, checkExpectedNodes); got != tc.want {
+			t.Errorf("check 1 with %v = %v, want %v", tc.settings, got, tc.want)
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package cratedbsim
 
 import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -11,8 +14,10 @@ import (
 	"time"
 )
 
-// nodeSpec is what the Kubernetes API (or StaticNodes) says about one node.
+// nodeSpec is what the Kubernetes API (or StaticNodes) says about one pod and the CrateDB
+// node its command line describes.
 type nodeSpec struct {
+	// name is the node name (-Cnode.name, or a generated one); master and data its roles.
 	name    string
 	pod     string
 	ordinal int
@@ -26,35 +31,76 @@ type nodeSpec struct {
 	// hasClaim: the pod mounts a PVC; pvcUID is "" when that claim does not exist.
 	hasClaim bool
 	pvcUID   string
+	settings nodeSettings
+	version  Version
+	ip       string
+	// terminating is when the pod started terminating (zero if it does not).
+	terminating time.Time
 }
 
-// applyNodes brings the model in line with the observed nodes, then starts or stops the
+// volume is what a pod's data volume holds: shard data and the node id CrateDB persists in
+// its data path (a restart with the same volume keeps the id).
+type volume struct {
+	pvcUID string
+	nodeID string
+	shards map[shardKey]bool
+}
+
+// applyNodes brings the model in line with the observed pods, then starts or stops the
 // nodes' listeners.
-func (s *Sim) applyNodes(specs []nodeSpec, expected int, expectedData bool) error {
+func (s *Sim) applyNodes(specs []nodeSpec) error {
 	s.mu.Lock()
 	seen := map[string]bool{}
 	for _, sp := range specs {
-		seen[sp.name] = true
-		n := s.m.nodes[sp.name]
-		if n == nil {
-			n = &simNode{name: sp.name, disk: map[shardKey]bool{}}
-			s.m.nodes[sp.name] = n
+		name := sp.name
+		if !sp.up {
+			// A pod that does not run keeps the identity it last ran under.
+			name = s.podNode[sp.pod]
+			if name == "" {
+				continue
+			}
+		} else if other := s.m.nodes[name]; other != nil && other.up && other.pod != sp.pod {
+			s.logf("cratedbsim: pod %s: node name %q is already used by pod %s; the node does not join", sp.pod, name, other.pod)
+			continue
 		}
-		n.pod, n.ordinal, n.master, n.data, n.member = sp.pod, sp.ordinal, sp.master, sp.data, sp.member
+		if prev := s.podNode[sp.pod]; sp.up && prev != "" && prev != name {
+			// The pod came back under another name: the old node is gone for good.
+			if old := s.m.nodes[prev]; old != nil {
+				if old.up {
+					s.recordNodeLocked(old, false)
+				}
+				s.m.setNodeUp(old, false)
+				old.member = false
+			}
+		}
+		s.podNode[sp.pod] = name
+		seen[name] = true
+		n := s.m.nodes[name]
+		if n == nil {
+			n = &simNode{name: name, disk: map[shardKey]bool{}}
+			s.m.nodes[name] = n
+		}
+		n.pod, n.ordinal, n.member = sp.pod, sp.ordinal, sp.member
 		if n.up && sp.podUID != "" && n.podUID != "" && sp.podUID != n.podUID {
 			// A pod with a new UID is a restarted node, even if we missed it going down.
 			s.m.setNodeUp(n, false)
 			s.recordNodeLocked(n, false)
 		}
 		if sp.up && !n.up {
-			if sp.hasClaim && (sp.pvcUID == "" || (n.pvcUID != "" && n.pvcUID != sp.pvcUID)) {
-				s.logf("cratedbsim: node %s starts with an empty volume", n.name)
-				s.m.wipeDisk(n)
+			vol := s.volumes[sp.pod]
+			if vol == nil || (sp.hasClaim && (sp.pvcUID == "" || (vol.pvcUID != "" && vol.pvcUID != sp.pvcUID))) {
+				if vol != nil {
+					s.logf("cratedbsim: node %s starts with an empty volume", name)
+				}
+				vol = &volume{pvcUID: sp.pvcUID, nodeID: newNodeID(), shards: map[shardKey]bool{}}
+				s.volumes[sp.pod] = vol
 			}
-			n.pvcUID = sp.pvcUID
+			vol.pvcUID = sp.pvcUID
+			n.disk, n.id = vol.shards, vol.nodeID
 			n.podUID = sp.podUID
-			n.id = nodeID(n.name, n.podUID)
-			s.logf("cratedbsim: node %s (pod %s) is up", n.name, n.pod)
+			n.master, n.data = sp.master, sp.data
+			n.settings, n.version, n.ip, n.hostname = sp.settings, sp.version, sp.ip, sp.pod
+			s.logf("cratedbsim: node %s (pod %s, CrateDB %s) is up", n.name, n.pod, n.version)
 			s.recordNodeLocked(n, true)
 		} else if !sp.up && n.up {
 			s.logf("cratedbsim: node %s (pod %s) is down", n.name, n.pod)
@@ -71,11 +117,17 @@ func (s *Sim) applyNodes(specs []nodeSpec, expected int, expectedData bool) erro
 			s.m.setNodeUp(n, false)
 		}
 	}
-	s.m.expected, s.m.expectedData = expected, expectedData
 	s.m.electMaster()
 	s.m.allocate()
 	s.mu.Unlock()
 	return s.syncServers()
+}
+
+// newNodeID is a random node id shaped like CrateDB's (22 URL-safe base64 characters).
+func newNodeID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // syncServers starts listeners of running nodes and stops those of stopped ones, so that a
@@ -90,11 +142,7 @@ func (s *Sim) syncServers() error {
 	for _, n := range s.m.sortedNodes() {
 		ns := s.servers[n.name]
 		if ns == nil && n.up {
-			ns = &nodeServer{sim: s, name: n.name, host: s.cfg.AddrBase + "." + strconv.Itoa(s.nextHost)}
-			if !s.cfg.EphemeralPorts {
-				ns.pgPort, ns.httpPort = s.cfg.PGPort, s.cfg.HTTPPort
-			}
-			s.nextHost++
+			ns = &nodeServer{sim: s, name: n.name, host: s.cfg.ListenHost}
 			s.servers[n.name] = ns
 		}
 		if ns == nil {
@@ -129,6 +177,8 @@ type nodeServer struct {
 	mu       sync.Mutex
 	pgPort   int
 	httpPort int
+	httpsOn  bool
+	pgTLS    bool
 	running  bool
 	pgL      net.Listener
 	httpSrv  *http.Server
@@ -137,6 +187,8 @@ type nodeServer struct {
 }
 
 func (ns *nodeServer) start() error {
+	// Read before taking ns.mu: Nodes holds Sim.mu while it takes ns.mu.
+	settings := ns.sim.nodeSettingsOf(ns.name)
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	if ns.running {
@@ -154,6 +206,12 @@ func (ns *nodeServer) start() error {
 	// Keep ephemeral ports for the next start: port-forward mappings point at them.
 	ns.pgPort = pgL.Addr().(*net.TCPAddr).Port
 	ns.httpPort = httpL.Addr().(*net.TCPAddr).Port
+	// With ssl.http.enabled the HTTP port speaks HTTPS only.
+	ns.httpsOn = settings.bool("ssl.http.enabled", false) && ns.sim.cfg.TLS != nil
+	ns.pgTLS = settings.bool("ssl.psql.enabled", false) && ns.sim.cfg.TLS != nil
+	if ns.httpsOn {
+		httpL = newTLSOnlyListener(httpL, ns.sim.cfg.TLS)
+	}
 	ns.pgL = pgL
 	ns.conns = map[net.Conn]struct{}{}
 	ns.httpSrv = &http.Server{Handler: ns.sim.httpHandler(ns.name), ReadHeaderTimeout: 10 * time.Second}
@@ -227,4 +285,61 @@ func (m *model) summary() string {
 		}
 	}
 	return b.String()
+}
+
+// tlsOnlyListener completes the TLS handshake before handing a connection to the HTTP
+// server and drops connections that do not speak TLS without answering, as CrateDB's HTTPS
+// port does (its Netty pipeline starts with the SSL handler): a plain HTTP client sees the
+// connection closed, not an HTTP error.
+type tlsOnlyListener struct {
+	net.Listener
+	cfg   *tls.Config
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newTLSOnlyListener(l net.Listener, cfg *tls.Config) *tlsOnlyListener {
+	tl := &tlsOnlyListener{Listener: l, cfg: cfg, conns: make(chan net.Conn), done: make(chan struct{})}
+	go tl.loop()
+	return tl
+}
+
+func (tl *tlsOnlyListener) loop() {
+	for {
+		c, err := tl.Listener.Accept()
+		if err != nil {
+			tl.once.Do(func() { close(tl.done) })
+			return
+		}
+		go func() {
+			tc := tls.Server(c, tl.cfg)
+			_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+			if err := tc.Handshake(); err != nil {
+				_ = c.Close()
+				return
+			}
+			_ = tc.SetDeadline(time.Time{})
+			select {
+			case tl.conns <- tc:
+			case <-tl.done:
+				_ = tc.Close()
+			}
+		}()
+	}
+}
+
+func (tl *tlsOnlyListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-tl.conns:
+		return c, nil
+	case <-tl.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (tl *tlsOnlyListener) Close() error {
+	err := tl.Listener.Close()
+	tl.once.Do(func() { close(tl.done) })
+	return err
 }

@@ -2,6 +2,7 @@ package cratedbsim
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ type pgPortal struct {
 // pgConn is the server side of one PostgreSQL wire protocol connection.
 type pgConn struct {
 	sim     *Sim
+	conn    net.Conn
 	node    string
 	user    string
 	be      *pgproto3.Backend
@@ -58,14 +60,34 @@ func (s *Sim) servePG(node string, conn net.Conn) {
 }
 
 func (c *pgConn) startup(conn net.Conn) error {
+	tlsOn := false
+	settings := c.sim.nodeSettingsOf(c.node)
 	for {
 		msg, err := c.be.ReceiveStartupMessage()
 		if err != nil {
 			return err
 		}
 		switch msg := msg.(type) {
-		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
-			// No TLS: the client continues in plain text (sslmode=prefer) or gives up.
+		case *pgproto3.SSLRequest:
+			if tlsOn || !settings.bool("ssl.psql.enabled", false) || c.sim.cfg.TLS == nil {
+				// No TLS: the client continues in plain text (sslmode=prefer) or gives up.
+				if _, err := conn.Write([]byte{'N'}); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := conn.Write([]byte{'S'}); err != nil {
+				return err
+			}
+			tc := tls.Server(conn, c.sim.cfg.TLS)
+			if err := tc.Handshake(); err != nil {
+				return fmt.Errorf("tls handshake: %w", err)
+			}
+			conn, tlsOn = tc, true
+			c.conn = tc
+			c.be = pgproto3.NewBackend(tc, tc)
+			continue
+		case *pgproto3.GSSEncRequest:
 			if _, err := conn.Write([]byte{'N'}); err != nil {
 				return err
 			}
@@ -79,9 +101,10 @@ func (c *pgConn) startup(conn net.Conn) error {
 		}
 		break
 	}
-	exists, needs := c.sim.userNeedsPassword(c.user)
-	if !exists {
-		return c.fatal(errAuth(c.user))
+	ci := connInfo{protocol: "pg", remote: remoteIP(conn.RemoteAddr().String()), tls: tlsOn, user: c.user}
+	needs, err := c.sim.login(c.node, ci, "", false)
+	if err != nil {
+		return c.fatal(err)
 	}
 	if needs {
 		c.be.Send(&pgproto3.AuthenticationCleartextPassword{})
@@ -99,7 +122,7 @@ func (c *pgConn) startup(conn net.Conn) error {
 		if !ok {
 			return fmt.Errorf("expected a password message, got %T", msg)
 		}
-		if _, err := c.sim.authenticate(c.user, pw.Password, true); err != nil {
+		if _, err := c.sim.login(c.node, ci, pw.Password, true); err != nil {
 			return c.fatal(err)
 		}
 	}
@@ -112,7 +135,7 @@ func (c *pgConn) startup(conn net.Conn) error {
 		"TimeZone":                    "UTC",
 		"integer_datetimes":           "on",
 		"standard_conforming_strings": "on",
-		"crate_version":               "5.10.0-simulator",
+		"crate_version":               c.sim.versionString(c.node),
 	} {
 		c.be.Send(&pgproto3.ParameterStatus{Name: k, Value: v})
 	}

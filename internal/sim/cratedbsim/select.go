@@ -14,22 +14,31 @@ import (
 type virtualTable struct {
 	cols []column
 	rows func(m *model) [][]any
+	// stateless tables answer before the cluster state is recovered.
+	stateless bool
 }
 
 func virtualTables() map[string]virtualTable {
 	return map[string]virtualTable{
 		"sys.nodes": {
-			cols: []column{{"id", oidVarchar}, {"name", oidVarchar}, {"hostname", oidVarchar}},
+			cols: []column{{"id", oidVarchar}, {"name", oidVarchar}, {"hostname", oidVarchar},
+				{"rest_url", oidVarchar}, {"version['number']", oidVarchar}},
+			stateless: true,
 			rows: func(m *model) [][]any {
 				var out [][]any
 				for _, n := range m.upNodes() {
-					out = append(out, []any{n.id, n.name, n.pod})
+					out = append(out, []any{n.id, n.name, n.hostname, n.ip + ":4200", n.version.String()})
+				}
+				// Nodes that stopped but whose departure the master has not noticed yet.
+				for _, g := range m.liveGhosts() {
+					out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String()})
 				}
 				return out
 			},
 		},
 		"sys.cluster": {
-			cols: []column{{"id", oidVarchar}, {"name", oidVarchar}, {"master_node", oidVarchar}},
+			cols:      []column{{"id", oidVarchar}, {"name", oidVarchar}, {"master_node", oidVarchar}},
+			stateless: true,
 			rows: func(m *model) [][]any {
 				var master any
 				if id := m.masterID(); id != "" {
@@ -39,11 +48,10 @@ func virtualTables() map[string]virtualTable {
 			},
 		},
 		"sys.node_checks": {
-			cols: []column{{"id", oidInt4}, {"acknowledged", oidBool}, {"passed", oidBool}, {"severity", oidInt4}, {"description", oidVarchar}},
-			rows: func(m *model) [][]any {
-				return [][]any{{int32(1), m.checkAcked, m.expectedNodesPassed(), int32(3),
-					"The value of the cluster setting 'gateway.expected_data_nodes' does not match the actual number of data nodes in the cluster."}}
-			},
+			cols: []column{{"id", oidInt4}, {"node_id", oidVarchar}, {"description", oidVarchar},
+				{"severity", oidInt4}, {"passed", oidBool}, {"acknowledged", oidBool}},
+			stateless: true,
+			rows:      func(m *model) [][]any { return m.nodeCheckRows() },
 		},
 		"sys.users": {
 			cols: []column{{"name", oidVarchar}, {"superuser", oidBool}},
@@ -109,24 +117,26 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 	if fromIdx < 2 || fromIdx+1 >= len(toks) {
 		return nil, false
 	}
-	// Projection: col, col, ... or count(*).
+	// Projection: col, col, ... or count(*); a column may be subscripted (version['number']).
 	var projs []string
 	countStar := false
 	proj := toks[1:fromIdx]
 	if len(proj) == 4 && proj[0].text == "count" && proj[1].text == "(" && proj[2].text == "*" && proj[3].text == ")" {
 		countStar = true
 	} else {
-		for i, t := range proj {
-			if i%2 == 1 {
-				if t.kind != tkPunct || t.text != "," {
-					return nil, false
-				}
-				continue
-			}
-			if t.kind != tkWord && t.kind != tkQuoted {
+		for len(proj) > 0 {
+			name, n := readColumn(proj)
+			if n == 0 {
 				return nil, false
 			}
-			projs = append(projs, t.text)
+			projs = append(projs, name)
+			proj = proj[n:]
+			if len(proj) > 0 {
+				if proj[0].kind != tkPunct || proj[0].text != "," {
+					return nil, false
+				}
+				proj = proj[1:]
+			}
 		}
 	}
 	rest := toks[fromIdx+1:]
@@ -142,27 +152,41 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 	rest = rest[n:]
 	colIdx := func(name string) int { return slices.IndexFunc(vt.cols, func(c column) bool { return c.name == name }) }
 
+	// WHERE col = value [AND col = value ...]
 	var caps []capture
-	where := -1
-	if len(rest) >= 4 && rest[0].text == "where" {
-		where = colIdx(rest[1].text)
-		if where < 0 || rest[2].text != "=" {
-			return nil, false
+	var where []int
+	if len(rest) > 0 && rest[0].text == "where" {
+		rest = rest[1:]
+		for {
+			name, n := readColumn(rest)
+			if n == 0 || len(rest) < n+2 || rest[n].text != "=" {
+				return nil, false
+			}
+			col := colIdx(name)
+			if col < 0 {
+				return nil, false
+			}
+			vn := matchPlaceholder(phValue, rest[n+1:])
+			if vn == 0 {
+				return nil, false
+			}
+			where = append(where, col)
+			caps = append(caps, capture{kind: phValue, toks: rest[n+1 : n+1+vn]})
+			rest = rest[n+1+vn:]
+			if len(rest) == 0 || rest[0].kind != tkWord || rest[0].text != "and" {
+				break
+			}
+			rest = rest[1:]
 		}
-		vn := matchPlaceholder(phValue, rest[3:])
-		if vn == 0 {
-			return nil, false
-		}
-		caps = append(caps, capture{kind: phValue, toks: rest[3 : 3+vn]})
-		rest = rest[3+vn:]
 	}
 	order, desc := -1, false
 	if len(rest) >= 3 && rest[0].text == "order" && rest[1].text == "by" {
-		order = colIdx(rest[2].text)
-		if order < 0 {
+		name, n := readColumn(rest[2:])
+		order = colIdx(name)
+		if n == 0 || order < 0 {
 			return nil, false
 		}
-		rest = rest[3:]
+		rest = rest[2+n:]
 		if len(rest) > 0 && (rest[0].text == "asc" || rest[0].text == "desc") {
 			desc = rest[0].text == "desc"
 			rest = rest[1:]
@@ -197,12 +221,12 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 	}
 	run := func(x *execCtx) (*result, error) {
 		all := vt.rows(x.m)
-		if where >= 0 {
-			want, err := x.str(0)
+		for k, col := range where {
+			want, err := x.str(k)
 			if err != nil {
 				return nil, err
 			}
-			all = slices.DeleteFunc(all, func(r []any) bool { return fmt.Sprint(r[where]) != want })
+			all = slices.DeleteFunc(all, func(r []any) bool { return fmt.Sprint(r[col]) != want })
 		}
 		if order >= 0 {
 			sort.SliceStable(all, func(i, j int) bool {
@@ -229,7 +253,21 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 		}
 		return rows(outCols, out...), nil
 	}
-	return &plan{cols: outCols, params: params, run: run, caps: caps}, true
+	return &plan{cols: outCols, params: params, run: run, caps: caps, stateless: vt.stateless}, true
+}
+
+// readColumn reads a column reference: a name, optionally followed by ['key'] subscripts.
+func readColumn(toks []token) (string, int) {
+	if len(toks) == 0 || (toks[0].kind != tkWord && toks[0].kind != tkQuoted) {
+		return "", 0
+	}
+	name := toks[0].text
+	n := 1
+	for n+2 < len(toks) && toks[n].text == "[" && toks[n+1].kind == tkString && toks[n+2].text == "]" {
+		name += "['" + toks[n+1].text + "']"
+		n += 3
+	}
+	return name, n
 }
 
 // prepareSettingsSelect handles SELECT settings['a']['b']... FROM sys.cluster.
@@ -256,13 +294,8 @@ func prepareSettingsSelect(toks []token) (*plan, bool) {
 	key := strings.Join(path, ".")
 	run := func(x *execCtx) (*result, error) {
 		var v any
-		switch key {
-		case settingAllocationEnable, settingAllocationExclude:
+		if _, ok := runtimeSettings()[key]; ok {
 			v = x.m.setting(key)
-		default:
-			if s, ok := x.m.settings[key]; ok {
-				v = s
-			}
 		}
 		return rows(cols, []any{v}), nil
 	}

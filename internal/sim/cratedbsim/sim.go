@@ -11,6 +11,7 @@ package cratedbsim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,13 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Group maps a StatefulSet to CrateDB node names "<NodePrefix>-<ordinal>".
+// Group names a StatefulSet whose pods are nodes of the cluster. Node names, roles and
+// settings come from each pod's command line, never from the group.
 type Group struct {
 	StatefulSet string
-	NodePrefix  string
-	// Master marks master-eligible nodes; Data marks nodes that hold shards.
-	Master bool
-	Data   bool
 }
 
 // StaticNode is a node of a simulator that runs without Kubernetes (Config.Client nil).
@@ -39,6 +37,8 @@ type StaticNode struct {
 	Pod    string
 	Master bool
 	Data   bool
+	// Settings are the node's -C settings (gateway.*, ssl.*, auth.host_based.*).
+	Settings map[string]string
 }
 
 // Config configures a simulator.
@@ -54,15 +54,19 @@ type Config struct {
 	Groups      []Group
 	StaticNodes []StaticNode
 
-	// AddrBase is the first three octets of the loopback addresses nodes listen on
-	// (default "127.0.2"); node k gets AddrBase.(FirstHost+k) in order of first sight.
-	AddrBase  string
-	FirstHost int
-	// PGPort and HTTPPort default to CrateDB's 5432 and 4200. With EphemeralPorts every
-	// listener gets a free port instead, kept across restarts of the node.
-	PGPort         int
-	HTTPPort       int
-	EphemeralPorts bool
+	// Version, when set, is the CrateDB version of every node ("5.2.11", "5.10.3"); otherwise
+	// each node reports the version of its container image tag, else DefaultVersion.
+	Version string
+	// Chaos enables transient failures (off by default).
+	Chaos Chaos
+	// TLS is the server certificate nodes present when their pod enables ssl.http.enabled or
+	// ssl.psql.enabled; a node asked for TLS without it does not start.
+	TLS *tls.Config
+
+	// ListenHost is the loopback address every node listens on (default 127.0.0.1). Each
+	// listener gets a free port, kept across restarts of the node, so that simulators of
+	// different test beds never share an address.
+	ListenHost string
 	// DebugAddr, when set, serves the debug endpoints (/_sim/statements, /_sim/nodes) on an
 	// address that stays up whatever the nodes do.
 	DebugAddr string
@@ -103,7 +107,11 @@ type NodeInfo struct {
 	Host     string `json:"host"`
 	PGAddr   string `json:"pgAddr"`
 	HTTPAddr string `json:"httpAddr"`
-	Shards   int    `json:"shards"`
+	// HTTPS and PGTLS tell whether the node's pod enables ssl.http / ssl.psql.
+	HTTPS   bool   `json:"https"`
+	PGTLS   bool   `json:"pgTLS"`
+	Version string `json:"version"`
+	Shards  int    `json:"shards"`
 }
 
 // NodeEvent records a node starting or stopping, so that tests can see transitions too
@@ -126,14 +134,17 @@ type Sim struct {
 	cfg   Config
 	stmts *statements
 
-	mu       sync.Mutex
-	m        *model
-	servers  map[string]*nodeServer
-	nextHost int
-	log      []Statement
-	seq      int
-	events   []NodeEvent
-	closed   bool
+	mu      sync.Mutex
+	m       *model
+	servers map[string]*nodeServer
+	// podNode is the node name each pod last ran under; volumes the pods' data volumes.
+	podNode map[string]string
+	volumes map[string]*volume
+	version Version // Config.Version parsed; zero when unset
+	log     []Statement
+	seq     int
+	events  []NodeEvent
+	closed  bool
 
 	debug  *http.Server
 	debugL net.Listener
@@ -143,20 +154,19 @@ type Sim struct {
 
 // Start starts a simulator. ctx bounds its life as Close does.
 func Start(ctx context.Context, cfg Config) (*Sim, error) {
-	if cfg.AddrBase == "" {
-		cfg.AddrBase = "127.0.2"
+	if cfg.ListenHost == "" {
+		cfg.ListenHost = "127.0.0.1"
 	}
-	if ip := net.ParseIP(cfg.AddrBase + ".1"); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("cratedbsim: address base %q is not on loopback", cfg.AddrBase)
+	if ip := net.ParseIP(cfg.ListenHost); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("cratedbsim: listen host %q is not a loopback address", cfg.ListenHost)
 	}
-	if cfg.FirstHost <= 0 {
-		cfg.FirstHost = 1
-	}
-	if cfg.PGPort == 0 {
-		cfg.PGPort = 5432
-	}
-	if cfg.HTTPPort == 0 {
-		cfg.HTTPPort = 4200
+	var version Version
+	if cfg.Version != "" {
+		v, err := ParseVersion(cfg.Version)
+		if err != nil {
+			return nil, fmt.Errorf("cratedbsim: %w", err)
+		}
+		version = v
 	}
 	if cfg.TickInterval == 0 {
 		cfg.TickInterval = 500 * time.Millisecond
@@ -166,13 +176,16 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Sim{
-		cfg:      cfg,
-		stmts:    newStatements(),
-		m:        newModel(cfg.ShardsPerTick),
-		servers:  map[string]*nodeServer{},
-		nextHost: cfg.FirstHost,
-		cancel:   cancel,
+		cfg:     cfg,
+		stmts:   newStatements(),
+		m:       newModel(cfg.ShardsPerTick),
+		servers: map[string]*nodeServer{},
+		podNode: map[string]string{},
+		volumes: map[string]*volume{},
+		version: version,
+		cancel:  cancel,
 	}
+	s.m.chaos = cfg.Chaos
 	if err := s.loadState(); err != nil {
 		cancel()
 		return nil, err
@@ -194,9 +207,10 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 	if cfg.Client == nil {
 		var specs []nodeSpec
 		for i, n := range cfg.StaticNodes {
-			specs = append(specs, nodeSpec{name: n.Name, pod: n.Pod, ordinal: i, master: n.Master, data: n.Data, member: true, up: true, podUID: "static"})
+			specs = append(specs, nodeSpec{name: n.Name, pod: n.Pod, ordinal: i, master: n.Master, data: n.Data, member: true, up: true,
+				podUID: "static", settings: nodeSettings(n.Settings), version: s.nodeVersion(""), ip: "10.244.0." + strconv.Itoa(i+10)})
 		}
-		if err := s.applyNodes(specs, 0, false); err != nil {
+		if err := s.applyNodes(specs); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -304,11 +318,14 @@ func (s *Sim) Nodes() []NodeInfo {
 		if !n.member && !n.up {
 			continue
 		}
-		info := NodeInfo{Name: n.name, Pod: n.pod, ID: n.id, Up: n.up, Master: n.master, Data: n.data, Shards: counts[n.name]}
+		info := NodeInfo{Name: n.name, Pod: n.pod, ID: n.id, Up: n.up, Master: n.master, Data: n.data, Shards: counts[n.name], Version: n.version.String()}
 		if ns := s.servers[n.name]; ns != nil {
+			ns.mu.Lock()
 			info.Host = ns.host
 			info.PGAddr = net.JoinHostPort(ns.host, strconv.Itoa(ns.pgPort))
 			info.HTTPAddr = net.JoinHostPort(ns.host, strconv.Itoa(ns.httpPort))
+			info.HTTPS, info.PGTLS = ns.httpsOn, ns.pgTLS
+			ns.mu.Unlock()
 		}
 		out = append(out, info)
 	}
@@ -371,11 +388,62 @@ func (s *Sim) Exec(node, user, stmt string, args ...any) (*Result, error) {
 	return out, nil
 }
 
+// nodeVersion is the CrateDB version of a node running image.
+func (s *Sim) nodeVersion(image string) Version {
+	if s.version != (Version{}) {
+		return s.version
+	}
+	if v, ok := imageVersion(image); ok {
+		return v
+	}
+	return defaultVersion()
+}
+
+// versionOfLocked is the version of the node that runs a statement; for statements run
+// through Exec on no particular node, the lowest version in the cluster.
+func (s *Sim) versionOfLocked(node string) Version {
+	if n := s.m.nodes[node]; n != nil && n.version != (Version{}) {
+		return n.version
+	}
+	var low Version
+	for _, n := range s.m.upNodes() {
+		if low == (Version{}) || versionLess(n.version, low) {
+			low = n.version
+		}
+	}
+	if low == (Version{}) {
+		return s.nodeVersion("")
+	}
+	return low
+}
+
+func versionLess(a, b Version) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
 // execute runs a prepared statement against the model and logs it.
 func (s *Sim) execute(node, user, proto, stmt string, p *plan, args []any) (*result, error) {
 	s.mu.Lock()
-	x := &execCtx{m: s.m, user: user, caps: p.caps, variant: p.variant, args: args}
-	res, err := p.run(x)
+	x := &execCtx{m: s.m, user: user, caps: p.caps, variant: p.variant, args: args, version: s.versionOfLocked(node)}
+	var res *result
+	var err error
+	switch {
+	case s.m.electionErrors > 0 && !p.stateless:
+		// Chaos: the cluster is electing a master.
+		s.m.electionErrors--
+		err = errNoMaster()
+	case s.m.master == "" && !p.stateless:
+		err = errNoMaster()
+	case !s.m.recovered && !p.stateless:
+		err = errStateNotRecovered()
+	default:
+		res, err = p.run(x)
+	}
 	s.recordLocked(node, user, proto, stmt, err)
 	var saveErr error
 	if err == nil && x.mutated {
@@ -411,36 +479,6 @@ func (s *Sim) recordLocked(node, user, proto, stmt string, err error) {
 	}
 }
 
-// authenticate checks a user's password; password is ignored for users without one.
-func (s *Sim) authenticate(name, password string, given bool) (needPassword bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := s.m.users[name]
-	if u == nil {
-		return false, errAuth(name)
-	}
-	if u.pwHash == "" {
-		return false, nil
-	}
-	if !given {
-		return true, errAuth(name)
-	}
-	if hashPassword(password) != u.pwHash {
-		return true, errAuth(name)
-	}
-	return true, nil
-}
-
-func (s *Sim) userNeedsPassword(name string) (exists, needs bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := s.m.users[name]
-	if u == nil {
-		return false, false
-	}
-	return true, u.pwHash != ""
-}
-
 // CrateDB's ports inside a pod, which port-forward mappings send to a node's listeners.
 const (
 	PodPGPort   = 5432
@@ -449,8 +487,9 @@ const (
 
 // Environment variables of the exec mapping of a pod, read by the crash shim.
 const (
-	// EnvURL is the HTTP endpoint of the pod's node, e.g. http://127.0.2.3:4200.
-	EnvURL = "CRATEDB_SIM_URL"
+	// EnvHTTPAddr is where the pod's localhost:4200 is, e.g. 127.0.0.1:40123. The shim
+	// keeps the scheme crash was given (--host https://localhost:4200).
+	EnvHTTPAddr = "CRATEDB_SIM_HTTP_ADDR"
 	// EnvNode is the CrateDB node name of the pod.
 	EnvNode = "CRATEDB_SIM_NODE"
 )
@@ -461,5 +500,12 @@ func (n NodeInfo) ExecEnv() map[string]string {
 	if n.HTTPAddr == "" {
 		return nil
 	}
-	return map[string]string{EnvURL: "http://" + n.HTTPAddr, EnvNode: n.Name}
+	return map[string]string{EnvHTTPAddr: n.HTTPAddr, EnvNode: n.Name}
+}
+
+// versionString is the version of node as CrateDB reports it.
+func (s *Sim) versionString(node string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versionOfLocked(node).String()
 }

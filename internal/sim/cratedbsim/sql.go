@@ -65,14 +65,35 @@ func errIllegal(format string, args ...any) *SQLError {
 		Message: "IllegalArgumentException[" + fmt.Sprintf(format, args...) + "]"}
 }
 
-func errRoleExists(name string) *SQLError {
-	return &SQLError{SQLState: "42710", HTTPStatus: http.StatusConflict, Code: 4099,
-		Message: fmt.Sprintf("RoleAlreadyExistsException[Role '%s' already exists]", name)}
+// errRoleExists and errRoleUnknown follow CrateDB's rename of users to roles in 5.6
+// (UserAlreadyExistsException became RoleAlreadyExistsException).
+func errRoleExists(name string, v Version) *SQLError {
+	msg := fmt.Sprintf("RoleAlreadyExistsException[Role '%s' already exists]", name)
+	if !v.AtLeast(5, 6) {
+		msg = fmt.Sprintf("UserAlreadyExistsException[User '%s' already exists]", name)
+	}
+	return &SQLError{SQLState: "42710", HTTPStatus: http.StatusConflict, Code: 4099, Message: msg}
 }
 
-func errRoleUnknown(name string) *SQLError {
-	return &SQLError{SQLState: "42704", HTTPStatus: http.StatusNotFound, Code: 4047,
-		Message: fmt.Sprintf("RoleUnknownException[Role '%s' does not exist]", name)}
+func errRoleUnknown(name string, v Version) *SQLError {
+	msg := fmt.Sprintf("RoleUnknownException[Role '%s' does not exist]", name)
+	if !v.AtLeast(5, 6) {
+		msg = fmt.Sprintf("UserUnknownException[User '%s' does not exist]", name)
+	}
+	return &SQLError{SQLState: "42704", HTTPStatus: http.StatusNotFound, Code: 40410, Message: msg}
+}
+
+// errStateNotRecovered is CrateDB's answer while the gateway has not recovered the cluster
+// state (GatewayService.STATE_NOT_RECOVERED_BLOCK).
+func errStateNotRecovered() *SQLError {
+	return &SQLError{SQLState: "XX000", HTTPStatus: http.StatusServiceUnavailable, Code: 5035,
+		Message: "ClusterBlockException[blocked by: [SERVICE_UNAVAILABLE/1/state not recovered / initialized];]"}
+}
+
+// errNoMaster is the answer while no master is elected.
+func errNoMaster() *SQLError {
+	return &SQLError{SQLState: "XX000", HTTPStatus: http.StatusServiceUnavailable, Code: 5031,
+		Message: "MasterNotDiscoveredException[null]"}
 }
 
 func errRelationExists(name string) *SQLError {
@@ -108,6 +129,9 @@ type plan struct {
 	caps   []capture
 	// variant is the index of the pattern that matched, for IF [NOT] EXISTS forms.
 	variant int
+	// stateless statements work before the cluster state is recovered (sys.nodes,
+	// sys.cluster, sys.node_checks); the others are blocked then.
+	stateless bool
 }
 
 // execCtx is what a statement handler works with. The model is locked while it runs.
@@ -117,14 +141,17 @@ type execCtx struct {
 	caps    []capture
 	variant int
 	args    []any
+	// version is the version of the node that runs the statement.
+	version Version
 	// mutated is set by handlers that change state worth persisting.
 	mutated bool
 }
 
 type stmtDef struct {
-	patterns []string
-	cols     []column
-	run      func(x *execCtx) (*result, error)
+	patterns  []string
+	cols      []column
+	stateless bool
+	run       func(x *execCtx) (*result, error)
 	// lexed patterns, filled once by newStatements
 	lexed [][]token
 }
@@ -165,7 +192,7 @@ func (s *statements) prepare(sql string) (*plan, error) {
 			if !ok {
 				continue
 			}
-			p := &plan{cols: d.cols, run: d.run, caps: caps, variant: variant}
+			p := &plan{cols: d.cols, run: d.run, caps: caps, variant: variant, stateless: d.stateless}
 			p.params, err = paramTypes(caps)
 			if err != nil {
 				return nil, err
@@ -356,9 +383,20 @@ func statementDefs() []*stmtDef {
 	colsReplicas := []column{{"number_of_replicas", oidVarchar}}
 	return []*stmtDef{
 		{
-			patterns: []string{"SELECT 1"},
-			cols:     []column{{"1", oidInt4}},
-			run:      func(*execCtx) (*result, error) { return rows([]column{{"1", oidInt4}}, []any{int32(1)}), nil },
+			patterns:  []string{"SELECT 1"},
+			cols:      []column{{"1", oidInt4}},
+			stateless: true,
+			run:       func(*execCtx) (*result, error) { return rows([]column{{"1", oidInt4}}, []any{int32(1)}), nil },
+		},
+		{
+			// What crash runs right after connecting (crate/crash command.py _fetch_session_info).
+			patterns:  []string{"SELECT current_user, current_schema, name FROM sys.cluster"},
+			cols:      []column{{"current_user", oidVarchar}, {"current_schema", oidVarchar}, {"name", oidVarchar}},
+			stateless: true,
+			run: func(x *execCtx) (*result, error) {
+				return rows([]column{{"current_user", oidVarchar}, {"current_schema", oidVarchar}, {"name", oidVarchar}},
+					[]any{x.user, "doc", "crate"}), nil
+			},
 		},
 		{
 			patterns: []string{"SELECT max(severity) FROM sys.health"},
@@ -473,7 +511,15 @@ func statementDefs() []*stmtDef {
 				if err := x.requirePrivilege(); err != nil {
 					return nil, err
 				}
-				delete(x.m.settings, identName(x.caps[0].toks))
+				names, err := resolveSettingNames(identName(x.caps[0].toks))
+				if err != nil {
+					return nil, err
+				}
+				// RESET clears the transient and the persistent value.
+				for _, n := range names {
+					delete(x.m.transient, n)
+					delete(x.m.persistent, n)
+				}
 				x.m.allocate()
 				x.mutated = true
 				return done("RESET", 1), nil
@@ -493,16 +539,28 @@ func statementDefs() []*stmtDef {
 				if err != nil {
 					return nil, err
 				}
-				if id != 1 {
+				n := int64(0)
+				if !slices.ContainsFunc(nodeChecks(), func(c nodeCheck) bool { return int64(c.id) == id }) {
 					return done("UPDATE", 0), nil
 				}
-				x.m.checkAcked = ack
-				return done("UPDATE", 1), nil
+				// One row per node: every node's check is acknowledged.
+				for _, node := range x.m.upNodes() {
+					if node.acked == nil {
+						node.acked = map[int]bool{}
+					}
+					node.acked[int(id)] = ack
+					n++
+				}
+				return done("UPDATE", n), nil
 			},
 		},
 		{
 			patterns: []string{"SET LICENSE :v"},
 			run: func(x *execCtx) (*result, error) {
+				if x.version.AtLeast(5, 3) {
+					// Removed in 5.3: the parser no longer knows the statement.
+					return nil, errParse("line 1:5: mismatched input 'LICENSE' expecting {'SESSION', 'LOCAL', 'GLOBAL', 'TRANSACTION', 'SESSION_CHARACTERISTICS', 'TIME'}")
+				}
 				if err := x.requirePrivilege(); err != nil {
 					return nil, err
 				}
@@ -526,7 +584,7 @@ func statementDefs() []*stmtDef {
 				}
 				name := identName(x.caps[0].toks)
 				if _, ok := x.m.users[name]; ok {
-					return nil, errRoleExists(name)
+					return nil, errRoleExists(name, x.version)
 				}
 				u := &user{name: name}
 				if len(x.caps) > 1 {
@@ -552,7 +610,7 @@ func statementDefs() []*stmtDef {
 				}
 				u := x.m.users[name]
 				if u == nil {
-					return nil, errRoleUnknown(name)
+					return nil, errRoleUnknown(name, x.version)
 				}
 				if x.caps[1].toks[0].kind == tkWord && x.caps[1].toks[0].text == "null" {
 					u.pwHash = ""
@@ -576,7 +634,7 @@ func statementDefs() []*stmtDef {
 				name := identName(x.caps[0].toks)
 				u := x.m.users[name]
 				if u == nil {
-					return nil, errRoleUnknown(name)
+					return nil, errRoleUnknown(name, x.version)
 				}
 				u.granted = true
 				x.mutated = true
@@ -595,7 +653,7 @@ func statementDefs() []*stmtDef {
 					if x.variant == 1 { // IF EXISTS
 						return done("DROP", 0), nil
 					}
-					return nil, errRoleUnknown(name)
+					return nil, errRoleUnknown(name, x.version)
 				}
 				if u.superuser {
 					return nil, errIllegal("cannot drop a superuser '%s'", name)
@@ -651,8 +709,8 @@ func statementDefs() []*stmtDef {
 				if err != nil {
 					return nil, err
 				}
-				if !validReplicas(r) {
-					return nil, errIllegal("invalid number_of_replicas '%s'", r)
+				if err := validateReplicas(r); err != nil {
+					return nil, err
 				}
 				t.replicas = r
 				x.m.allocate()
@@ -671,6 +729,13 @@ func runSetGlobal(x *execCtx) (*result, error) {
 		return nil, err
 	}
 	key := identName(x.caps[0].toks)
+	names, err := resolveSettingNames(key)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) != 1 || names[0] != key {
+		return nil, errIllegal("Setting '%s' is not supported", key)
+	}
 	val, err := x.str(1)
 	if err != nil {
 		return nil, err
@@ -681,6 +746,11 @@ func runSetGlobal(x *execCtx) (*result, error) {
 		if !slices.Contains([]string{"all", "primaries", "new_primaries", "none"}, val) {
 			return nil, errIllegal("Illegal allocation.enable value [%s]", strings.ToUpper(val))
 		}
+	case settingRebalanceEnable:
+		val = strings.ToLower(val)
+		if !slices.Contains([]string{"all", "primaries", "replicas", "none"}, val) {
+			return nil, errIllegal("Illegal rebalance.enable value [%s]", strings.ToUpper(val))
+		}
 	case settingAllocationExclude:
 		var names []string
 		for _, n := range strings.Split(val, ",") {
@@ -690,7 +760,12 @@ func runSetGlobal(x *execCtx) (*result, error) {
 		}
 		val = strings.Join(names, ",")
 	}
-	x.m.settings[key] = val
+	// SET GLOBAL is transient unless PERSISTENT is given (patterns 2 and 5).
+	if x.variant == 2 || x.variant == 5 {
+		x.m.persistent[key] = val
+	} else {
+		x.m.transient[key] = val
+	}
 	x.m.allocate()
 	x.mutated = true
 	return done("SET", 1), nil
@@ -717,8 +792,8 @@ func runCreateTable(x *execCtx) (*result, error) {
 	if shards < 1 || shards > 1000 {
 		return nil, errIllegal("number of shards must be between 1 and 1000, got %d", shards)
 	}
-	if !validReplicas(replicas) {
-		return nil, errIllegal("invalid number_of_replicas '%s'", replicas)
+	if err := validateReplicas(replicas); err != nil {
+		return nil, err
 	}
 	if x.m.tables[name] != nil {
 		if x.variant >= 4 { // IF NOT EXISTS

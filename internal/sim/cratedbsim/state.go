@@ -51,8 +51,9 @@ func (s *Sim) loadState() error {
 		s.m.users[u.Name] = &user{name: u.Name, pwHash: u.PwHash, superuser: u.Superuser, granted: u.Granted}
 	}
 	s.m.license = st.License
+	// Only persistent settings survive a restart of the whole cluster.
 	for k, v := range st.Settings {
-		s.m.settings[k] = v
+		s.m.persistent[k] = v
 	}
 	for _, t := range st.Tables {
 		// Where the data lives is not kept: primaries may start anywhere.
@@ -65,7 +66,7 @@ func (s *Sim) saveStateLocked() error {
 	if s.cfg.StateDir == "" {
 		return nil
 	}
-	st := persisted{License: s.m.license, Settings: s.m.settings}
+	st := persisted{License: s.m.license, Settings: s.m.persistent}
 	for _, u := range s.m.users {
 		st.Users = append(st.Users, persistedUser{Name: u.name, PwHash: u.pwHash, Superuser: u.superuser, Granted: u.granted})
 	}

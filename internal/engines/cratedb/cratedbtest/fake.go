@@ -4,9 +4,11 @@
 package cratedbtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -44,21 +46,33 @@ type DB struct {
 	Granted  map[string]bool
 	License  string
 	Acked    bool
+	// AckedRecover is the recover-after node check's acknowledgement.
+	AckedRecover bool
 	// SeverityScript is consumed, one value per health read, before Severity.
 	SeverityScript []any
 	// Absent counts polls for which a node still misses from sys.nodes.
 	Absent map[string]int
+	// Hosts, IPs and IDs are sys.nodes' hostname, the host of rest_url
+	// and id per node name (unset: empty, empty, "id-<name>").
+	Hosts, IPs, IDs map[string]string
+	// Version is every node's version['number'] (default 5.10.1).
+	Version string
+	// Failures makes that many next statements (those starting with
+	// FailOn, when set) fail like a master election does (transient).
+	Failures int
+	FailOn   string
 
 	calls    []Call
 	connects []string
 	dead     map[string]bool // pods whose connections dropped
-	execs    [][]string
+	execs    []Exec
 }
 
 // New returns a green fake with the given nodes, master the first.
 func New(nodes ...string) *DB {
 	d := &DB{Nodes: slices.Clone(nodes), Severity: int32(1), Shards: map[string]int{}, DrainPerPoll: 2,
-		Users: map[string]string{}, Granted: map[string]bool{}, Absent: map[string]int{}, dead: map[string]bool{}}
+		Users: map[string]string{}, Granted: map[string]bool{}, Absent: map[string]int{}, dead: map[string]bool{},
+		Hosts: map[string]string{}, IPs: map[string]string{}, IDs: map[string]string{}, Version: "5.10.1"}
 	if len(nodes) > 0 {
 		d.Master = nodes[0]
 	}
@@ -99,8 +113,8 @@ func (d *DB) Connects() []string {
 	return slices.Clone(d.connects)
 }
 
-// Execs lists crash argv vectors run.
-func (d *DB) Execs() [][]string {
+// Execs lists the crash runs.
+func (d *DB) Execs() []Exec {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Clone(d.execs)
@@ -122,6 +136,23 @@ func (d *DB) AddNodes(names ...string) {
 			}
 		}
 	})
+}
+
+// NodeOf returns the node whose hostname is pod ("" when none).
+func (d *DB) NodeOf(pod string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range d.Nodes {
+		if d.Hosts[n] == pod {
+			return n
+		}
+	}
+	for n, h := range d.Hosts {
+		if h == pod {
+			return n
+		}
+	}
+	return ""
 }
 
 // RemoveNodes drops nodes from sys.nodes (and their shards).
@@ -203,6 +234,10 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return nil, errors.New("conn closed")
 	}
 	d.calls = append(d.calls, Call{Pod: c.pod, SQL: sql, Args: args})
+	if d.Failures > 0 && strings.HasPrefix(sql, d.FailOn) {
+		d.Failures--
+		return nil, errors.New("ERROR: NotMasterException[no master elected yet] (transient)")
+	}
 	names := func() []string {
 		if len(args) == 0 {
 			return nil
@@ -226,14 +261,22 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return [][]any{{d.Master}}, nil
 	case sql == `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`:
 		return [][]any{{d.Exclusions}}, nil
-	case sql == `SELECT name FROM sys.nodes`:
+	case sql == `SELECT id, name, hostname, rest_url, version['number'] FROM sys.nodes`:
 		var rows [][]any
 		for _, n := range d.Nodes {
 			if d.Absent[n] > 0 {
 				d.Absent[n]--
 				continue
 			}
-			rows = append(rows, []any{n})
+			id := d.IDs[n]
+			if id == "" {
+				id = "id-" + n
+			}
+			var rest any
+			if ip := d.IPs[n]; ip != "" {
+				rest = ip + ":4200"
+			}
+			rows = append(rows, []any{id, n, d.Hosts[n], rest, d.Version})
 		}
 		return rows, nil
 	case sql == `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`:
@@ -277,6 +320,9 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 	case sql == `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`:
 		d.Acked = true
 		return nil, nil
+	case sql == `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 2`:
+		d.AckedRecover = true
+		return nil, nil
 	}
 	if m := reSetExcl.FindStringSubmatch(sql); m != nil {
 		d.Exclusions = m[1]
@@ -303,44 +349,96 @@ var (
 	reCrashLic    = regexp.MustCompile(`^SET LICENSE '((?:[^']|'')*)';$`)
 )
 
-// Execer returns a cratedb.Execer that runs crash statements against d,
-// printing what crash prints.
+// Exec is one crash run the fake saw.
+type Exec struct {
+	Argv  []string
+	Stdin string
+}
+
+// Execer returns a cratedb.Execer that runs crash against d, printing
+// what crash prints: statements from -c, else from stdin.
 func (d *DB) Execer() cratedb.Execer { return execer{d} }
 
 type execer struct{ d *DB }
 
-func (x execer) Exec(_ context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
+// versionAtLeast compares d.Version's major.minor.
+func (d *DB) versionAtLeast(major, minor int) bool {
+	var ma, mi int
+	_, _ = fmt.Sscanf(d.Version, "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
+}
+
+func (x execer) Exec(_ context.Context, ns, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
 	d := x.d
+	var in string
+	if stdin != nil {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, nil, err
+		}
+		in = string(b)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.execs = append(d.execs, slices.Clone(argv))
-	if container != "crate" || len(argv) != 6 || argv[0] != "crash" || argv[4] != "-c" {
+	d.execs = append(d.execs, Exec{Argv: slices.Clone(argv), Stdin: in})
+	if container != "crate" || len(argv) < 4 || argv[0] != "crash" || argv[2] != "--host" {
 		return nil, []byte("unexpected command"), &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 2}
 	}
-	unq := func(s string) string { return strings.ReplaceAll(s, "''", "'") }
-	stmt := argv[5]
-	fail := func(msg string) ([]byte, []byte, error) {
-		return []byte(msg + "\n"), nil, &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+	var stmts []string
+	if i := slices.Index(argv, "-c"); i >= 0 && i+1 < len(argv) {
+		stmts = []string{argv[i+1]}
+	} else {
+		for _, l := range strings.Split(in, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				stmts = append(stmts, l)
+			}
+		}
 	}
-	switch m := reCrashCreate.FindStringSubmatch(stmt); {
-	case m != nil:
+	var out bytes.Buffer
+	for _, stmt := range stmts {
+		msg, ok := d.crashStatement(stmt)
+		out.WriteString(msg + "\n")
+		if !ok {
+			return out.Bytes(), nil, &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 1}
+		}
+	}
+	return out.Bytes(), nil, nil
+}
+
+// crashStatement runs one statement; d.mu is held.
+func (d *DB) crashStatement(stmt string) (string, bool) {
+	unq := func(s string) string { return strings.ReplaceAll(s, "''", "'") }
+	if stmt == `SELECT version['number'] FROM sys.nodes;` {
+		var b strings.Builder
+		b.WriteString("+-------------------+\n| version['number'] |\n+-------------------+\n")
+		for range d.Nodes {
+			fmt.Fprintf(&b, "| %-17s |\n", d.Version)
+		}
+		fmt.Fprintf(&b, "+-------------------+\nSELECT %d rows in set (0.001 sec)", len(d.Nodes))
+		return b.String(), true
+	}
+	exists := "UserAlreadyExistsException[User '%s' already exists]"
+	if d.versionAtLeast(5, 6) {
+		exists = "RoleAlreadyExistsException[Role '%s' already exists]"
+	}
+	if m := reCrashCreate.FindStringSubmatch(stmt); m != nil {
 		if _, ok := d.Users[m[1]]; ok {
-			return fail(fmt.Sprintf("RoleAlreadyExistsException[Role '%s' already exists]", m[1]))
+			return fmt.Sprintf(exists, m[1]), false
 		}
 		d.Users[m[1]] = unq(m[2])
-		return []byte("CREATE OK, 1 row affected  (0.050 sec)\n"), nil, nil
+		return "CREATE OK, 1 row affected  (0.050 sec)", true
 	}
 	if m := reCrashAlter.FindStringSubmatch(stmt); m != nil {
 		d.Users[m[1]] = unq(m[2])
-		return []byte("ALTER OK, 1 row affected  (0.020 sec)\n"), nil, nil
+		return "ALTER OK, 1 row affected  (0.020 sec)", true
 	}
 	if m := reCrashGrant.FindStringSubmatch(stmt); m != nil {
 		d.Granted[m[1]] = true
-		return []byte("GRANT OK, 4 rows affected  (0.020 sec)\n"), nil, nil
+		return "GRANT OK, 4 rows affected  (0.020 sec)", true
 	}
-	if m := reCrashLic.FindStringSubmatch(stmt); m != nil {
+	if m := reCrashLic.FindStringSubmatch(stmt); m != nil && !d.versionAtLeast(5, 3) {
 		d.License = unq(m[1])
-		return []byte("SET OK, 1 row affected  (0.010 sec)\n"), nil, nil
+		return "SET OK, 1 row affected  (0.010 sec)", true
 	}
-	return fail("SQLParseException[line 1: mismatched input]")
+	return "SQLParseException[line 1: mismatched input]", false
 }

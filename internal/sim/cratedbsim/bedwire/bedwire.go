@@ -2,10 +2,20 @@
 // local testbed (internal/testbed): `kubectl exec` into a pod runs the crash shim against the
 // pod's simulated node, and port-forwards to the pod's 5432/4200 reach that node's listeners.
 // It is test support, kept apart so that cratedbsim does not depend on the testbed.
+//
+// Fixture builds clusters in the official guide's layout (nodes named after their pods) or
+// the CrateDB operator's (master-<i>, data-<group>-<i>), for a CrateDB version, with or
+// without TLS; ServerTLS gives the simulator a certificate from the test bed CA.
+//
+// The crash shim reads statements from stdin as crash does: all of stdin up to EOF before it
+// runs any (a "\q" line only ends it once EOF arrived). kwok's exec copies stdin but never
+// delivers EOF, so statements fed on stdin hang there as they would with real crash; on kwok
+// only -c works, stdin needs the real-node test bed.
 package bedwire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +34,23 @@ const ShimPackage = "github.com/kubectl-dbops/kubectl-dbops/cmd/crash-shim"
 
 // pollInterval is how often Attach looks for pods it has not wired yet.
 const pollInterval = 250 * time.Millisecond
+
+// ServerTLS is a server TLS configuration for a simulator of the test bed: a certificate
+// signed by the test bed CA (tb.CAPEM) for localhost, 127.0.0.1 and the cluster's
+// in-namespace service names, as a real cluster's certificate would name its pods.
+func ServerTLS(tb *testbed.Testbed, namespace string) (*tls.Config, error) {
+	certPEM, keyPEM, err := tb.IssueServerCert(
+		[]string{"localhost", "*." + namespace + ".svc", "*." + namespace + ".svc.cluster.local"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback})
+	if err != nil {
+		return nil, fmt.Errorf("issue simulator certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load simulator certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
 
 // InstallShim builds the crash shim (with the go tool, from the current module) into the
 // testbed's shim folder, unless it is already there.
