@@ -3,7 +3,9 @@
 package testbed
 
 import (
+	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +33,7 @@ func TestStartT(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("started in %s", tb.StartupDuration)
+		checkAuditLog(t, tb)
 	})
 	// The subtest's cleanup has run: processes and folder must be gone.
 	if tb == nil {
@@ -43,5 +46,39 @@ func TestStartT(t *testing.T) {
 	}
 	if _, err := os.Stat(tb.Dir); !os.IsNotExist(err) {
 		t.Errorf("testbed dir %s not removed: %v", tb.Dir, err)
+	}
+}
+
+// checkAuditLog makes an exec request whose argv holds a marker and checks that the audit log
+// records it in the request URI, as a real cluster's audit log would.
+func checkAuditLog(t *testing.T, tb *Testbed) {
+	t.Helper()
+	const marker = "audit-marker-4f1c9"
+	// The pod does not exist: the request is still authenticated, authorised and audited.
+	err := tb.Client.CoreV1().RESTClient().Post().
+		Namespace("default").Resource("pods").Name("no-such-pod").SubResource("exec").
+		Param("command", "echo").Param("command", marker).Param("stdout", "true").
+		Do(t.Context()).Error()
+	if err == nil {
+		t.Fatal("exec into a missing pod succeeded")
+	}
+	events, err := tb.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range events {
+		if ev.ObjectRef != nil && ev.ObjectRef.Subresource == "exec" && ev.ObjectRef.Name == "no-such-pod" {
+			if !strings.Contains(ev.RequestURI, "command="+marker) || !bytes.Contains(ev.Raw, []byte(marker)) {
+				t.Errorf("exec audit event without the argv in its URI: %s", ev.Raw)
+			}
+			if ev.Verb != "create" || ev.User.Username == "" {
+				t.Errorf("exec audit event: verb %q user %q", ev.Verb, ev.User.Username)
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no exec audit event among %d events in %s", len(events), tb.AuditLogPath())
 	}
 }

@@ -253,7 +253,11 @@ func (tb *Testbed) start(ctx context.Context) error {
 	}
 
 	// kube-apiserver
-	if err := tb.run("kube-apiserver",
+	auditFlags, err := tb.auditFlags()
+	if err != nil {
+		return err
+	}
+	if err := tb.run("kube-apiserver", append(auditFlags,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -274,7 +278,7 @@ func (tb *Testbed) start(ctx context.Context) error {
 		"--kubelet-certificate-authority="+tb.pki.CACert,
 		"--kubelet-client-certificate="+tb.pki.Cert,
 		"--kubelet-client-key="+tb.pki.Key,
-	); err != nil {
+	)...); err != nil {
 		return err
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", tb.KubeconfigPath)
