@@ -50,7 +50,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown cluster", []string{"restart", "nope", "--rolling", "--yes"}, nil, `no database cluster "nope" in namespace "prod"`},
 		{"unknown cluster status", []string{"status", "nope"}, nil, `no database cluster "nope"`},
 		{"unknown group", []string{"restart", "db", "--rolling", "--group", "warm", "--yes"}, nil, `unknown node group "warm" for cluster db; allowed: master, hot, cold`},
-		{"empty group", []string{"restart", "db", "--rolling", "--group", "", "--yes"}, nil, "--group must name a node group"},
+		{"empty group", []string{"restart", "db", "--rolling", "--group", "", "--yes"}, nil, "--group was given an empty value"},
 		{"unknown engine", []string{"restart", "db", "--rolling", "--engine", "mongo", "--yes"}, nil, `unknown engine "mongo"; allowed: cratedb, etcd, replicated, generic`},
 		{"unknown output", []string{"status", "db", "-o", "xml"}, nil, `unknown output format "xml"; allowed: text, json, yaml`},
 		{"negative timeout", []string{"restart", "db", "--rolling", "--timeout", "-1s", "--yes"}, nil, "--timeout must not be negative"},

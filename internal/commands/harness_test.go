@@ -93,7 +93,7 @@ func (h *harness) runWith(configure func(*GlobalOptions), args ...string) result
 	defer cancel()
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		errb.WriteString("error: " + err.Error() + "\n")
+		errb.WriteString(ErrorLine(err) + "\n")
 	}
 	return result{out: out.String(), err: errb.String(), code: ops.ExitCode(err), runErr: err}
 }

@@ -204,7 +204,7 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 		}
 	}
 	req := ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
-		Args: o.args(pods), Command: commandLine(cmd, append([]string{o.Cluster}, o.Pods...)...)}
+		Args: o.args(pods), Command: o.commandLine(cmd, append([]string{o.Cluster}, o.Pods...)...)}
 	plan, err := planReplace(ctx, eng, c, req)
 	if err != nil {
 		return err

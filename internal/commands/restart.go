@@ -136,6 +136,6 @@ func (o *RestartOptions) restartOptions(command string) ops.RestartOptions {
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
 	return o.operate(commandContext(cmd), o.Cluster, "", defaultRestartTimeout,
 		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
-			return eng.PlanRestart(ctx, c, o.restartOptions(commandLine(cmd, o.Cluster)))
+			return eng.PlanRestart(ctx, c, o.restartOptions(o.commandLine(cmd, o.Cluster)))
 		})
 }
