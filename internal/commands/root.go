@@ -44,6 +44,11 @@ and plain or JSON output for pipelines.`,
 			if err := setupKlog(g.Verbosity, g.ErrOut); err != nil {
 				return err
 			}
+			// Before the config file is read (its path is a flag) and again
+			// after, for values from DBOPS_* variables and the file.
+			if err := checkInput(cmd, args); err != nil {
+				return err
+			}
 			if err := g.LoadConfig(cmd); err != nil {
 				return err
 			}

@@ -29,15 +29,16 @@ func (a *KubeAuditor) Record(ctx context.Context, obj ObjectRef, reason, message
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-dbops"}},
 		InvolvedObject: corev1.ObjectReference{Kind: obj.Kind, APIVersion: obj.APIVersion,
 			Namespace: obj.Namespace, Name: obj.Name, UID: types.UID(obj.UID)},
-		Reason:              reason,
-		Message:             message,
+		Reason: reason,
+		// `kubectl get events` prints messages raw; they quote lock IDs.
+		Message:             Printable(message),
 		Type:                corev1.EventTypeNormal,
 		Source:              corev1.EventSource{Component: "kubectl-dbops"},
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
 		ReportingController: "kubectl-dbops",
-		ReportingInstance:   truncate(a.Instance, 128),
+		ReportingInstance:   truncate(Printable(a.Instance), 128),
 	}
 	if _, err := a.Client.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating event: %w", err)

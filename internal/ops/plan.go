@@ -167,13 +167,13 @@ func (p *Plan) View() *PlanView {
 // WritePlanText renders a plan for humans; golden-tested, so keep it stable.
 func WritePlanText(w io.Writer, v *PlanView) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
+	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
 	if v.Args != "" {
-		fmt.Fprintf(&b, " %s", v.Args)
+		Fprintf(&b, " %s", v.Args)
 	}
 	b.WriteString("\n")
 	for _, n := range v.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
+		Fprintf(&b, "  note: %s\n", n)
 	}
 	if len(v.Steps) == 0 {
 		b.WriteString("  nothing to do\n")
@@ -184,12 +184,12 @@ func WritePlanText(w io.Writer, v *PlanView) error {
 		if s.Done {
 			mark = " (done)"
 		}
-		fmt.Fprintf(&b, "  %*d. %s: %s%s\n", width, s.Index, s.Target, s.Description, mark)
+		Fprintf(&b, "  %*d. %s: %s%s\n", width, s.Index, s.Target, s.Description, mark)
 		for _, p := range s.Preconditions {
-			fmt.Fprintf(&b, "  %*s    requires: %s\n", width, "", p)
+			Fprintf(&b, "  %*s    requires: %s\n", width, "", p)
 		}
 		for _, d := range s.Details {
-			fmt.Fprintf(&b, "  %*s    > %s\n", width, "", d)
+			Fprintf(&b, "  %*s    > %s\n", width, "", d)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
