@@ -77,7 +77,13 @@ type GlobalOptions struct {
 
 	viper   *viper.Viper
 	clients *Clients
+	// given holds the flags set on the command line (pflag's Changed), for
+	// checks that depend on an explicit choice.
+	given map[string]bool
 }
+
+// flagGiven reports whether --name was on the command line.
+func (o *GlobalOptions) flagGiven(name string) bool { return o.given[name] }
 
 // NewGlobalOptions returns options with production dependencies.
 func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {

@@ -129,3 +129,43 @@ func setupKlog(verbosity int, errOut io.Writer) error {
 	klog.SetOutput(errOut)
 	return nil
 }
+
+// flagNeeds lists flags that only mean something together with another:
+// given alone they would be silently ignored (a --failure-threshold without
+// --failed once let `replace` act on a healthy pod as if asked to).
+var flagNeeds = []struct{ flag, needs, why string }{
+	{"failure-threshold", "failed", "it picks pods by how long they have failed"},
+	{"taint", "failed", "it picks pods by their node's taints"},
+	{"pg-port", "pg-host", "without --pg-host the port-forward goes to the pod's port 5432"},
+}
+
+// checkFlagDependencies refuses a flag given without the one it needs.
+func checkFlagDependencies(g *GlobalOptions) error {
+	for _, d := range flagNeeds {
+		if g.flagGiven(d.flag) && !g.flagGiven(d.needs) {
+			return ops.Usagef("--%s only applies with --%s (%s)", d.flag, d.needs, d.why)
+		}
+	}
+	if g.flagGiven("pg-ca-secret") && !slices.Contains([]string{"verify-ca", "verify-full"}, g.CrateDB.PGSSLMode) {
+		return ops.Usagef("--pg-ca-secret only applies with --pg-sslmode verify-ca or verify-full (got %s)", g.CrateDB.PGSSLMode)
+	}
+	return nil
+}
+
+// crateOnlyFlags are the CrateDB engine's flags; another engine would
+// ignore them.
+var crateOnlyFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "system-password-secret", "health-checks", "health-interval"}
+
+// checkEngineFlags refuses engine-specific flags given for a cluster of
+// another engine.
+func (o *GlobalOptions) checkEngineFlags(c *ops.Cluster) error {
+	if c.Engine == ops.EngineCrateDB {
+		return nil
+	}
+	for _, f := range crateOnlyFlags {
+		if o.flagGiven(f) {
+			return ops.Usagef("--%s is for CrateDB clusters; cluster %s is %s", f, c.Name, c.Engine)
+		}
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -41,6 +42,8 @@ and plain or JSON output for pipelines.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			g.given = map[string]bool{}
+			cmd.Flags().Visit(func(f *pflag.Flag) { g.given[f.Name] = true })
 			if err := setupKlog(g.Verbosity, g.ErrOut); err != nil {
 				return err
 			}
@@ -55,7 +58,10 @@ and plain or JSON output for pipelines.`,
 			if err := checkInput(cmd, args); err != nil {
 				return err
 			}
-			return checkExplicitlyEmpty(cmd)
+			if err := checkExplicitlyEmpty(cmd); err != nil {
+				return err
+			}
+			return checkFlagDependencies(g)
 		},
 		// Without a RunE cobra prints the help and exits 0 for an unknown
 		// command; it is bad usage (exit 2).

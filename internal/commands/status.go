@@ -108,7 +108,7 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 	} else {
 		st.Lock = ls
 	}
-	if eng, err := o.engine(cl, c); err == nil {
+	if eng, err := o.engine(ctx, cl, c); err == nil {
 		h, err := eng.Health(ctx, c)
 		switch {
 		case err != nil && errors.Is(err, context.Canceled):

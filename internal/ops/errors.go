@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Exit codes are part of the CLI's contract with scripts; see README "Exit codes".
@@ -14,6 +16,7 @@ const (
 	ExitLocked       = 3
 	ExitTimeout      = 4
 	ExitPrecondition = 5
+	ExitForbidden    = 6
 	ExitInterrupted  = 130
 )
 
@@ -25,6 +28,7 @@ var (
 	ErrTimeout      = errors.New("timed out")
 	ErrPrecondition = errors.New("precondition not met")
 	ErrInterrupted  = errors.New("interrupted")
+	ErrForbidden    = errors.New("permission denied")
 )
 
 // CodedError carries one of the sentinel kinds with a human message. Its
@@ -65,6 +69,11 @@ func Lockedf(format string, a ...any) error {
 	return &CodedError{Kind: ErrLocked, Msg: fmt.Sprintf(format, a...)}
 }
 
+// Forbiddenf reports a permission the caller lacks (exit 6).
+func Forbiddenf(format string, a ...any) error {
+	return &CodedError{Kind: ErrForbidden, Msg: fmt.Sprintf(format, a...)}
+}
+
 // ExitCode maps an error to the documented process exit code.
 func ExitCode(err error) int {
 	switch {
@@ -80,6 +89,10 @@ func ExitCode(err error) int {
 		return ExitTimeout
 	case errors.Is(err, ErrPrecondition):
 		return ExitPrecondition
+	// An API "forbidden" anywhere in the chain is a missing permission,
+	// whatever the code that met it made of it.
+	case errors.Is(err, ErrForbidden), apierrors.IsForbidden(err):
+		return ExitForbidden
 	default:
 		return ExitFailed
 	}

@@ -41,6 +41,9 @@ type Step struct {
 	Preconditions []string `json:"preconditions,omitempty"`
 	Details       []string `json:"details,omitempty"`
 	Mutating      bool     `json:"mutating"`
+	// Needs are the RBAC permissions the step's own API calls need; they
+	// are checked before the lock is taken.
+	Needs []Permission `json:"-"`
 
 	// Precheck verifies preconditions; return an ErrPrecondition error to
 	// refuse. It may also report the step as already done.
