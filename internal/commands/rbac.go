@@ -43,7 +43,7 @@ func need(lists ...[]ops.Permission) []ops.Permission {
 	return out
 }
 
-func needExec() []ops.Permission        { return ops.Need("", "pods", "exec", "create") }
+func needExec() []ops.Permission    { return ops.Need("", "pods", "exec", "create") }
 func portForward() []ops.Permission { return ops.Need("", "pods", "portforward", "create") }
 func secretsGet() []ops.Permission  { return ops.Need("", "secrets", "", "get") }
 
