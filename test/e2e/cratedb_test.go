@@ -391,6 +391,9 @@ func TestCrateDBBootstrap(t *testing.T) {
 	}
 	t.Logf("bootstrap: first run %s (%d statements), second run %s (%d statements)",
 		first.Elapsed.Round(time.Millisecond), len(run1), second.Elapsed.Round(time.Millisecond), len(run2))
+	// Secrets reach crash and psql on stdin or in the PostgreSQL protocol, never as exec
+	// arguments the API server would record.
+	assertSecretsNotAudited(t, secrets...)
 }
 
 // recordStatefulSetWatch records every StatefulSet event of ns from now on.
