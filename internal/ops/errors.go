@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -97,3 +98,36 @@ func ExitCode(err error) int {
 		return ExitFailed
 	}
 }
+
+// JoinOneLine joins the errors of several pods (or other parallel work)
+// into one error whose message is one line: "2 of them failed: a; b". It
+// unwraps to every error, so errors.Is and ExitCode still see their kinds.
+// errors.Join would put each on its own line, breaking the one-line error
+// the CLI prints.
+func JoinOneLine(errs ...error) error {
+	var kept []error
+	for _, e := range errs {
+		if e != nil {
+			kept = append(kept, e)
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return oneLineJoin(kept)
+}
+
+type oneLineJoin []error
+
+func (j oneLineJoin) Error() string {
+	msgs := make([]string, len(j))
+	for i, e := range j {
+		msgs[i] = e.Error()
+	}
+	return fmt.Sprintf("%d failures: %s", len(j), strings.Join(msgs, "; "))
+}
+
+func (j oneLineJoin) Unwrap() []error { return j }

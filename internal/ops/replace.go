@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -189,7 +188,7 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 			})
 		}
 		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		if err := JoinOneLine(errs...); err != nil {
 			return err
 		}
 		for _, pod := range b {

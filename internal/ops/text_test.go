@@ -57,3 +57,24 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+func TestJoinOneLine(t *testing.T) {
+	if JoinOneLine(nil, nil) != nil {
+		t.Error("no errors should join to nil")
+	}
+	one := errors.New("pod a: gone")
+	if JoinOneLine(nil, one) != one {
+		t.Error("a single error should be returned as is")
+	}
+	err := JoinOneLine(errors.New("pod a: refused\nretry later"), Preconditionf("pod b: not Ready"))
+	if got := err.Error(); got != "2 failures: pod a: refused\nretry later; pod b: not Ready" {
+		t.Errorf("message = %q", got)
+	}
+	if !errors.Is(err, ErrPrecondition) || ExitCode(err) != ExitPrecondition {
+		t.Errorf("the kinds of the joined errors are lost: %v", err)
+	}
+	// The CLI prints it escaped: one line even when a cause has a newline.
+	if strings.Contains(Printable(err.Error()), "\n") {
+		t.Error("not one line once printed")
+	}
+}
