@@ -279,7 +279,12 @@ func (o *GlobalOptions) ResolveLockID() (string, error) {
 	if u, err := url.Parse(host); err == nil && u.Host != "" {
 		host = u.Host
 	}
-	return lock.DefaultID(user, host), nil
+	id := lock.DefaultID(user, host)
+	// The ID goes into the Lease, Events and other operators' messages.
+	if err := ops.CheckPrintable("the lock ID derived from the kubeconfig user and server (pass --lock-id)", id); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // checkContext refuses a --context the kubeconfig does not have, naming

@@ -3,12 +3,14 @@ package commands
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
@@ -181,6 +183,33 @@ func TestHostileStoredStrings(t *testing.T) {
 			if strings.Count(r.err, "\n") > 1 {
 				t.Errorf("stderr has more than one line: %q", r.err)
 			}
+			events, err := h.client.CoreV1().Events("prod").List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range events.Items {
+				assertClean(t, "Event "+ev.Reason, ev.Message+"\n")
+				assertClean(t, "Event instance", ev.ReportingInstance+"\n")
+			}
 		})
+	}
+}
+
+// TestHostileKubeconfigUser: a kubeconfig user name with control characters
+// would become the default lock ID (Lease holder, Events); it is refused.
+func TestHostileKubeconfigUser(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	kc := strings.ReplaceAll(testKubeconfig, "user: alice", "user: \"alice\\e[2J\"")
+	kc = strings.ReplaceAll(kc, "- name: alice", "- name: \"alice\\e[2J\"")
+	if err := os.WriteFile(h.env["KUBECONFIG"], []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run("restart", "db", "--rolling", "--yes")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "the lock ID derived from the kubeconfig user") {
+		t.Fatalf("exit %d: %q", r.code, r.err)
+	}
+	assertClean(t, "stderr", r.err)
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("wrote: %v", w)
 	}
 }

@@ -16,9 +16,9 @@ import (
 var engineNeeds = map[string]map[string][]ops.Permission{
 	ops.EngineCrateDB: {
 		"restart":   need(needExec(), portForward(), secretsGet()),
-		"scale":     need(needExec(), portForward(), secretsGet(), ops.Need("apps", "statefulsets", "", "update")),
-		"bootstrap": need(needExec(), portForward(), secretsGet()),
-		"replace":   need(needExec(), portForward(), secretsGet()),
+		"scale":     need(needExec(), portForward(), secretsGet(), ops.Need("apps", "statefulsets", "", "update"), ops.PodWaitNeeds),
+		"bootstrap": need(needExec(), portForward(), secretsGet(), ops.PodWaitNeeds),
+		"replace":   need(needExec(), portForward(), secretsGet(), ops.PodWaitNeeds),
 	},
 	ops.EngineEtcd: {
 		"restart": need(needExec()),
@@ -67,4 +67,32 @@ func (g *GlobalOptions) checkPermissions(ctx context.Context, cl *Clients, plan 
 		extra = append(extra, ops.NeedFor{Permission: p, For: plan.Engine + " " + plan.Operation})
 	}
 	return ops.CheckPermissions(ctx, ops.SelfAccessReview{Client: cl.Kube}, plan.Namespace, plan.Needs(extra))
+}
+
+// planNeeds are what computing a plan from live state reads, by engine:
+// CrateDB connects through a port-forward to a Ready pod (after a get of
+// the pod) with the system password from its Secret, etcd and replicated
+// apps run read-only commands in the pods. Checked first, so a missing
+// `get pods` is named as such instead of surfacing as "no Ready pod".
+func (g *GlobalOptions) planNeeds(engine string) []ops.Permission {
+	base := ops.Need("", "pods", "", "get", "list")
+	switch engine {
+	case ops.EngineCrateDB:
+		base = append(base, secretsGet()...)
+		if g.CrateDB.PGHost == "" {
+			base = append(base, portForward()...)
+		}
+	case ops.EngineEtcd, ops.EngineReplicated:
+		base = append(base, needExec()...)
+	}
+	return base
+}
+
+// checkPlanPermissions is the RBAC check before planning (dry-run too).
+func (g *GlobalOptions) checkPlanPermissions(ctx context.Context, cl *Clients, c *ops.Cluster) error {
+	var needs []ops.NeedFor
+	for _, p := range g.planNeeds(c.Engine) {
+		needs = append(needs, ops.NeedFor{Permission: p, For: "planning from live state"})
+	}
+	return ops.CheckPermissions(ctx, ops.SelfAccessReview{Client: cl.Kube}, c.Namespace, needs)
 }

@@ -68,11 +68,43 @@ func TestRBACPreflight(t *testing.T) {
 			t.Errorf("restart asked for delete persistentvolumeclaims: %v", h.reviewed)
 		}
 	})
-	t.Run("dry-run asks nothing", func(t *testing.T) {
+	t.Run("dry-run checks only what planning reads", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
 		h.denied["delete pods"] = true
 		if r := h.run("restart", "db", "--rolling", "--dry-run"); r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.err)
 		}
+		h.denied["get pods"] = true
+		r := h.run("restart", "db", "--rolling", "--dry-run")
+		if r.code != ops.ExitForbidden || !strings.Contains(r.err, "you may not get pods (for planning from live state)") {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
 	})
+}
+
+// TestCrateMissingGetPodsIsAPermissionError: without `get pods` the CrateDB
+// engine would find "no Ready pod" to connect to; the check before planning
+// names the permission instead (exit 6), and nothing is written.
+func TestCrateMissingGetPodsIsAPermissionError(t *testing.T) {
+	for _, args := range [][]string{
+		{"restart", "db", "--rolling", "--yes"},
+		{"scale", "db", "--data", "cold=1", "--yes"},
+		{"bootstrap", "db", "--yes"},
+		{"restart", "db", "--rolling", "--dry-run"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			e := newCrateEnv(t)
+			e.denied["get pods"] = true
+			r := e.run(args...)
+			if r.code != ops.ExitForbidden || strings.Count(r.err, "\n") != 1 || !strings.Contains(r.err, "you may not get pods") {
+				t.Fatalf("exit %d, want 6 naming get pods: %s", r.code, r.err)
+			}
+			if strings.Contains(r.err, "Ready") {
+				t.Errorf("reported as a readiness problem: %s", r.err)
+			}
+			if w := fakecluster.Writes(e.client); len(w) > 0 {
+				t.Errorf("wrote: %v", w)
+			}
+		})
+	}
 }

@@ -171,6 +171,9 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := o.checkPlanPermissions(ctx, cl, c); err != nil {
+		return err
+	}
 	pods, reasons := o.Pods, map[string]string{}
 	if o.Failed {
 		// Replaced pods look healthy again and a pod being replaced may not

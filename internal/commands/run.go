@@ -63,6 +63,9 @@ func (g *GlobalOptions) operate(ctx context.Context, cluster, timeoutEnv string,
 	if err != nil {
 		return err
 	}
+	if err := g.checkPlanPermissions(ctx, cl, c); err != nil {
+		return err
+	}
 	p, err := plan(ctx, cl, c, eng)
 	if err != nil {
 		return err
