@@ -146,7 +146,8 @@ func checkFlagDependencies(g *GlobalOptions) error {
 			return ops.Usagef("--%s only applies with --%s (%s)", d.flag, d.needs, d.why)
 		}
 	}
-	if g.flagGiven("pg-ca-secret") && !slices.Contains([]string{"verify-ca", "verify-full"}, g.CrateDB.PGSSLMode) {
+	// Modes that never verify the server: a CA would be read and ignored.
+	if g.flagGiven("pg-ca-secret") && slices.Contains([]string{"disable", "require"}, g.CrateDB.PGSSLMode) {
 		return ops.Usagef("--pg-ca-secret only applies with --pg-sslmode verify-ca or verify-full (got %s)", g.CrateDB.PGSSLMode)
 	}
 	return nil
@@ -154,7 +155,8 @@ func checkFlagDependencies(g *GlobalOptions) error {
 
 // crateOnlyFlags are the CrateDB engine's flags; another engine would
 // ignore them.
-var crateOnlyFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "system-password-secret", "health-checks", "health-interval"}
+var crateOnlyFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "system-password-secret", "health-checks", "health-interval",
+	"crash-user", "allow-rolling-update"}
 
 // checkEngineFlags refuses engine-specific flags given for a cluster of
 // another engine.
