@@ -166,3 +166,74 @@ func assertNoMarker(t *testing.T, h *harness, r result, marker string) {
 		}
 	}
 }
+
+// shellSplit splits a command line as a POSIX shell would for the quoting
+// ops.ShellQuote produces (plain words and single-quoted strings).
+func shellSplit(t *testing.T, line string) []string {
+	t.Helper()
+	var out []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for _, r := range line {
+		switch {
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			cur.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == '\\' || r == '"' || r == '$' || r == '`':
+			t.Fatalf("unexpected shell metacharacter %q in %q", r, line)
+		case r == ' ':
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// TestResumeHintPastes: the hint printed after a timed-out run, pasted as a
+// shell would split it (plus --yes, as CI would add), resumes the run: the
+// pod restarted before is skipped and the run succeeds.
+func TestResumeHintPastes(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	ctrl := fakecluster.Start(t, h.client, "prod")
+	ctrl.SetHold(true)
+	r := h.run("restart", "db", "--rolling", "--yes", "--timeout", "1s", "--lock-id", "ci@test", "--context", "prod", "--token", "s3cr3t")
+	if r.code != ops.ExitTimeout {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	_, hint, ok := strings.Cut(r.out, "re-run the same command to resume: ")
+	if !ok {
+		t.Fatalf("no resume hint:\n%s", r.out)
+	}
+	hint, _, _ = strings.Cut(hint, "\n")
+	words := shellSplit(t, hint)
+	if len(words) < 3 || words[0] != "kubectl" || words[1] != "dbops" {
+		t.Fatalf("hint %q does not start with kubectl dbops", hint)
+	}
+	ctrl.SetHold(false)
+	ctrl.Flush()
+	r = h.run(append(words[2:], "--yes")...)
+	if r.code != 0 {
+		t.Fatalf("pasted hint %q: exit %d: %s\n%s", hint, r.code, r.err, r.out)
+	}
+	if !strings.Contains(r.out, "resuming restart") || !strings.Contains(r.out, "[1/3] pod/db-web-0 delete the pod, wait for it to come back with a new UID and be Ready: skipped") {
+		t.Errorf("the pasted hint did not resume the run:\n%s", r.out)
+	}
+	if got := ctrl.Deleted(); len(got) != 3 || got[0] != "db-web-0" {
+		t.Errorf("deleted %v, want each pod once", got)
+	}
+}
