@@ -23,7 +23,7 @@ func main() {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	err := commands.NewRootCmd(streams).ExecuteContext(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, commands.ErrorLine(err))
 	}
 	stop()
 	os.Exit(ops.ExitCode(err))

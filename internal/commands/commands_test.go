@@ -50,7 +50,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown cluster", []string{"restart", "nope", "--rolling", "--yes"}, nil, `no database cluster "nope" in namespace "prod"`},
 		{"unknown cluster status", []string{"status", "nope"}, nil, `no database cluster "nope"`},
 		{"unknown group", []string{"restart", "db", "--rolling", "--group", "warm", "--yes"}, nil, `unknown node group "warm" for cluster db; allowed: master, hot, cold`},
-		{"empty group", []string{"restart", "db", "--rolling", "--group", "", "--yes"}, nil, "--group must name a node group"},
+		{"empty group", []string{"restart", "db", "--rolling", "--group", "", "--yes"}, nil, "--group was given an empty value"},
 		{"unknown engine", []string{"restart", "db", "--rolling", "--engine", "mongo", "--yes"}, nil, `unknown engine "mongo"; allowed: cratedb, etcd, replicated, generic`},
 		{"unknown output", []string{"status", "db", "-o", "xml"}, nil, `unknown output format "xml"; allowed: text, json, yaml`},
 		{"negative timeout", []string{"restart", "db", "--rolling", "--timeout", "-1s", "--yes"}, nil, "--timeout must not be negative"},
@@ -336,5 +336,50 @@ func TestDryRunShowsResumedSteps(t *testing.T) {
 	assertGolden(t, "restart-dry-run-resume.text", r.out)
 	if w := fakecluster.Writes(h.client); len(w) > 0 {
 		t.Errorf("dry-run wrote: %v", w)
+	}
+}
+
+// TestBadInputWritesNothing covers explicitly empty values, flags given
+// without the flag they need, engine flags for another engine, unknown
+// commands and shells and a missing kubeconfig: exit 2, one line, no write.
+func TestBadInputWritesNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"empty lock id", []string{"restart", "db", "--rolling", "--yes", "--lock-id", ""}, `--lock-id was given an empty value`},
+		{"empty --id acquire", []string{"lock", "acquire", "db", "--id", ""}, `--id was given an empty value`},
+		{"empty --id release", []string{"lock", "release", "db", "--id", ""}, `--id was given an empty value`},
+		{"empty license secret", []string{"bootstrap", "db", "--license-secret", "", "--yes"}, `--license-secret was given an empty value`},
+		{"empty user", []string{"bootstrap", "db", "--user", "", "--yes"}, `--user was given an empty value`},
+		{"empty selector", []string{"restart", "db", "--rolling", "--yes", "-l", ""}, `--selector was given an empty value`},
+		{"empty namespace", []string{"restart", "db", "--rolling", "--yes", "-n", ""}, `--namespace was given an empty value`},
+		{"empty pg-ca-secret", []string{"restart", "db", "--rolling", "--yes", "--pg-ca-secret", ""}, `--pg-ca-secret was given an empty value`},
+		{"failure threshold without --failed", []string{"replace", "db", "db-hot-0", "--failure-threshold", "1h", "--yes"}, "--failure-threshold only applies with --failed"},
+		{"taint without --failed", []string{"replace", "db", "db-hot-0", "--taint", "k", "--yes"}, "--taint only applies with --failed"},
+		{"pg-port without pg-host", []string{"restart", "db", "--rolling", "--pg-port", "5433", "--yes"}, "--pg-port only applies with --pg-host"},
+		{"ca without verify", []string{"restart", "db", "--rolling", "--pg-sslmode", "disable", "--pg-ca-secret", "ca", "--yes"}, "--pg-ca-secret only applies with --pg-sslmode verify-ca or verify-full (got disable)"},
+		{"crate flag on a generic cluster", []string{"restart", "db", "--rolling", "--health-checks", "5", "--yes"}, "--health-checks is for CrateDB clusters; cluster db is generic"},
+		{"crate flag on replace", []string{"replace", "db", "db-hot-0", "--pg-host", "h", "--yes"}, "--pg-host is for CrateDB clusters"},
+		{"unknown command", []string{"restrat", "db"}, `unknown command "restrat" for "kubectl dbops"; allowed: `},
+		{"unknown shell", []string{"completion", "tcsh"}, `unknown command "tcsh" for "kubectl dbops completion"; allowed: bash, fish, powershell, zsh`},
+		{"missing kubeconfig", []string{"status", "db", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig /nonexistent/kubeconfig does not exist"},
+		{"missing kubeconfig, mutating", []string{"restart", "db", "--rolling", "--yes", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig /nonexistent/kubeconfig does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+			r := h.run(tt.args...)
+			if r.code != ops.ExitUsage {
+				t.Fatalf("exit %d, want 2; stderr: %s; stdout: %.200s", r.code, r.err, r.out)
+			}
+			if strings.Count(r.err, "\n") != 1 || !strings.Contains(r.err, tt.want) {
+				t.Errorf("stderr = %q, want one line containing %q", r.err, tt.want)
+			}
+			if w := fakecluster.Writes(h.client); len(w) > 0 {
+				t.Errorf("bad input wrote to the API: %v", w)
+			}
+		})
 	}
 }

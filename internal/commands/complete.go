@@ -92,33 +92,63 @@ func completeGroups(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 	}
 }
 
-// commandLine renders the command as the user could type it again: the
-// resume hint after an interruption. Secret-bearing flags never exist, so
-// echoing flag values is safe.
-func commandLine(cmd *cobra.Command, args ...string) string {
-	parts := []string{"kubectl dbops"}
-	path := strings.Fields(cmd.CommandPath())
-	if len(path) > 1 {
-		parts = append(parts, path[1:]...)
+// resumeGlobalFlags are the shared flags that change what an operation
+// does, so a re-run needs them too. Everything else global is left out of
+// the resume hint on purpose: kubectl's connection and credential flags
+// (--token, --client-key, --kubeconfig...) must never be printed, and
+// --timeout, -o, --dry-run or --yes belong to one run, not to the request.
+var resumeGlobalFlags = []string{"engine", "selector", "ignore-operator", "lock-id"}
+
+// commandLine renders the request as the user can paste it again: the
+// resume hint after an interruption. It holds the command's own flags and
+// arguments, the namespace, the kubeconfig context when one was chosen, and
+// resumeGlobalFlags; values are shell-quoted.
+func (g *GlobalOptions) commandLine(cmd *cobra.Command, args ...string) string {
+	var path []string
+	for c := cmd; c.HasParent(); c = c.Parent() {
+		path = append([]string{c.Name()}, path...)
 	}
-	parts = append(parts, args...)
+	parts := append([]string{"kubectl", "dbops"}, path...)
+	for _, a := range args {
+		parts = append(parts, ops.ShellQuote(a))
+	}
+	if ns, err := g.Namespace(); err == nil && ns != "" {
+		parts = append(parts, "-n", ops.ShellQuote(ns))
+	}
+	if c := g.ConfigFlags.Context; c != nil && *c != "" {
+		parts = append(parts, "--context", ops.ShellQuote(*c))
+	}
 	var flags []string
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name == "dry-run" || f.Name == "yes" {
+	add := func(f *pflag.Flag) {
+		if !f.Changed {
 			return
 		}
 		if f.Value.Type() == "bool" {
-			flags = append(flags, "--"+f.Name)
+			if f.Value.String() == "true" {
+				flags = append(flags, "--"+f.Name)
+			} else {
+				flags = append(flags, "--"+f.Name+"=false")
+			}
 			return
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
 			for _, v := range sv.GetSlice() {
-				flags = append(flags, "--"+f.Name+"="+v)
+				flags = append(flags, "--"+f.Name+"="+ops.ShellQuote(v))
 			}
 			return
 		}
-		flags = append(flags, "--"+f.Name+"="+f.Value.String())
+		flags = append(flags, "--"+f.Name+"="+ops.ShellQuote(f.Value.String()))
+	}
+	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			add(f)
+		}
 	})
+	for _, name := range resumeGlobalFlags {
+		if f := cmd.Flags().Lookup(name); f != nil {
+			add(f)
+		}
+	}
 	sort.Strings(flags)
 	return strings.Join(append(parts, flags...), " ")
 }

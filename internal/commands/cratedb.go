@@ -2,11 +2,14 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -102,13 +105,20 @@ func (o *CrateDBOptions) refs() (crateRefs, error) {
 	return r, nil
 }
 
-// crateEngine builds the CrateDB engine from the flags.
-func (g *GlobalOptions) crateEngine(cl *Clients) (*cratedb.Engine, error) {
+// crateEngine builds the CrateDB engine from the flags. The CA Secret is
+// read here, before any plan or lock: the connection that needs it may
+// only be opened by a step.
+func (g *GlobalOptions) crateEngine(ctx context.Context, cl *Clients, c *ops.Cluster) (*cratedb.Engine, error) {
 	o := g.CrateDB
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	refs, _ := o.refs()
+	if !refs.ca.IsZero() {
+		if err := checkSecretKey(ctx, cl, c.Namespace, refs.ca, "--pg-ca-secret"); err != nil {
+			return nil, err
+		}
+	}
 	conn := o.Connector
 	if conn == nil {
 		conn = &cratedb.PGConnector{Client: cl.Kube, RestConfig: cl.Config, Host: o.PGHost, Port: o.PGPort,
@@ -130,4 +140,20 @@ func closeEngine(ctx context.Context, eng ops.Engine) {
 	if c, ok := eng.(interface{ Close(context.Context) error }); ok {
 		_ = c.Close(context.WithoutCancel(ctx))
 	}
+}
+
+// checkSecretKey reads ref and refuses a missing Secret or an empty or
+// missing key, naming both; the value is not kept.
+func checkSecretKey(ctx context.Context, cl *Clients, ns string, ref cratedb.SecretRef, what string) error {
+	s, err := cl.Kube.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return ops.Usagef("%s: Secret %s/%s not found (wanted key %q)", what, ns, ref.Name, ref.Key)
+	case err != nil:
+		return fmt.Errorf("%s: reading Secret %s/%s: %w", what, ns, ref.Name, err)
+	}
+	if len(s.Data[ref.Key]) == 0 && s.StringData[ref.Key] == "" {
+		return ops.Usagef("%s: Secret %s/%s has no key %q (or it is empty)", what, ns, ref.Name, ref.Key)
+	}
+	return nil
 }

@@ -230,6 +230,8 @@ func TestCrateBadInput(t *testing.T) {
 		{"user empty name", []string{"bootstrap", "db", "--user", "=app-pw"}, "missing user name", nil},
 		{"user twice", []string{"bootstrap", "db", "--user", "app=app-pw", "--user", "app=x"}, "--user app given twice", nil},
 		{"missing user secret", []string{"bootstrap", "db", "--user", "app=missing", "--yes"}, "password of user app: Secret prod/missing not found", nil},
+		{"missing CA secret", []string{"restart", "db", "--rolling", "--pg-sslmode", "verify-full", "--pg-ca-secret", "nope", "--yes"}, `--pg-ca-secret: Secret prod/nope not found (wanted key "ca.crt")`, nil},
+		{"missing CA key", []string{"scale", "db", "--data", "cold=1", "--pg-sslmode", "verify-ca", "--pg-ca-secret", "app-pw", "--yes"}, `--pg-ca-secret: Secret prod/app-pw has no key "ca.crt"`, nil},
 		{"missing license key", []string{"bootstrap", "db", "--license-secret", "crate-license/lic", "--yes"}, `Secret prod/crate-license has no key "lic"`, nil},
 		{"generic cannot scale", []string{"scale", "db", "--data", "hot=3", "--engine", "generic", "--yes"}, "engine generic (cluster db) cannot scale", nil},
 		{"generic cannot bootstrap", []string{"bootstrap", "db", "--engine", "generic", "--yes"}, "engine generic (cluster db) has no bootstrap procedure", nil},

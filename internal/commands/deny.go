@@ -81,7 +81,7 @@ func (o *LockOptions) denyOrAllow(ctx context.Context, args []string, action str
 		return err
 	}
 	if o.DryRun {
-		_, err := fmt.Fprintf(o.Out, "would %s %s on %s/%s\n", action, target, m.Namespace, m.Cluster)
+		_, err := ops.Fprintf(o.Out, "would %s %s on %s/%s\n", action, target, m.Namespace, m.Cluster)
 		return err
 	}
 	if action == "deny" {
@@ -93,7 +93,7 @@ func (o *LockOptions) denyOrAllow(ctx context.Context, args []string, action str
 		return err
 	}
 	verb := map[string]string{"deny": "denied", "allow": "allowed"}[action]
-	_, err = fmt.Fprintf(o.Out, "%s %s on %s/%s (by %s)\n", target, verb, m.Namespace, m.Cluster, m.ID)
+	_, err = ops.Fprintf(o.Out, "%s %s on %s/%s (by %s)\n", target, verb, m.Namespace, m.Cluster, m.ID)
 	return err
 }
 
@@ -123,13 +123,13 @@ func newDenyListCmd(g *GlobalOptions) *cobra.Command {
 				return writeStructured(o.Out, list, o.Output)
 			}
 			if len(list) == 0 {
-				_, err := fmt.Fprintf(o.Out, "no denied IDs on %s/%s\n", m.Namespace, m.Cluster)
+				_, err := ops.Fprintf(o.Out, "no denied IDs on %s/%s\n", m.Namespace, m.Cluster)
 				return err
 			}
 			tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tDENIED BY\tAT\tREASON")
 			for _, d := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.ID, d.By, d.At.UTC().Format(time.RFC3339), dash(d.Reason))
+				ops.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.ID, d.By, d.At.UTC().Format(time.RFC3339), dash(d.Reason))
 			}
 			return tw.Flush()
 		},

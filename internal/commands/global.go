@@ -56,6 +56,8 @@ type GlobalOptions struct {
 	Engine         string
 	Selector       string
 	IgnoreOperator bool
+	// Verbosity is -v: client-go's klog output at this level (0 = none).
+	Verbosity int
 	// CrateDB holds the CrateDB engine's flags (bound by the commands that
 	// use them) and test seams.
 	CrateDB *CrateDBOptions
@@ -75,7 +77,13 @@ type GlobalOptions struct {
 
 	viper   *viper.Viper
 	clients *Clients
+	// given holds the flags set on the command line (pflag's Changed), for
+	// checks that depend on an explicit choice.
+	given map[string]bool
 }
+
+// flagGiven reports whether --name was on the command line.
+func (o *GlobalOptions) flagGiven(name string) bool { return o.given[name] }
 
 // NewGlobalOptions returns options with production dependencies.
 func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
@@ -107,6 +115,7 @@ func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Engine, "engine", o.Engine, "Database engine, overriding detection: "+strings.Join(ops.KnownEngines, "|"))
 	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector picking the cluster's StatefulSets explicitly")
 	fs.BoolVar(&o.IgnoreOperator, "ignore-operator", o.IgnoreOperator, "Act on StatefulSets owned by an operator (it may fight the changes)")
+	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log level of client-go's messages on stderr (6 shows API requests; 0 = none)")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Config file (default $XDG_CONFIG_HOME/kubectl-dbops/config.yaml)")
 }
 
@@ -270,12 +279,20 @@ func (o *GlobalOptions) ResolveLockID() (string, error) {
 	if u, err := url.Parse(host); err == nil && u.Host != "" {
 		host = u.Host
 	}
-	return lock.DefaultID(user, host), nil
+	id := lock.DefaultID(user, host)
+	// The ID goes into the Lease, Events and other operators' messages.
+	if err := ops.CheckPrintable("the lock ID derived from the kubeconfig user and server (pass --lock-id)", id); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // checkContext refuses a --context the kubeconfig does not have, naming
 // the ones it has (clientcmd reports it only as plain text).
 func (o *GlobalOptions) checkContext() error {
+	if err := o.checkKubeconfigFiles(); err != nil {
+		return err
+	}
 	if o.ConfigFlags.Context == nil || *o.ConfigFlags.Context == "" {
 		return nil
 	}

@@ -5,12 +5,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -48,6 +51,11 @@ type harness struct {
 	terminal bool
 	stdin    string
 	clock    ops.Clock
+	// denied are permissions (ops.Permission.String()) access reviews
+	// refuse; reviewed records every review asked.
+	mu       sync.Mutex
+	denied   map[string]bool
+	reviewed []string
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -57,8 +65,22 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	if err := os.WriteFile(kc, []byte(testKubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, client: fake.NewClientset(objs...), clock: fixedClock{testNow},
-		env: map[string]string{"KUBECONFIG": kc, "HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "config")}}
+	h := &harness{t: t, client: fake.NewClientset(objs...), clock: fixedClock{testNow},
+		env:    map[string]string{"KUBECONFIG": kc, "HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "config")},
+		denied: map[string]bool{}}
+	// The fake clientset echoes a review back unanswered (not allowed);
+	// answer it as RBAC would, denying what the test lists.
+	h.client.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		ra := r.Spec.ResourceAttributes
+		perm := ops.Permission{Verb: ra.Verb, Group: ra.Group, Resource: ra.Resource, Subresource: ra.Subresource}
+		h.mu.Lock()
+		h.reviewed = append(h.reviewed, perm.String())
+		r.Status.Allowed = !h.denied[perm.String()]
+		h.mu.Unlock()
+		return true, r, nil
+	})
+	return h
 }
 
 type result struct {
@@ -93,7 +115,7 @@ func (h *harness) runWith(configure func(*GlobalOptions), args ...string) result
 	defer cancel()
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		errb.WriteString("error: " + err.Error() + "\n")
+		errb.WriteString(ErrorLine(err) + "\n")
 	}
 	return result{out: out.String(), err: errb.String(), code: ops.ExitCode(err), runErr: err}
 }

@@ -70,7 +70,7 @@ func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
 				return writeStructured(o.Out, st, o.Output)
 			}
 			var b strings.Builder
-			fmt.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
+			ops.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
 			writeLockText(&b, st)
 			_, err = fmt.Fprint(o.Out, b.String())
 			return err
@@ -98,7 +98,7 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 				return err
 			}
 			if o.DryRun {
-				_, err := fmt.Fprintf(o.Out, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
+				_, err := ops.Fprintf(o.Out, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
 				return err
 			}
 			held, err := m.AcquireWithReason(ctx, "manual lock", o.Reason)
@@ -109,7 +109,7 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 			if o.Output != "text" {
 				return writeStructured(o.Out, info, o.Output)
 			}
-			_, err = fmt.Fprintf(o.Out, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
+			_, err = ops.Fprintf(o.Out, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
 				info.Expires.UTC().Format(time.RFC3339))
 			return err
 		},
@@ -139,13 +139,13 @@ func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
 				return err
 			}
 			if o.DryRun {
-				_, err := fmt.Fprintf(o.Out, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
+				_, err := ops.Fprintf(o.Out, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
 				return err
 			}
 			if err := m.Release(ctx); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(o.Out, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
+			_, err = ops.Fprintf(o.Out, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
 			return err
 		},
 	}

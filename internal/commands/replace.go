@@ -125,8 +125,6 @@ func (o *ReplaceOptions) Validate() error {
 		return ops.Usagef("name pods or use --failed, not both (got %s)", strings.Join(o.Pods, " "))
 	case !o.Failed && len(o.Pods) == 0:
 		return ops.Usagef("replace needs POD names or --failed: usage: replace CLUSTER [POD...] [--failed]")
-	case !o.Failed && len(o.Taints) > 0:
-		return ops.Usagef("--taint only applies with --failed")
 	}
 	if o.FailureThreshold <= 0 {
 		return ops.Usagef("--failure-threshold must be positive, got %s", o.FailureThreshold)
@@ -164,13 +162,16 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 			return ops.Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(names, ", "))
 		}
 	}
-	eng, err := o.engine(cl, c)
+	eng, err := o.engine(ctx, cl, c)
 	if err != nil {
 		return err
 	}
 	defer closeEngine(ctx, eng)
 	timeout, err := o.timeoutOr("", defaultRestartTimeout)
 	if err != nil {
+		return err
+	}
+	if err := o.checkPlanPermissions(ctx, cl, c); err != nil {
 		return err
 	}
 	pods, reasons := o.Pods, map[string]string{}
@@ -204,7 +205,7 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 		}
 	}
 	req := ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
-		Args: o.args(pods), Command: commandLine(cmd, append([]string{o.Cluster}, o.Pods...)...)}
+		Args: o.args(pods), Command: o.commandLine(cmd, append([]string{o.Cluster}, o.Pods...)...)}
 	plan, err := planReplace(ctx, eng, c, req)
 	if err != nil {
 		return err

@@ -145,6 +145,6 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
 	return o.operate(commandContext(cmd), o.Cluster, "", defaultRollingRestartTimeout,
 		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
-			return eng.PlanRestart(ctx, c, o.restartOptions(commandLine(cmd, o.Cluster)))
+			return eng.PlanRestart(ctx, c, o.restartOptions(o.commandLine(cmd, o.Cluster)))
 		})
 }

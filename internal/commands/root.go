@@ -5,10 +5,14 @@ package commands
 
 import (
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
 // Build information, set by the linker (see .goreleaser.yaml and Makefile).
@@ -37,8 +41,36 @@ and plain or JSON output for pipelines.`,
 		},
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return g.LoadConfig(cmd)
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			g.given = map[string]bool{}
+			cmd.Flags().Visit(func(f *pflag.Flag) { g.given[f.Name] = true })
+			if err := setupKlog(g.Verbosity, g.ErrOut); err != nil {
+				return err
+			}
+			// Before the config file is read (its path is a flag) and again
+			// after, for values from DBOPS_* variables and the file.
+			if err := checkInput(cmd, args); err != nil {
+				return err
+			}
+			if err := g.LoadConfig(cmd); err != nil {
+				return err
+			}
+			if err := checkInput(cmd, args); err != nil {
+				return err
+			}
+			if err := checkExplicitlyEmpty(cmd); err != nil {
+				return err
+			}
+			return checkFlagDependencies(g)
+		},
+		// Without a RunE cobra prints the help and exits 0 for an unknown
+		// command; it is bad usage (exit 2).
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownSubcommand(cmd, args[0])
+			}
+			return cmd.Help()
 		},
 	}
 	cmd.SetIn(streams.In)
@@ -60,7 +92,38 @@ and plain or JSON output for pipelines.`,
 		NewVersionCmd(g),
 	)
 	registerCompletions(cmd, g)
+	refuseUnknownShells(cmd)
 	return cmd
+}
+
+// unknownSubcommand is the one-line refusal of a command name cmd does not
+// have, listing the ones it has.
+func unknownSubcommand(cmd *cobra.Command, name string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return ops.Usagef("unknown command %q for %q; allowed: %s", name, cmd.CommandPath(), strings.Join(names, ", "))
+}
+
+// refuseUnknownShells makes `completion SHELL` with a shell cobra does not
+// support exit 2 instead of printing the help with exit 0.
+func refuseUnknownShells(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownSubcommand(cmd, args[0])
+			}
+			return cmd.Help()
+		}
+	}
 }
 
 func isTerminal(v any) bool {

@@ -54,13 +54,16 @@ func (g *GlobalOptions) operate(ctx context.Context, cluster, timeoutEnv string,
 	if err != nil {
 		return err
 	}
-	eng, err := g.engine(cl, c)
+	eng, err := g.engine(ctx, cl, c)
 	if err != nil {
 		return err
 	}
 	defer closeEngine(ctx, eng)
 	timeout, err := g.timeoutOr(timeoutEnv, def)
 	if err != nil {
+		return err
+	}
+	if err := g.checkPlanPermissions(ctx, cl, c); err != nil {
 		return err
 	}
 	p, err := plan(ctx, cl, c, eng)
@@ -70,13 +73,18 @@ func (g *GlobalOptions) operate(ctx context.Context, cluster, timeoutEnv string,
 	return g.execute(ctx, cl, c, p, timeout)
 }
 
-// engine returns the adapter for a discovered cluster.
-func (g *GlobalOptions) engine(cl *Clients, c *ops.Cluster) (ops.Engine, error) {
+// engine returns the adapter for a discovered cluster, after refusing
+// flags of another engine and reading the Secrets the flags name (so a
+// missing one is reported before the lock is taken).
+func (g *GlobalOptions) engine(ctx context.Context, cl *Clients, c *ops.Cluster) (ops.Engine, error) {
+	if err := g.checkEngineFlags(c); err != nil {
+		return nil, err
+	}
 	switch c.Engine {
 	case ops.EngineGeneric:
 		return ops.GenericEngine{Client: cl.Kube}, nil
 	case ops.EngineCrateDB:
-		return g.crateEngine(cl)
+		return g.crateEngine(ctx, cl, c)
 	case ops.EngineEtcd:
 		return etcd.New(cl.Kube, cl.Config, etcd.Options{}), nil
 	case ops.EngineReplicated:
@@ -136,6 +144,9 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		if !ok {
 			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
 		}
+	}
+	if err := g.checkPermissions(ctx, cl, plan); err != nil {
+		return err
 	}
 	lockID, err := g.ResolveLockID()
 	if err != nil {

@@ -108,7 +108,7 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 	} else {
 		st.Lock = ls
 	}
-	if eng, err := o.engine(cl, c); err == nil {
+	if eng, err := o.engine(ctx, cl, c); err == nil {
 		h, err := eng.Health(ctx, c)
 		switch {
 		case err != nil && errors.Is(err, context.Canceled):
@@ -128,14 +128,14 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 	c := st.Cluster
 	var b strings.Builder
-	fmt.Fprintf(&b, "Cluster:  %s/%s (engine %s, layout %s)\n", c.Namespace, c.Name, c.Engine, c.Layout)
+	ops.Fprintf(&b, "Cluster:  %s/%s (engine %s, layout %s)\n", c.Namespace, c.Name, c.Engine, c.Layout)
 	if c.Operator != "" {
-		fmt.Fprintf(&b, "Operator: %s (mutating commands need --ignore-operator)\n", c.Operator)
+		ops.Fprintf(&b, "Operator: %s (mutating commands need --ignore-operator)\n", c.Operator)
 	}
 	if st.Health != nil {
-		fmt.Fprintf(&b, "Health:   %s", st.Health.Status)
+		ops.Fprintf(&b, "Health:   %s", st.Health.Status)
 		if st.Health.Message != "" {
-			fmt.Fprintf(&b, " (%s)", st.Health.Message)
+			ops.Fprintf(&b, " (%s)", st.Health.Message)
 		}
 		b.WriteString("\n")
 		keys := make([]string, 0, len(st.Health.Details))
@@ -144,17 +144,17 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(&b, "  %s: %s\n", k, st.Health.Details[k])
+			ops.Fprintf(&b, "  %s: %s\n", k, st.Health.Details[k])
 		}
 	}
 	writeLockText(&b, st.Lock)
 	if st.Health != nil && st.Health.Table != nil {
 		t := st.Health.Table
-		fmt.Fprintf(&b, "\n%s:\n", t.Title)
+		ops.Fprintf(&b, "\n%s:\n", t.Title)
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  "+strings.Join(t.Columns, "\t"))
+		fmt.Fprintln(tw, "  "+strings.Join(ops.PrintableAll(t.Columns), "\t"))
 		for _, r := range t.Rows {
-			fmt.Fprintln(tw, "  "+strings.Join(r, "\t"))
+			fmt.Fprintln(tw, "  "+strings.Join(ops.PrintableAll(r), "\t"))
 		}
 		tw.Flush()
 	}
@@ -166,7 +166,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 		if g.MasterEligible && role != ops.RoleMaster {
 			role += " (master-eligible)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.StatefulSet, role, g.Order, g.Desired, g.Current, g.Ready)
+		ops.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.StatefulSet, role, g.Order, g.Desired, g.Current, g.Ready)
 	}
 	tw.Flush()
 	b.WriteString("\nPods:\n")
@@ -185,12 +185,12 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 		if !p.Created.IsZero() {
 			age = duration.HumanDuration(now.Sub(p.Created))
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, p.Group, p.Ordinal, ready, phase,
+		ops.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, p.Group, p.Ordinal, ready, phase,
 			dash(p.Node), dash(p.Zone), p.Restarts, age)
 	}
 	tw.Flush()
 	for _, wmsg := range st.Warnings {
-		fmt.Fprintf(&b, "\nWARNING: %s\n", wmsg)
+		ops.Fprintf(&b, "\nWARNING: %s\n", wmsg)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -211,15 +211,15 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 		case ls.HolderDenied:
 			state = "held by a denied ID"
 		}
-		fmt.Fprintf(b, "Lock:     %s by %s", state, ls.Holder)
+		ops.Fprintf(b, "Lock:     %s by %s", state, ls.Holder)
 		if ls.Operation != "" {
-			fmt.Fprintf(b, " (%s)", ls.Operation)
+			ops.Fprintf(b, " (%s)", ls.Operation)
 		}
 		if ls.Expires != nil {
-			fmt.Fprintf(b, " until %s", ls.Expires.UTC().Format(time.RFC3339))
+			ops.Fprintf(b, " until %s", ls.Expires.UTC().Format(time.RFC3339))
 		}
 		if ls.Reason != "" {
-			fmt.Fprintf(b, ", reason: %s", ls.Reason)
+			ops.Fprintf(b, ", reason: %s", ls.Reason)
 		}
 		b.WriteString("\n")
 	}
@@ -227,25 +227,25 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 		b.WriteString("Denied:   none\n")
 	}
 	for _, d := range ls.DenyList {
-		fmt.Fprintf(b, "Denied:   %s (by %s at %s", d.ID, d.By, d.At.UTC().Format(time.RFC3339))
+		ops.Fprintf(b, "Denied:   %s (by %s at %s", d.ID, d.By, d.At.UTC().Format(time.RFC3339))
 		if d.Reason != "" {
-			fmt.Fprintf(b, ": %s", d.Reason)
+			ops.Fprintf(b, ": %s", d.Reason)
 		}
 		b.WriteString(")\n")
 	}
 	if j := ls.Journal; j != nil {
 		switch j.State {
 		case ops.JournalSucceeded:
-			fmt.Fprintf(b, "Last op:  %s %s by %s succeeded %s\n", j.Operation, j.Args, j.Holder, j.Updated.UTC().Format(time.RFC3339))
+			ops.Fprintf(b, "Last op:  %s %s by %s succeeded %s\n", j.Operation, j.Args, j.Holder, j.Updated.UTC().Format(time.RFC3339))
 		default:
-			fmt.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
+			ops.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
 				j.Operation, j.Args, j.Holder, j.State, j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
 			if j.Current != "" {
-				fmt.Fprintf(b, ", was at %s", j.Current)
+				ops.Fprintf(b, ", was at %s", j.Current)
 			}
 			b.WriteString("\n  re-run the same command to resume it\n")
 			if j.Error != "" {
-				fmt.Fprintf(b, "  last error: %s\n", j.Error)
+				ops.Fprintf(b, "  last error: %s\n", j.Error)
 			}
 		}
 	}

@@ -33,15 +33,16 @@ func (a *KubeAuditor) Record(ctx context.Context, obj ObjectRef, reason, message
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-dbops"}},
 		InvolvedObject: corev1.ObjectReference{Kind: obj.Kind, APIVersion: obj.APIVersion,
 			Namespace: obj.Namespace, Name: obj.Name, UID: types.UID(obj.UID)},
-		Reason:              reason,
-		Message:             truncate(message, 1024),
+		Reason: reason,
+		// `kubectl get events` prints messages raw; they quote lock IDs.
+		Message:             truncate(Printable(message), 1024),
 		Type:                corev1.EventTypeNormal,
 		Source:              corev1.EventSource{Component: "kubectl-dbops"},
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
 		ReportingController: "kubectl-dbops",
-		ReportingInstance:   truncate(a.Instance, 128),
+		ReportingInstance:   truncate(Printable(a.Instance), 128),
 	}
 	if obj.Warning {
 		ev.Type = corev1.EventTypeWarning

@@ -176,7 +176,8 @@ func (r *RollingRestart) batchStep(c *Cluster, b batch, maxZones *int, tolerate 
 		}
 	}
 	desc := fmt.Sprintf("delete %d pod(s) together, wait for all to come back with new UIDs and be Ready", len(b.pods))
-	s := &Step{ID: b.id, Group: b.group, Target: b.target, Description: desc, Preconditions: pre, Details: details, Mutating: true}
+	s := &Step{ID: b.id, Group: b.group, Target: b.target, Description: desc, Preconditions: pre, Details: details, Mutating: true,
+		Needs: append(Need("", "pods", "", "delete"), PodWaitNeeds...)}
 	in := map[string]bool{}
 	for _, p := range b.pods {
 		in[p.Name] = true

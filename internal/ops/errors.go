@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Exit codes are part of the CLI's contract with scripts; see README "Exit codes".
@@ -14,6 +17,7 @@ const (
 	ExitLocked       = 3
 	ExitTimeout      = 4
 	ExitPrecondition = 5
+	ExitForbidden    = 6
 	ExitInterrupted  = 130
 )
 
@@ -25,6 +29,7 @@ var (
 	ErrTimeout      = errors.New("timed out")
 	ErrPrecondition = errors.New("precondition not met")
 	ErrInterrupted  = errors.New("interrupted")
+	ErrForbidden    = errors.New("permission denied")
 )
 
 // CodedError carries one of the sentinel kinds with a human message. Its
@@ -65,6 +70,11 @@ func Lockedf(format string, a ...any) error {
 	return &CodedError{Kind: ErrLocked, Msg: fmt.Sprintf(format, a...)}
 }
 
+// Forbiddenf reports a permission the caller lacks (exit 6).
+func Forbiddenf(format string, a ...any) error {
+	return &CodedError{Kind: ErrForbidden, Msg: fmt.Sprintf(format, a...)}
+}
+
 // ExitCode maps an error to the documented process exit code.
 func ExitCode(err error) int {
 	switch {
@@ -80,7 +90,44 @@ func ExitCode(err error) int {
 		return ExitTimeout
 	case errors.Is(err, ErrPrecondition):
 		return ExitPrecondition
+	// An API "forbidden" anywhere in the chain is a missing permission,
+	// whatever the code that met it made of it.
+	case errors.Is(err, ErrForbidden), apierrors.IsForbidden(err):
+		return ExitForbidden
 	default:
 		return ExitFailed
 	}
 }
+
+// JoinOneLine joins the errors of several pods (or other parallel work)
+// into one error whose message is one line: "2 of them failed: a; b". It
+// unwraps to every error, so errors.Is and ExitCode still see their kinds.
+// errors.Join would put each on its own line, breaking the one-line error
+// the CLI prints.
+func JoinOneLine(errs ...error) error {
+	var kept []error
+	for _, e := range errs {
+		if e != nil {
+			kept = append(kept, e)
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return oneLineJoin(kept)
+}
+
+type oneLineJoin []error
+
+func (j oneLineJoin) Error() string {
+	msgs := make([]string, len(j))
+	for i, e := range j {
+		msgs[i] = e.Error()
+	}
+	return fmt.Sprintf("%d failures: %s", len(j), strings.Join(msgs, "; "))
+}
+
+func (j oneLineJoin) Unwrap() []error { return j }

@@ -140,8 +140,8 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		if derr := e.held.Detach(finCtx); derr != nil {
 			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not hand the lock back to your hold: %v", derr)})
 		}
-		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("the lock stays held by %s as it was before this run; give it up with: kubectl dbops lock release %s",
-			e.held.ID(), p.Cluster)})
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("the lock stays held by %s as it was before this run; give it up with: %s",
+			e.held.ID(), ReleaseCommand(p.Namespace, p.Cluster, e.held.ID()))})
 	case e.held != nil:
 		if rerr := e.held.Release(finCtx); rerr != nil {
 			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not release the lock (it expires by itself): %v", rerr)})

@@ -68,6 +68,9 @@ type Step struct {
 	// Pods are the pods a restart step deletes (one, or a batch), so an
 	// engine can reorder or describe steps without parsing targets.
 	Pods []string `json:"-"`
+	// Needs are the RBAC permissions the step's own API calls need; they
+	// are checked before the lock is taken.
+	Needs []Permission `json:"-"`
 
 	// Precheck verifies preconditions; return an ErrPrecondition error to
 	// refuse. It may also report the step as already done.
@@ -196,13 +199,13 @@ func (p *Plan) View() *PlanView {
 // WritePlanText renders a plan for humans; golden-tested, so keep it stable.
 func WritePlanText(w io.Writer, v *PlanView) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
+	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
 	if v.Args != "" {
-		fmt.Fprintf(&b, " %s", v.Args)
+		Fprintf(&b, " %s", v.Args)
 	}
 	b.WriteString("\n")
 	for _, n := range v.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
+		Fprintf(&b, "  note: %s\n", n)
 	}
 	if len(v.Steps) == 0 {
 		b.WriteString("  nothing to do\n")
@@ -213,12 +216,12 @@ func WritePlanText(w io.Writer, v *PlanView) error {
 		if s.Done {
 			mark = " (done)"
 		}
-		fmt.Fprintf(&b, "  %*d. %s: %s%s\n", width, s.Index, s.Target, s.Description, mark)
+		Fprintf(&b, "  %*d. %s: %s%s\n", width, s.Index, s.Target, s.Description, mark)
 		for _, p := range s.Preconditions {
-			fmt.Fprintf(&b, "  %*s    requires: %s\n", width, "", p)
+			Fprintf(&b, "  %*s    requires: %s\n", width, "", p)
 		}
 		for _, d := range s.Details {
-			fmt.Fprintf(&b, "  %*s    > %s\n", width, "", d)
+			Fprintf(&b, "  %*s    > %s\n", width, "", d)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -132,6 +131,8 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 		Description:   fmt.Sprintf("delete %d pod(s) and their PVCs, wait for them to come back Ready on new PVCs", len(b)),
 		Preconditions: []string{"every pod of the cluster not being replaced is Ready"},
 		Details:       []string{"pods: " + strings.Join(podNames(b), ", ")},
+		Needs: slices.Concat(Need("", "pods", "", "delete"), PodWaitNeeds,
+			Need("", "persistentvolumeclaims", "", "get", "list", "delete")),
 	}
 	if len(pvcs) > 0 {
 		s.Details = append(s.Details, "PVCs: "+strings.Join(pvcs, ", ")+" (deleted first; they go once the pod is gone)")
@@ -187,7 +188,7 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 			})
 		}
 		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		if err := JoinOneLine(errs...); err != nil {
 			return err
 		}
 		for _, pod := range b {

@@ -151,8 +151,5 @@ func joinMessage(status, message string) string {
 // oneLine keeps a multi-line error or message from breaking line-oriented
 // output (CI logs, table cells).
 func oneLine(s string) string {
-	if !strings.ContainsAny(s, "\r\n") {
-		return s
-	}
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+	return ops.Printable(s)
 }

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"sync"
@@ -13,6 +14,8 @@ import (
 // renamed or dropped here. It is safe for concurrent use.
 type JSON struct {
 	mu  sync.Mutex
+	w   io.Writer
+	buf bytes.Buffer
 	enc *json.Encoder
 	err error
 }
@@ -21,11 +24,12 @@ var _ ops.Sink = (*JSON)(nil)
 
 // NewJSON returns an NDJSON printer writing to w.
 func NewJSON(w io.Writer) *JSON {
-	enc := json.NewEncoder(w)
+	j := &JSON{w: w}
+	j.enc = json.NewEncoder(&j.buf)
 	// Plan details carry SQL and shell snippets; keep "<", ">" and "&"
 	// readable. The output is equally valid JSON either way.
-	enc.SetEscapeHTML(false)
-	return &JSON{enc: enc}
+	j.enc.SetEscapeHTML(false)
+	return j
 }
 
 // Emit writes e as one line.
@@ -35,9 +39,13 @@ func (j *JSON) Emit(e ops.Event) {
 	if j.err != nil {
 		return
 	}
-	// Encode writes the value and its newline in one Write call, so a
-	// line is never split between events.
-	j.err = j.enc.Encode(e)
+	// The value and its newline go out in one Write call, so a line is
+	// never split between events.
+	j.buf.Reset()
+	if j.err = j.enc.Encode(e); j.err != nil {
+		return
+	}
+	_, j.err = j.w.Write(ops.JSONPrintable(j.buf.Bytes()))
 }
 
 // Err returns the first encoding or write error; later events are dropped

@@ -208,7 +208,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.handleKey(msg)
 
 	case EventMsg:
-		m.apply(ops.Event(msg))
+		m.apply(ops.Event(msg).Printable())
 		if m.done != nil {
 			return m, tea.Quit
 		}

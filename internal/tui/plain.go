@@ -75,7 +75,7 @@ func (p *Plain) Emit(e ops.Event) {
 		ts = p.now()
 	}
 	stamp := ts.UTC().Format(p.format)
-	text := p.render(e, stamp)
+	text := p.render(e.Printable(), stamp)
 	if text == "" {
 		return
 	}

@@ -74,7 +74,7 @@ func TestPlainLines(t *testing.T) {
 		{"progress", ops.Event{Type: ops.EventStepProgress, Step: step, Progress: &ops.Progress{Done: 12, Total: 40, Unit: "shards"}},
 			"[2/6] pod/web-1 restart pod: 12/40 shards"},
 		{"failed", ops.Event{Type: ops.EventStepFailed, Step: step, Error: "boom\nsecond line"},
-			"[2/6] pod/web-1 restart pod: FAILED: boom second line"},
+			`[2/6] pod/web-1 restart pod: FAILED: boom\nsecond line`},
 		{"lock acquired", ops.Event{Type: ops.EventLock, Lock: &ops.LockInfo{Action: ops.LockAcquired, Holder: "bob@ci", Operation: "scale", Expires: exp}},
 			"lock acquired by bob@ci for scale, expires 2026-11-22T07:06:00Z"},
 		{"lock extended", ops.Event{Type: ops.EventLock, Lock: &ops.LockInfo{Action: ops.LockExtended, Holder: "bob@ci", Expires: exp}},

@@ -1,0 +1,132 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Permission is one RBAC verb on one resource, as a step needs it.
+type Permission struct {
+	Verb        string `json:"verb"`
+	Group       string `json:"group,omitempty"`
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource,omitempty"`
+}
+
+// String renders the permission as RBAC rules name it: "delete pods",
+// "create pods/exec", "update statefulsets.apps".
+func (p Permission) String() string {
+	r := p.Resource
+	if p.Group != "" {
+		r += "." + p.Group
+	}
+	if p.Subresource != "" {
+		r += "/" + p.Subresource
+	}
+	return p.Verb + " " + r
+}
+
+// Need builds Permissions for several verbs on one resource.
+func Need(group, resource, subresource string, verbs ...string) []Permission {
+	out := make([]Permission, 0, len(verbs))
+	for _, v := range verbs {
+		out = append(out, Permission{Verb: v, Group: group, Resource: resource, Subresource: subresource})
+	}
+	return out
+}
+
+// Permissions every run needs besides its steps': the lock Lease (taken,
+// renewed with the journal, released) and the audit Events.
+var (
+	LockNeeds  = Need("coordination.k8s.io", "leases", "", "get", "create", "update")
+	AuditNeeds = Need("", "events", "", "create")
+	// PodWaitNeeds: steps that change pods wait for them with watches.
+	PodWaitNeeds = Need("", "pods", "", "get", "list", "watch")
+)
+
+// NeedFor is one permission and the step (or purpose) that needs it.
+type NeedFor struct {
+	Permission
+	For string
+}
+
+// Needs returns every permission the plan's steps declare plus extra, each
+// once, with the first step that needs it, in plan order.
+func (p *Plan) Needs(extra []NeedFor) []NeedFor {
+	var out []NeedFor
+	seen := map[Permission]bool{}
+	add := func(perm Permission, why string) {
+		if !seen[perm] {
+			seen[perm] = true
+			out = append(out, NeedFor{Permission: perm, For: why})
+		}
+	}
+	for _, n := range extra {
+		add(n.Permission, n.For)
+	}
+	for i, s := range p.Steps {
+		for _, perm := range s.Needs {
+			add(perm, fmt.Sprintf("step %d (%s)", i+1, s.Target))
+		}
+	}
+	return out
+}
+
+// AccessChecker answers whether the caller may do something, as the API
+// server would decide it.
+type AccessChecker interface {
+	Allowed(ctx context.Context, namespace string, p Permission) (allowed bool, err error)
+}
+
+// SelfAccessReview asks the API server with SelfSubjectAccessReviews, which
+// every authenticated user may create.
+type SelfAccessReview struct {
+	Client kubernetes.Interface
+}
+
+// Allowed implements AccessChecker.
+func (r SelfAccessReview) Allowed(ctx context.Context, namespace string, p Permission) (bool, error) {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: p.Verb, Group: p.Group,
+			Resource: p.Resource, Subresource: p.Subresource}}}
+	res, err := r.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("checking permission to %s: %w", p, err)
+	}
+	return res.Status.Allowed, nil
+}
+
+// CheckPermissions refuses, with one line naming every missing verb and
+// resource and what needs it, when the caller lacks a permission in needs.
+// It runs before the lock is taken, so a run never stops half-way (or
+// leaves the lock held) for lack of RBAC.
+func CheckPermissions(ctx context.Context, ac AccessChecker, namespace string, needs []NeedFor) error {
+	var missing []string
+	for _, n := range needs {
+		ok, err := ac.Allowed(ctx, namespace, n.Permission)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, fmt.Sprintf("%s (for %s)", n.Permission, n.For))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return Forbiddenf("permission denied in namespace %s: you may not %s; see the RBAC section of the README",
+		namespace, strings.Join(missing, ", "))
+}
+
+// SortedPermissions returns perms ordered for stable output.
+func SortedPermissions(perms []Permission) []Permission {
+	out := slices.Clone(perms)
+	slices.SortFunc(out, func(a, b Permission) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
