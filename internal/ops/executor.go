@@ -104,12 +104,16 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 
 	// Tell every view at once that a stop was asked for, not only at the
 	// end: the current action may take up to the grace period to finish.
+	noticed := make(chan struct{})
 	stopNotice := context.AfterFunc(runCtx, func() {
+		defer close(noticed)
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("stopping (%v): finishing the current action safely, the journal is kept",
 			context.Cause(runCtx))})
 	})
 	err = e.runSteps(runCtx, journal)
-	stopNotice()
+	if !stopNotice() {
+		<-noticed // the notice is on its way: let it reach the views before the outcome
+	}
 	if err != nil {
 		err = classify(runCtx, err)
 	}

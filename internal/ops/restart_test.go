@@ -223,7 +223,8 @@ func TestExecutorTimeout(t *testing.T) {
 	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
 	locker := &memLocker{id: "me"}
 	rec := &Recorder{}
-	err := (&Executor{Locker: locker, Sink: rec, Timeout: 50 * time.Millisecond}).Run(context.Background(), p)
+	// Long enough that a loaded machine still takes the lock before it fires.
+	err := (&Executor{Locker: locker, Sink: rec, Timeout: 500 * time.Millisecond}).Run(context.Background(), p)
 	if ExitCode(err) != ExitTimeout {
 		t.Fatalf("err = %v (exit %d), want timeout", err, ExitCode(err))
 	}

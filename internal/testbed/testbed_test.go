@@ -97,8 +97,17 @@ func TestStopPidfile(t *testing.T) {
 	if err := writePidfile(pidfile, []*process{p}); err != nil {
 		t.Fatal(err)
 	}
-	if alive, err := PidfileAlive(pidfile); err != nil || !alive {
-		t.Fatalf("PidfileAlive = %v, %v; want true", alive, err)
+	// The child may not have exec'd sleep yet (a loaded machine): wait for it to look alive.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		alive, err := PidfileAlive(pidfile)
+		if err == nil && alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PidfileAlive = %v, %v; want true", alive, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := StopPidfile(pidfile); err != nil {
 		t.Fatal(err)
