@@ -45,13 +45,15 @@ type GlobalOptions struct {
 	ConfigFlags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
 
-	DryRun         bool
-	Output         string
-	Yes            bool
-	NoTUI          bool
-	Timeout        time.Duration
-	LockID         string
-	LockDuration   time.Duration
+	DryRun       bool
+	Output       string
+	Yes          bool
+	NoTUI        bool
+	Timeout      time.Duration
+	LockID       string
+	LockDuration time.Duration
+	// WaitForLock waits for a held lock instead of exit 3 (negative: as long as the timeout allows).
+	WaitForLock    time.Duration
 	DisableLocks   bool
 	Engine         string
 	Selector       string
@@ -111,6 +113,8 @@ func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Bound the whole operation (0 = the command's default)")
 	fs.StringVar(&o.LockID, "lock-id", o.LockID, "Lock ID to act as (default <kubeconfig user>@<API host>; env DBOPS_LOCK_ID)")
 	fs.DurationVar(&o.LockDuration, "lock-duration", o.LockDuration, "How long the cluster lock is held before it must be renewed")
+	fs.DurationVar(&o.WaitForLock, "wait-for-lock", o.WaitForLock, "Wait up to this long for a lock held by someone else instead of failing with exit 3 (alone: as long as --timeout allows)")
+	fs.Lookup("wait-for-lock").NoOptDefVal = "-1s"
 	fs.BoolVar(&o.DisableLocks, "disable-locks", o.DisableLocks, "EMERGENCY ONLY: run without the cluster lock (loud warning and audit event)")
 	fs.StringVar(&o.Engine, "engine", o.Engine, "Database engine, overriding detection: "+strings.Join(ops.KnownEngines, "|"))
 	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector picking the cluster's StatefulSets explicitly")

@@ -105,7 +105,7 @@ func TestCredentialFlagsNeverPrinted(t *testing.T) {
 			args := append(append([]string{}, tt.args...), credentialFlags(t, marker)...)
 			args = append(args, "--lock-id", "ci@test")
 			r := h.run(args...)
-			if tt.code == ops.ExitLocked && !strings.Contains(r.err, "kubectl dbops lock release db -n prod --id ci@test)") {
+			if tt.code == ops.ExitLocked && !strings.Contains(r.err, "kubectl dbops lock release db -n prod --id ci@test") {
 				t.Errorf("the lock-held hint lacks -n or --id: %s", r.err)
 			}
 			if r.code != tt.code {

@@ -153,11 +153,12 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		return err
 	}
 	exec := &ops.Executor{
-		LockID:  lockID,
-		Clock:   cl.Clock,
-		Auditor: &ops.KubeAuditor{Client: cl.Kube, Clock: cl.Clock, Instance: lockID},
-		Objects: statefulSetRefs(c),
-		Timeout: timeout,
+		LockID:      lockID,
+		Clock:       cl.Clock,
+		Auditor:     &ops.KubeAuditor{Client: cl.Kube, Clock: cl.Clock, Instance: lockID},
+		Objects:     statefulSetRefs(c),
+		WaitForLock: g.WaitForLock,
+		Timeout:     timeout,
 	}
 	if g.DisableLocks {
 		fmt.Fprintf(g.ErrOut, "WARNING: --disable-locks: running %s on %s/%s WITHOUT the cluster lock; concurrent operations will not be stopped and no journal is kept\n",

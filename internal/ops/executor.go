@@ -21,6 +21,10 @@ type Executor struct {
 	Sink    Sink
 	Clock   Clock
 	Auditor Auditor
+	// WaitForLock, when non-zero, makes a refused lock (held by someone else) wait until it is
+	// free, at most this long (negative: as long as the run's timeout allows), instead of
+	// failing at once; the wait is reported as warnings.
+	WaitForLock time.Duration
 	// Objects receive the operation-level audit events (started, and how it ended, with the
 	// lock ID): the cluster's StatefulSets, so `kubectl describe sts` shows them.
 	Objects []ObjectRef
@@ -189,7 +193,7 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 		e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockDisabled, Holder: e.LockID}})
 		return fresh, nil
 	}
-	held, err := e.Locker.Acquire(ctx, lockOperation(p))
+	held, err := e.waitForLock(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("taking the lock on %s/%s: %w", p.Namespace, p.Cluster, err)
 	}
@@ -217,6 +221,38 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 		return nil, err
 	}
 	return fresh, nil
+}
+
+// waitForLock acquires the lock; with WaitForLock set, a lock held by someone else is
+// waited for (watching it) and tried again each time it changes.
+func (e *Executor) waitForLock(ctx context.Context, p *Plan) (HeldLock, error) {
+	held, err := e.Locker.Acquire(ctx, lockOperation(p))
+	w, canWait := e.Locker.(LockWaiter)
+	if err == nil || e.WaitForLock == 0 || !canWait || !errors.Is(err, ErrLocked) {
+		return held, err
+	}
+	waitCtx := ctx
+	if e.WaitForLock > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, e.WaitForLock)
+		defer cancel()
+	}
+	start := e.Clock.Now()
+	last := ""
+	for errors.Is(err, ErrLocked) {
+		if msg := err.Error(); msg != last {
+			last = msg
+			e.emit(Event{Type: EventWarning, Message: "waiting for the lock: " + msg})
+		}
+		if werr := w.WaitChange(waitCtx); werr != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, fmt.Errorf("%w (waited %s with --wait-for-lock)", err, e.Clock.Now().Sub(start).Round(time.Second))
+		}
+		held, err = e.Locker.Acquire(ctx, lockOperation(p))
+	}
+	return held, err
 }
 
 func lockOperation(p *Plan) string {

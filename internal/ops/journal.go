@@ -49,6 +49,14 @@ type Locker interface {
 	Acquire(ctx context.Context, operation string) (HeldLock, error)
 }
 
+// LockWaiter is a Locker that can wait, with a watch, for the lock to change (released,
+// taken, expired, or its holder's session gone), so --wait-for-lock retries only then.
+type LockWaiter interface {
+	// WaitChange returns when the lock's object changed, or when its current holder's claim
+	// runs out by time alone (expiry, a dead session), or with ctx's error.
+	WaitChange(ctx context.Context) error
+}
+
 // HeldLock is a lock this process holds. It carries the journal.
 type HeldLock interface {
 	// ID is the lock ID this process acts as.

@@ -496,8 +496,8 @@ func (m *Manager) otherSession(l *coordinationv1.Lease, now time.Time) error {
 	if !now.Before(deadAfter) {
 		return nil // that process stopped renewing: it is gone
 	}
-	return ops.Lockedf("cluster %s is locked by another kubectl-dbops session of %s%s, renewed %s ago; wait for it to finish, or if that process is gone, retry after %s (or release it: %s)",
-		m.clusterName(), m.ID, describeWork(l), now.Sub(renewed).Round(time.Second), formatTime(deadAfter), ops.ReleaseCommand(m.Namespace, m.Cluster, m.ID))
+	return ops.Lockedf("cluster %s is locked by another kubectl-dbops session of %s%s, renewed %s ago; wait for it to finish, or if that process is gone, it counts as dead in %s (at %s): retry then, or with --wait-for-lock, or release it: %s",
+		m.clusterName(), m.ID, describeWork(l), now.Sub(renewed).Round(time.Second), deadAfter.Sub(now).Round(time.Second), formatTime(deadAfter), ops.ReleaseCommand(m.Namespace, m.Cluster, m.ID))
 }
 
 // describeWork renders " (operation; reason: ...)" for messages.

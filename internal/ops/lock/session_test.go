@@ -24,7 +24,7 @@ func TestAcquireSessions(t *testing.T) {
 	}{
 		{name: "other live session of mine", session: "s2",
 			lease:  testLease(heldBy(me, "restart --rolling", t0.Add(-10*time.Second), 600), withAnnotation(AnnotationSession, "s1")),
-			errHas: "locked by another kubectl-dbops session of " + me + " (restart --rolling), renewed 10s ago; wait for it to finish, or if that process is gone, retry after 2026-11-22T10:00:50Z"},
+			errHas: "locked by another kubectl-dbops session of " + me + " (restart --rolling), renewed 10s ago; wait for it to finish, or if that process is gone, it counts as dead in 50s (at 2026-11-22T10:00:50Z)"},
 		{name: "other session stopped renewing", session: "s2",
 			lease: testLease(heldBy(me, "restart --rolling", t0.Add(-2*time.Minute), 600), withAnnotation(AnnotationSession, "s1")),
 			want:  ops.LockExtended},
