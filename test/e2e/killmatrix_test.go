@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
@@ -256,4 +257,42 @@ func journalState(t *testing.T, ns, cluster string) string {
 		}
 	}
 	return j.State
+}
+
+// TestKillMatrixCrateDB kills CrateDB scale (hot 3<->2) and rolling restarts (hot group) at
+// random points and retries like CI. After every point: the goal is reached, green, the shards
+// of every table (one with 0 replicas) neither missing nor under-replicated and as many copies
+// as before, allocation enabled again and no exclusion left behind.
+func TestKillMatrixCrateDB(t *testing.T) {
+	rng, points := killMatrixRNG(t)
+	x := newCrateEnvLayout(t, true, bedwire.LayoutPodName)
+	x.sql(`CREATE TABLE doc.single (id TEXT) CLUSTERED INTO 4 SHARDS WITH (number_of_replicas = '0')`)
+	x.waitGreen()
+	before := x.shardState()
+	const lockID = "e2e-kill-crate"
+	for i := range points {
+		var step []string
+		switch i % 3 {
+		case 0:
+			step = []string{"scale", "--data", "hot=2"}
+		case 1:
+			step = []string{"scale", "--data", "hot=3"}
+		default:
+			step = []string{"restart", "--rolling", "--group", "hot", "--health-checks", "1", "--health-interval", "200ms"}
+		}
+		args := x.args(step[0], append(step[1:], "--yes", "-o", "json", "--lock-id", lockID)...)
+		killed, at := killedRun(t, rng, x.env, args...)
+		t.Logf("point %d (%s): killed=%v %s", i, strings.Join(step, " "), killed, at)
+		retryUntilDone(t, x.env, x.name, x.ns, lockID, killed, args...)
+		x.wantSameShards(fmt.Sprintf("point %d (%s, killed %s)", i, strings.Join(step, " "), at), before)
+		if ex := x.exclusions(); ex != "" {
+			t.Fatalf("point %d: allocation exclusions left: %q", i, ex)
+		}
+		if r := x.sql(`SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`); len(r.Rows) != 1 || fmt.Sprint(r.Rows[0][0]) != "all" {
+			t.Fatalf("point %d: allocation not enabled again: %v", i, r.Rows)
+		}
+		if t.Failed() {
+			return
+		}
+	}
 }
