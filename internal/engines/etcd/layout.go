@@ -161,6 +161,7 @@ func envFromKey(c *corev1.Container, cm, name string) (string, bool) {
 func argValue(c *corev1.Container, name string) (string, bool) {
 	args := append(append([]string{}, c.Command...), c.Args...)
 	for i, a := range args {
+		// Shell-wrapped commands ("sh -c 'etcd --x=y ...'") hold flags inside one word.
 		for _, w := range strings.Fields(a) {
 			if v, ok := strings.CutPrefix(w, "--"+name+"="); ok {
 				return strings.Trim(v, `'"`), true

@@ -221,19 +221,7 @@ func settings(c *corev1.Container, name string) (string, bool) {
 			return e.Value, true
 		}
 	}
-	args := append(append([]string{}, c.Command...), c.Args...)
-	for i, a := range args {
-		// Shell-wrapped commands ("sh -c 'etcd --x=y ...'") hold flags inside one word.
-		for _, w := range strings.Fields(a) {
-			if v, ok := strings.CutPrefix(w, "--"+name+"="); ok {
-				return strings.Trim(v, `'"`), true
-			}
-		}
-		if a == "--"+name && i+1 < len(args) {
-			return args[i+1], true
-		}
-	}
-	return "", false
+	return argValue(c, name)
 }
 
 func hasEnv(c *corev1.Container, name string) bool {
