@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/tui"
@@ -31,7 +32,12 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 	}
 	switch {
 	case g.Output == "json":
-		exec.Sink = tui.NewJSON(g.Out)
+		// The documented NDJSON stream carries the pods table too; pod events stop at the
+		// final done event so that it stays the last line.
+		sink := &untilDone{inner: tui.NewJSON(g.Out)}
+		exec.Sink = sink
+		stopPods := withPods(ctx, sink)
+		defer stopPods()
 		return exec.Run(ctx, plan)
 	case g.NoTUI || !g.IsTerminal():
 		exec.Sink = tui.NewPlain(g.Out, tui.PlainOptions{})
@@ -60,4 +66,22 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 			Msg: "forced quit: the current step may still be in flight; run `kubectl dbops status` and re-run the same command to resume"}
 	}
 	return <-errc
+}
+
+// untilDone passes events on and drops pods events once the done event went out, so a pod
+// watcher racing the end of a run never writes after the last line.
+type untilDone struct {
+	mu    sync.Mutex
+	inner ops.Sink
+	done  bool
+}
+
+func (u *untilDone) Emit(e ops.Event) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done && e.Type == ops.EventPods {
+		return
+	}
+	u.inner.Emit(e)
+	u.done = u.done || e.Type == ops.EventDone
 }

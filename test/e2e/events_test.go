@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -82,5 +83,41 @@ func TestAuditEventsEtcd(t *testing.T) {
 		if n := len(evs[reason]["etcd"]); n != 1 {
 			t.Errorf("StatefulSet etcd has %d %s events, want 1", n, reason)
 		}
+	}
+}
+
+// TestNDJSONPodsEvents: -o json streams the documented pods events (the pods table: name,
+// group, ready, phase, node, zone, uid, restarts) while the operation runs, and done stays last.
+func TestNDJSONPodsEvents(t *testing.T) {
+	ns := newNamespace(t)
+	createDBCluster(t, ns, webCluster, 3)
+	res := runCLI(t, cliEnv(t), "restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json")
+	if res.Code != 0 {
+		t.Fatalf("restart: %s", res)
+	}
+	var pods int
+	for line := range strings.Lines(res.Stdout) {
+		var ev struct {
+			Type string `json:"type"`
+			Pods []struct {
+				Name, Group, Phase, Node, Zone, UID string
+				Ready                               bool
+			} `json:"pods"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		if ev.Type == "pods" {
+			pods++
+			if len(ev.Pods) == 0 || ev.Pods[0].Name == "" || ev.Pods[0].UID == "" || ev.Pods[0].Group == "" {
+				t.Errorf("pods event without the table: %s", line)
+			}
+		}
+	}
+	if pods == 0 {
+		t.Errorf("no pods event in the NDJSON stream:\n%s", res.Stdout)
+	}
+	if got := lastOutcome(parseNDJSON(t, res)); got != "succeeded" {
+		t.Errorf("last event outcome %q, want done/succeeded last", got)
 	}
 }
