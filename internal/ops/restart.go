@@ -61,7 +61,7 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 		if len(opts.Groups) > 0 && !slices.Contains(opts.Groups, g.Name) {
 			continue
 		}
-		for _, pod := range g.Pods {
+		for _, pod := range groupPods(g) {
 			if len(opts.Pods) == 0 || slices.Contains(opts.Pods, pod.Name) {
 				pods = append(pods, pod)
 			}
@@ -121,7 +121,11 @@ func (r *RollingRestart) preflight(ctx context.Context, c *Cluster, p *Plan, st 
 		for _, n := range opts.Pods { // replace --strategy deletion: the failed pods it recreates
 			mine[n] = true
 		}
-		for _, pod := range c.AllPods() {
+		var all []Pod
+		for _, g := range c.Groups {
+			all = append(all, groupPods(g)...)
+		}
+		for _, pod := range all {
 			if mine[pod.Name] || (pod.Ready && !pod.Deleting) {
 				continue
 			}
@@ -180,6 +184,13 @@ func (r *RollingRestart) step(c *Cluster, g *NodeGroup, pod Pod, maxZones *int, 
 			}
 			if maxZones == nil && inCluster(c, lp.Name) && !PodReady(lp) && !slices.Contains(tolerate, lp.Name) {
 				return false, Preconditionf("pod %s is not Ready; restarting %s now would leave two pods unavailable (wait for it, or restart only other groups with --group)", lp.Name, pod.Name)
+			}
+		}
+		if maxZones == nil {
+			for _, m := range missingPods(c, live.Items, pod.Name) {
+				if !slices.Contains(tolerate, m) {
+					return false, Preconditionf("pod %s does not exist (being recreated?); restarting %s now would leave two pods unavailable (wait for it, or restart only other groups with --group)", m, pod.Name)
+				}
 			}
 		}
 		if maxZones != nil {
@@ -247,6 +258,43 @@ func (r *RollingRestart) step(c *Cluster, g *NodeGroup, pod Pod, maxZones *int, 
 		return nil
 	}
 	return s
+}
+
+// groupPods are the pods of g in ordinal order, with the ordinals below the StatefulSet's
+// size that have no pod right now (being recreated: a run killed right after deleting one)
+// stood in by a not-Ready placeholder. They are StatefulSet pods by name (<sts>-<ordinal>),
+// so a resumed restart waits for them and no other pod goes while one is missing.
+func groupPods(g *NodeGroup) []Pod {
+	have := map[int]bool{}
+	for _, p := range g.Pods {
+		have[p.Ordinal] = true
+	}
+	out := slices.Clone(g.Pods)
+	for o := range int(g.Desired) {
+		if !have[o] && g.StatefulSet != "" {
+			out = append(out, Pod{Name: fmt.Sprintf("%s-%d", g.StatefulSet, o), Group: g.Name, Ordinal: o, Phase: "Missing"})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Pod) int { return a.Ordinal - b.Ordinal })
+	return out
+}
+
+// missingPods names the cluster's pods that should exist (ordinal below the StatefulSet's
+// size) but are not in live, except skip.
+func missingPods(c *Cluster, live []corev1.Pod, skip string) []string {
+	exists := map[string]bool{}
+	for i := range live {
+		exists[live[i].Name] = true
+	}
+	var out []string
+	for _, g := range c.Groups {
+		for _, p := range groupPods(g) {
+			if p.Name != skip && !exists[p.Name] {
+				out = append(out, p.Name)
+			}
+		}
+	}
+	return out
 }
 
 func inCluster(c *Cluster, pod string) bool {

@@ -347,3 +347,38 @@ func TestExecutorNothingToDo(t *testing.T) {
 		t.Errorf("%d API calls for a plan with no steps", n)
 	}
 }
+
+// A pod that is missing (a killed run deleted it and the StatefulSet has not recreated it
+// yet) still has its step, is allowed down only as the next step's pod, and stops every other
+// pod's restart: it is never taken for "not part of the cluster".
+func TestRollingRestartMissingPod(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 3}, []string{"web"}, "")
+	c.Groups[0].Pods = slices.Delete(c.Groups[0].Pods, 1, 2)
+	if err := client.CoreV1().Pods("prod").Delete(context.Background(), "db-web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	if want := []string{"restart/db-web-0", "restart/db-web-1", "restart/db-web-2"}; !slices.Equal(ids, want) {
+		t.Fatalf("steps %v, want %v", ids, want)
+	}
+	// Fresh run: the first step is web-0, and web-1 is missing: refused before the lock.
+	if err := p.Preflight(context.Background(), PreflightState{}); ExitCode(err) != ExitPrecondition || !strings.Contains(err.Error(), "db-web-1") {
+		t.Fatalf("preflight = %v, want a refusal naming db-web-1", err)
+	}
+	// Resumed after web-0: web-1 is the next step's pod, so it may be down.
+	done := func(id string) bool { return id == "restart/db-web-0" }
+	if err := p.Preflight(context.Background(), PreflightState{Resuming: true, Done: done}); err != nil {
+		t.Fatalf("resumed preflight: %v", err)
+	}
+	// web-2's own check refuses while web-1 is missing.
+	if _, err := p.Steps[2].Precheck(context.Background(), &StepContext{exec: &Executor{}, journal: &Journal{}}); ExitCode(err) != ExitPrecondition || !strings.Contains(err.Error(), "db-web-1 does not exist") {
+		t.Fatalf("web-2 precheck = %v, want a refusal naming the missing db-web-1", err)
+	}
+}

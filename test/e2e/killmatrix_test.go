@@ -101,20 +101,20 @@ func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, kill
 	if !killed {
 		return
 	}
-	// The kill may land after the run finished its work (journal succeeded, lock released)
-	// but before the process exited: then there is nothing to resume, as `status` would show.
+	if res := runCLI(t, env, "lock", "release", cluster, "-n", ns, "--lock-id", lockID); res.Code != 0 && !strings.Contains(res.Stderr, "is not locked") {
+		t.Fatalf("lock release after the kill: %s", res)
+	}
+	// The kill may land after the run finished its work (journal succeeded) but before the
+	// process exited: then there is nothing to resume, as `status` would show.
 	if journalState(t, ns, cluster) == "succeeded" {
 		t.Logf("  the killed run had already succeeded: no re-run")
 		return
-	}
-	if res := runCLI(t, env, "lock", "release", cluster, "-n", ns, "--lock-id", lockID); res.Code != 0 && !strings.Contains(res.Stderr, "is not locked") {
-		t.Fatalf("lock release after the kill: %s", res)
 	}
 	for attempt := 1; ; attempt++ {
 		res := runCLI(t, env, args...)
 		if res.Code == 0 {
 			for _, e := range parseNDJSON(t, res) {
-				if e.Type == "step-started" || e.Type == "step-skipped" || e.Type == "warning" {
+				if strings.HasPrefix(e.Type, "step-") && e.Type != "step-progress" || e.Type == "warning" {
 					t.Logf("  re-run: %s %s %s%s", e.Type, e.stepID(), e.Reason, e.Message)
 				}
 			}
@@ -161,7 +161,13 @@ func TestKillMatrixGenericRestart(t *testing.T) {
 			}
 		}
 		if worst := maxUnavailable(pods.initialObjects(), pods.snapshot()[:from], evs, webPods); worst > 1 {
-			t.Fatalf("point %d (%s): %d pods were unavailable at once", i, at, worst)
+			var hist []string
+			for _, e := range evs {
+				if p, ok := e.Obj.(*corev1.Pod); ok {
+					hist = append(hist, fmt.Sprintf("%s %s %s uid=%s deleting=%v ready=%v", e.At.Format("15:04:05.000"), e.Type, p.Name, p.UID, p.DeletionTimestamp != nil, testbed.PodReady(p)))
+				}
+			}
+			t.Fatalf("point %d (%s): %d pods were unavailable at once; pod watch:\n  %s", i, at, worst, strings.Join(hist, "\n  "))
 		}
 		uids = currentUIDs(pods.snapshot(), webPods)
 	}
