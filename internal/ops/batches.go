@@ -199,6 +199,11 @@ func (r *RollingRestart) batchStep(c *Cluster, b batch, maxZones *int, tolerate 
 				return false, Preconditionf("pod %s is not Ready; restarting %s now would leave more pods unavailable (wait for it, or use --max-unavailable-zones)", lp.Name, b.target)
 			}
 		}
+		for _, m := range missingPods(c, live.Items, "") {
+			if !in[m] {
+				return false, Preconditionf("pod %s does not exist (being recreated?); restarting %s now would leave more pods unavailable (wait for it, or use --max-unavailable-zones)", m, b.target)
+			}
+		}
 		// Pods restarted by an interrupted run are not deleted again
 		// (Action skips them), but the step still runs so the gate's
 		// After is sure to have run for them.
