@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultFailureThreshold is how long a pod must be failing before
-// --failed picks it (docs/domain.md §5: 7200 s).
+// --failed picks it (docs/procedures.md: 7200 s).
 const DefaultFailureThreshold = 2 * time.Hour
 
 // TaintRule selects pods on nodes carrying the taint Key for at least

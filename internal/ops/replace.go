@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Replace strategies (docs/domain.md §5).
+// Replace strategies (docs/procedures.md).
 const (
 	// StrategyReplacement moves the data away, deletes the pod and its
 	// PVCs and lets the StatefulSet create both fresh.

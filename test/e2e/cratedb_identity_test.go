@@ -2,7 +2,7 @@
 
 package e2e
 
-// End-to-end tests of the CrateDB engine's node identity (docs/domain.md §1): every pod is
+// End-to-end tests of the CrateDB engine's node identity (docs/procedures.md, CrateDB): every pod is
 // mapped to its node from sys.nodes, in both naming layouts, and a pod whose node cannot be
 // found stops scale and replace before anything is written.
 

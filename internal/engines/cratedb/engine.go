@@ -1,5 +1,5 @@
 // Package cratedb is the CrateDB engine: health from sys tables, the
-// rolling restart gate, bootstrap and scaling, after docs/domain.md §1.
+// rolling restart gate, bootstrap and scaling, after docs/procedures.md, CrateDB.
 package cratedb
 
 import (
@@ -182,7 +182,7 @@ type HealthState struct {
 	Exclusions  string
 }
 
-// Green is domain.md's definition.
+// Green is the definition in docs/procedures.md.
 func (h HealthState) Green() bool {
 	return h.Nodes == h.Expected && h.MaxSeverity <= 1 && h.MasterNode != ""
 }

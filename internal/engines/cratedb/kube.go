@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// Gateway arguments (docs/domain.md §1): the expected node count and the
+// Gateway arguments (docs/procedures.md, CrateDB): the expected node count and the
 // recover-after quorum, as node counts before CrateDB 4.7 and as data node
 // counts from 4.7 on.
 const (

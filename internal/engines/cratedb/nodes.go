@@ -14,7 +14,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-// Node names are read, never computed (docs/domain.md §1): deployments
+// Node names are read, never computed (docs/procedures.md, CrateDB): deployments
 // name nodes by their -Cnode.name argument, and the CrateDB operator, the
 // official Kubernetes guide and others all differ. Each pod is matched to
 // its row of sys.nodes by the node name its argument gives, its hostname

@@ -33,7 +33,7 @@ type resize struct {
 	g        *ops.NodeGroup
 	from, to int32
 	// nodes are the CrateDB nodes of the pods a shrink removes, read from
-	// the live cluster (docs/domain.md §1: never computed).
+	// the live cluster (docs/procedures.md, CrateDB: never computed).
 	nodes []string
 }
 

@@ -13,9 +13,9 @@ import (
 
 // What the StatefulSets say about reaching CrateDB: ports, TLS and the
 // host-based authentication a local crash runs under. Read from the crate
-// container's spec and -C settings, never assumed (docs/domain.md §1).
+// container's spec and -C settings, never assumed (docs/procedures.md, CrateDB).
 
-// Default ports (docs/domain.md §1), used when the spec names none.
+// Default ports (docs/procedures.md, CrateDB), used when the spec names none.
 const (
 	defaultHTTPPort = 4200
 	defaultPGPort   = 5432

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// SQL statements the procedures run, as documented in docs/domain.md §1.
+// SQL statements the procedures run, as documented in docs/procedures.md, CrateDB.
 // They are shown verbatim in plan Details, so keep them literal.
 const (
 	sqlAllocPrimaries = `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'`

@@ -46,7 +46,7 @@ func (v version) String() string {
 	return v.raw
 }
 
-// Version thresholds, from CrateDB's release notes (docs/domain.md §1).
+// Version thresholds, from CrateDB's release notes (docs/procedures.md, CrateDB).
 var (
 	// SET LICENSE was removed in 5.3 (no enterprise license any more).
 	noLicenseFrom = version{major: 5, minor: 3}

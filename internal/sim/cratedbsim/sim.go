@@ -5,7 +5,7 @@
 // PostgreSQL wire protocol (what pgx speaks) and CrateDB's HTTP `POST /_sql` endpoint (what the
 // crash shim calls). It models sys.nodes, shards and replicas, allocation settings, relocation
 // that takes time, health, users and the expected-nodes check, and answers the statements of
-// the CrateDB procedures (docs/domain.md §1). Every statement run is kept in a log that tests
+// the CrateDB procedures (docs/procedures.md, CrateDB). Every statement run is kept in a log that tests
 // can read.
 package cratedbsim
 
