@@ -88,7 +88,7 @@ func TestCredentialFlagsNeverPrinted(t *testing.T) {
 		{"ndjson resume hint", []string{"restart", "db", "--rolling", "--yes", "--timeout", "1s", "-o", "json", "--context", "staging", "-n", "prod"}, ops.ExitTimeout,
 			[]string{`"command":"` + wantHint + `"`, `"resume":"re-run the same command to resume: ` + wantHint + `"`}, nil},
 		{"dry-run plan", []string{"restart", "db", "--rolling", "--dry-run", "-o", "json", "--context", "staging", "-n", "prod"}, 0,
-			[]string{`"command": "` + wantHint + `"`}, nil},
+			[]string{`"command":"` + wantHint + `"`}, nil},
 		{"lock status", []string{"lock", "status", "db", "-n", "prod"}, 0, []string{"you are ci@test"}, nil},
 		{"lock held by another session", []string{"restart", "db", "--rolling", "--yes", "-n", "prod"}, ops.ExitLocked, nil,
 			heldLease("prod", "db", "ci@test", "other-session", "restart --rolling", "")},

@@ -11,6 +11,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/tui"
 )
 
 // Default operation timeouts, after the operators' seeds.
@@ -124,6 +125,13 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		return err
 	}
 	if g.DryRun {
+		if g.Output == "json" {
+			// The same NDJSON stream as a run: the plan, then done with outcome dry-run.
+			sink, now := tui.NewJSON(g.Out), cl.Clock.Now()
+			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(ctx, cl, c, plan)})
+			sink.Emit(ops.Event{Type: ops.EventDone, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Outcome: ops.OutcomeDryRun})
+			return nil
+		}
 		return writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
 	}
 	if g.Output == "yaml" {

@@ -244,16 +244,35 @@ func TestDryRunWritesNothing(t *testing.T) {
 		name: "json",
 		args: []string{"restart", webCluster, "-n", ns, "--rolling", "--dry-run", "-o", "json"},
 		check: func(t *testing.T, res cliResult) {
-			var plan struct {
+			// NDJSON, as a run streams it: the plan event, then done with outcome dry-run.
+			type planView struct {
 				Operation string `json:"operation"`
 				Steps     []struct {
 					ID     string `json:"id"`
 					Target string `json:"target"`
 				} `json:"steps"`
 			}
-			if err := decodeOneJSON(res.Stdout, &plan); err != nil {
-				t.Fatalf("dry-run -o json is not a plan: %v\n%s", err, res)
+			var plan planView
+			var lines []struct {
+				Type    string    `json:"type"`
+				Outcome string    `json:"outcome"`
+				Plan    *planView `json:"plan"`
 			}
+			for line := range strings.Lines(res.Stdout) {
+				var ev struct {
+					Type    string    `json:"type"`
+					Outcome string    `json:"outcome"`
+					Plan    *planView `json:"plan"`
+				}
+				if err := json.Unmarshal([]byte(line), &ev); err != nil {
+					t.Fatalf("dry-run -o json is not NDJSON: %v\n%s", err, res)
+				}
+				lines = append(lines, ev)
+			}
+			if len(lines) != 2 || lines[0].Type != "plan" || lines[0].Plan == nil || lines[1].Type != "done" || lines[1].Outcome != "dry-run" {
+				t.Fatalf("dry-run -o json: want a plan event and done/dry-run, got %s", res.Stdout)
+			}
+			plan = *lines[0].Plan
 			var targets []string
 			for _, s := range plan.Steps {
 				targets = append(targets, s.Target)
