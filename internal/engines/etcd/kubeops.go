@@ -179,25 +179,7 @@ func (e *Engine) pvcUIDs(ctx context.Context, s *site, pod string) (map[string]s
 // waitPodReady watches pod until it is Ready (and, when oldUID is set, a
 // different incarnation than oldUID).
 func waitPodReady(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, pod, oldUID string) (*corev1.Pod, error) {
-	last := ""
-	return ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
-		reason := ""
-		switch {
-		case p == nil:
-			reason = "waiting for the StatefulSet to create pod " + pod
-		case oldUID != "" && string(p.UID) == oldUID:
-			reason = "old pod " + pod + " terminating"
-		case !ops.PodReady(p):
-			reason = fmt.Sprintf("pod %s %s, not Ready yet", pod, p.Status.Phase)
-		default:
-			return true, nil
-		}
-		if reason != last && sc != nil {
-			last = reason
-			sc.Waiting(reason)
-		}
-		return false, nil
-	})
+	return waitPodState(ctx, sc, e, s, pod, oldUID, ops.PodReady, "not Ready yet")
 }
 
 // podRunning reports whether the pod runs with every container started (not
@@ -218,8 +200,15 @@ func podRunning(p *corev1.Pod) bool {
 }
 
 // waitPodRunning watches pod until its containers run (and, when oldUID is
-// set, in a different incarnation than oldUID).
+// set, in a different incarnation than oldUID): a learner's pod is never
+// Ready, since etcd's /readyz fails for learners.
 func waitPodRunning(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, pod, oldUID string) (*corev1.Pod, error) {
+	return waitPodState(ctx, sc, e, s, pod, oldUID, podRunning, "containers not running yet")
+}
+
+// waitPodState watches pod until ok holds for an incarnation other than oldUID, reporting
+// what it waits for.
+func waitPodState(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, pod, oldUID string, ok func(*corev1.Pod) bool, notYet string) (*corev1.Pod, error) {
 	last := ""
 	return ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
 		reason := ""
@@ -228,8 +217,8 @@ func waitPodRunning(ctx context.Context, sc *ops.StepContext, e *Engine, s *site
 			reason = "waiting for the StatefulSet to create pod " + pod
 		case oldUID != "" && string(p.UID) == oldUID:
 			reason = "old pod " + pod + " terminating"
-		case !podRunning(p):
-			reason = fmt.Sprintf("pod %s %s, containers not running yet", pod, p.Status.Phase)
+		case !ok(p):
+			reason = fmt.Sprintf("pod %s %s, %s", pod, p.Status.Phase, notYet)
 		default:
 			return true, nil
 		}
