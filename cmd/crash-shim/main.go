@@ -216,11 +216,21 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdinTTY bo
 		fmt.Fprintln(stderr, "crash (CrateDB simulator shim): --sysinfo is not simulated")
 		return 1
 	}
+	if !opts.hasCmd && stdinTTY {
+		fmt.Fprintln(stderr, "crash (CrateDB simulator shim): the interactive shell is not simulated; use -c or stdin")
+		return 1
+	}
+	// crash connects first, then reads its input.
+	c, err := connect(opts, getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stderr, "CONNECT OK")
 	var lines []string
-	switch {
-	case opts.hasCmd:
+	if opts.hasCmd {
 		lines = strings.Split(opts.command, "\n")
-	case !stdinTTY:
+	} else {
 		// Like crash: every line of stdin is read before anything runs.
 		sc := bufio.NewScanner(stdin)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -231,16 +241,7 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdinTTY bo
 			fmt.Fprintf(stderr, "read stdin: %v\n", err)
 			return 1
 		}
-	default:
-		fmt.Fprintln(stderr, "crash (CrateDB simulator shim): the interactive shell is not simulated; use -c or stdin")
-		return 1
 	}
-	c, err := connect(opts, getenv)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	fmt.Fprintln(stderr, "CONNECT OK")
 	sh := &shell{client: c, stdout: stdout, stderr: stderr}
 	if quit := sh.processLines(lines); quit {
 		fmt.Fprintln(stderr, "Bye!")

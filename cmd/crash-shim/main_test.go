@@ -194,3 +194,37 @@ func TestStdin(t *testing.T) {
 		t.Fatalf("tty stdin: %d %q", code, errOut.String())
 	}
 }
+
+// TestStdinRunsNothingBeforeEOF: crash reads all of stdin before it runs anything, so "\q"
+// on an open stdin (kwok's exec never delivers EOF) ends nothing; closing stdin runs it all.
+func TestStdinRunsNothingBeforeEOF(t *testing.T) {
+	sim, env := startSim(t, "5.10.3")
+	pr, pw := io.Pipe()
+	done := make(chan crashRun, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := run([]string{"--hosts", "localhost:4200"}, func(k string) string { return env[k] }, pr, false, &out, &errOut)
+		done <- crashRun{out.String(), errOut.String(), code}
+	}()
+	go func() { _, _ = io.WriteString(pw, "CREATE USER early;\n\\q\n") }()
+	users := func() int64 {
+		res, err := sim.Exec("test", "crate", "SELECT count(*) FROM sys.users WHERE name = 'early'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Rows[0][0].(int64)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("crash ended before EOF: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if users() != 0 {
+		t.Fatal("a statement ran before stdin ended")
+	}
+	_ = pw.Close()
+	r := <-done
+	if r.code != 0 || users() != 1 || !strings.HasSuffix(r.err, "Bye!\n") {
+		t.Fatalf("after EOF: %+v", r)
+	}
+}

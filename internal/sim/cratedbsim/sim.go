@@ -1,12 +1,16 @@
 // Package cratedbsim is a CrateDB SIMULATOR for tests and the sandbox: it is not CrateDB.
 //
 // It follows the pods of a CrateDB cluster's StatefulSets through the Kubernetes API and plays
-// one CrateDB node per pod: each running node listens on its own loopback address with the
-// PostgreSQL wire protocol (what pgx speaks) and CrateDB's HTTP `POST /_sql` endpoint (what the
-// crash shim calls). It models sys.nodes, shards and replicas, allocation settings, relocation
-// that takes time, health, users and the expected-nodes check, and answers the statements of
-// the CrateDB procedures (docs/procedures.md, CrateDB). Every statement run is kept in a log that tests
-// can read.
+// one CrateDB node per pod: each running node listens on free loopback ports with the
+// PostgreSQL wire protocol (what pgx speaks) and CrateDB's HTTP endpoint (what the crash shim
+// calls). It is modelled on CrateDB's documentation and source, not on this project's engine:
+// a node's name, roles, gateway, TLS and host-based authentication settings come from its
+// pod's command line (-C settings after Kubernetes' variable expansion), its version from the
+// image tag; statements behave per version; cluster settings are validated and kept transient
+// and persistent; the gateway recovers the cluster state only as recover_after_* allow;
+// sys.node_checks has a row per node and check. It models shards and replicas, allocation
+// and relocation that take time, health, users, and optional chaos (Chaos). Every statement
+// run is kept in a log that tests can read.
 package cratedbsim
 
 import (
