@@ -88,22 +88,7 @@ func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
 		},
 		StatefulSet: &appsv1.StatefulSet{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lbls},
-			Spec: appsv1.StatefulSetSpec{
-				Replicas:            ptr.To(replicas),
-				ServiceName:         svc,
-				PodManagementPolicy: appsv1.ParallelPodManagement,
-				Selector:            &metav1.LabelSelector{MatchLabels: lbls},
-				Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
-				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-					ObjectMeta: metav1.ObjectMeta{Name: "data"},
-					Spec: corev1.PersistentVolumeClaimSpec{
-						AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-						StorageClassName: ptr.To(RealNodeStorageClass),
-						Resources: corev1.VolumeResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-					},
-				}},
-			},
+			Spec:       realNodeStatefulSetSpec(replicas, svc, lbls, spec, "1Gi"),
 		},
 	}
 }
@@ -154,22 +139,28 @@ func RealReplicatedObjects(namespace, name string, replicas int32, config string
 		StatefulSet: &appsv1.StatefulSet{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: stsLabels,
 				Annotations: map[string]string{"dbops.io/replicated-config": config}},
-			Spec: appsv1.StatefulSetSpec{
-				Replicas:            ptr.To(replicas),
-				ServiceName:         name,
-				PodManagementPolicy: appsv1.ParallelPodManagement,
-				Selector:            &metav1.LabelSelector{MatchLabels: lbls},
-				Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
-				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-					ObjectMeta: metav1.ObjectMeta{Name: "data"},
-					Spec: corev1.PersistentVolumeClaimSpec{
-						AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-						StorageClassName: ptr.To(RealNodeStorageClass),
-						Resources: corev1.VolumeResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Mi")}},
-					},
-				}},
-			},
+			Spec: realNodeStatefulSetSpec(replicas, name, lbls, spec, "100Mi"),
 		},
+	}
+}
+
+// realNodeStatefulSetSpec is the StatefulSet spec of the real-node fixtures: pods started in
+// parallel, one data claim of size in the real nodes' storage class.
+func realNodeStatefulSetSpec(replicas int32, service string, lbls map[string]string, spec corev1.PodSpec, size string) appsv1.StatefulSetSpec {
+	return appsv1.StatefulSetSpec{
+		Replicas:            ptr.To(replicas),
+		ServiceName:         service,
+		PodManagementPolicy: appsv1.ParallelPodManagement,
+		Selector:            &metav1.LabelSelector{MatchLabels: lbls},
+		Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
+		VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+			ObjectMeta: metav1.ObjectMeta{Name: "data"},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To(RealNodeStorageClass),
+				Resources: corev1.VolumeResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+			},
+		}},
 	}
 }

@@ -208,46 +208,46 @@ func cgroupAllMounts() ([]string, error) {
 }
 
 func cgroupMounts(fstype string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	var mps []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
+	err := eachMount(func(fields []string) {
 		// ... mountpoint(4) ... - fstype source options
 		for i, fld := range fields {
 			if fld == "-" && i+1 < len(fields) && fields[i+1] == fstype {
 				mps = append(mps, unescapeMount(fields[4]))
 			}
 		}
+	})
+	return mps, err
+}
+
+// eachMount calls f with the fields of every line of /proc/self/mountinfo that has a mount
+// point (field 4).
+func eachMount(f func(fields []string)) error {
+	file, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
 	}
-	return mps, sc.Err()
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 5 {
+			f(fields)
+		}
+	}
+	return sc.Err()
 }
 
 // mountsUnder lists mount points at or below dir, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	var mps []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
+	err := eachMount(func(fields []string) {
 		mp := unescapeMount(fields[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			mps = append(mps, mp)
 		}
-	}
+	})
 	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
-	return mps, sc.Err()
+	return mps, err
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

@@ -24,13 +24,7 @@ import (
 
 func TestEtcdLayoutBitnamiRefused(t *testing.T) {
 	ns := newNamespace(t)
-	sts := statefulSet("foo-etcd", 3)
-	sts.Labels = map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": "foo"}
-	sel := maps.Clone(sts.Labels)
-	sts.Spec.Selector.MatchLabels = sel
-	sts.Spec.Template.Labels = sel
-	sts.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels = sel
-	sts.Spec.ServiceName = "foo-etcd-headless"
+	sts, sel := etcdChartStatefulSet("foo-etcd", "foo", "foo-etcd-headless")
 	initial := "foo-etcd-0=http://foo-etcd-0.foo-etcd-headless." + ns + ".svc.cluster.local:2380," +
 		"foo-etcd-1=http://foo-etcd-1.foo-etcd-headless." + ns + ".svc.cluster.local:2380," +
 		"foo-etcd-2=http://foo-etcd-2.foo-etcd-headless." + ns + ".svc.cluster.local:2380"
@@ -63,13 +57,7 @@ func TestEtcdLayoutBitnamiRefused(t *testing.T) {
 
 func TestEtcdLayoutStaticArgsRefused(t *testing.T) {
 	ns := newNamespace(t)
-	sts := statefulSet("etcd", 3)
-	sts.Labels = map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": "etcd"}
-	sel := maps.Clone(sts.Labels)
-	sts.Spec.Selector.MatchLabels = sel
-	sts.Spec.Template.Labels = sel
-	sts.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels = sel
-	sts.Spec.ServiceName = "etcd"
+	sts, sel := etcdChartStatefulSet("etcd", "etcd", "etcd")
 	peers := []string{}
 	for _, p := range []string{"etcd-0", "etcd-1", "etcd-2"} {
 		peers = append(peers, p+"=http://"+p+".etcd."+ns+".svc:2380")
@@ -130,4 +118,17 @@ func checkLayoutRefused(t *testing.T, ns, stsName, cluster string, sel map[strin
 	if d := diffRVSnapshots(t, before, snapshotNamespace(t, ns)); len(d) != 0 {
 		t.Fatalf("refused commands wrote: %v", d)
 	}
+}
+
+// etcdChartStatefulSet is a 3-replica StatefulSet labelled as the charts label etcd
+// (app.kubernetes.io/name=etcd, instance=<instance>), selecting its pods by those labels.
+func etcdChartStatefulSet(name, instance, service string) (*appsv1.StatefulSet, map[string]string) {
+	sts := statefulSet(name, 3)
+	sts.Labels = map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": instance}
+	sel := maps.Clone(sts.Labels)
+	sts.Spec.Selector.MatchLabels = sel
+	sts.Spec.Template.Labels = sel
+	sts.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels = sel
+	sts.Spec.ServiceName = service
+	return sts, sel
 }
