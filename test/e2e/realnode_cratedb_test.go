@@ -11,11 +11,15 @@ package e2e
 // deletions honour grace periods.
 
 import (
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
@@ -78,4 +82,79 @@ func TestRealNodeCrateDBBootstrap(t *testing.T) {
 func TestRealNodeCrateDBRestart(t *testing.T) {
 	x := newRealCrateEnv(t, crateSetup{systemUser: true, layout: bedwire.LayoutPodName})
 	testCrateDBRollingRestartOn(t, x, syscall.SIGINT)
+}
+
+// TestRealNodeCrateDBScaleDown scales the data group 3->2 on real nodes and back: the node of
+// the removed pod is drained before the StatefulSet controller deletes its pod (the real
+// kubelet stops it with its grace period), no shard copy is lost, including those of a table
+// without replicas, the exclusion is cleaned up, and the scale-up's new pod rejoins.
+func TestRealNodeCrateDBScaleDown(t *testing.T) {
+	x := newRealCrateEnv(t, crateSetup{systemUser: true, layout: bedwire.LayoutOperator,
+		groups: []crateE2EGroup{{"master", 3, ""}, {"hot", 3, "0"}}})
+	x.sql(`CREATE TABLE doc.single (id TEXT) CLUSTERED INTO 4 SHARDS WITH (number_of_replicas = '0')`)
+	x.waitGreen()
+	before := x.shardState()
+	hot2 := x.node("hot", 2)
+	podRec := recordPodWatch(t, x.ns)
+
+	res := runCLI(t, x.env, x.args("scale", "--data", "hot=2", "--yes", "--no-tui")...)
+	if res.Code != 0 {
+		t.Fatalf("scale down: want exit 0: %s", res)
+	}
+	x.wantSameShards("scale --data hot=2", before)
+	lines := x.simLog.snapshot()
+	most := 0
+	n, at, ok := shardsOnWhenDown(lines, hot2)
+	if ok {
+		for _, l := range lines[:at] {
+			if !tickCounts.MatchString(l) {
+				continue
+			}
+			for _, f := range strings.Fields(l) {
+				if name, v, found := strings.Cut(f, ":"); found && name == hot2 {
+					c, _ := strconv.Atoi(v)
+					most = max(most, c)
+				}
+			}
+		}
+	}
+	switch {
+	case !ok:
+		t.Errorf("no tick summary with %s before it went down (down at log line %d)", hot2, at)
+	case n != 0:
+		t.Errorf("%s held %d shards when its pod went:\n  %s", hot2, n, strings.Join(lines[max(0, at-5):at+1], "\n  "))
+	case most == 0:
+		t.Errorf("%s never held a shard: the drain proves nothing", hot2)
+	}
+	if got := x.exclusions(); got != "" {
+		t.Errorf("exclusions after the scale-down: %q, want none", got)
+	}
+	// The pod went through a graceful termination by the real kubelet: marked for deletion
+	// with a grace period, then removed once its container stopped.
+	pod := "crate-data-hot-" + x.name + "-2"
+	terminating, gone := false, false
+	for _, e := range podRec.snapshot() {
+		p, ok := e.Obj.(*corev1.Pod)
+		if !ok || p.Name != pod {
+			continue
+		}
+		if e.Type == watch.Modified && p.DeletionTimestamp != nil && ptr.Deref(p.DeletionGracePeriodSeconds, 0) > 0 {
+			terminating = true
+		}
+		if e.Type == watch.Deleted {
+			gone = true
+		}
+	}
+	if !terminating || !gone {
+		t.Errorf("pod %s: terminating with a grace period %v, deleted %v; want both", pod, terminating, gone)
+	}
+
+	res = runCLI(t, x.env, x.args("scale", "--data", "hot=3", "--yes", "--no-tui")...)
+	if res.Code != 0 {
+		t.Fatalf("scale up: want exit 0: %s", res)
+	}
+	x.wantSameShards("scale --data hot=3", before)
+	if health, sres := x.statusHealth(); health != "green" {
+		t.Errorf("status health %q after scaling back, want green: %s", health, sres)
+	}
 }
