@@ -9,8 +9,10 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 )
@@ -368,24 +371,46 @@ func createSecret(t *testing.T, ns, name string, data map[string]string) {
 	}
 }
 
-// canLogIn connects straight to a simulated node's PostgreSQL listener as user.
+// canLogIn connects as user to a simulated node's PostgreSQL listener; on real nodes through a
+// port-forward to a pod's 5432, as clients of a real cluster do; over TLS (verified with the
+// test bed CA) when the cluster uses TLS.
 func (x *crateEnv) canLogIn(user, password string) error {
+	ctx, cancel := context.WithTimeout(x.t.Context(), 10*time.Second)
+	defer cancel()
 	var addr string
 	for _, n := range x.sim.Nodes() {
 		if n.Up && n.PGAddr != "" {
 			addr = n.PGAddr
+			if x.real != nil {
+				fw, err := kube.PortForward(ctx, bed.RESTConfig, x.ns, n.Pod, cratedbsim.PodPGPort)
+				if err != nil {
+					return fmt.Errorf("port-forward to %s: %w", n.Pod, err)
+				}
+				defer fw.Close()
+				addr = fw.LocalAddr()
+			}
 			break
 		}
 	}
-	cfg, err := pgx.ParseConfig("sslmode=disable")
+	sslmode := "disable"
+	if x.tls {
+		sslmode = "require"
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	// The host in the connection string: pgx decides on TLS per host (never for sockets).
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s dbname=doc sslmode=%s", host, port, sslmode))
 	if err != nil {
 		return err
 	}
-	host, port, _ := strings.Cut(addr, ":")
-	p, _ := strconv.Atoi(port)
-	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = host, uint16(p), user, password, "doc"
-	ctx, cancel := context.WithTimeout(x.t.Context(), 10*time.Second)
-	defer cancel()
+	if x.tls && cfg.TLSConfig == nil {
+		return errors.New("no TLS configuration for a TLS cluster")
+	}
+	if cfg.TLSConfig != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(bed.CAPEM())
+		cfg.TLSConfig.RootCAs, cfg.TLSConfig.ServerName, cfg.TLSConfig.InsecureSkipVerify = pool, "localhost", false
+	}
+	cfg.User, cfg.Password = user, password
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err

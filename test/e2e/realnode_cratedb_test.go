@@ -64,12 +64,15 @@ func TestRealNodeCrateDBBootstrap(t *testing.T) {
 		name, version string
 		layout        bedwire.Layout
 		license       bool
+		tls           bool
 	}{
-		{"v5-2-operator-names", "5.2.11", bedwire.LayoutOperator, true},
-		{"v5-10-pod-names", "5.10.3", bedwire.LayoutPodName, false},
+		{"v5-2-operator-names", "5.2.11", bedwire.LayoutOperator, true, false},
+		{"v5-10-pod-names", "5.10.3", bedwire.LayoutPodName, false, false},
+		// The operator's TLS settings: HTTPS and PostgreSQL TLS, passwords only over TLS.
+		{"v5-10-tls", "5.10.3", bedwire.LayoutOperator, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := newRealCrateEnv(t, crateSetup{layout: tc.layout, version: tc.version})
+			x := newRealCrateEnv(t, crateSetup{layout: tc.layout, version: tc.version, tls: tc.tls})
 			testCrateDBBootstrap(t, x, tc.license)
 		})
 	}
