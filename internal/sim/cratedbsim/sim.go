@@ -3,7 +3,8 @@
 // It follows the pods of a CrateDB cluster's StatefulSets through the Kubernetes API and plays
 // one CrateDB node per pod: each running node listens on free loopback ports with the
 // PostgreSQL wire protocol (what pgx speaks) and CrateDB's HTTP endpoint (what the crash shim
-// calls). It is modelled on CrateDB's documentation and source, not on this project's engine:
+// calls); with a pod gateway (Config.PodGateway, podgateway.go) the pods of the simulator
+// image on the test bed's real nodes serve their node on their own ports. It is modelled on CrateDB's documentation and source, not on this project's engine:
 // a node's name, roles, gateway, TLS and host-based authentication settings come from its
 // pod's command line (-C settings after Kubernetes' variable expansion), its version from the
 // image tag; statements behave per version; cluster settings are validated and kept transient
