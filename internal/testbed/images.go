@@ -203,16 +203,7 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 	if err != nil {
 		return "", fmt.Errorf("pause layer: %w", err)
 	}
-	etcdLayer, err := layerOf([]imageFile{
-		{path: "/usr", dir: true, mode: 0o755},
-		{path: "/usr/local", dir: true, mode: 0o755},
-		{path: "/usr/local/bin", dir: true, mode: 0o755},
-		{path: "/usr/local/bin/etcd", mode: 0o755, data: contents["etcd"]},
-		{path: "/usr/local/bin/etcdctl", mode: 0o755, data: contents["etcdctl"]},
-		{path: "/var", dir: true, mode: 0o755},
-		{path: "/var/lib", dir: true, mode: 0o755},
-		{path: "/var/lib/etcd", dir: true, mode: 0o700},
-	})
+	etcdLayer, err := layerOf(localBinFiles(nil, map[string][]byte{"etcd": contents["etcd"], "etcdctl": contents["etcdctl"]}, "etcd", 0o700))
 	if err != nil {
 		return "", fmt.Errorf("etcd layer: %w", err)
 	}
@@ -225,17 +216,9 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		return "", fmt.Errorf("replicated-app layer: %w", err)
 	}
 
-	crateLayer, err := layerOf([]imageFile{
-		{path: "/docker-entrypoint.sh", mode: 0o755, data: []byte(crateEntrypoint)},
-		{path: "/usr", dir: true, mode: 0o755},
-		{path: "/usr/local", dir: true, mode: 0o755},
-		{path: "/usr/local/bin", dir: true, mode: 0o755},
-		{path: "/usr/local/bin/crash", mode: 0o755, data: contents["crash"]},
-		{path: "/usr/local/bin/crate", mode: 0o755, data: contents["crate"]},
-		{path: "/var", dir: true, mode: 0o755},
-		{path: "/var/lib", dir: true, mode: 0o755},
-		{path: "/var/lib/crate", dir: true, mode: 0o755},
-	})
+	crateLayer, err := layerOf(localBinFiles(
+		[]imageFile{{path: "/docker-entrypoint.sh", mode: 0o755, data: []byte(crateEntrypoint)}},
+		map[string][]byte{"crash": contents["crash"], "crate": contents["crate"]}, "crate", 0o755))
 	if err != nil {
 		return "", fmt.Errorf("crate layer: %w", err)
 	}
@@ -297,6 +280,27 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		return "", fmt.Errorf("write image tarball: %w", err)
 	}
 	return out, nil
+}
+
+// localBinFiles are the files of a layer that adds programs: first, then the programs in
+// /usr/local/bin (sorted by name) and the folder /var/lib/<varLib> with mode varLibMode.
+func localBinFiles(first []imageFile, bins map[string][]byte, varLib string, varLibMode int64) []imageFile {
+	files := append(append([]imageFile{}, first...),
+		imageFile{path: "/usr", dir: true, mode: 0o755},
+		imageFile{path: "/usr/local", dir: true, mode: 0o755},
+		imageFile{path: "/usr/local/bin", dir: true, mode: 0o755})
+	names := make([]string, 0, len(bins))
+	for n := range bins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		files = append(files, imageFile{path: "/usr/local/bin/" + n, mode: 0o755, data: bins[n]})
+	}
+	return append(files,
+		imageFile{path: "/var", dir: true, mode: 0o755},
+		imageFile{path: "/var/lib", dir: true, mode: 0o755},
+		imageFile{path: "/var/lib/" + varLib, dir: true, mode: varLibMode})
 }
 
 // busyboxApplets lists the absolute paths of busybox's applets, as `busybox --list-full` prints

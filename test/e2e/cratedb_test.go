@@ -605,6 +605,26 @@ func shardsOnWhenDown(lines []string, node string) (shards int, downLine int, ok
 	return 0, downLine, false
 }
 
+// shardHistory reads node's shard counts from the simulator's tick summaries in lines: the
+// most it held and the changes of the count.
+func shardHistory(lines []string, node string) (most int, history []string) {
+	for _, l := range lines {
+		if !tickCounts.MatchString(l) {
+			continue
+		}
+		for _, f := range strings.Fields(l) {
+			if name, v, found := strings.Cut(f, ":"); found && name == node {
+				c, _ := strconv.Atoi(v)
+				most = max(most, c)
+				if len(history) == 0 || history[len(history)-1] != v {
+					history = append(history, v)
+				}
+			}
+		}
+	}
+	return most, history
+}
+
 func (x *crateEnv) exclusions() string {
 	x.t.Helper()
 	res := x.sql(`SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`)
@@ -693,22 +713,7 @@ func testCrateDBScale(t *testing.T, layout bedwire.Layout) {
 		t.Errorf("%s held %d shards when its pod went:\n  %s", cold1, n, strings.Join(lines[max(0, at-5):at+1], "\n  "))
 	} else {
 		// Not vacuous: the node held shards before the drain.
-		var history []string
-		most := 0
-		for _, l := range lines[:at] {
-			if !tickCounts.MatchString(l) {
-				continue
-			}
-			for _, f := range strings.Fields(l) {
-				if name, v, found := strings.Cut(f, ":"); found && name == cold1 {
-					c, _ := strconv.Atoi(v)
-					most = max(most, c)
-					if len(history) == 0 || history[len(history)-1] != v {
-						history = append(history, v)
-					}
-				}
-			}
-		}
+		most, history := shardHistory(lines[:at], cold1)
 		if most == 0 {
 			t.Errorf("%s never held a shard: the check proves nothing", cold1)
 		}

@@ -11,7 +11,6 @@ package e2e
 // deletions honour grace periods.
 
 import (
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,17 +108,7 @@ func TestRealNodeCrateDBScaleDown(t *testing.T) {
 	most := 0
 	n, at, ok := shardsOnWhenDown(lines, hot2)
 	if ok {
-		for _, l := range lines[:at] {
-			if !tickCounts.MatchString(l) {
-				continue
-			}
-			for _, f := range strings.Fields(l) {
-				if name, v, found := strings.Cut(f, ":"); found && name == hot2 {
-					c, _ := strconv.Atoi(v)
-					most = max(most, c)
-				}
-			}
-		}
+		most, _ = shardHistory(lines[:at], hot2)
 	}
 	switch {
 	case !ok:
