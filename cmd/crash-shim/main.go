@@ -16,8 +16,9 @@
 //   - messages go to stderr: "CONNECT OK", "CREATE OK, 1 row affected (0.012 sec)",
 //     "SELECT 2 rows in set (0.003 sec)", errors; result tables go to stdout.
 //
-// The pod's localhost:4200 is the address in $CRATEDB_SIM_HTTP_ADDR (set by the exec
-// mapping); the scheme (http or https) is the one crash was given, so http against a node
+// Under kwok the pod's localhost:4200 is the address in $CRATEDB_SIM_HTTP_ADDR (set by the exec
+// mapping); in the simulator image on real nodes that variable is unset and crash connects to
+// the host it was given, the pod's own port. The scheme (http or https) is the one crash was given, so http against a node
 // with ssl.http.enabled fails as it does with CrateDB. Statements are never echoed: they may
 // hold passwords.
 package main
@@ -198,8 +199,16 @@ func target(host, simAddr string) (base, serverName string, ok bool) {
 	if h == "" {
 		h = "localhost"
 	}
-	if (scheme != "http" && scheme != "https") || port != "4200" || simAddr == "" ||
-		(h != "localhost" && h != "127.0.0.1" && h != "::1") {
+	if scheme != "http" && scheme != "https" {
+		return "", "", false
+	}
+	if simAddr == "" {
+		// In a container of the simulator image on a real node (internal/testbed/images.go)
+		// the pod's own ports serve its node: connect where crash was told, as crash does.
+		return scheme + "://" + net.JoinHostPort(h, port), h, true
+	}
+	// Under kwok only the pod's localhost:4200 is mapped (to $CRATEDB_SIM_HTTP_ADDR).
+	if port != "4200" || (h != "localhost" && h != "127.0.0.1" && h != "::1") {
 		return "", "", false
 	}
 	return scheme + "://" + simAddr, h, true

@@ -82,6 +82,24 @@ func TestTarget(t *testing.T) {
 			t.Errorf("target(%q) = %q, want %q", tc.host, got, tc.want)
 		}
 	}
+	// Without the kwok mapping (a real container) crash connects where it was told.
+	for _, tc := range []struct {
+		host, want string
+	}{
+		{"localhost:4200", "http://localhost:4200"},
+		{"https://localhost:4200", "https://localhost:4200"},
+		{"localhost", "http://localhost:4200"},
+		{"http://crate-data-hot-x-0.crate:4201", "http://crate-data-hot-x-0.crate:4201"},
+		{"ftp://localhost:4200", ""},
+	} {
+		got, _, ok := target(tc.host, "")
+		if !ok {
+			got = ""
+		}
+		if got != tc.want {
+			t.Errorf("target(%q) without mapping = %q, want %q", tc.host, got, tc.want)
+		}
+	}
 }
 
 // startSim starts a one-node simulator of the given version with the CrateDB operator's

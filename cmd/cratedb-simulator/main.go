@@ -47,6 +47,8 @@ func run() error {
 		tick          = flag.Duration("tick", 500*time.Millisecond, "pace of shard recoveries")
 		shardsPerTick = flag.Int("shards-per-tick", 2, "shard copies recovered per tick")
 		kwokWiring    = flag.Bool("kwok-wiring", false, "create kwok Exec/PortForward objects mapping each pod to its simulated node")
+		podGateway    = flag.String("pod-gateway", "", "host IP where pods of the simulator image on real nodes reach their nodes (loopback or an address of --pod-gateway-interface; a free port)")
+		podGatewayIf  = flag.String("pod-gateway-interface", "", "interface holding --pod-gateway (the test bed's pod bridge)")
 	)
 	flag.Parse()
 	if *cluster == "" {
@@ -73,24 +75,26 @@ func run() error {
 
 	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds)
 	sim, err := cratedbsim.Start(ctx, cratedbsim.Config{
-		Client:        client,
-		Namespace:     *namespace,
-		Cluster:       *cluster,
-		ListenHost:    *listenHost,
-		DebugAddr:     *debugAddr,
-		Version:       *version,
-		TLS:           tlsConfig,
-		Chaos:         cratedbsim.Chaos{ElectionErrors: *electionErrs, ShutdownGrace: *shutdownGrace},
-		StateDir:      *stateDir,
-		TickInterval:  *tick,
-		ShardsPerTick: *shardsPerTick,
-		Logf:          logger.Printf,
+		Client:              client,
+		Namespace:           *namespace,
+		Cluster:             *cluster,
+		ListenHost:          *listenHost,
+		DebugAddr:           *debugAddr,
+		Version:             *version,
+		TLS:                 tlsConfig,
+		Chaos:               cratedbsim.Chaos{ElectionErrors: *electionErrs, ShutdownGrace: *shutdownGrace},
+		StateDir:            *stateDir,
+		PodGateway:          *podGateway,
+		PodGatewayInterface: *podGatewayIf,
+		TickInterval:        *tick,
+		ShardsPerTick:       *shardsPerTick,
+		Logf:                logger.Printf,
 	})
 	if err != nil {
 		return err
 	}
 	defer sim.Close()
-	logger.Printf("cratedb-simulator: following cluster %s/%s (debug endpoint %q)", *namespace, *cluster, sim.DebugAddr())
+	logger.Printf("cratedb-simulator: following cluster %s/%s (debug endpoint %q, pod gateway %q)", *namespace, *cluster, sim.DebugAddr(), sim.PodGatewayAddr())
 	if *debugAddrFile != "" {
 		// Written whole, then renamed: a reader never sees half an address.
 		tmp := *debugAddrFile + ".tmp"

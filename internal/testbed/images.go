@@ -36,6 +36,37 @@ const (
 	ImageReplicated = "example.local/replicated-app:dev"
 )
 
+// imageCrateDBRepo is the repository of the CrateDB SIMULATOR image: ImageShell plus the
+// crash shim as /usr/local/bin/crash (cmd/crash-shim), the pod proxy as /usr/local/bin/crate
+// (cmd/cratedb-sim-pod: the pod's HTTP, PostgreSQL and exporter ports reach the pod's node in
+// the host's simulator, internal/sim/cratedbsim) and /docker-entrypoint.sh, started as the
+// CrateDB image is (`crate -C...`, or through the entrypoint as the CrateDB operator does).
+// It is tagged with every version of CrateDBImageVersions, since the simulator reads a
+// node's version from its image tag.
+const imageCrateDBRepo = "example.local/crate"
+
+// CrateDBImageVersions are the tags of the CrateDB simulator image: a version before 5.3
+// (licenses) and a current one.
+var CrateDBImageVersions = []string{"5.2.11", "5.10.3"}
+
+// ImageCrateDB is the CrateDB simulator image reference for version, "" when the image has no
+// such tag.
+func ImageCrateDB(version string) string {
+	for _, v := range CrateDBImageVersions {
+		if v == version {
+			return imageCrateDBRepo + ":" + v
+		}
+	}
+	return ""
+}
+
+// crateEntrypoint is the simulator image's /docker-entrypoint.sh: like the CrateDB image's,
+// arguments that start with an option are CrateDB's.
+const crateEntrypoint = `#!/bin/sh
+case "$1" in -*) set -- crate "$@" ;; esac
+exec "$@"
+`
+
 // imagePath is the PATH of every image (busybox puts applets in /bin, /sbin, /usr/bin, /usr/sbin).
 const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/app/bin"
 
@@ -98,12 +129,15 @@ echo "$cmd done: ` + role + `${1:+ (primaries: $*)}"
 // imageSources are the host files the images are made of.
 type imageSources struct {
 	pauseBin, busybox, etcd, etcdctl string
+	// crashShim and cratePod are the static builds of cmd/crash-shim and cmd/cratedb-sim-pod.
+	crashShim, cratePod string
 }
 
 // buildImages writes one docker-archive tarball holding every test bed image into dir (cached
 // by content: a tarball of the same inputs is reused) and returns its path.
 func buildImages(ctx context.Context, cacheDir string, src imageSources) (string, error) {
-	files := map[string]string{"pause": src.pauseBin, "busybox": src.busybox, "etcd": src.etcd, "etcdctl": src.etcdctl}
+	files := map[string]string{"pause": src.pauseBin, "busybox": src.busybox, "etcd": src.etcd, "etcdctl": src.etcdctl,
+		"crash": src.crashShim, "crate": src.cratePod}
 	contents := map[string][]byte{}
 	h := sha256.New()
 	keys := make([]string, 0, len(files))
@@ -128,7 +162,8 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 	for _, k := range scripts {
 		fmt.Fprintf(h, "script %s\n%s", k, ReplicatedAppScripts[k])
 	}
-	fmt.Fprintf(h, "refs %s %s %s %s %s\n", ImagePause, ImageShell, ImageEtcd, ImageReplicated, imagePath)
+	fmt.Fprintf(h, "refs %s %s %s %s %s %s %v\n%s", ImagePause, ImageShell, ImageEtcd, ImageReplicated, imagePath,
+		imageCrateDBRepo, CrateDBImageVersions, crateEntrypoint)
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 	out := filepath.Join(cacheDir, "images-"+sum+".tar")
 	if _, err := os.Stat(out); err == nil {
@@ -168,16 +203,7 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 	if err != nil {
 		return "", fmt.Errorf("pause layer: %w", err)
 	}
-	etcdLayer, err := layerOf([]imageFile{
-		{path: "/usr", dir: true, mode: 0o755},
-		{path: "/usr/local", dir: true, mode: 0o755},
-		{path: "/usr/local/bin", dir: true, mode: 0o755},
-		{path: "/usr/local/bin/etcd", mode: 0o755, data: contents["etcd"]},
-		{path: "/usr/local/bin/etcdctl", mode: 0o755, data: contents["etcdctl"]},
-		{path: "/var", dir: true, mode: 0o755},
-		{path: "/var/lib", dir: true, mode: 0o755},
-		{path: "/var/lib/etcd", dir: true, mode: 0o700},
-	})
+	etcdLayer, err := layerOf(localBinFiles(nil, map[string][]byte{"etcd": contents["etcd"], "etcdctl": contents["etcdctl"]}, "etcd", 0o700))
 	if err != nil {
 		return "", fmt.Errorf("etcd layer: %w", err)
 	}
@@ -190,6 +216,13 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		return "", fmt.Errorf("replicated-app layer: %w", err)
 	}
 
+	crateLayer, err := layerOf(localBinFiles(
+		[]imageFile{{path: "/docker-entrypoint.sh", mode: 0o755, data: []byte(crateEntrypoint)}},
+		map[string][]byte{"crash": contents["crash"], "crate": contents["crate"]}, "crate", 0o755))
+	if err != nil {
+		return "", fmt.Errorf("crate layer: %w", err)
+	}
+
 	images := map[string]struct {
 		layers     []v1.Layer
 		entrypoint []string
@@ -198,6 +231,12 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		ImageShell:      {[]v1.Layer{shellLayer}, []string{"/bin/sh"}},
 		ImageEtcd:       {[]v1.Layer{shellLayer, etcdLayer}, []string{"/usr/local/bin/etcd"}},
 		ImageReplicated: {[]v1.Layer{shellLayer, appLayer}, []string{"/app/bin/run"}},
+	}
+	for _, v := range CrateDBImageVersions {
+		images[ImageCrateDB(v)] = struct {
+			layers     []v1.Layer
+			entrypoint []string
+		}{[]v1.Layer{shellLayer, crateLayer}, []string{"/docker-entrypoint.sh"}}
 	}
 	refs := map[name.Reference]v1.Image{}
 	for ref, spec := range images {
@@ -241,6 +280,27 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		return "", fmt.Errorf("write image tarball: %w", err)
 	}
 	return out, nil
+}
+
+// localBinFiles are the files of a layer that adds programs: first, then the programs in
+// /usr/local/bin (sorted by name) and the folder /var/lib/<varLib> with mode varLibMode.
+func localBinFiles(first []imageFile, bins map[string][]byte, varLib string, varLibMode int64) []imageFile {
+	files := append(append([]imageFile{}, first...),
+		imageFile{path: "/usr", dir: true, mode: 0o755},
+		imageFile{path: "/usr/local", dir: true, mode: 0o755},
+		imageFile{path: "/usr/local/bin", dir: true, mode: 0o755})
+	names := make([]string, 0, len(bins))
+	for n := range bins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		files = append(files, imageFile{path: "/usr/local/bin/" + n, mode: 0o755, data: bins[n]})
+	}
+	return append(files,
+		imageFile{path: "/var", dir: true, mode: 0o755},
+		imageFile{path: "/var/lib", dir: true, mode: 0o755},
+		imageFile{path: "/var/lib/" + varLib, dir: true, mode: varLibMode})
 }
 
 // busyboxApplets lists the absolute paths of busybox's applets, as `busybox --list-full` prints

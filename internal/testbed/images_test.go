@@ -27,7 +27,8 @@ func TestBuildImages(t *testing.T) {
 	}
 	// A stand-in busybox that lists three applets, as `busybox --list-full` does.
 	busybox := write("busybox", "#!/bin/sh\nprintf 'bin/sh\\nusr/bin/wc\\nbin/busybox\\n'\n")
-	src := imageSources{pauseBin: write("pause", "pause-bin"), busybox: busybox, etcd: write("etcd", "etcd-bin"), etcdctl: write("etcdctl", "etcdctl-bin")}
+	src := imageSources{pauseBin: write("pause", "pause-bin"), busybox: busybox, etcd: write("etcd", "etcd-bin"), etcdctl: write("etcdctl", "etcdctl-bin"),
+		crashShim: write("crash", "crash-bin"), cratePod: write("crate", "crate-bin")}
 	cache := filepath.Join(dir, "cache")
 	path, err := buildImages(t.Context(), cache, src)
 	if err != nil {
@@ -47,6 +48,17 @@ func TestBuildImages(t *testing.T) {
 		{ImageShell, []string{"/bin/sh"}, map[string]string{"bin/sh": "", "usr/bin/wc": "", "tmp": ""}},
 		{ImageEtcd, []string{"/usr/local/bin/etcd"}, map[string]string{"usr/local/bin/etcd": "etcd-bin", "usr/local/bin/etcdctl": "etcdctl-bin", "bin/sh": ""}},
 		{ImageReplicated, []string{"/app/bin/run"}, map[string]string{"app/bin/primary": ReplicatedAppScripts["primary"], "app/bin/sequence": ReplicatedAppScripts["sequence"]}},
+	}
+	for _, v := range CrateDBImageVersions {
+		tests = append(tests, struct {
+			ref        string
+			entrypoint []string
+			files      map[string]string
+		}{ImageCrateDB(v), []string{"/docker-entrypoint.sh"}, map[string]string{"usr/local/bin/crash": "crash-bin",
+			"usr/local/bin/crate": "crate-bin", "docker-entrypoint.sh": crateEntrypoint, "bin/sh": ""}})
+	}
+	if ImageCrateDB("9.9.9") != "" {
+		t.Error("ImageCrateDB names a version the image is not tagged with")
 	}
 	for _, tt := range tests {
 		t.Run(tt.ref, func(t *testing.T) {

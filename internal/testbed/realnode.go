@@ -235,23 +235,31 @@ func (tb *Testbed) startRealNodes(ctx context.Context, n int) error {
 	return nil
 }
 
-// realNodeImages builds the pause program and the image tarball (cached next to the bin dir).
+// realNodeImages builds the pause, crash shim and CrateDB pod proxy programs and the image tarball (cached next to the bin dir).
 func (tb *Testbed) realNodeImages(ctx context.Context, stateDir string) (string, error) {
 	root, err := sourceRoot()
 	if err != nil {
 		return "", err
 	}
-	pause := filepath.Join(stateDir, "pause")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", pause, "./internal/testbed/cmd/pause")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build pause: %w: %s", err, out)
+	// Static builds (no libc in the images); -trimpath keeps them byte-identical across
+	// worktrees, so the image cache hits.
+	progs := map[string]string{"pause": "./internal/testbed/cmd/pause", "crash": "./cmd/crash-shim", "crate": "./cmd/cratedb-sim-pod"}
+	built := map[string]string{}
+	for name, pkg := range progs {
+		out := filepath.Join(stateDir, name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build %s: %w: %s", pkg, err, b)
+		}
+		built[name] = out
 	}
 	began := time.Now()
 	path, err := buildImages(ctx, filepath.Join(filepath.Dir(tb.binDir), "images"), imageSources{
-		pauseBin: pause, busybox: busyboxPath,
+		pauseBin: built["pause"], busybox: busyboxPath,
 		etcd: filepath.Join(tb.binDir, "etcd"), etcdctl: filepath.Join(tb.binDir, "etcdctl"),
+		crashShim: built["crash"], cratePod: built["crate"],
 	})
 	if err != nil {
 		return "", fmt.Errorf("build images: %w", err)
@@ -734,4 +742,17 @@ func removeRealNodeVolumes(ctx context.Context, client kubernetes.Interface) {
 			_ = os.RemoveAll(p)
 		}
 	}
+}
+
+// RealNodePodGateway is the host's address on the real nodes' pod bridge and the bridge's
+// name: the one host address pods on real nodes reach (they cannot reach the host's
+// loopback). Test doubles that pods must call (the CrateDB simulator's pod gateway) listen
+// there, on a free port. An error when no real nodes run.
+func (tb *Testbed) RealNodePodGateway() (ip, iface string, err error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if tb.real == nil || len(tb.real.names) == 0 {
+		return "", "", errors.New("no real nodes run")
+	}
+	return tb.real.st.gateway(), tb.real.st.bridge(), nil
 }

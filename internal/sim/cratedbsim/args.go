@@ -182,16 +182,20 @@ func expandKube(s string, env map[string]string) string {
 	return b.String()
 }
 
-// The two command substitutions the CrateDB operator puts into -Cnode.name, which the image's
+// The command substitutions the CrateDB operator puts into -Cnode.name, which the image's
 // entrypoint shell evaluates (crate-operator crate/operator/create.py): the hostname (the pod
-// name) and its last dash-separated field (the ordinal).
+// name) and its last dash-separated field (the ordinal), written with awk by older operator
+// versions and with rev and cut by current ones.
 const (
-	shellHostname        = "$(hostname)"
-	shellHostnameOrdinal = "$(hostname | awk -F- '{print $NF}')"
+	shellHostname           = "$(hostname)"
+	shellHostnameOrdinal    = "$(hostname | awk -F- '{print $NF}')"
+	shellHostnameOrdinalRev = "$(hostname | rev | cut -d- -f1 | rev)"
 )
 
 func expandShell(s, hostname string) string {
-	s = strings.ReplaceAll(s, shellHostnameOrdinal, hostname[strings.LastIndex(hostname, "-")+1:])
+	ordinal := hostname[strings.LastIndex(hostname, "-")+1:]
+	s = strings.ReplaceAll(s, shellHostnameOrdinal, ordinal)
+	s = strings.ReplaceAll(s, shellHostnameOrdinalRev, ordinal)
 	return strings.ReplaceAll(s, shellHostname, hostname)
 }
 

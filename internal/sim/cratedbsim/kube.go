@@ -113,9 +113,23 @@ func (s *Sim) groupOf(sts *appsv1.StatefulSet) (g Group, order int, ok bool) {
 	return Group{}, 0, false
 }
 
+// podUp tells whether the pod's CrateDB process runs: the pod is Running and not being
+// deleted, and its crate container runs. A real kubelet reports the container running before
+// the readiness probe passes, and the probe asks the node itself (podgateway.go), so the node
+// must run before the pod is Ready. Without container statuses (kwok may leave them out) the
+// Ready condition stands in.
 func podUp(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return false
+	}
+	name := "crate"
+	if c := crateContainer(&p.Spec); c != nil {
+		name = c.Name
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == name {
+			return cs.State.Running != nil
+		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -154,9 +168,16 @@ func (s *Sim) resync(w *kubeWatch) error {
 		return fmt.Errorf("list pods: %w", err)
 	}
 	byName := map[string]*corev1.Pod{}
+	ips := map[string]string{}
 	for _, p := range pods {
 		byName[p.Name] = p
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			ips[p.Name] = p.Status.PodIP
+		}
 	}
+	s.mu.Lock()
+	s.podIPs = ips
+	s.mu.Unlock()
 	var specs []nodeSpec
 	for _, gm := range groups {
 		replicas := 1

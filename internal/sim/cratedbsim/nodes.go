@@ -182,8 +182,12 @@ type nodeServer struct {
 	running  bool
 	pgL      net.Listener
 	httpSrv  *http.Server
-	conns    map[net.Conn]struct{}
-	wg       sync.WaitGroup
+	// pgGW, httpGW and expGW receive the pod gateway's connections (nil without one);
+	// expSrv serves the exporter's readiness endpoint.
+	pgGW, httpGW, expGW *chanListener
+	expSrv              *http.Server
+	conns               map[net.Conn]struct{}
+	wg                  sync.WaitGroup
 }
 
 func (ns *nodeServer) start() error {
@@ -226,6 +230,29 @@ func (ns *nodeServer) start() error {
 		defer ns.wg.Done()
 		ns.acceptLoop(pgL)
 	}()
+	if gw := ns.sim.podGW; gw != nil {
+		// The pod's own ports, through the pod gateway: the same endpoints, TLS included.
+		ns.pgGW, ns.httpGW, ns.expGW = newChanListener(gw.Addr()), newChanListener(gw.Addr()), newChanListener(gw.Addr())
+		var httpGW net.Listener = ns.httpGW
+		if ns.httpsOn {
+			httpGW = newTLSOnlyListener(httpGW, ns.sim.cfg.TLS)
+		}
+		ns.expSrv = &http.Server{Handler: ns.sim.exporterHandler(ns.name), ReadHeaderTimeout: 10 * time.Second}
+		expSrv, pgGW, expGW := ns.expSrv, ns.pgGW, ns.expGW
+		ns.wg.Add(3)
+		go func() {
+			defer ns.wg.Done()
+			_ = srv.Serve(httpGW)
+		}()
+		go func() {
+			defer ns.wg.Done()
+			ns.acceptLoop(pgGW)
+		}()
+		go func() {
+			defer ns.wg.Done()
+			_ = expSrv.Serve(expGW)
+		}()
+	}
 	return nil
 }
 
@@ -267,6 +294,12 @@ func (ns *nodeServer) stop() {
 	ns.running = false
 	_ = ns.pgL.Close()
 	_ = ns.httpSrv.Close()
+	if ns.pgGW != nil {
+		_ = ns.pgGW.Close()
+		_ = ns.httpGW.Close()
+		_ = ns.expSrv.Close()
+		ns.pgGW, ns.httpGW, ns.expGW, ns.expSrv = nil, nil, nil, nil
+	}
 	for c := range ns.conns {
 		_ = c.Close()
 	}

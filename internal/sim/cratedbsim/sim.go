@@ -3,7 +3,8 @@
 // It follows the pods of a CrateDB cluster's StatefulSets through the Kubernetes API and plays
 // one CrateDB node per pod: each running node listens on free loopback ports with the
 // PostgreSQL wire protocol (what pgx speaks) and CrateDB's HTTP endpoint (what the crash shim
-// calls). It is modelled on CrateDB's documentation and source, not on this project's engine:
+// calls); with a pod gateway (Config.PodGateway, podgateway.go) the pods of the simulator
+// image on the test bed's real nodes serve their node on their own ports. It is modelled on CrateDB's documentation and source, not on this project's engine:
 // a node's name, roles, gateway, TLS and host-based authentication settings come from its
 // pod's command line (-C settings after Kubernetes' variable expansion), its version from the
 // image tag; statements behave per version; cluster settings are validated and kept transient
@@ -71,6 +72,15 @@ type Config struct {
 	// listener gets a free port, kept across restarts of the node, so that simulators of
 	// different test beds never share an address.
 	ListenHost string
+	// PodGateway, when set, is the host address (IP) of the pod gateway: one listener, on a
+	// free port (Sim.PodGatewayAddr), where the proxies of the CrateDB simulator image
+	// (cmd/cratedb-sim-pod) on the test bed's real nodes forward their pod's HTTP, PostgreSQL
+	// and exporter ports (see podgateway.go). It must be a loopback address or an address of
+	// PodGatewayInterface.
+	PodGateway string
+	// PodGatewayInterface names the network interface that holds PodGateway (the test bed's
+	// pod bridge).
+	PodGatewayInterface string
 	// DebugAddr, when set, serves the debug endpoints (/_sim/statements, /_sim/nodes) on an
 	// address that stays up whatever the nodes do.
 	DebugAddr string
@@ -152,6 +162,10 @@ type Sim struct {
 
 	debug  *http.Server
 	debugL net.Listener
+	// podGW is the pod gateway listener (nil without Config.PodGateway); podIPs the IP each
+	// pod has now, which a pod gateway connection must come from.
+	podGW  net.Listener
+	podIPs map[string]string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -187,6 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 		podNode: map[string]string{},
 		volumes: map[string]*volume{},
 		version: version,
+		podIPs:  map[string]string{},
 		cancel:  cancel,
 	}
 	s.m.chaos = cfg.Chaos
@@ -206,6 +221,28 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 		go func() {
 			defer s.wg.Done()
 			_ = s.debug.Serve(l)
+		}()
+	}
+	if cfg.PodGateway != "" {
+		if err := checkPodGateway(cfg.PodGateway, cfg.PodGatewayInterface); err != nil {
+			s.Close()
+			return nil, err
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(cfg.PodGateway, "0"))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("cratedbsim: pod gateway listener: %w", err)
+		}
+		s.podGW = l
+		s.wg.Add(2)
+		go func() {
+			defer s.wg.Done()
+			s.servePodGateway(l)
+		}()
+		go func() {
+			defer s.wg.Done()
+			<-ctx.Done()
+			_ = l.Close()
 		}()
 	}
 	if cfg.Client == nil {
@@ -270,6 +307,9 @@ func (s *Sim) shutdown() {
 	}
 	if s.debug != nil {
 		_ = s.debug.Close()
+	}
+	if s.podGW != nil {
+		_ = s.podGW.Close()
 	}
 }
 

@@ -46,6 +46,11 @@ func TestPodSettings(t *testing.T) {
 	if got.bool("node.master", true) || !got.bool("node.data", true) {
 		t.Fatal("roles: node.master=false, node.data default true")
 	}
+	// The current operator's spelling of the ordinal.
+	c.Command = []string{"/docker-entrypoint.sh", "crate", "-Cnode.name=data-hot-$(hostname | rev | cut -d- -f1 | rev)"}
+	if got := podSettings(pod, c)["node.name"]; got != "data-hot-2" {
+		t.Errorf("node.name with rev/cut = %q, want data-hot-2", got)
+	}
 }
 
 func TestVersions(t *testing.T) {

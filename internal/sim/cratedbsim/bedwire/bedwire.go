@@ -10,7 +10,9 @@
 // The crash shim reads statements from stdin as crash does: all of stdin up to EOF before it
 // runs any (a "\q" line only ends it once EOF arrived). kwok's exec copies stdin but never
 // delivers EOF, so statements fed on stdin hang there as they would with real crash; on kwok
-// only -c works, stdin needs the real-node test bed.
+// only -c works, stdin needs the real-node test bed. There, Fixture.RealNodes runs the pods in
+// the simulator image, which serves exec (crash in the container) and port-forwards itself:
+// Attach is for kwok only.
 package bedwire
 
 import (

@@ -1,15 +1,18 @@
 package bedwire
 
 import (
+	"fmt"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/podgw"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
@@ -68,6 +71,51 @@ type Fixture struct {
 	// expected count is set).
 	RecoverAfterTime string
 	Groups           []Group
+	// RealNodes, when set, puts the pods on the test bed's real nodes (RealNodeFixture).
+	RealNodes *RealNodes
+}
+
+// RealNodes makes a fixture run in real containers on the test bed's real nodes: the CrateDB
+// simulator image (testbed.ImageCrateDB of the fixture's version) whose pod proxy forwards the
+// pod's ports to PodGateway (cratedbsim.Sim.PodGatewayAddr), the CrateDB operator's readiness
+// probe (GET /ready on the crate-jmx-exporter port) and volumes of the real nodes' storage
+// class.
+type RealNodes struct {
+	PodGateway string
+}
+
+// ExporterPort is the crate-jmx-exporter agent's port in the CrateDB operator's pods
+// (crate-operator's Port.PROMETHEUS), where its readiness probe asks /ready.
+const ExporterPort = 7071
+
+// Image is the container image of the fixture's pods: crate:<version> (the simulator follows
+// the pods' spec only), or on real nodes the simulator image, an error when it has no tag for
+// the version.
+func (f Fixture) Image() (string, error) {
+	if f.RealNodes == nil {
+		return "crate:" + f.version(), nil
+	}
+	img := testbed.ImageCrateDB(f.version())
+	if img == "" {
+		return "", fmt.Errorf("the CrateDB simulator image has no version %s (it has %v)", f.version(), testbed.CrateDBImageVersions)
+	}
+	return img, nil
+}
+
+// DiscoveryService is the headless Service crate-discovery-<cluster> the StatefulSets name
+// (the operator's discovery through DNS SRV records of its transport port; pods are published
+// before they are Ready, since nodes must find each other to become ready).
+func (f Fixture) DiscoveryService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "crate-discovery-" + f.Cluster, Namespace: f.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/name": f.Cluster, "app.kubernetes.io/component": "cratedb"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 map[string]string{"app.kubernetes.io/name": f.Cluster, "app.kubernetes.io/component": "cratedb"},
+			Ports:                    []corev1.ServicePort{{Name: "cluster", Port: 4300, TargetPort: intstr.FromInt32(4300)}},
+		},
+	}
 }
 
 func (f Fixture) version() string {
@@ -221,7 +269,24 @@ func (f Fixture) statefulSet(g Group, master bool, order string) *appsv1.Statefu
 	} else {
 		c.Args = append([]string{"crate"}, args...)
 	}
-	return &appsv1.StatefulSet{
+	var storageClass *string
+	if f.RealNodes != nil {
+		// The simulator image (Image reports a missing tag; the pods then cannot start).
+		c.Image, _ = f.Image()
+		c.ImagePullPolicy = corev1.PullNever
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: podgw.EnvGateway, Value: f.RealNodes.PodGateway},
+			// As the operator loads the exporter agent (crate-operator create.py).
+			corev1.EnvVar{Name: "CRATE_JAVA_OPTS", Value: "-javaagent:/var/lib/crate/crate-jmx-exporter-1.2.0.jar=" + strconv.Itoa(ExporterPort)})
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "prometheus", ContainerPort: ExporterPort})
+		// The operator's probe; a shorter period than its 10s keeps the tests quick.
+		c.ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(ExporterPort)}},
+			PeriodSeconds: 1, FailureThreshold: 3,
+		}
+		storageClass = ptr.To(testbed.RealNodeStorageClass)
+	}
+	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: f.StatefulSetName(g.Name), Namespace: f.Namespace, Labels: lbls, Annotations: ann},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    ptr.To(g.Replicas),
@@ -249,10 +314,17 @@ func (f Fixture) statefulSet(g Group, master bool, order string) *appsv1.Statefu
 					Resources: corev1.VolumeResourceRequirements{
 						Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 					},
+					StorageClassName: storageClass,
 				},
 			}},
 		},
 	}
+	if f.RealNodes != nil {
+		sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+		sts.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](10)
+		testbed.OnRealNodes(&sts.Spec.Template.Spec)
+	}
+	return sts
 }
 
 // StatefulSet returns one node group of a CrateDB cluster in the pod-name layout

@@ -11,8 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/podgw"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // TestFixtureNodeNames creates a fixture's StatefulSets and their pods (as the StatefulSet
@@ -97,5 +100,46 @@ func TestFixtureNodeNames(t *testing.T) {
 				t.Fatalf("state not recovered: %v", err)
 			}
 		})
+	}
+}
+
+// TestFixtureRealNodes: on real nodes the pods run the simulator image of the fixture's
+// version on real nodes only, with the pod gateway, the operator's readiness probe and the
+// real nodes' storage class; a version the image lacks is an error.
+func TestFixtureRealNodes(t *testing.T) {
+	f := Fixture{Namespace: "ns", Cluster: "c", Layout: LayoutOperator, Version: "5.2.11",
+		Groups: []Group{{Name: "master", Replicas: 1}, {Name: "hot", Replicas: 2}}, RealNodes: &RealNodes{PodGateway: "10.100.0.1:4321"}}
+	for _, sts := range f.StatefulSets() {
+		spec := sts.Spec.Template.Spec
+		c := spec.Containers[0]
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		switch {
+		case c.Image != testbed.ImageCrateDB("5.2.11") || c.Image == "" || c.ImagePullPolicy != corev1.PullNever:
+			t.Errorf("%s: image %q pull %s", sts.Name, c.Image, c.ImagePullPolicy)
+		case env[podgw.EnvGateway] != "10.100.0.1:4321":
+			t.Errorf("%s: gateway env %q", sts.Name, env[podgw.EnvGateway])
+		case c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.IntValue() != ExporterPort:
+			t.Errorf("%s: readiness probe %+v", sts.Name, c.ReadinessProbe)
+		case spec.NodeSelector[testbed.RealNodeLabel] != "true" || len(spec.Tolerations) != 1:
+			t.Errorf("%s: not on real nodes: %v %v", sts.Name, spec.NodeSelector, spec.Tolerations)
+		case ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, "") != testbed.RealNodeStorageClass:
+			t.Errorf("%s: storage class %v", sts.Name, sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName)
+		case sts.Spec.UpdateStrategy.Type != "OnDelete":
+			t.Errorf("%s: update strategy %s", sts.Name, sts.Spec.UpdateStrategy.Type)
+		}
+	}
+	if svc := f.DiscoveryService(); svc.Name != "crate-discovery-c" || svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("discovery service %+v", svc)
+	}
+	f.Version = "5.9.9"
+	if _, err := f.Image(); err == nil {
+		t.Error("Image accepted a version the simulator image is not tagged with")
+	}
+	f.RealNodes = nil
+	if img, err := f.Image(); err != nil || img != "crate:5.9.9" {
+		t.Errorf("kwok image = %q, %v", img, err)
 	}
 }
