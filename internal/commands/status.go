@@ -35,7 +35,8 @@ type ClusterStatus struct {
 // StatusOptions holds `status` flags.
 type StatusOptions struct {
 	*GlobalOptions
-	Cluster string
+	Cluster   string
+	NoHeaders bool
 }
 
 // NewStatusOptions returns options bound to the shared flags.
@@ -44,9 +45,10 @@ func NewStatusOptions(g *GlobalOptions) *StatusOptions { return &StatusOptions{G
 // NewStatusCmd builds `status CLUSTER`.
 func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 	o := NewStatusOptions(g)
-	return &cobra.Command{
-		Use:   "status CLUSTER",
-		Short: "Show node groups, pods, lock, deny list, interrupted operations and health",
+	cmd := &cobra.Command{
+		Use:         "status CLUSTER",
+		Annotations: documentAnnotations(),
+		Short:       "Show node groups, pods, lock, deny list, interrupted operations and health",
 		Example: `  kubectl dbops status mycrate -n prod
   kubectl dbops status mycrate -o json | jq .lock.holder`,
 		Args:              clusterArg,
@@ -59,6 +61,8 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 			return o.Run(commandContext(cmd))
 		},
 	}
+	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
+	return cmd
 }
 
 // Validate checks flags.
@@ -78,11 +82,18 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	switch o.Output {
-	case "json", "yaml":
-		return writeStructured(o.Out, st, o.Output)
+	return o.print(st)
+}
+
+// print writes one status document in the -o format.
+func (o *StatusOptions) print(st *ClusterStatus) error {
+	doc, err := document(st, "ClusterStatus", st.Cluster.Name, st.Cluster.Namespace)
+	if err != nil {
+		return err
 	}
-	return writeStatusText(o.Out, st, o.clockNow())
+	return o.printDocument(o.Out, doc, func(w io.Writer) error {
+		return writeStatusText(w, st, o.clockNow(), o.NoHeaders)
+	})
 }
 
 func (o *StatusOptions) clockNow() time.Time {
@@ -125,7 +136,12 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 }
 
 // writeStatusText prints the human status view.
-func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
+func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bool) error {
+	header := func(tw io.Writer, line string) {
+		if !noHeaders {
+			fmt.Fprintln(tw, line)
+		}
+	}
 	c := st.Cluster
 	var b strings.Builder
 	ops.Fprintf(&b, "Cluster:  %s/%s (engine %s, layout %s)\n", c.Namespace, c.Name, c.Engine, c.Layout)
@@ -152,7 +168,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 		t := st.Health.Table
 		ops.Fprintf(&b, "\n%s:\n", t.Title)
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  "+strings.Join(ops.PrintableAll(t.Columns), "\t"))
+		header(tw, "  "+strings.Join(ops.PrintableAll(t.Columns), "\t"))
 		for _, r := range t.Rows {
 			fmt.Fprintln(tw, "  "+strings.Join(ops.PrintableAll(r), "\t"))
 		}
@@ -160,7 +176,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 	}
 	b.WriteString("\nNode groups:\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  GROUP\tSTATEFULSET\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
+	header(tw, "  GROUP\tSTATEFULSET\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
 	for _, g := range c.Groups {
 		role := g.Role
 		if g.MasterEligible && role != ops.RoleMaster {
@@ -171,7 +187,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 	tw.Flush()
 	b.WriteString("\nPods:\n")
 	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
+	header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
 	for _, p := range c.AllPods() {
 		ready := "no"
 		if p.Ready {
