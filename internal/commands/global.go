@@ -58,6 +58,8 @@ type GlobalOptions struct {
 	Engine         string
 	Selector       string
 	IgnoreOperator bool
+	// Pacing is --pause-between and --pause-after (restart).
+	Pacing ops.Pacing
 	// Verbosity is -v: client-go's klog output at this level (0 = none).
 	Verbosity int
 	// CrateDB holds the CrateDB engine's flags (bound by the commands that
@@ -145,6 +147,7 @@ func (o *GlobalOptions) LoadConfig(cmd *cobra.Command) error {
 			if err := v.ReadInConfig(); err != nil {
 				return ops.Usagef("reading config file %s: %v", path, err)
 			}
+			warnUnknownConfigKeys(o.ErrOut, path, v.AllKeys(), cmd.Root())
 		} else if o.ConfigFile != "" {
 			return ops.Usagef("config file %s: %v", path, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -227,3 +229,27 @@ func (d dryRunValue) Set(s string) error {
 }
 
 func (d dryRunValue) Type() string { return "string" }
+
+// warnUnknownConfigKeys names each config file key that is no flag of any
+// command (a typo such as lock_id or lockid would otherwise be ignored
+// without a word). Keys of other commands' flags are valid: one file serves
+// every command.
+func warnUnknownConfigKeys(w io.Writer, path string, keys []string, root *cobra.Command) {
+	known := map[string]bool{}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.PersistentFlags(), c.LocalFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !known[k] {
+			ops.Fprintf(w, "WARNING: config file %s: unknown key %q (not a kubectl-dbops flag); ignored\n", path, k)
+		}
+	}
+}

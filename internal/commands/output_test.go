@@ -2,6 +2,8 @@ package commands
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -196,5 +198,28 @@ func TestVersionBuildInfo(t *testing.T) {
 	}
 	if got := versionInfo(func() (*debug.BuildInfo, bool) { return nil, false }); got.Version != Version || got.Commit != Commit {
 		t.Errorf("no build info: got %+v", got)
+	}
+}
+
+// TestConfigUnknownKey: a config file key that is no flag of any command is
+// a warning naming the key and the file; keys of other commands' flags are
+// not.
+func TestConfigUnknownKey(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+	cfg := filepath.Join(h.env["XDG_CONFIG_HOME"], "kubectl-dbops", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("lock-id: from-config\nlockid: typo\ngroup: [hot]\nno-headers: true\ntimeuot: 5m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run("lock", "status", "db", "-o", "jsonpath={.self}")
+	if r.code != 0 || r.out != "from-config" {
+		t.Fatalf("exit %d: %q %s", r.code, r.out, r.err)
+	}
+	want := "WARNING: config file " + cfg + ": unknown key \"lockid\" (not a kubectl-dbops flag); ignored\n" +
+		"WARNING: config file " + cfg + ": unknown key \"timeuot\" (not a kubectl-dbops flag); ignored\n"
+	if r.err != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", r.err, want)
 	}
 }
