@@ -60,7 +60,7 @@ func newDenyAllowCmd(g *GlobalOptions) *cobra.Command {
 		Short:             "Remove a lock ID from the deny list",
 		Example:           `  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"`,
 		Args:              rangeArgs(2, 2, "CLUSTER and ID"),
-		ValidArgsFunction: completeClusters(g),
+		ValidArgsFunction: completeDenied(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.denyOrAllow(commandContext(cmd), args, "allow")
 		},
