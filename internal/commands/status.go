@@ -37,6 +37,8 @@ type StatusOptions struct {
 	*GlobalOptions
 	Cluster   string
 	NoHeaders bool
+	// Watch re-prints the status whenever it changes (--watch).
+	Watch bool
 }
 
 // NewStatusOptions returns options bound to the shared flags.
@@ -50,7 +52,10 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 		Annotations: documentAnnotations(),
 		Short:       "Show node groups, pods, lock, deny list, interrupted operations and health",
 		Example: `  kubectl dbops status mycrate -n prod
-  kubectl dbops status mycrate -o json | jq .lock.holder`,
+  kubectl dbops status mycrate -o json | jq .lock.holder
+
+  # Follow a restart from another terminal; one JSON document per change
+  kubectl dbops status mycrate --watch -o json --timeout 30m`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,6 +67,7 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets and the lock) until Ctrl-C or --timeout; exit 0")
 	return cmd
 }
 
@@ -78,6 +84,9 @@ func (o *StatusOptions) Validate() error {
 
 // Run reads and prints the status.
 func (o *StatusOptions) Run(ctx context.Context) error {
+	if o.Watch {
+		return o.watch(ctx)
+	}
 	st, err := o.collect(ctx)
 	if err != nil {
 		return err
