@@ -187,6 +187,8 @@ func TestModelOutcomes(t *testing.T) {
 		{ops.Event{Type: ops.EventDone, Outcome: ops.OutcomeDryRun}, "✓ dry-run"},
 		{ops.Event{Type: ops.EventDone, Outcome: ops.OutcomeTimeout, Elapsed: time.Hour, Error: "timed out"}, "✗ timeout after 1h0m0s: timed out"},
 		{ops.Event{Type: ops.EventDone, Outcome: ops.OutcomeFailed, Error: "taking the lock: held by bob"}, "✗ failed: taking the lock: held by bob"},
+		{ops.Event{Type: ops.EventDone, Outcome: ops.OutcomePaused, Elapsed: 3 * time.Second, Error: "paused after 1 step(s) as asked (--pause-after 1)"},
+			"… paused after 3s: paused after 1 step(s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.done.Outcome, func(t *testing.T) {

@@ -423,6 +423,9 @@ func (m Model) outcomeLines(width int) []string {
 		mark, style = markDone, m.st.ok
 	case ops.OutcomeInterrupted:
 		style = m.st.warn
+	case ops.OutcomePaused:
+		// Stopped where the user asked (--pause-after): not a failure.
+		mark, style = markStopped, m.st.warn
 	}
 	var out []string
 	for _, l := range wrapText(mark+" "+oneLine(outcomeText(e)), width, "  ") {
