@@ -115,9 +115,9 @@ func documentList[T any](items []T, kind, itemKind, cluster, namespace string, n
 }
 
 // printDocument prints obj with the -o printer, or calls text for -o text.
-// Characters a terminal acts on are escaped in every format: JSON as \uXXXX
-// after encoding (ops.JSONPrintable), every other format gets each string
-// (keys too) through ops.Printable first.
+// Characters a terminal acts on are escaped in every format: JSON (also
+// jsonpath-as-json) as \uXXXX after encoding (ops.JSONPrintable), every other
+// format gets each string (keys too) through ops.Printable first.
 func (o *GlobalOptions) printDocument(w io.Writer, obj runtime.Object, text func(io.Writer) error) error {
 	if o.Output == "" || o.Output == "text" {
 		return text(w)
@@ -126,7 +126,7 @@ func (o *GlobalOptions) printDocument(w io.Writer, obj runtime.Object, text func
 	if err != nil {
 		return ops.Usagef("-o %s: %v", o.Output, err)
 	}
-	if o.Output == "json" {
+	if o.Output == "json" || strings.HasPrefix(o.Output, "jsonpath-as-json") {
 		var b bytes.Buffer
 		if err := p.PrintObj(obj, &b); err != nil {
 			return fmt.Errorf("printing JSON: %w", err)
