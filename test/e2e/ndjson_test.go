@@ -222,8 +222,12 @@ func TestPauseAfterResume(t *testing.T) {
 	if done := stepsOf(evs, "step-done"); !slices.Equal(done, []string{"restart/web-0"}) {
 		t.Errorf("paused run did %v, want restart/web-0 only", done)
 	}
-	if !strings.Contains(res.Stdout, `"resume":"re-run the same command to resume: kubectl dbops restart web`) {
-		t.Errorf("no resume hint in the done event:\n%s", res.Stdout)
+	var last struct {
+		Resume string `json:"resume"`
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || !strings.Contains(last.Resume, "kubectl dbops") {
+		t.Errorf("no resume hint in the done event (%v):\n%s", err, res.Stdout)
 	}
 	lease, j := getLockLease(t, ns, webCluster)
 	if j.State != "paused" || !slices.Equal(j.Done, []string{"restart/web-0"}) {
