@@ -149,6 +149,28 @@ func completeDenied(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 	}
 }
 
+// completeHolder offers, after the CLUSTER argument, the lock ID holding
+// the cluster's lock (deny add CLUSTER ID, lock release --id).
+func completeHolder(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		o := NewLockOptions(g)
+		o.Cluster = args[0]
+		ctx := commandContext(cmd)
+		m, err := o.manager(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		st, err := m.Status(ctx)
+		if err != nil || st.Holder == "" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return []string{st.Holder}, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
 // completeGroups offers the node groups of the cluster named in args.
 func completeGroups(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {

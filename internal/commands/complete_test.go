@@ -25,6 +25,8 @@ func TestCompletion(t *testing.T) {
 		{"denied IDs for deny allow", []string{"deny", "allow", "db", ""}, []string{"ci@test", "eve@test"}},
 		{"nothing after the ID", []string{"deny", "allow", "db", "ci@test", ""}, nil},
 		{"contexts", []string{"status", "db", "--context", ""}, []string{"prod", "staging"}},
+		{"holder for deny add", []string{"deny", "add", "db", ""}, []string{"bob@test"}},
+		{"holder for lock release --id", []string{"lock", "release", "db", "--id", ""}, []string{"bob@test"}},
 		{"groups", []string{"restart", "db", "--group", ""}, []string{"master", "hot", "cold"}},
 		{"output of a document command", []string{"status", "db", "-o", ""}, documentFormats()},
 		{"output of an operation", []string{"restart", "db", "-o", ""}, outputFormats},
@@ -32,6 +34,9 @@ func TestCompletion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+			if r := h.run("lock", "acquire", "db", "--id", "bob@test"); r.code != 0 {
+				t.Fatalf("lock acquire: %s", r.err)
+			}
 			for _, id := range []string{"ci@test", "eve@test"} {
 				if r := h.run("deny", "add", "db", id); r.code != 0 {
 					t.Fatalf("deny add: %s", r.err)

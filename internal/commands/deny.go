@@ -38,12 +38,20 @@ recorded on the lock object.`,
 func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
 	o := NewLockOptions(g)
 	cmd := &cobra.Command{
-		Use:               "add CLUSTER ID [--reason R]",
-		Annotations:       documentAnnotations(),
-		Short:             "Deny a lock ID",
-		Example:           `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"`,
-		Args:              rangeArgs(2, 2, "CLUSTER and ID"),
-		ValidArgsFunction: completeClusters(g),
+		Use:         "add CLUSTER ID [--reason R]",
+		Annotations: documentAnnotations(),
+		Short:       "Deny a lock ID",
+		Example:     `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"`,
+		Args:        rangeArgs(2, 2, "CLUSTER and ID"),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return completeClusters(g)(cmd, args, toComplete)
+			}
+			if len(args) > 1 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeHolder(g)(cmd, args, toComplete)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.denyOrAllow(commandContext(cmd), args, "deny")
 		},

@@ -173,6 +173,7 @@ func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to release as (default: --lock-id or <user>@<host>)")
+	_ = cmd.RegisterFlagCompletionFunc("id", completeHolder(g))
 	return cmd
 }
 
