@@ -97,7 +97,7 @@ func TestManSections(t *testing.T) {
 			readmeCodes = append(readmeCodes, strings.TrimSpace(f[1]))
 		}
 	}
-	for _, e := range commands.ExitStatuses {
+	for _, e := range commands.ExitStatuses() {
 		manCodes = append(manCodes, e.Term)
 	}
 	if strings.Join(readmeCodes, ",") != strings.Join(manCodes, ",") {

@@ -93,7 +93,7 @@ func addManSections(dir string) error {
 	for _, sec := range []struct {
 		title   string
 		entries []commands.ManEntry
-	}{{"EXIT STATUS", commands.ExitStatuses}, {"ENVIRONMENT", commands.Environment}, {"FILES", commands.Files}} {
+	}{{"EXIT STATUS", commands.ExitStatuses()}, {"ENVIRONMENT", commands.Environment()}, {"FILES", commands.Files()}} {
 		fmt.Fprintf(&b, ".SH %s\n", sec.title)
 		for _, e := range sec.entries {
 			fmt.Fprintf(&b, ".TP\n\\fB%s\\fP\n%s\n", roff(e.Term), roff(e.Text))
