@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,7 +20,24 @@ func registerCompletions(root *cobra.Command, g *GlobalOptions) {
 			return vals, cobra.ShellCompDirectiveNoFileComp
 		}
 	}
-	_ = root.RegisterFlagCompletionFunc("output", fixed(outputFormats...))
+	_ = root.RegisterFlagCompletionFunc("output", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if cmd.Annotations[annotationDocument] == "true" {
+			return documentFormats(), cobra.ShellCompDirectiveNoFileComp
+		}
+		return outputFormats, cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = root.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		raw, err := g.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		out := make([]string, 0, len(raw.Contexts))
+		for name := range raw.Contexts {
+			out = append(out, name)
+		}
+		sort.Strings(out)
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
 	_ = root.RegisterFlagCompletionFunc("engine", fixed(ops.KnownEngines...))
 	_ = root.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 		cl, err := g.Clients()
@@ -75,6 +93,81 @@ func completeClusters(g *GlobalOptions) func(*cobra.Command, []string, string) (
 		}
 		sort.Strings(out)
 		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completePods offers, after the CLUSTER argument, the cluster's pods not
+// already named (replace CLUSTER POD...).
+func completePods(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	clusters := completeClusters(g)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return clusters(cmd, args, toComplete)
+		}
+		_, c, err := g.discover(commandContext(cmd), args[0], false)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, p := range c.AllPods() {
+			if !slices.Contains(args[1:], p.Name) {
+				out = append(out, p.Name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeDenied offers, after the CLUSTER argument, the IDs on the
+// cluster's deny list (deny allow CLUSTER ID).
+func completeDenied(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	clusters := completeClusters(g)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		switch len(args) {
+		case 0:
+			return clusters(cmd, args, toComplete)
+		case 1:
+		default:
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		o := NewLockOptions(g)
+		o.Cluster = args[0]
+		ctx := commandContext(cmd)
+		m, err := o.manager(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		list, err := m.DenyList(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		out := make([]string, 0, len(list))
+		for _, d := range list {
+			out = append(out, d.ID)
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeHolder offers, after the CLUSTER argument, the lock ID holding
+// the cluster's lock (deny add CLUSTER ID, lock release --id).
+func completeHolder(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		o := NewLockOptions(g)
+		o.Cluster = args[0]
+		ctx := commandContext(cmd)
+		m, err := o.manager(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		st, err := m.Status(ctx)
+		if err != nil || st.Holder == "" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return []string{st.Holder}, cobra.ShellCompDirectiveNoFileComp
 	}
 }
 

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
 // NewDenyCmd builds `deny add|allow|list`.
@@ -36,11 +38,20 @@ recorded on the lock object.`,
 func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
 	o := NewLockOptions(g)
 	cmd := &cobra.Command{
-		Use:               "add CLUSTER ID [--reason R]",
-		Short:             "Deny a lock ID",
-		Example:           `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"`,
-		Args:              rangeArgs(2, 2, "CLUSTER and ID"),
-		ValidArgsFunction: completeClusters(g),
+		Use:         "add CLUSTER ID [--reason R]",
+		Annotations: documentAnnotations(),
+		Short:       "Deny a lock ID",
+		Example:     `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"`,
+		Args:        rangeArgs(2, 2, "CLUSTER and ID"),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return completeClusters(g)(cmd, args, toComplete)
+			}
+			if len(args) > 1 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeHolder(g)(cmd, args, toComplete)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.denyOrAllow(commandContext(cmd), args, "deny")
 		},
@@ -53,10 +64,11 @@ func newDenyAllowCmd(g *GlobalOptions) *cobra.Command {
 	o := NewLockOptions(g)
 	cmd := &cobra.Command{
 		Use:               "allow CLUSTER ID [--reason R]",
+		Annotations:       documentAnnotations(),
 		Short:             "Remove a lock ID from the deny list",
 		Example:           `  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"`,
 		Args:              rangeArgs(2, 2, "CLUSTER and ID"),
-		ValidArgsFunction: completeClusters(g),
+		ValidArgsFunction: completeDenied(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.denyOrAllow(commandContext(cmd), args, "allow")
 		},
@@ -80,9 +92,19 @@ func (o *LockOptions) denyOrAllow(ctx context.Context, args []string, action str
 	if err != nil {
 		return err
 	}
+	verb := map[string]string{"deny": "denied", "allow": "allowed"}[action]
+	print := func(a DenyAction, text func(io.Writer) error) error {
+		doc, err := document(a, "DenyAction", m.Cluster, m.Namespace)
+		if err != nil {
+			return err
+		}
+		return o.printDocument(o.Out, doc, text)
+	}
 	if o.DryRun {
-		_, err := ops.Fprintf(o.Out, "would %s %s on %s/%s\n", action, target, m.Namespace, m.Cluster)
-		return err
+		return print(DenyAction{Action: action, ID: target, By: m.ID, Reason: o.Reason, DryRun: true}, func(w io.Writer) error {
+			_, err := ops.Fprintf(w, "would %s %s on %s/%s\n", action, target, m.Namespace, m.Cluster)
+			return err
+		})
 	}
 	if action == "deny" {
 		err = m.Deny(ctx, target, o.Reason)
@@ -92,15 +114,27 @@ func (o *LockOptions) denyOrAllow(ctx context.Context, args []string, action str
 	if err != nil {
 		return err
 	}
-	verb := map[string]string{"deny": "denied", "allow": "allowed"}[action]
-	_, err = ops.Fprintf(o.Out, "%s %s on %s/%s (by %s)\n", target, verb, m.Namespace, m.Cluster, m.ID)
-	return err
+	return print(DenyAction{Action: verb, ID: target, By: m.ID, Reason: o.Reason}, func(w io.Writer) error {
+		_, err := ops.Fprintf(w, "%s %s on %s/%s (by %s)\n", target, verb, m.Namespace, m.Cluster, m.ID)
+		return err
+	})
+}
+
+// DenyAction is the `deny add|allow -o json|yaml` document.
+type DenyAction struct {
+	// Action is denied or allowed; with DryRun (nothing changed) deny or allow.
+	Action string `json:"action"`
+	ID     string `json:"id"`
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+	DryRun bool   `json:"dryRun,omitempty"`
 }
 
 func newDenyListCmd(g *GlobalOptions) *cobra.Command {
 	o := NewLockOptions(g)
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:               "list CLUSTER",
+		Annotations:       documentAnnotations(),
 		Short:             "List denied lock IDs with who denied them, when and why",
 		Example:           "  kubectl dbops deny list mycrate -o yaml",
 		Args:              clusterArg,
@@ -119,19 +153,26 @@ func newDenyListCmd(g *GlobalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.Output != "text" {
-				return writeStructured(o.Out, list, o.Output)
-			}
-			if len(list) == 0 {
-				_, err := ops.Fprintf(o.Out, "no denied IDs on %s/%s\n", m.Namespace, m.Cluster)
+			doc, err := documentList(list, "DenyList", "DeniedID", m.Cluster, m.Namespace, func(d lock.DenyEntry) string { return d.ID })
+			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tDENIED BY\tAT\tREASON")
-			for _, d := range list {
-				ops.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.ID, d.By, d.At.UTC().Format(time.RFC3339), dash(d.Reason))
-			}
-			return tw.Flush()
+			return o.printDocument(o.Out, doc, func(w io.Writer) error {
+				if len(list) == 0 {
+					_, err := ops.Fprintf(w, "no denied IDs on %s/%s\n", m.Namespace, m.Cluster)
+					return err
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				if !o.NoHeaders {
+					fmt.Fprintln(tw, "ID\tDENIED BY\tAT\tREASON")
+				}
+				for _, d := range list {
+					ops.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.ID, d.By, d.At.UTC().Format(time.RFC3339), dash(d.Reason))
+				}
+				return tw.Flush()
+			})
 		},
 	}
+	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the table's column headers (-o text)")
+	return cmd
 }

@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,5 +54,53 @@ func TestDocsDeterministic(t *testing.T) {
 	}
 	if len(diffs) > 0 {
 		t.Fatalf("two generations differ:\n  %s", strings.Join(diffs, "\n  "))
+	}
+}
+
+// TestManSections: every man page has EXIT STATUS, ENVIRONMENT and FILES,
+// and the exit codes are those of the README's table.
+func TestManSections(t *testing.T) {
+	var buf bytes.Buffer
+	streams := genericiooptions.IOStreams{In: &buf, Out: &buf, ErrOut: &buf}
+	tmp := t.TempDir()
+	if err := gen.Generate(commands.NewRootCmd(streams), tmp); err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob(filepath.Join(tmp, gen.ManDir, "*.1"))
+	if err != nil || len(pages) < 10 {
+		t.Fatalf("%d pages: %v", len(pages), err)
+	}
+	for _, p := range pages {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := string(data)
+		last := -1
+		for _, sec := range []string{".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH FILES", ".SH SEE ALSO"} {
+			i := strings.Index(page, sec)
+			if i <= last {
+				t.Errorf("%s: %s missing or out of order", filepath.Base(p), sec)
+			}
+			last = i
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)[strings.Index(string(readme), "## Exit codes"):]
+	section = section[:strings.Index(section, "\n## ")]
+	var readmeCodes, manCodes []string
+	for _, line := range strings.Split(section, "\n") {
+		if f := strings.Split(line, "|"); len(f) > 2 && strings.TrimSpace(f[1]) != "Code" && !strings.HasPrefix(strings.TrimSpace(f[1]), "---") {
+			readmeCodes = append(readmeCodes, strings.TrimSpace(f[1]))
+		}
+	}
+	for _, e := range commands.ExitStatuses() {
+		manCodes = append(manCodes, e.Term)
+	}
+	if strings.Join(readmeCodes, ",") != strings.Join(manCodes, ",") {
+		t.Errorf("README exit codes %v, man pages %v", readmeCodes, manCodes)
 	}
 }

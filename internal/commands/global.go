@@ -58,6 +58,8 @@ type GlobalOptions struct {
 	Engine         string
 	Selector       string
 	IgnoreOperator bool
+	// Pacing is --pause-between and --pause-after (restart).
+	Pacing ops.Pacing
 	// Verbosity is -v: client-go's klog output at this level (0 = none).
 	Verbosity int
 	// CrateDB holds the CrateDB engine's flags (bound by the commands that
@@ -79,6 +81,9 @@ type GlobalOptions struct {
 
 	viper   *viper.Viper
 	clients *Clients
+	// documentOutput is set for commands that print one document (see
+	// annotationDocument): they take every PrintFlags format.
+	documentOutput bool
 	// given holds the flags set on the command line (pflag's Changed), for
 	// checks that depend on an explicit choice.
 	given map[string]bool
@@ -106,8 +111,9 @@ func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 // AddFlags binds the shared flags.
 func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ConfigFlags.AddFlags(fs)
-	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print the plan computed from live state and change nothing")
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: text|json|yaml (json streams NDJSON events for operations)")
+	fs.Var(dryRunValue{&o.DryRun}, "dry-run", `"client" (or alone): print the plan computed from live state and change nothing; "none": run`)
+	fs.Lookup("dry-run").NoOptDefVal = "client"
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: text|json|yaml; status, lock, deny and version also name|jsonpath=...|go-template=... (json streams NDJSON events for operations)")
 	fs.BoolVarP(&o.Yes, "yes", "y", o.Yes, "Do not ask for confirmation (required for destructive commands without a terminal)")
 	fs.BoolVar(&o.NoTUI, "no-tui", o.NoTUI, "Print plain progress lines even on a terminal")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Bound the whole operation (0 = the command's default)")
@@ -141,6 +147,7 @@ func (o *GlobalOptions) LoadConfig(cmd *cobra.Command) error {
 			if err := v.ReadInConfig(); err != nil {
 				return ops.Usagef("reading config file %s: %v", path, err)
 			}
+			warnUnknownConfigKeys(o.ErrOut, path, v.AllKeys(), cmd.Root())
 		} else if o.ConfigFile != "" {
 			return ops.Usagef("config file %s: %v", path, err)
 		}
@@ -193,8 +200,8 @@ func defaultConfigPath(getenv func(string) string) string {
 
 // Validate checks the shared flags without touching the API.
 func (o *GlobalOptions) Validate() error {
-	if !slices.Contains(outputFormats, o.Output) {
-		return ops.Usagef("unknown output format %q; allowed: %s", o.Output, strings.Join(outputFormats, ", "))
+	if err := o.validateOutput(); err != nil {
+		return err
 	}
 	if o.Engine != "" && !slices.Contains(ops.KnownEngines, o.Engine) {
 		return ops.Usagef("unknown engine %q; allowed: %s", o.Engine, strings.Join(ops.KnownEngines, ", "))

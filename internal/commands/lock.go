@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -19,6 +20,15 @@ type LockOptions struct {
 	ID       string // --id: act as this lock ID (lock) / the ID to deny or allow (deny)
 	Duration time.Duration
 	Reason   string
+	// NoHeaders leaves out the table header (deny list).
+	NoHeaders bool
+}
+
+// LockAction is the `lock acquire|release -o json|yaml` document.
+type LockAction struct {
+	ops.LockInfo
+	// DryRun: nothing was changed; Action says what would be done.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // NewLockOptions returns options bound to the shared flags.
@@ -49,6 +59,7 @@ func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
 	o := NewLockOptions(g)
 	return &cobra.Command{
 		Use:               "status CLUSTER",
+		Annotations:       documentAnnotations(),
 		Short:             "Show the lock holder, expiry, deny list and any unfinished operation",
 		Example:           "  kubectl dbops lock status mycrate\n  kubectl dbops lock status mycrate -o json",
 		Args:              clusterArg,
@@ -66,14 +77,17 @@ func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.Output != "text" {
-				return writeStructured(o.Out, st, o.Output)
+			doc, err := document(st, "LockStatus", st.Cluster, st.Namespace)
+			if err != nil {
+				return err
 			}
-			var b strings.Builder
-			ops.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
-			writeLockText(&b, st)
-			_, err = fmt.Fprint(o.Out, b.String())
-			return err
+			return o.printDocument(o.Out, doc, func(w io.Writer) error {
+				var b strings.Builder
+				ops.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
+				writeLockText(&b, st)
+				_, err := fmt.Fprint(w, b.String())
+				return err
+			})
 		},
 	}
 }
@@ -81,8 +95,9 @@ func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
 func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 	o := NewLockOptions(g)
 	cmd := &cobra.Command{
-		Use:   "acquire CLUSTER [--id ID] [--duration D] [--reason R]",
-		Short: "Take the cluster lock by hand (extends it when you hold it already)",
+		Use:         "acquire CLUSTER [--id ID] [--duration D] [--reason R]",
+		Annotations: documentAnnotations(),
+		Short:       "Take the cluster lock by hand (extends it when you hold it already)",
 		Example: `  # Hold the lock for an hour while investigating
   kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"`,
 		Args:              clusterArg,
@@ -98,20 +113,22 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 				return err
 			}
 			if o.DryRun {
-				_, err := ops.Fprintf(o.Out, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
-				return err
+				return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: "manual lock"}, DryRun: true},
+					func(w io.Writer) error {
+						_, err := ops.Fprintf(w, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
+						return err
+					})
 			}
 			held, err := m.AcquireWithReason(ctx, "manual lock", o.Reason)
 			if err != nil {
 				return err
 			}
 			info := held.Info()
-			if o.Output != "text" {
-				return writeStructured(o.Out, info, o.Output)
-			}
-			_, err = ops.Fprintf(o.Out, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
-				info.Expires.UTC().Format(time.RFC3339))
-			return err
+			return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
+				_, err := ops.Fprintf(w, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
+					info.Expires.UTC().Format(time.RFC3339))
+				return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to act as (default: --lock-id or <user>@<host>)")
@@ -124,6 +141,7 @@ func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
 	o := NewLockOptions(g)
 	cmd := &cobra.Command{
 		Use:               "release CLUSTER [--id ID]",
+		Annotations:       documentAnnotations(),
 		Short:             "Give up the cluster lock (only when you hold it)",
 		Example:           "  kubectl dbops lock release mycrate",
 		Args:              clusterArg,
@@ -139,18 +157,33 @@ func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
 				return err
 			}
 			if o.DryRun {
-				_, err := ops.Fprintf(o.Out, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
-				return err
+				return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "release", Holder: m.ID}, DryRun: true},
+					func(w io.Writer) error {
+						_, err := ops.Fprintf(w, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
+						return err
+					})
 			}
 			if err := m.Release(ctx); err != nil {
 				return err
 			}
-			_, err = ops.Fprintf(o.Out, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
-			return err
+			return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "released", Holder: m.ID}}, func(w io.Writer) error {
+				_, err := ops.Fprintf(w, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
+				return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to release as (default: --lock-id or <user>@<host>)")
+	_ = cmd.RegisterFlagCompletionFunc("id", completeHolder(g))
 	return cmd
+}
+
+// printLockAction prints what lock acquire|release did (or would do).
+func (o *LockOptions) printLockAction(m *lock.Manager, a LockAction, text func(io.Writer) error) error {
+	doc, err := document(a, "LockAction", m.Cluster, m.Namespace)
+	if err != nil {
+		return err
+	}
+	return o.printDocument(o.Out, doc, text)
 }
 
 // Validate checks flags.

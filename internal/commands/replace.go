@@ -76,7 +76,7 @@ at once (a batch); the next batch starts once the previous one is back.`,
 			}
 			return nil
 		},
-		ValidArgsFunction: completeClusters(g),
+		ValidArgsFunction: completePods(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Cluster = args[0]
 			o.Pods = nil

@@ -61,7 +61,11 @@ Bounded by --timeout, else 4 h.`,
   kubectl dbops restart mycrate --rolling --mode zone --max-unavailable-zones 0 --yes
 
   # Restart only the "hot" data group, no prompt (CI)
-  kubectl dbops restart mycrate --rolling --group hot --yes`,
+  kubectl dbops restart mycrate --rolling --group hot --yes
+
+  # Canary: restart one pod and stop (exit 7), check, then continue one pod a minute
+  kubectl dbops restart mycrate --rolling --pause-after 1 --yes
+  kubectl dbops restart mycrate --rolling --pause-between 1m --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,6 +84,8 @@ Bounded by --timeout, else 4 h.`,
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
 	cmd.Flags().StringVar(&o.Mode, "mode", ops.ModePod, "How many pods at once: "+strings.Join(ops.RestartModes, "|"))
 	cmd.Flags().IntVar(&o.MaxUnavailableZones, "max-unavailable-zones", 0, "Before each batch, wait until at most K other zones have unavailable pods (default: refuse if any other pod is not Ready)")
+	cmd.Flags().DurationVar(&g.Pacing.Between, "pause-between", 0, "Wait this long between pods (batches) for a human or a check to look at the cluster")
+	cmd.Flags().IntVar(&g.Pacing.After, "pause-after", 0, "Stop cleanly (exit 7) after restarting N pods (batches) in this run; re-run the same command to continue")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
 	g.CrateDB.AddHealthFlags(cmd.Flags())
@@ -111,6 +117,12 @@ func (o *RestartOptions) Validate() error {
 		if strings.TrimSpace(gr) == "" {
 			return ops.Usagef("--group must name a node group, got an empty value")
 		}
+	}
+	if o.Pacing.Between < 0 {
+		return ops.Usagef("--pause-between must not be negative (got %s)", o.Pacing.Between)
+	}
+	if o.Pacing.After < 0 {
+		return ops.Usagef("--pause-after must be 0 (no pause) or more, got %d", o.Pacing.After)
 	}
 	if !slices.Contains(ops.RestartModes, o.Mode) {
 		return ops.Usagef("unknown --mode %q; allowed: %s", o.Mode, strings.Join(ops.RestartModes, ", "))

@@ -43,6 +43,7 @@ and plain or JSON output for pipelines.`,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			g.given = map[string]bool{}
+			g.documentOutput = cmd.Annotations[annotationDocument] == "true"
 			cmd.Flags().Visit(func(f *pflag.Flag) { g.given[f.Name] = true })
 			if err := setupKlog(g.Verbosity, g.ErrOut); err != nil {
 				return err

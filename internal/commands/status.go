@@ -35,7 +35,10 @@ type ClusterStatus struct {
 // StatusOptions holds `status` flags.
 type StatusOptions struct {
 	*GlobalOptions
-	Cluster string
+	Cluster   string
+	NoHeaders bool
+	// Watch re-prints the status whenever it changes (--watch).
+	Watch bool
 }
 
 // NewStatusOptions returns options bound to the shared flags.
@@ -44,11 +47,15 @@ func NewStatusOptions(g *GlobalOptions) *StatusOptions { return &StatusOptions{G
 // NewStatusCmd builds `status CLUSTER`.
 func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 	o := NewStatusOptions(g)
-	return &cobra.Command{
-		Use:   "status CLUSTER",
-		Short: "Show node groups, pods, lock, deny list, interrupted operations and health",
+	cmd := &cobra.Command{
+		Use:         "status CLUSTER",
+		Annotations: documentAnnotations(),
+		Short:       "Show node groups, pods, lock, deny list, interrupted operations and health",
 		Example: `  kubectl dbops status mycrate -n prod
-  kubectl dbops status mycrate -o json | jq .lock.holder`,
+  kubectl dbops status mycrate -o json | jq .lock.holder
+
+  # Follow a restart from another terminal; one JSON document per change
+  kubectl dbops status mycrate --watch -o json --timeout 30m`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +66,9 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 			return o.Run(commandContext(cmd))
 		},
 	}
+	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets and the lock) until Ctrl-C or --timeout; exit 0")
+	return cmd
 }
 
 // Validate checks flags.
@@ -74,15 +84,25 @@ func (o *StatusOptions) Validate() error {
 
 // Run reads and prints the status.
 func (o *StatusOptions) Run(ctx context.Context) error {
+	if o.Watch {
+		return o.watch(ctx)
+	}
 	st, err := o.collect(ctx)
 	if err != nil {
 		return err
 	}
-	switch o.Output {
-	case "json", "yaml":
-		return writeStructured(o.Out, st, o.Output)
+	return o.print(st)
+}
+
+// print writes one status document in the -o format.
+func (o *StatusOptions) print(st *ClusterStatus) error {
+	doc, err := document(st, "ClusterStatus", st.Cluster.Name, st.Cluster.Namespace)
+	if err != nil {
+		return err
 	}
-	return writeStatusText(o.Out, st, o.clockNow())
+	return o.printDocument(o.Out, doc, func(w io.Writer) error {
+		return writeStatusText(w, st, o.clockNow(), o.NoHeaders)
+	})
 }
 
 func (o *StatusOptions) clockNow() time.Time {
@@ -125,7 +145,12 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 }
 
 // writeStatusText prints the human status view.
-func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
+func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bool) error {
+	header := func(tw io.Writer, line string) {
+		if !noHeaders {
+			fmt.Fprintln(tw, line)
+		}
+	}
 	c := st.Cluster
 	var b strings.Builder
 	ops.Fprintf(&b, "Cluster:  %s/%s (engine %s, layout %s)\n", c.Namespace, c.Name, c.Engine, c.Layout)
@@ -152,7 +177,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 		t := st.Health.Table
 		ops.Fprintf(&b, "\n%s:\n", t.Title)
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  "+strings.Join(ops.PrintableAll(t.Columns), "\t"))
+		header(tw, "  "+strings.Join(ops.PrintableAll(t.Columns), "\t"))
 		for _, r := range t.Rows {
 			fmt.Fprintln(tw, "  "+strings.Join(ops.PrintableAll(r), "\t"))
 		}
@@ -160,7 +185,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 	}
 	b.WriteString("\nNode groups:\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  GROUP\tSTATEFULSET\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
+	header(tw, "  GROUP\tSTATEFULSET\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
 	for _, g := range c.Groups {
 		role := g.Role
 		if g.MasterEligible && role != ops.RoleMaster {
@@ -171,7 +196,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time) error {
 	tw.Flush()
 	b.WriteString("\nPods:\n")
 	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
+	header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
 	for _, p := range c.AllPods() {
 		ready := "no"
 		if p.Ready {

@@ -2,7 +2,9 @@ package commands
 
 import (
 	"fmt"
+	"io"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
@@ -14,26 +16,70 @@ type VersionInfo struct {
 	Date      string `json:"date"`
 	GoVersion string `json:"goVersion"`
 	Platform  string `json:"platform"`
+	// Dirty: built from a work tree with uncommitted changes (known only
+	// from the Go build information, see versionInfo).
+	Dirty bool `json:"dirty,omitempty"`
+}
+
+// versionInfo returns the linker-set build information (Makefile,
+// .goreleaser.yaml). Built without those flags (go install, go build), it
+// falls back to what the Go toolchain records in the binary: the module
+// version, and the VCS revision, time and modified flag.
+func versionInfo(read func() (*debug.BuildInfo, bool)) VersionInfo {
+	info := VersionInfo{Version: Version, Commit: Commit, Date: Date,
+		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	bi, ok := read()
+	if !ok || bi == nil {
+		return info
+	}
+	if info.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		info.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			if info.Commit == "none" {
+				info.Commit = s.Value
+			}
+		case "vcs.time":
+			if info.Date == "unknown" {
+				info.Date = s.Value
+			}
+		case "vcs.modified":
+			info.Dirty = s.Value == "true"
+		}
+	}
+	if bi.GoVersion != "" {
+		info.GoVersion = bi.GoVersion
+	}
+	return info
 }
 
 // NewVersionCmd prints build information.
 func NewVersionCmd(g *GlobalOptions) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the kubectl-dbops version",
-		Args:  noArgs,
+		Use:         "version",
+		Short:       "Print the kubectl-dbops version",
+		Annotations: documentAnnotations(),
+		Args:        noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.Validate(); err != nil {
 				return err
 			}
-			info := VersionInfo{Version: Version, Commit: Commit, Date: Date,
-				GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-			if g.Output != "text" {
-				return writeStructured(g.Out, info, g.Output)
+			info := versionInfo(debug.ReadBuildInfo)
+			doc, err := document(info, "Version", "", "")
+			if err != nil {
+				return err
 			}
-			_, err := fmt.Fprintf(g.Out, "kubectl-dbops %s (commit %s, built %s, %s, %s)\n",
-				info.Version, info.Commit, info.Date, info.GoVersion, info.Platform)
-			return err
+			return g.printDocument(g.Out, doc, func(w io.Writer) error {
+				dirty := ""
+				if info.Dirty {
+					dirty = ", modified"
+				}
+				_, err := fmt.Fprintf(w, "kubectl-dbops %s (commit %s%s, built %s, %s, %s)\n",
+					info.Version, info.Commit, dirty, info.Date, info.GoVersion, info.Platform)
+				return err
+			})
 		},
 	}
 }

@@ -82,6 +82,8 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.Is(err, ErrUsage):
 		return ExitUsage
+	case errors.Is(err, ErrPaused):
+		return ExitPaused
 	case errors.Is(err, ErrLocked):
 		return ExitLocked
 	case errors.Is(err, ErrInterrupted), errors.Is(err, context.Canceled):

@@ -36,6 +36,9 @@ type Executor struct {
 	// RenewEvery overrides the lock renewal period (default: a third of the
 	// time left on the lock when acquired).
 	RenewEvery time.Duration
+	// Pacing spaces the steps out and may stop the run after some
+	// (--pause-between, --pause-after); zero: none.
+	Pacing Pacing
 
 	plan  *Plan
 	held  HeldLock
@@ -129,6 +132,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	switch {
 	case err == nil:
 		journal.State = JournalSucceeded
+		journal.Error = ""
+	case errors.Is(err, ErrPaused):
+		journal.State = JournalPaused
 		journal.Error = ""
 	case errors.Is(err, ErrInterrupted):
 		journal.State = JournalInterrupted
@@ -309,7 +315,7 @@ func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseF
 }
 
 func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
-	total := len(e.plan.Steps)
+	total, ran := len(e.plan.Steps), 0
 	for i, s := range e.plan.Steps {
 		ref := StepRef{Index: i + 1, Total: total, ID: s.ID, Target: s.Target, Description: s.Description}
 		if j.IsDone(s.ID) {
@@ -319,10 +325,14 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
+		if err := e.Pacing.Pace(ctx, ran, s, e.emit); err != nil {
+			return err
+		}
 		if err := e.runStep(ctx, j, s, ref); err != nil {
 			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = err.Error() })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
+		ran++
 	}
 	return nil
 }
@@ -469,6 +479,8 @@ func outcomeOf(err error) string {
 		return OutcomeInterrupted
 	case ExitTimeout:
 		return OutcomeTimeout
+	case ExitPaused:
+		return OutcomePaused
 	default:
 		return OutcomeFailed
 	}

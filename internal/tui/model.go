@@ -304,19 +304,22 @@ func (m *Model) apply(e ops.Event) {
 			m.current = i
 		}
 	case ops.EventStepWaiting:
+		// The detail shows one reading, the latest: a wait replaces the
+		// progress before it (CrateDB's green streak starts again when the
+		// cluster turns yellow; a bar still at 2/3 under "waiting: cluster
+		// yellow" would say both at once).
 		if i := m.row(e.Step); i >= 0 {
 			r := &m.steps[i]
 			r.state = stateRunning
-			r.reason = e.Reason
-			if e.Message != "" {
-				r.message = e.Message
-			}
+			r.reason, r.message, r.progress = e.Reason, e.Message, nil
 			m.current = i
 		}
 	case ops.EventStepProgress:
+		// And progress ends the wait before it.
 		if i := m.row(e.Step); i >= 0 {
 			r := &m.steps[i]
 			r.state = stateRunning
+			r.reason = ""
 			if e.Progress != nil {
 				p := *e.Progress
 				r.progress = &p

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,9 @@ const (
 	maxBarWidth    = 40
 	minBarWidth    = 10
 	maxTargetWidth = 32
+	// minDescWidth is what a step's description keeps on a wide terminal
+	// before the target column takes more than maxTargetWidth.
+	minDescWidth = 24
 	// minPodsLines is what the pods section gets before the steps take
 	// the rest: summary, table header and three rows.
 	minPodsLines = 5
@@ -271,7 +275,12 @@ func (m Model) stepLines(budget int, detail []string) []string {
 	for _, r := range m.steps {
 		targetW = max(targetW, ansi.StringWidth(r.ref.Target))
 	}
-	targetW = min(targetW, maxTargetWidth)
+	// The target column is as wide as the longest target, up to what the
+	// window leaves a description (a fixed cap cut targets on wide
+	// terminals); with the width unknown, nothing is cut.
+	if m.width > 0 {
+		targetW = min(targetW, max(maxTargetWidth, m.width-(5+idxW)-2-minDescWidth))
+	}
 
 	focus := m.current
 	if focus < 0 {
@@ -414,6 +423,9 @@ func (m Model) outcomeLines(width int) []string {
 		mark, style = markDone, m.st.ok
 	case ops.OutcomeInterrupted:
 		style = m.st.warn
+	case ops.OutcomePaused:
+		// Stopped where the user asked (--pause-after): not a failure.
+		mark, style = markStopped, m.st.warn
 	}
 	var out []string
 	for _, l := range wrapText(mark+" "+oneLine(outcomeText(e)), width, "  ") {
@@ -476,10 +488,11 @@ func (m Model) podLines(budget int) []string {
 	if len(m.pods) == 0 || budget < 3 {
 		return out
 	}
-	rows := m.pods
+	ordered, current := m.procedurePods()
+	rows := ordered
 	more := 0
 	if 1+1+len(rows) > budget {
-		rows, more = pickPods(m.pods, budget-3)
+		rows, more = pickPods(ordered, current, budget-3)
 	}
 
 	cols := podColumns()
@@ -509,6 +522,10 @@ func (m Model) podLines(budget int) []string {
 	out = append(out, m.st.header.Render(render(func(c podColumn) string { return c.title })))
 	for _, p := range rows {
 		line := render(func(c podColumn) string { return oneLine(c.cell(p)) })
+		if current[p.Name] {
+			// The pod the running step works on.
+			line = currentMark + strings.TrimPrefix(line, tableIndent)
+		}
 		if !p.Ready {
 			line = m.st.warn.Render(line)
 		}
@@ -549,19 +566,101 @@ func fitColumns(cols []podColumn, widths []int, width int) ([]podColumn, []int) 
 	return cols, widths
 }
 
-// pickPods chooses n rows from pods, not-ready ones first since those are
-// what an operator watches, keeping the original (procedure) order. It
-// returns the rows and how many were left out.
-func pickPods(pods []ops.PodSummary, n int) ([]ops.PodSummary, int) {
+// currentMark replaces the table indent on the rows of the pods the running
+// step works on.
+const currentMark = "▸ "
+
+// procedurePods returns the pods in procedure order (the plan step that
+// restarts or replaces each one; pods no step names last, in their own
+// order) and the names of the pods the running step works on.
+func (m Model) procedurePods() ([]ops.PodSummary, map[string]bool) {
+	order := map[string]int{}
+	for i, r := range m.steps {
+		for _, name := range stepPods(r.ref.Target, m.pods) {
+			if _, ok := order[name]; !ok {
+				order[name] = i
+			}
+		}
+	}
+	pods := slices.Clone(m.pods)
+	slices.SortStableFunc(pods, func(a, b ops.PodSummary) int {
+		ia, oka := order[a.Name]
+		ib, okb := order[b.Name]
+		if !oka {
+			ia = len(m.steps)
+		}
+		if !okb {
+			ib = len(m.steps)
+		}
+		return ia - ib
+	})
+	current := map[string]bool{}
+	if m.current >= 0 && m.current < len(m.steps) && m.steps[m.current].state == stateRunning {
+		for _, name := range stepPods(m.steps[m.current].ref.Target, m.pods) {
+			current[name] = true
+		}
+	}
+	return pods, current
+}
+
+// stepPods names the pods a step target covers: pod/NAME, pods/A,B (a
+// batch), zone/Z (every pod in zone Z) or all.
+func stepPods(target string, pods []ops.PodSummary) []string {
+	kind, rest, _ := strings.Cut(target, "/")
+	switch {
+	case kind == "pod":
+		return []string{rest}
+	case kind == "pods":
+		return strings.Split(rest, ",")
+	case kind == "zone":
+		var out []string
+		for _, p := range pods {
+			if p.Zone == rest {
+				out = append(out, p.Name)
+			}
+		}
+		return out
+	case target == "all":
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	return nil
+}
+
+// pickPods chooses n rows from pods (in procedure order) when not all fit:
+// first the pods the running step works on, then the not-ready ones (what
+// an operator watches), then the next ones in procedure order from the
+// current pod on, then the earlier ones. The rows keep the procedure
+// order. It returns them and how many were left out.
+func pickPods(pods []ops.PodSummary, current map[string]bool, n int) ([]ops.PodSummary, int) {
 	n = max(n, 1)
 	keep := make([]bool, len(pods))
 	picked := 0
-	for _, wantReady := range []bool{false, true} {
-		for i, p := range pods {
+	from := 0
+	for i, p := range pods {
+		if current[p.Name] {
+			from = i
+			break
+		}
+	}
+	// Rotated procedure order: from the current pod to the end, then the start.
+	rotated := make([]int, 0, len(pods))
+	for i := range pods {
+		rotated = append(rotated, (from+i)%len(pods))
+	}
+	for _, want := range []func(ops.PodSummary) bool{
+		func(p ops.PodSummary) bool { return current[p.Name] },
+		func(p ops.PodSummary) bool { return !p.Ready },
+		func(ops.PodSummary) bool { return true },
+	} {
+		for _, i := range rotated {
 			if picked == n {
 				break
 			}
-			if p.Ready == wantReady {
+			if !keep[i] && want(pods[i]) {
 				keep[i] = true
 				picked++
 			}

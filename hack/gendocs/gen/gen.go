@@ -19,6 +19,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 	"github.com/spf13/pflag"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/commands"
 )
 
 // Output folders, relative to the repository root. Everything inside them is
@@ -74,10 +76,61 @@ func Generate(cmd *cobra.Command, root string) error {
 	if err := doc.GenManTree(cmd, header, filepath.Join(root, ManDir)); err != nil {
 		return fmt.Errorf("man pages: %w", err)
 	}
+	if err := addManSections(filepath.Join(root, ManDir)); err != nil {
+		return fmt.Errorf("man pages: %w", err)
+	}
 	if err := doc.GenMarkdownTree(cmd, filepath.Join(root, ReferenceDir)); err != nil {
 		return fmt.Errorf("markdown reference: %w", err)
 	}
 	return nil
+}
+
+// addManSections adds EXIT STATUS, ENVIRONMENT and FILES (man-pages(7)
+// order: before SEE ALSO) to every page cobra generated; cobra has no hook
+// for extra sections.
+func addManSections(dir string) error {
+	var b strings.Builder
+	for _, sec := range []struct {
+		title   string
+		entries []commands.ManEntry
+	}{{"EXIT STATUS", commands.ExitStatuses()}, {"ENVIRONMENT", commands.Environment()}, {"FILES", commands.Files()}} {
+		fmt.Fprintf(&b, ".SH %s\n", sec.title)
+		for _, e := range sec.entries {
+			fmt.Fprintf(&b, ".TP\n\\fB%s\\fP\n%s\n", roff(e.Term), roff(e.Text))
+		}
+		b.WriteString("\n\n")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		page := string(data)
+		i := strings.Index(page, ".SH SEE ALSO")
+		if i < 0 {
+			i = len(page)
+		}
+		page = page[:i] + b.String() + page[i:]
+		if err := os.WriteFile(p, []byte(page), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// roff escapes text for a man page: backslashes, and a leading dot or
+// quote that troff would read as a request.
+func roff(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\e`)
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
+		s = `\&` + s
+	}
+	return s
 }
 
 // prepare makes the tree's output deterministic: no "auto generated on

@@ -148,8 +148,9 @@ func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason strin
 		return nil, err
 	}
 	var (
-		action  string
-		journal *ops.Journal
+		action   string
+		previous string
+		journal  *ops.Journal
 	)
 	lease, err := m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
 		now := m.now()
@@ -160,6 +161,7 @@ func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason strin
 		if action, err = m.decide(l, denies, now); err != nil {
 			return false, err
 		}
+		previous = holderOf(l)
 		if journal, err = decodeJournal(l); err != nil {
 			return false, err
 		}
@@ -169,7 +171,12 @@ func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason strin
 	if err != nil {
 		return nil, m.wrap("acquiring", err)
 	}
-	return &heldLock{m: m, journal: journal, info: m.lockInfo(lease, action), lease: lease}, nil
+	info := m.lockInfo(lease, action)
+	if action == ops.LockTakeover {
+		// The documented lock event names whom a takeover replaced.
+		info.Previous = previous
+	}
+	return &heldLock{m: m, journal: journal, info: info, lease: lease}, nil
 }
 
 // decide applies the acquisition rules to the lease as read at now.

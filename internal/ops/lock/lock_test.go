@@ -108,6 +108,9 @@ func TestAcquire(t *testing.T) {
 			}
 			info := held.Info()
 			wantInfo := ops.LockInfo{Action: tc.want, Holder: me, Operation: "restart --rolling", Expires: t0.Add(10 * time.Minute)}
+			if tc.want == ops.LockTakeover {
+				wantInfo.Previous = bob
+			}
 			if info != wantInfo {
 				t.Errorf("Info() = %+v, want %+v", info, wantInfo)
 			}
