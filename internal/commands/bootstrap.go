@@ -143,7 +143,7 @@ func (o *BootstrapOptions) Validate() error {
 
 // Run discovers, plans and executes the bootstrap.
 func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.Cluster, "BOOTSTRAP_TIMEOUT", defaultBootstrapTimeout,
+	return o.operate(commandContext(cmd), o.GlobalOptions.request(cmd, o.Cluster), "BOOTSTRAP_TIMEOUT", defaultBootstrapTimeout,
 		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
 			b, ok := eng.(ops.Bootstrapper)
 			if !ok {

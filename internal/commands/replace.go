@@ -205,11 +205,12 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 		}
 	}
 	req := ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
-		Args: o.args(pods), Command: o.commandLine(cmd, append([]string{o.Cluster}, o.Pods...)...)}
+		Args: o.args(pods), Command: o.commandLine(cmd, o.Cluster, o.Pods...)}
 	plan, err := planReplace(ctx, eng, c, req)
 	if err != nil {
 		return err
 	}
+	plan.SetRequest(o.request(cmd, o.Cluster, o.Pods...), c.Engine)
 	return o.execute(ctx, cl, c, plan, timeout)
 }
 

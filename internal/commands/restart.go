@@ -143,8 +143,9 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.Cluster, "", defaultRollingRestartTimeout,
+	req := o.request(cmd, o.Cluster)
+	return o.operate(commandContext(cmd), req, "", defaultRollingRestartTimeout,
 		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
-			return eng.PlanRestart(ctx, c, o.restartOptions(o.commandLine(cmd, o.Cluster)))
+			return eng.PlanRestart(ctx, c, o.restartOptions(req.CommandLine()))
 		})
 }

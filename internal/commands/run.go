@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
@@ -49,9 +50,10 @@ type planFunc func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Eng
 
 // operate is the body every mutating command shares: find the cluster, get
 // its engine, plan from live state, then dry-run or execute within the
-// timeout (--timeout, else the env variable timeoutEnv, else def).
-func (g *GlobalOptions) operate(ctx context.Context, cluster, timeoutEnv string, def time.Duration, plan planFunc) error {
-	cl, c, err := g.discover(ctx, cluster, true)
+// timeout (--timeout, else the env variable timeoutEnv, else def). req is
+// the command as given; the journal keeps it for `resume`.
+func (g *GlobalOptions) operate(ctx context.Context, req *ops.Request, timeoutEnv string, def time.Duration, plan planFunc) error {
+	cl, c, err := g.discover(ctx, req.Cluster, true)
 	if err != nil {
 		return err
 	}
@@ -71,6 +73,7 @@ func (g *GlobalOptions) operate(ctx context.Context, cluster, timeoutEnv string,
 	if err != nil {
 		return err
 	}
+	p.SetRequest(req, c.Engine)
 	return g.execute(ctx, cl, c, p, timeout)
 }
 
@@ -117,10 +120,15 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 // execute is the shared tail of every mutating command: dry-run, confirm,
 // lock, run with the chosen view.
 func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
-	if err := g.preflight(ctx, cl, c, plan); err != nil {
+	// The journal as an interrupted run left it (read without the lock):
+	// resumed when it is the same request, else replaced and its progress lost.
+	prev := g.unfinishedJournal(ctx, cl, c)
+	resuming := prev.Resumable(plan.Operation, plan.Args)
+	replacing := prev != nil && !resuming && len(plan.Steps) > 0
+	if err := g.preflight(ctx, plan, prev); err != nil {
 		if g.DryRun {
 			// Show what would run, then say why a real run would refuse.
-			_ = writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
+			_ = writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
 		}
 		return err
 	}
@@ -128,24 +136,37 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		if g.Output == "json" {
 			// The same NDJSON stream as a run: the plan, then done with outcome dry-run.
 			sink, now := tui.NewJSON(g.Out), cl.Clock.Now()
-			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(ctx, cl, c, plan)})
+			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(plan, prev)})
 			sink.Emit(ops.Event{Type: ops.EventDone, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Outcome: ops.OutcomeDryRun})
 			return nil
 		}
-		return writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
+		return writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
 	}
 	if g.Output == "yaml" {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
-	if plan.Destructive && len(plan.Steps) > 0 && !g.Yes {
+	if replacing && !g.Yes && !g.IsTerminal() {
+		return ops.Usagef("refusing to start %s on %s/%s: it would replace the record of the unfinished %s, whose progress would be lost; resume that with: %s, or pass --yes to run %s anyway",
+			describeRequest(plan.Operation, plan.Args), c.Namespace, c.Name, describeJournal(prev), resumeHint(prev), plan.Operation)
+	}
+	if (plan.Destructive || replacing) && len(plan.Steps) > 0 && !g.Yes {
 		if !g.IsTerminal() {
 			return ops.Usagef("refusing to %s %s/%s without confirmation: no terminal to ask on; pass --yes (see the plan with --dry-run)",
 				plan.Operation, c.Namespace, c.Name)
 		}
-		if err := ops.WritePlanText(g.ErrOut, plan.View()); err != nil {
+		v, left := remainingView(g.dryRunView(plan, prev))
+		if err := ops.WritePlanText(g.ErrOut, v); err != nil {
 			return err
 		}
-		ok, err := confirm(g.In, g.ErrOut, fmt.Sprintf("Run %s on %s/%s (%d steps)?", plan.Operation, c.Namespace, c.Name, len(plan.Steps)))
+		question := fmt.Sprintf("Run %s on %s/%s (%d steps)?", plan.Operation, c.Namespace, c.Name, left)
+		if left < len(plan.Steps) {
+			question = fmt.Sprintf("Resume %s on %s/%s (%d of %d steps left)?", plan.Operation, c.Namespace, c.Name, left, len(plan.Steps))
+		}
+		if replacing {
+			question = fmt.Sprintf("Run %s on %s/%s (%d steps) and lose the progress of the unfinished %s?",
+				plan.Operation, c.Namespace, c.Name, left, prev.Operation)
+		}
+		ok, err := confirm(g.In, g.ErrOut, question)
 		if err != nil {
 			return err
 		}
@@ -184,41 +205,82 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 }
 
 // preflight runs the plan's own fitness check before anything is written,
-// knowing which steps an interrupted run of the same request already did.
-func (g *GlobalOptions) preflight(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan) error {
+// knowing which steps an interrupted run of the same request (prev) already did.
+func (g *GlobalOptions) preflight(ctx context.Context, plan *ops.Plan, prev *ops.Journal) error {
 	if plan.Preflight == nil || len(plan.Steps) == 0 {
 		return nil
 	}
 	st := ops.PreflightState{}
-	if j := g.unfinishedJournal(ctx, cl, c); j.Resumable(plan.Operation, plan.Args) {
-		st.Done = j.IsDone
-		st.Resuming = len(j.Done) > 0 || j.Current != ""
+	if prev.Resumable(plan.Operation, plan.Args) {
+		st.Done = prev.IsDone
+		st.Resuming = len(prev.Done) > 0 || prev.Current != ""
 	}
 	return plan.Preflight(ctx, st)
 }
 
-// dryRunView marks the steps an interrupted run of the same request already
-// did, read from the journal on the lock (read-only), so the plan shows what
-// a re-run would really do.
-func (g *GlobalOptions) dryRunView(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan) *ops.PlanView {
+// dryRunView marks the steps an interrupted run of the same request (prev,
+// read from the journal on the lock) already did, so the plan shows what a
+// re-run would really do; for another request it notes the progress the
+// run would throw away.
+func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanView {
 	v := plan.View()
-	if g.DisableLocks {
-		return v
+	switch {
+	case prev == nil:
+	case prev.Resumable(plan.Operation, plan.Args):
+		done := 0
+		for i := range v.Steps {
+			if prev.IsDone(v.Steps[i].ID) {
+				v.Steps[i].Done = true
+				done++
+			}
+		}
+		v.Notes = append(v.Notes, fmt.Sprintf("resumes the %s run started %s by %s: %d step(s) already done",
+			prev.State, prev.Started.UTC().Format(time.RFC3339), prev.Holder, done))
+	case len(plan.Steps) > 0:
+		v.Notes = append(v.Notes, fmt.Sprintf("WARNING: replaces the record of the unfinished %s: its progress is lost (resume it instead with: %s)",
+			describeJournal(prev), resumeHint(prev)))
 	}
-	j := g.unfinishedJournal(ctx, cl, c)
-	if !j.Resumable(plan.Operation, plan.Args) {
-		return v
-	}
-	done := 0
-	for i := range v.Steps {
-		if j.IsDone(v.Steps[i].ID) {
-			v.Steps[i].Done = true
-			done++
+	return v
+}
+
+// remainingView leaves out the steps done by an earlier run (the prompt
+// asks only about what is left) and returns how many are left.
+func remainingView(v *ops.PlanView) (*ops.PlanView, int) {
+	out := *v
+	out.Steps = nil
+	for _, s := range v.Steps {
+		if !s.Done {
+			out.Steps = append(out.Steps, s)
 		}
 	}
-	v.Notes = append(v.Notes, fmt.Sprintf("resumes the %s run started %s by %s: %d step(s) already done",
-		j.State, j.Started.UTC().Format(time.RFC3339), j.Holder, done))
-	return v
+	if done := len(v.Steps) - len(out.Steps); done > 0 {
+		out.Notes = append(slices.Clone(v.Notes), fmt.Sprintf("%d step(s) done by the interrupted run are not shown", done))
+	}
+	return &out, len(out.Steps)
+}
+
+// describeRequest is "operation args".
+func describeRequest(op, args string) string {
+	if args == "" {
+		return op
+	}
+	return op + " " + args
+}
+
+// describeJournal says what an unfinished journal is: which request, who
+// started it, how it ended and how far it got.
+func describeJournal(j *ops.Journal) string {
+	return fmt.Sprintf("%s (started %s by %s, %s, %d of %d step(s) done)", describeRequest(j.Operation, j.Args),
+		j.Started.UTC().Format(time.RFC3339), j.Holder, j.State, len(j.Done), j.Steps)
+}
+
+// resumeHint is the command that resumes j: `resume` when the journal
+// records its request, else the advice to re-run the original command.
+func resumeHint(j *ops.Journal) string {
+	if j.Request != nil {
+		return j.Request.ResumeCommand()
+	}
+	return "the command that started it"
 }
 
 // unfinishedJournal reads the journal on the cluster's lock without taking

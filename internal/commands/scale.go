@@ -185,13 +185,14 @@ func (o *ScaleOptions) Validate() error {
 
 // Run discovers, plans and executes the scaling.
 func (o *ScaleOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.Cluster, "SCALING_TIMEOUT", defaultScalingTimeout,
+	req := o.request(cmd, o.Cluster)
+	return o.operate(commandContext(cmd), req, "SCALING_TIMEOUT", defaultScalingTimeout,
 		func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
 			s, ok := eng.(ops.Scaler)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Command: o.commandLine(cmd, o.Cluster), Journal: o.unfinishedJournal(ctx, cl, c)}
+			req := ops.ScaleRequest{Data: o.data, Command: req.CommandLine(), Journal: o.unfinishedJournal(ctx, cl, c)}
 			if o.mastersGiven {
 				m := o.Masters
 				req.Masters = &m
