@@ -284,3 +284,24 @@ func TestResumeRefusesForeignRequests(t *testing.T) {
 		})
 	}
 }
+
+// A run still in progress (journal running, its lock held) is not offered
+// for replacement: taking the lock refuses, naming its holder.
+func TestRunInProgressIsNotReplaced(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+	j := interruptedJournal(t, h, "alice@test")
+	j.State = ops.JournalRunning
+	b, _ := json.Marshal(j)
+	holder, secs, renewed := "alice@test", int32(600), metav1.NewMicroTime(testNow.Add(-time.Second))
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "dbops-db", Namespace: "prod",
+		Annotations: map[string]string{"dbops.io/journal": string(b)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renewed, AcquireTime: &renewed}}
+	if _, err := h.client.CoordinationV1().Leases("prod").Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.terminal, h.stdin = true, "y\n"
+	r := h.run("restart", "db", "--rolling", "--group", "cold", "--lock-id", "bob@test", "--no-tui")
+	if r.code != ops.ExitLocked || strings.Contains(r.err, "lose the progress") || !strings.Contains(r.err, "locked by alice@test") {
+		t.Errorf("exit %d (want 3), stderr:\n%s", r.code, r.err)
+	}
+}

@@ -122,9 +122,11 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
 	// The journal as an interrupted run left it (read without the lock):
 	// resumed when it is the same request, else replaced and its progress lost.
-	prev := g.unfinishedJournal(ctx, cl, c)
+	prev, busy := g.journalState(ctx, cl, c)
 	resuming := prev.Resumable(plan.Operation, plan.Args)
-	replacing := prev != nil && !resuming && len(plan.Steps) > 0
+	// A run in progress under a held lock is not replaced: taking the lock
+	// refuses (exit 3) and says who holds it.
+	replacing := prev != nil && !resuming && !busy && len(plan.Steps) > 0
 	if err := g.preflight(ctx, plan, prev); err != nil {
 		if g.DryRun {
 			// Show what would run, then say why a real run would refuse.
@@ -287,14 +289,21 @@ func resumeHint(j *ops.Journal) string {
 // it; nil when there is none, it is finished, or it cannot be read (the
 // executor reads it again under the lock anyway).
 func (g *GlobalOptions) unfinishedJournal(ctx context.Context, cl *Clients, c *ops.Cluster) *ops.Journal {
+	j, _ := g.journalState(ctx, cl, c)
+	return j
+}
+
+// journalState is unfinishedJournal, and whether that journal's run is in
+// progress: it says running and its lock is held.
+func (g *GlobalOptions) journalState(ctx context.Context, cl *Clients, c *ops.Cluster) (j *ops.Journal, busy bool) {
 	if g.DisableLocks {
-		return nil
+		return nil, false
 	}
 	st, err := (&lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: "reader", Clock: cl.Clock}).Status(ctx)
 	if err != nil || st.Journal == nil || st.Journal.State == ops.JournalSucceeded {
-		return nil
+		return nil, false
 	}
-	return st.Journal
+	return st.Journal, st.Journal.State == ops.JournalRunning && st.Held
 }
 
 // newSession returns a random token identifying this process on the lock.
