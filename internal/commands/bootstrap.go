@@ -164,12 +164,12 @@ func (o *BootstrapOptions) request(cmd *cobra.Command, c *ops.Cluster) (any, err
 		if o.primariesGiven {
 			return nil, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
 		}
-		return cratedb.BootstrapRequest{License: o.license, Users: o.users, Command: o.commandLine(cmd, o.Cluster)}, nil
+		return cratedb.BootstrapRequest{License: o.license, Users: o.users}, nil
 	case ops.EngineReplicated:
 		if o.LicenseSecret != "" || len(o.Users) > 0 {
 			return nil, ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
 		}
-		r := replicated.BootstrapRequest{Command: o.commandLine(cmd, o.Cluster)}
+		r := replicated.BootstrapRequest{}
 		if o.primariesGiven {
 			p := o.Primaries
 			r.Primaries = &p

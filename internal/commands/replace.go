@@ -175,16 +175,15 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 		return err
 	}
 	pods, reasons := o.Pods, map[string]string{}
+	request := o.request(cmd, o.Cluster, o.Pods...)
 	if o.Failed {
 		// Replaced pods look healthy again and a pod being replaced may not
 		// look failed yet, so an interrupted --failed run resumes with the
 		// pods it chose, not with a fresh choice.
-		if j := o.unfinishedJournal(ctx, cl, c); j != nil && j.Operation == "replace" {
-			if rest, ok := strings.CutPrefix(j.Args, o.args(nil)); ok && rest != "" {
-				pods = strings.Split(rest, ",")
-				for _, p := range pods {
-					reasons[p] = "chosen by the interrupted run being resumed"
-				}
+		if j := o.unfinishedJournal(ctx, cl, c); j != nil && j.Request.Same(request) && len(j.Request.Picked) > 0 {
+			pods = slices.Clone(j.Request.Picked)
+			for _, p := range pods {
+				reasons[p] = "chosen by the interrupted run being resumed"
 			}
 		}
 	}
@@ -205,12 +204,15 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 		}
 	}
 	req := ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
-		Args: o.args(pods), Command: o.commandLine(cmd, o.Cluster, o.Pods...)}
+		Args: o.args(pods)}
 	plan, err := planReplace(ctx, eng, c, req)
 	if err != nil {
 		return err
 	}
-	plan.SetRequest(o.request(cmd, o.Cluster, o.Pods...), c.Engine)
+	if o.Failed {
+		request.Picked = pods
+	}
+	plan.SetRequest(request, c.Engine)
 	return o.execute(ctx, cl, c, plan, timeout)
 }
 
@@ -220,7 +222,7 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 // deletion reuses the engine's rolling restart, so its health gates apply.
 func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
 	if req.Strategy == ops.StrategyDeletion {
-		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent, Command: req.Command})
+		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent})
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +252,7 @@ func perPodReplace(ctx context.Context, r ops.Replacer, c *ops.Cluster, req ops.
 	}
 	var out *ops.Plan
 	for _, name := range req.Pods {
-		p, err := r.PlanReplace(ctx, c, name, req.Command)
+		p, err := r.PlanReplace(ctx, c, name)
 		if err != nil {
 			return nil, err
 		}

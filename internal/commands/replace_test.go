@@ -185,7 +185,10 @@ func TestRestartZoneModeRuns(t *testing.T) {
 func TestReplaceFailedResumesItsChoice(t *testing.T) {
 	h := newHarness(t, withPVCObjects("db", dbGroups())...)
 	j := ops.Journal{Operation: "replace", Args: "--strategy replacement --max-concurrent 1 --pods db-hot-1", Holder: "alice@test",
-		State: ops.JournalInterrupted, Started: testNow.Add(-time.Hour), Steps: 1}
+		State: ops.JournalInterrupted, Started: testNow.Add(-time.Hour), Steps: 1,
+		Request: &ops.Request{Command: []string{"replace"}, Cluster: "db", Namespace: "prod", Engine: ops.EngineCrateDB,
+			Flags:  []ops.RequestFlag{{Name: "failed", Values: []string{"true"}, Bool: true}, {Name: "lock-id", Values: []string{"alice@test"}}},
+			Picked: []string{"db-hot-1"}}}
 	b, _ := json.Marshal(j)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "dbops-db", Namespace: "prod",
 		Annotations: map[string]string{"dbops.io/journal": string(b)}}}
@@ -201,5 +204,26 @@ func TestReplaceFailedResumesItsChoice(t *testing.T) {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.out)
 		}
+	}
+}
+
+// A journal of another request (here --strategy deletion) is not resumed by
+// replace --failed: its picked pods are not taken over.
+func TestReplaceFailedIgnoresAnotherRequestsChoice(t *testing.T) {
+	h := newHarness(t, withPVCObjects("db", dbGroups())...)
+	j := ops.Journal{Operation: "replace", Args: "--strategy deletion --max-concurrent 1 --pods db-hot-1", Holder: "alice@test",
+		State: ops.JournalInterrupted, Started: testNow.Add(-time.Hour), Steps: 1,
+		Request: &ops.Request{Command: []string{"replace"}, Cluster: "db", Namespace: "prod", Engine: ops.EngineCrateDB,
+			Flags:  []ops.RequestFlag{{Name: "failed", Values: []string{"true"}, Bool: true}, {Name: "strategy", Values: []string{"deletion"}}},
+			Picked: []string{"db-hot-1"}}}
+	b, _ := json.Marshal(j)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "dbops-db", Namespace: "prod",
+		Annotations: map[string]string{"dbops.io/journal": string(b)}}}
+	if _, err := h.client.CoordinationV1().Leases("prod").Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run("replace", "db", "--failed", "--dry-run")
+	if r.code != 0 || !strings.Contains(r.out, "nothing to replace in prod/db: no pod meets a failure condition") {
+		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
 }

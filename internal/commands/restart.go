@@ -127,8 +127,8 @@ func (o *RestartOptions) Validate() error {
 }
 
 // restartOptions is the engine-facing form of the flags.
-func (o *RestartOptions) restartOptions(command string) ops.RestartOptions {
-	ro := ops.RestartOptions{Groups: o.Groups, Mode: o.Mode, Command: command}
+func (o *RestartOptions) restartOptions() ops.RestartOptions {
+	ro := ops.RestartOptions{Groups: o.Groups, Mode: o.Mode}
 	if o.zonesGiven {
 		k := o.MaxUnavailableZones
 		ro.MaxUnavailableZones = &k
@@ -143,9 +143,8 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	req := o.request(cmd, o.Cluster)
-	return o.operate(commandContext(cmd), req, "", defaultRollingRestartTimeout,
+	return o.operate(commandContext(cmd), o.request(cmd, o.Cluster), "", defaultRollingRestartTimeout,
 		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
-			return eng.PlanRestart(ctx, c, o.restartOptions(req.CommandLine()))
+			return eng.PlanRestart(ctx, c, o.restartOptions())
 		})
 }

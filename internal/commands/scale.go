@@ -192,7 +192,7 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Command: req.CommandLine(), Journal: o.unfinishedJournal(ctx, cl, c)}
+			req := ops.ScaleRequest{Data: o.data, Journal: o.unfinishedJournal(ctx, cl, c)}
 			if o.mastersGiven {
 				m := o.Masters
 				req.Masters = &m

@@ -53,8 +53,6 @@ type RestartOptions struct {
 	// BatchSize is how many pods one step restarts together in pod mode
 	// (replace --max-concurrent); 0 or 1 = one at a time.
 	BatchSize int
-	// Command re-runs the request (resume hint).
-	Command string
 }
 
 // ScaleRequest is what the user asked of `scale`. Engines read the fields
@@ -69,8 +67,6 @@ type ScaleRequest struct {
 	Replicas *int32
 	// Primaries is the wanted number of primaries (replicated apps).
 	Primaries *int32
-	// Command re-runs the request (resume hint).
-	Command string
 	// Journal is the cluster's unfinished operation record, read (without
 	// the lock) before planning; nil when there is none. An engine uses it
 	// to finish a run that crashed after its last size change, when live
@@ -93,5 +89,5 @@ type Bootstrapper interface {
 // Replacer is implemented by engines that can replace a member: move its
 // data away, delete the pod and its PVC, and let it join again fresh.
 type Replacer interface {
-	PlanReplace(ctx context.Context, c *Cluster, pod string, command string) (*Plan, error)
+	PlanReplace(ctx context.Context, c *Cluster, pod string) (*Plan, error)
 }

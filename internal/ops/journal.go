@@ -57,6 +57,25 @@ type Request struct {
 	// that change what it does (never connection or credential flags, nor
 	// run-only ones like --timeout or -o), in name order.
 	Flags []RequestFlag `json:"flags,omitempty"`
+	// Picked are the targets the command chose from live state (replace
+	// --failed's pods): a resumed run keeps them rather than choosing again,
+	// since a replaced pod looks healthy and would not be chosen twice.
+	Picked []string `json:"picked,omitempty"`
+}
+
+// Same reports whether o asks for what r asks: the same command, cluster,
+// arguments and flags (who acts, --lock-id, and what was picked aside).
+func (r *Request) Same(o *Request) bool {
+	if r == nil || o == nil {
+		return false
+	}
+	flags := func(q *Request) []RequestFlag {
+		return slices.DeleteFunc(slices.Clone(q.Flags), func(f RequestFlag) bool { return f.Name == "lock-id" })
+	}
+	return slices.Equal(r.Command, o.Command) && r.Cluster == o.Cluster && r.Namespace == o.Namespace &&
+		slices.Equal(r.Args, o.Args) && slices.EqualFunc(flags(r), flags(o), func(a, b RequestFlag) bool {
+		return a.Name == b.Name && a.Bool == b.Bool && slices.Equal(a.Values, b.Values)
+	})
 }
 
 // RequestFlag is one flag of a Request; a repeated or list flag has several

@@ -35,6 +35,15 @@ type Plan struct {
 	Preflight func(ctx context.Context, st PreflightState) error `json:"-"`
 }
 
+// NewPlan is the one way plans are made: operation on cluster c, planned
+// by engine, with args the canonical rendering of what was asked (e.g.
+// "--rolling --group hot"; a journal resumes only a run with the same
+// args). The command that asked is attached by the caller (SetRequest), so
+// engines never see it.
+func NewPlan(operation string, c *Cluster, engine, args string) *Plan {
+	return &Plan{Operation: operation, Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: args}
+}
+
 // SetRequest records the command that asked for p, planned by engine, and
 // renders the resume hint from it.
 func (p *Plan) SetRequest(r *Request, engine string) {

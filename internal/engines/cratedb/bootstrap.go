@@ -21,8 +21,6 @@ type BootstrapRequest struct {
 	// Users get created (if missing) with the password from their Secret
 	// and all privileges.
 	Users []UserRequest
-	// Command re-runs the request (resume hint).
-	Command string
 }
 
 // UserRequest is one --user NAME=SECRET[/KEY].
@@ -107,8 +105,7 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) 
 	}
 	secrets := append([]string{sysPW, license}, pws...)
 
-	p := &ops.Plan{Operation: "bootstrap", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
-		Args: req.Args(), Command: req.Command}
+	p := ops.NewPlan("bootstrap", c, ops.EngineCrateDB, req.Args())
 	stsRef := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: eligible.StatefulSet}
 	if eligible.Object != nil {
 		stsRef.UID = string(eligible.Object.UID)

@@ -87,8 +87,6 @@ func (e *Engine) Name() string { return ops.EngineReplicated }
 type BootstrapRequest struct {
 	// Primaries overrides the configured number of primaries (a flag).
 	Primaries *int32
-	// Command re-runs the request (resume hint).
-	Command string
 }
 
 // site is the resolved shape of the cluster: one StatefulSet.

@@ -99,8 +99,8 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req any) (*o
 	if err != nil {
 		return nil, err
 	}
-	plan := &ops.Plan{Operation: "bootstrap", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineReplicated,
-		Args: fmt.Sprintf("--primaries %d", p), Destructive: true, Command: r.Command}
+	plan := ops.NewPlan("bootstrap", c, ops.EngineReplicated, fmt.Sprintf("--primaries %d", p))
+	plan.Destructive = true
 	plan.Notes = append(plan.Notes, seqNote(pr.ms, seqs), rolesNote(pr.ms))
 	e.planRoles(plan, s, cfg, pr.ms, seqs, n, p)
 	if len(plan.Steps) == 0 {
@@ -140,8 +140,8 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if err != nil {
 		return nil, err
 	}
-	plan := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineReplicated,
-		Args: fmt.Sprintf("--replicas %d --primaries %d", n, p), Destructive: n < from, Command: req.Command}
+	plan := ops.NewPlan("scale", c, ops.EngineReplicated, fmt.Sprintf("--replicas %d --primaries %d", n, p))
+	plan.Destructive = n < from
 	plan.Notes = append(plan.Notes, seqNote(pr.ms, seqs), rolesNote(pr.ms))
 
 	// Pods the scale-down removes: stop their roles first, highest ordinal first.

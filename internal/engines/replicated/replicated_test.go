@@ -124,7 +124,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestBootstrapGoldenAndRun(t *testing.T) {
 	f := newFixture(t, 3, nil, testConfig)
 	f.app.seq = map[string]string{"db-0": "5", "db-1": "7", "db-2": "7"}
-	p, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), BootstrapRequest{Primaries: ptr.To[int32](2), Command: "kubectl dbops bootstrap db"})
+	p, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), BootstrapRequest{Primaries: ptr.To[int32](2)})
 	if err != nil {
 		t.Fatal(err)
 	}
