@@ -73,16 +73,7 @@ dbops.io/replicated-config.`,
   kubectl dbops bootstrap myapp --primaries 2 --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.primariesGiven = cmd.Flags().Changed("primaries")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:              g.runE(o),
 	}
 	cmd.Flags().StringVar(&o.LicenseSecret, "license-secret", "", "Secret NAME[/KEY] (default key license) holding the license to set first")
 	cmd.Flags().StringArrayVar(&o.Users, "user", nil, "User to create as NAME=SECRET[/KEY] (default key password); repeatable")
@@ -93,19 +84,14 @@ dbops.io/replicated-config.`,
 }
 
 // Complete fills in arguments.
-func (o *BootstrapOptions) Complete(args []string) error {
+func (o *BootstrapOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
+	o.primariesGiven = cmd.Flags().Changed("primaries")
 	return nil
 }
 
 // Validate checks flags without touching the API.
 func (o *BootstrapOptions) Validate() error {
-	if err := o.GlobalOptions.Validate(); err != nil {
-		return err
-	}
-	if err := o.CrateDB.Validate(); err != nil {
-		return err
-	}
 	if o.primariesGiven && o.Primaries < 1 {
 		return ops.Usagef("--primaries %d: bootstrap needs at least 1 primary", o.Primaries)
 	}
@@ -143,8 +129,9 @@ func (o *BootstrapOptions) Validate() error {
 
 // Run discovers, plans and executes the bootstrap.
 func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.GlobalOptions.request(cmd, o.Cluster), "BOOTSTRAP_TIMEOUT", defaultBootstrapTimeout,
-		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
+	return o.runOperation(commandContext(cmd), operation{req: o.GlobalOptions.request(cmd, o.Cluster),
+		timeoutEnv: "BOOTSTRAP_TIMEOUT", defaultTimeout: defaultBootstrapTimeout,
+		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			b, ok := eng.(ops.Bootstrapper)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", eng.Name(), c.Name)
@@ -154,7 +141,7 @@ func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
 				return nil, err
 			}
 			return b.PlanBootstrap(ctx, c, req)
-		})
+		}})
 }
 
 // request builds the engine-specific bootstrap request from the flags.

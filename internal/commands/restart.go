@@ -64,17 +64,7 @@ Bounded by --timeout, else 4 h.`,
   kubectl dbops restart mycrate --rolling --group hot --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.groupGiven = cmd.Flags().Changed("group")
-			o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:              g.runE(o),
 	}
 	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods batch by batch, waiting for each batch to be back (required)")
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
@@ -88,21 +78,17 @@ Bounded by --timeout, else 4 h.`,
 }
 
 // Complete fills in arguments.
-func (o *RestartOptions) Complete(args []string) error {
+func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
+	o.groupGiven = cmd.Flags().Changed("group")
+	o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
 	return nil
 }
 
 // Validate checks flags without touching the API.
 func (o *RestartOptions) Validate() error {
-	if err := o.GlobalOptions.Validate(); err != nil {
-		return err
-	}
 	if !o.Rolling {
 		return ops.Usagef("restart needs --rolling (pods go batch by batch: --mode pod, zone or all)")
-	}
-	if err := o.CrateDB.Validate(); err != nil {
-		return err
 	}
 	if o.groupGiven && len(o.Groups) == 0 {
 		return ops.Usagef("--group must name a node group, got an empty value")
@@ -143,8 +129,8 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.request(cmd, o.Cluster), "", defaultRollingRestartTimeout,
-		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
+	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster), defaultTimeout: defaultRollingRestartTimeout,
+		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			return eng.PlanRestart(ctx, c, o.restartOptions())
-		})
+		}})
 }

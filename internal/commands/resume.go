@@ -100,16 +100,20 @@ unfinished operation it changes nothing and exits 0.`,
   kubectl dbops resume mycrate -n prod --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster = args[0]
-			if err := o.GlobalOptions.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:              g.runE(o),
 	}
 	return cmd
 }
+
+// Complete takes the cluster argument.
+func (o *ResumeOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Validate has nothing of its own to check: the recorded command's flags
+// are checked when they are set (resumeCommand), before it runs.
+func (o *ResumeOptions) Validate() error { return nil }
 
 // Run reads the journal and runs the recorded command.
 func (o *ResumeOptions) Run(cmd *cobra.Command) error {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
@@ -45,35 +47,85 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	return cl, c, nil
 }
 
-// planFunc asks a cluster's engine for the plan of one command.
-type planFunc func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error)
+// commandOptions is how every mutating command's options work, as in
+// kubectl: Complete takes what the command line gave, Validate checks it
+// without the API, Run does the work.
+type commandOptions interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(cmd *cobra.Command) error
+}
 
-// operate is the body every mutating command shares: find the cluster, get
-// its engine, plan from live state, then dry-run or execute within the
-// timeout (--timeout, else the env variable timeoutEnv, else def). req is
-// the command as given; the journal keeps it for `resume`.
-func (g *GlobalOptions) operate(ctx context.Context, req *ops.Request, timeoutEnv string, def time.Duration, plan planFunc) error {
-	cl, c, err := g.discover(ctx, req.Cluster, true)
+// runE is a mutating command's RunE: Complete, then every check that needs
+// no API in one place (the shared flags, the CrateDB flags, the command's
+// own), then Run.
+func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := g.Validate(); err != nil {
+			return err
+		}
+		if err := g.CrateDB.Validate(); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd)
+	}
+}
+
+// planFunc asks a cluster's engine for the plan of one command. It may
+// record on req what it picked from live state (Request.Picked). A nil plan
+// with a nil error means it found nothing to do and said so.
+type planFunc func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, req *ops.Request) (*ops.Plan, error)
+
+// operation is what a mutating command hands the runner.
+type operation struct {
+	// req is the command as given; the journal keeps it for `resume`.
+	req *ops.Request
+	// timeoutEnv names the environment variable (seconds) that bounds the
+	// run when --timeout is not given; defaultTimeout applies otherwise.
+	timeoutEnv     string
+	defaultTimeout time.Duration
+	// check, when set, vets the discovered cluster before its engine is
+	// built (replace: the named pods are members).
+	check func(c *ops.Cluster) error
+	plan  planFunc
+}
+
+// runOperation is the pipeline every mutating command runs: find the
+// cluster, get its engine, plan from live state, then dry-run, or confirm,
+// lock and execute within the timeout with the chosen view.
+func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
+	cl, c, err := g.discover(ctx, op.req.Cluster, true)
 	if err != nil {
 		return err
+	}
+	if op.check != nil {
+		if err := op.check(c); err != nil {
+			return err
+		}
 	}
 	eng, err := g.engine(ctx, cl, c)
 	if err != nil {
 		return err
 	}
 	defer closeEngine(ctx, eng)
-	timeout, err := g.timeoutOr(timeoutEnv, def)
+	timeout, err := g.timeoutOr(op.timeoutEnv, op.defaultTimeout)
 	if err != nil {
 		return err
 	}
 	if err := g.checkPlanPermissions(ctx, cl, c); err != nil {
 		return err
 	}
-	p, err := plan(ctx, cl, c, eng)
-	if err != nil {
+	p, err := op.plan(ctx, cl, c, eng, op.req)
+	if err != nil || p == nil {
 		return err
 	}
-	p.SetRequest(req, c.Engine)
+	p.SetRequest(op.req, c.Engine)
 	return g.execute(ctx, cl, c, p, timeout)
 }
 

@@ -148,8 +148,10 @@ func testResumeCrateDB(t *testing.T, paste bool) {
 	counter.mu.Lock()
 	deletes := counter.counts["DELETE pods"]
 	counter.mu.Unlock()
-	if want := len(order) - len(done1); deletes != want {
-		t.Errorf("the resumed run deleted %d pods, want %d (the ones run 1 had not done): %s", deletes, want, counter)
+	// Run 1's last delete may have been in flight at SIGINT (an action finishes): that pod
+	// is then skipped by its precheck. Never more than the pods run 1 had not finished.
+	if most := len(order) - len(done1); deletes > most || deletes < most-1 {
+		t.Errorf("the resumed run deleted %d pods, want %d (or one fewer): %s", deletes, most, counter)
 	}
 	if _, j := lease(); j.State != ops.JournalSucceeded || len(j.Done) != len(order) {
 		t.Errorf("journal after the resumed run: %+v", j)
