@@ -220,37 +220,6 @@ func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.Re
 	if r, ok := eng.(ops.PodReplacer); ok {
 		return r.PlanReplacement(ctx, c, req)
 	}
-	if r, ok := eng.(ops.Replacer); ok {
-		return perPodReplace(ctx, r, c, req)
-	}
 	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s, %s); --strategy deletion is",
 		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineReplicated, ops.EngineGeneric)
-}
-
-// perPodReplace chains an engine's one-member replacement plans (etcd
-// member repair); such engines replace one member at a time to keep quorum.
-func perPodReplace(ctx context.Context, r ops.Replacer, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
-	if req.MaxConcurrent > 1 {
-		return nil, ops.Usagef("engine %s replaces one member at a time; --max-concurrent must be 1", c.Engine)
-	}
-	var out *ops.Plan
-	for _, name := range req.Pods {
-		p, err := r.PlanReplace(ctx, c, name)
-		if err != nil {
-			return nil, err
-		}
-		if why := req.Reasons[name]; why != "" {
-			p.Notes = append(p.Notes, name+": "+why)
-		}
-		if out == nil {
-			out = p
-			continue
-		}
-		out.Steps = append(out.Steps, p.Steps...)
-		out.Notes = append(out.Notes, p.Notes...)
-	}
-	if out != nil {
-		out.Args = req.Args
-	}
-	return out, nil
 }

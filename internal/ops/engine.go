@@ -6,8 +6,17 @@ import (
 
 // Engine adapts one kind of database. The plan/executor, lock and discovery
 // are shared; an engine contributes health and the engine-specific parts of
-// procedures. Optional abilities (scale, bootstrap, replace) are separate
-// interfaces an engine may also implement.
+// procedures.
+//
+// Every capability a command looks for is declared in this file: Engine
+// (status, restart), Scaler, Bootstrapper, PodReplacer (replace), and the
+// helpers MemberChecker (replace --failed) and Closer. Each implementation
+// asserts the ones it has at compile time (`var _ ops.Scaler = (*Engine)(nil)`
+// in the engine's contract.go), so a drifting signature fails the build
+// instead of turning a feature into "not available for engine X". The rolling
+// restart's own hooks (RestartGate, RestartPreflighter, BatchChecker in
+// restart.go and batches.go) and ReplaceHooks (replace.go) are how an engine
+// plugs into the shared procedures.
 type Engine interface {
 	Name() string
 	// Health reports database-level health for status and health gates;
@@ -86,8 +95,22 @@ type Bootstrapper interface {
 	PlanBootstrap(ctx context.Context, c *Cluster, req any) (*Plan, error)
 }
 
-// Replacer is implemented by engines that can replace a member: move its
-// data away, delete the pod and its PVC, and let it join again fresh.
-type Replacer interface {
-	PlanReplace(ctx context.Context, c *Cluster, pod string) (*Plan, error)
+// PodReplacer is implemented by engines that can replace pods with the
+// replacement strategy (data moved away, fresh PVC, the member rejoins).
+// Deletion needs no engine support beyond its restart gate.
+type PodReplacer interface {
+	PlanReplacement(ctx context.Context, c *Cluster, req ReplaceRequest) (*Plan, error)
+}
+
+// MemberChecker is implemented by engines that can tell which pods run
+// but are not members of the database cluster (CrateDB: node missing from
+// sys.nodes; etcd: no member for the pod). The map holds a reason per pod.
+type MemberChecker interface {
+	NotMembers(ctx context.Context, c *Cluster) (map[string]string, error)
+}
+
+// Closer is implemented by engines that keep connections (CrateDB's
+// port-forward and database sessions); the command closes them at the end.
+type Closer interface {
+	Close(ctx context.Context) error
 }

@@ -38,13 +38,6 @@ type ReplaceRequest struct {
 	Args string
 }
 
-// PodReplacer is implemented by engines that can replace pods with the
-// replacement strategy (data moved away, fresh PVC). Deletion needs no
-// engine support beyond its restart gate.
-type PodReplacer interface {
-	PlanReplacement(ctx context.Context, c *Cluster, req ReplaceRequest) (*Plan, error)
-}
-
 // ReplaceHooks add an engine's steps around the recreation of one batch:
 // Before moves the data away, After waits until the new members have
 // joined and hold data again. Both may return no steps.

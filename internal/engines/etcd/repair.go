@@ -69,17 +69,6 @@ func (e *Engine) repairSteps(s *site, ordinal int, url string, n int) ([]*ops.St
 	}, nil
 }
 
-// PlanReplace is `kubectl dbops replace` for etcd: member repair (remove,
-// fresh PVC, add as learner, promote).
-func (e *Engine) PlanReplace(ctx context.Context, c *ops.Cluster, pod string) (*ops.Plan, error) {
-	p, err := e.PlanRepair(ctx, c, pod)
-	if err != nil {
-		return nil, err
-	}
-	p.Operation = "replace"
-	return p, nil
-}
-
 // NotMembers implements ops.MemberChecker for replace --failed: pods of
 // the StatefulSet with no etcd member (matched by peer URL).
 func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]string, error) {
