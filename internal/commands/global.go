@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,24 +181,19 @@ func (o *GlobalOptions) ResolveLockID() (string, error) {
 	if err != nil {
 		return "", kubeconfigError(err)
 	}
-	ctxName := raw.CurrentContext
-	if o.ConfigFlags.Context != nil && *o.ConfigFlags.Context != "" {
+	ctxName, as := "", ""
+	if o.ConfigFlags.Context != nil {
 		ctxName = *o.ConfigFlags.Context
 	}
-	user, host := "", ""
-	if kctx := raw.Contexts[ctxName]; kctx != nil {
-		user = kctx.AuthInfo
-		if cl := raw.Clusters[kctx.Cluster]; cl != nil {
-			host = cl.Server
-		}
+	if o.ConfigFlags.Impersonate != nil {
+		as = *o.ConfigFlags.Impersonate
 	}
-	if o.ConfigFlags.Impersonate != nil && *o.ConfigFlags.Impersonate != "" {
-		user = *o.ConfigFlags.Impersonate
+	id, err := lock.IDFromKubeconfig(raw, ctxName, as)
+	if err != nil {
+		// No context (in-cluster credentials, say): the ID names only the
+		// user, or "anonymous".
+		id = lock.DefaultID(as, "")
 	}
-	if u, err := url.Parse(host); err == nil && u.Host != "" {
-		host = u.Host
-	}
-	id := lock.DefaultID(user, host)
 	// The ID goes into the Lease, Events and other operators' messages.
 	if err := ops.CheckPrintable("the lock ID derived from the kubeconfig user and server (pass --lock-id)", id); err != nil {
 		return "", err

@@ -129,7 +129,7 @@ func (o *ResumeOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	st, err := (&lock.Manager{Client: cl.Kube, Namespace: ns, Cluster: o.Cluster, ID: "reader", Clock: cl.Clock}).Status(ctx)
+	st, err := lock.NewManager(cl.Kube, ns, o.Cluster, "reader", cl.Clock).Status(ctx)
 	if err != nil {
 		return err
 	}

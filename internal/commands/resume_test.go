@@ -305,3 +305,27 @@ func TestRunInProgressIsNotReplaced(t *testing.T) {
 		t.Errorf("exit %d (want 3), stderr:\n%s", r.code, r.err)
 	}
 }
+
+// The default lock ID comes from the kubeconfig (lock.IDFromKubeconfig):
+// the chosen context's user and server, the impersonated user with --as,
+// or --lock-id as given.
+func TestResolveLockID(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "alice@api.prod.example:6443"},
+		{[]string{"--context", "staging"}, "bob@api.prod.example:6443"},
+		{[]string{"--as", "carol"}, "carol@api.prod.example:6443"},
+		{[]string{"--lock-id", "ci@test", "--as", "carol"}, "ci@test"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+			r := h.run(append([]string{"lock", "acquire", "db", "-n", "prod"}, tt.args...)...)
+			if r.code != 0 || !strings.Contains(r.out+r.err, "acquired by "+tt.want+" ") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want acquired by %s", r.code, r.out, r.err, tt.want)
+			}
+		})
+	}
+}

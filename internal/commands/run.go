@@ -252,8 +252,9 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 				fmt.Sprintf("%s started with --disable-locks by %s", plan.Operation, lockID))
 		}
 	} else {
-		exec.Locker = &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: lockID,
-			Duration: g.LockDuration, Clock: cl.Clock, Session: newSession()}
+		m := lock.NewManager(cl.Kube, c.Namespace, c.Name, lockID, cl.Clock)
+		m.Duration, m.Session = g.LockDuration, newSession()
+		exec.Locker = m
 	}
 	return g.runWithView(ctx, exec, plan, cl, c)
 }
@@ -351,7 +352,7 @@ func (g *GlobalOptions) journalState(ctx context.Context, cl *Clients, c *ops.Cl
 	if g.DisableLocks {
 		return nil, false
 	}
-	st, err := (&lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: "reader", Clock: cl.Clock}).Status(ctx)
+	st, err := lock.NewManager(cl.Kube, c.Namespace, c.Name, "reader", cl.Clock).Status(ctx)
 	if err != nil || st.Journal == nil || st.Journal.State == ops.JournalSucceeded {
 		return nil, false
 	}
