@@ -47,6 +47,9 @@ type Factory struct {
 	// ReplicatedExec replaces exec into pods for the replicated engine
 	// (tests); nil = through the API server.
 	ReplicatedExec ReplicatedExecer
+	// Engines are the engines commands can build, in help order; an engine
+	// is added by adding its kind here (see docs/architecture.md).
+	Engines []EngineKind
 
 	clients *Clients
 }
@@ -59,6 +62,7 @@ func NewFactory(streams genericiooptions.IOStreams) *Factory {
 		Getenv:      os.Getenv,
 	}
 	f.IsTerminal = func() bool { return isTerminal(streams.In) && isTerminal(streams.Out) }
+	f.Engines = builtinEngines()
 	f.NewClients = f.defaultClients
 	return f
 }

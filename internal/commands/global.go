@@ -160,8 +160,8 @@ func (o *GlobalOptions) Validate() error {
 	if !slices.Contains(outputFormats, o.Output) {
 		return ops.Usagef("unknown output format %q; allowed: %s", o.Output, strings.Join(outputFormats, ", "))
 	}
-	if o.Engine != "" && !slices.Contains(ops.KnownEngines, o.Engine) {
-		return ops.Usagef("unknown engine %q; allowed: %s", o.Engine, strings.Join(ops.KnownEngines, ", "))
+	if o.Engine != "" && !slices.Contains(o.engineNames(), o.Engine) {
+		return ops.Usagef("unknown engine %q; allowed: %s", o.Engine, strings.Join(o.engineNames(), ", "))
 	}
 	if o.Timeout < 0 {
 		return ops.Usagef("--timeout must not be negative (got %s)", o.Timeout)

@@ -205,7 +205,7 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 	}
 	if r.Engine != "" && !o.flagGiven("engine") {
 		if _, set := r.Flag("engine"); !set {
-			if !slices.Contains(ops.KnownEngines, r.Engine) {
+			if !slices.Contains(o.engineNames(), r.Engine) {
 				return nil, nil, bad("unknown engine %q", r.Engine)
 			}
 			// The engine the run was planned by, even if detection would

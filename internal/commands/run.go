@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -36,7 +35,8 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine})
+	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine,
+		Engines: g.engineNames()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,25 +130,19 @@ func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
 }
 
 // engine returns the adapter for a discovered cluster, after refusing
-// flags of another engine and reading the Secrets the flags name (so a
-// missing one is reported before the lock is taken).
+// flags of another engine; builders read the Secrets the flags name, so a
+// missing one is reported before the lock is taken.
 func (g *GlobalOptions) engine(ctx context.Context, cl *Clients, c *ops.Cluster) (ops.Engine, error) {
 	if err := g.checkEngineFlags(c); err != nil {
 		return nil, err
 	}
-	switch c.Engine {
-	case ops.EngineGeneric:
-		return ops.GenericEngine{Client: cl.Kube}, nil
-	case ops.EngineCrateDB:
-		return g.crateEngine(ctx, cl, c)
-	case ops.EngineEtcd:
-		return etcd.New(cl.Kube, cl.Config, etcd.Options{}), nil
-	case ops.EngineReplicated:
-		return g.replicatedEngine(cl)
-	default:
-		return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
-			c.Engine, c.Name)
+	for _, k := range g.Engines {
+		if k.Name == c.Engine {
+			return k.Build(ctx, EngineDeps{Clients: cl, Cluster: c, Options: g})
+		}
 	}
+	return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
+		c.Engine, c.Name)
 }
 
 // timeoutOr returns --timeout, else the environment variable env (seconds),
