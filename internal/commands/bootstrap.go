@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -129,14 +128,14 @@ func (o *BootstrapOptions) Validate() error {
 
 // Run discovers, plans and executes the bootstrap.
 func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.GlobalOptions.request(cmd, o.Cluster),
+	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
 		timeoutEnv: "BOOTSTRAP_TIMEOUT", defaultTimeout: defaultBootstrapTimeout,
 		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			b, ok := eng.(ops.Bootstrapper)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", eng.Name(), c.Name)
 			}
-			req, err := o.request(cmd, c)
+			req, err := o.bootstrapRequest(c)
 			if err != nil {
 				return nil, err
 			}
@@ -144,25 +143,19 @@ func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
 		}})
 }
 
-// request builds the engine-specific bootstrap request from the flags.
-func (o *BootstrapOptions) request(cmd *cobra.Command, c *ops.Cluster) (any, error) {
-	switch c.Engine {
-	case ops.EngineCrateDB:
-		if o.primariesGiven {
-			return nil, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
-		}
-		return cratedb.BootstrapRequest{License: o.license, Users: o.users}, nil
-	case ops.EngineReplicated:
-		if o.LicenseSecret != "" || len(o.Users) > 0 {
-			return nil, ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
-		}
-		r := replicated.BootstrapRequest{}
-		if o.primariesGiven {
-			p := o.Primaries
-			r.Primaries = &p
-		}
-		return r, nil
-	default:
-		return nil, ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", c.Engine, c.Name)
+// bootstrapRequest builds the bootstrap request from the flags, refusing
+// the ones for another engine.
+func (o *BootstrapOptions) bootstrapRequest(c *ops.Cluster) (ops.BootstrapRequest, error) {
+	if o.primariesGiven && c.Engine != ops.EngineReplicated {
+		return ops.BootstrapRequest{}, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
 	}
+	if (o.LicenseSecret != "" || len(o.Users) > 0) && c.Engine != ops.EngineCrateDB {
+		return ops.BootstrapRequest{}, ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
+	}
+	r := ops.BootstrapRequest{License: o.license, Users: o.users}
+	if o.primariesGiven {
+		p := o.Primaries
+		r.Primaries = &p
+	}
+	return r, nil
 }

@@ -88,11 +88,39 @@ type Scaler interface {
 	PlanScale(ctx context.Context, c *Cluster, req ScaleRequest) (*Plan, error)
 }
 
+// BootstrapRequest is what the user asked of `bootstrap`. Engines read the
+// fields that apply to them; the command refuses the others.
+type BootstrapRequest struct {
+	// License is the Secret with the license key (CrateDB; zero = none).
+	License SecretRef
+	// Users get created (if missing) with the password from their Secret
+	// and all privileges (CrateDB).
+	Users []UserRequest
+	// Primaries overrides the configured number of primaries (replicated
+	// apps; nil = configured).
+	Primaries *int32
+}
+
+// UserRequest is one --user NAME=SECRET[/KEY].
+type UserRequest struct {
+	Name     string
+	Password SecretRef
+}
+
+// SecretRef names one key of a Secret in the cluster's namespace.
+type SecretRef struct {
+	Name string
+	Key  string
+}
+
+func (r SecretRef) String() string { return r.Name + "/" + r.Key }
+
+// IsZero reports an unset reference.
+func (r SecretRef) IsZero() bool { return r.Name == "" }
+
 // Bootstrapper is implemented by engines that can bootstrap a new cluster.
-// The request is engine-specific (e.g. cratedb.BootstrapRequest), built by
-// the bootstrap command from its flags.
 type Bootstrapper interface {
-	PlanBootstrap(ctx context.Context, c *Cluster, req any) (*Plan, error)
+	PlanBootstrap(ctx context.Context, c *Cluster, req BootstrapRequest) (*Plan, error)
 }
 
 // PodReplacer is implemented by engines that can replace pods with the

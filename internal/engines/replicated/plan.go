@@ -67,19 +67,7 @@ func rolesNote(ms []member) string {
 // PlanBootstrap plans starting the roles of a new cluster: the first
 // primary (seed) on the highest sequence number, further primaries, then
 // secondaries, one at a time.
-func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req any) (*ops.Plan, error) {
-	var r BootstrapRequest
-	switch v := req.(type) {
-	case BootstrapRequest:
-		r = v
-	case *BootstrapRequest:
-		if v != nil {
-			r = *v
-		}
-	case nil:
-	default:
-		return nil, fmt.Errorf("replicated bootstrap: unexpected request type %T", req)
-	}
+func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, r ops.BootstrapRequest) (*ops.Plan, error) {
 	pr, err := e.prepare(ctx, c, r.Primaries)
 	if err != nil {
 		return nil, err
