@@ -111,16 +111,19 @@ func (o *ResumeOptions) Complete(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// Validate has nothing of its own to check: the recorded command's flags
-// are checked when they are set (resumeCommand), before it runs.
-func (o *ResumeOptions) Validate() error { return nil }
+// Validate refuses --disable-locks: the journal lives on the lock. The
+// recorded command's flags are checked when they are set (resumeCommand),
+// before it runs.
+func (o *ResumeOptions) Validate() error {
+	if o.DisableLocks {
+		return ops.Usagef("resume reads the journal on the cluster's lock; it cannot run with --disable-locks")
+	}
+	return nil
+}
 
 // Run reads the journal and runs the recorded command.
 func (o *ResumeOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	if o.DisableLocks {
-		return ops.Usagef("resume reads the journal on the cluster's lock; it cannot run with --disable-locks")
-	}
 	cl, err := o.Clients()
 	if err != nil {
 		return err

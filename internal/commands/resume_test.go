@@ -226,7 +226,11 @@ func TestDifferentCommandReplacingUnfinishedJournal(t *testing.T) {
 // one changes nothing and exits 0, so a retried CI step passes.
 func TestResumeNothing(t *testing.T) {
 	h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
-	r := h.run("resume", "db", "--yes")
+	r := h.run("resume", "db", "--yes", "--disable-locks")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "it cannot run with --disable-locks") {
+		t.Errorf("--disable-locks: exit %d, stderr %q", r.code, r.err)
+	}
+	r = h.run("resume", "db", "--yes")
 	if r.code != ops.ExitPrecondition || !strings.Contains(r.err, "nothing to resume on prod/db: no operation is recorded on its lock") {
 		t.Errorf("no journal: exit %d, stderr %q", r.code, r.err)
 	}
