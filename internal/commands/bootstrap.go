@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -73,16 +72,7 @@ dbops.io/replicated-config.`,
   kubectl dbops bootstrap myapp --primaries 2 --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.primariesGiven = cmd.Flags().Changed("primaries")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:              g.runE(o),
 	}
 	cmd.Flags().StringVar(&o.LicenseSecret, "license-secret", "", "Secret NAME[/KEY] (default key license) holding the license to set first")
 	cmd.Flags().StringArrayVar(&o.Users, "user", nil, "User to create as NAME=SECRET[/KEY] (default key password); repeatable")
@@ -93,19 +83,14 @@ dbops.io/replicated-config.`,
 }
 
 // Complete fills in arguments.
-func (o *BootstrapOptions) Complete(args []string) error {
+func (o *BootstrapOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
+	o.primariesGiven = cmd.Flags().Changed("primaries")
 	return nil
 }
 
 // Validate checks flags without touching the API.
 func (o *BootstrapOptions) Validate() error {
-	if err := o.GlobalOptions.Validate(); err != nil {
-		return err
-	}
-	if err := o.CrateDB.Validate(); err != nil {
-		return err
-	}
 	if o.primariesGiven && o.Primaries < 1 {
 		return ops.Usagef("--primaries %d: bootstrap needs at least 1 primary", o.Primaries)
 	}
@@ -143,39 +128,34 @@ func (o *BootstrapOptions) Validate() error {
 
 // Run discovers, plans and executes the bootstrap.
 func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.Cluster, "BOOTSTRAP_TIMEOUT", defaultBootstrapTimeout,
-		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
+	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
+		timeoutEnv: "BOOTSTRAP_TIMEOUT", defaultTimeout: defaultBootstrapTimeout,
+		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			b, ok := eng.(ops.Bootstrapper)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", eng.Name(), c.Name)
 			}
-			req, err := o.request(cmd, c)
+			req, err := o.bootstrapRequest(c)
 			if err != nil {
 				return nil, err
 			}
 			return b.PlanBootstrap(ctx, c, req)
-		})
+		}})
 }
 
-// request builds the engine-specific bootstrap request from the flags.
-func (o *BootstrapOptions) request(cmd *cobra.Command, c *ops.Cluster) (any, error) {
-	switch c.Engine {
-	case ops.EngineCrateDB:
-		if o.primariesGiven {
-			return nil, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
-		}
-		return cratedb.BootstrapRequest{License: o.license, Users: o.users, Command: o.commandLine(cmd, o.Cluster)}, nil
-	case ops.EngineReplicated:
-		if o.LicenseSecret != "" || len(o.Users) > 0 {
-			return nil, ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
-		}
-		r := replicated.BootstrapRequest{Command: o.commandLine(cmd, o.Cluster)}
-		if o.primariesGiven {
-			p := o.Primaries
-			r.Primaries = &p
-		}
-		return r, nil
-	default:
-		return nil, ops.Usagef("engine %s (cluster %s) has no bootstrap procedure", c.Engine, c.Name)
+// bootstrapRequest builds the bootstrap request from the flags, refusing
+// the ones for another engine.
+func (o *BootstrapOptions) bootstrapRequest(c *ops.Cluster) (ops.BootstrapRequest, error) {
+	if o.primariesGiven && c.Engine != ops.EngineReplicated {
+		return ops.BootstrapRequest{}, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
 	}
+	if (o.LicenseSecret != "" || len(o.Users) > 0) && c.Engine != ops.EngineCrateDB {
+		return ops.BootstrapRequest{}, ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
+	}
+	r := ops.BootstrapRequest{License: o.license, Users: o.users}
+	if o.primariesGiven {
+		p := o.Primaries
+		r.Primaries = &p
+	}
+	return r, nil
 }

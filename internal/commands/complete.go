@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -183,65 +182,4 @@ func completeGroups(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 		}
 		return c.GroupNames(), cobra.ShellCompDirectiveNoFileComp
 	}
-}
-
-// resumeGlobalFlags are the shared flags that change what an operation
-// does, so a re-run needs them too. Everything else global is left out of
-// the resume hint on purpose: kubectl's connection and credential flags
-// (--token, --client-key, --kubeconfig...) must never be printed, and
-// --timeout, -o, --dry-run or --yes belong to one run, not to the request.
-var resumeGlobalFlags = []string{"engine", "selector", "ignore-operator", "lock-id"}
-
-// commandLine renders the request as the user can paste it again: the
-// resume hint after an interruption. It holds the command's own flags and
-// arguments, the namespace, the kubeconfig context when one was chosen, and
-// resumeGlobalFlags; values are shell-quoted.
-func (g *GlobalOptions) commandLine(cmd *cobra.Command, args ...string) string {
-	var path []string
-	for c := cmd; c.HasParent(); c = c.Parent() {
-		path = append([]string{c.Name()}, path...)
-	}
-	parts := append([]string{"kubectl", "dbops"}, path...)
-	for _, a := range args {
-		parts = append(parts, ops.ShellQuote(a))
-	}
-	if ns, err := g.Namespace(); err == nil && ns != "" {
-		parts = append(parts, "-n", ops.ShellQuote(ns))
-	}
-	if c := g.ConfigFlags.Context; c != nil && *c != "" {
-		parts = append(parts, "--context", ops.ShellQuote(*c))
-	}
-	var flags []string
-	add := func(f *pflag.Flag) {
-		if !f.Changed {
-			return
-		}
-		if f.Value.Type() == "bool" {
-			if f.Value.String() == "true" {
-				flags = append(flags, "--"+f.Name)
-			} else {
-				flags = append(flags, "--"+f.Name+"=false")
-			}
-			return
-		}
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			for _, v := range sv.GetSlice() {
-				flags = append(flags, "--"+f.Name+"="+ops.ShellQuote(v))
-			}
-			return
-		}
-		flags = append(flags, "--"+f.Name+"="+ops.ShellQuote(f.Value.String()))
-	}
-	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" {
-			add(f)
-		}
-	})
-	for _, name := range resumeGlobalFlags {
-		if f := cmd.Flags().Lookup(name); f != nil {
-			add(f)
-		}
-	}
-	sort.Strings(flags)
-	return strings.Join(append(parts, flags...), " ")
 }

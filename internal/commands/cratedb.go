@@ -137,7 +137,7 @@ func (g *GlobalOptions) crateEngine(ctx context.Context, cl *Clients, c *ops.Clu
 
 // closeEngine ends an engine's database connections, if it keeps any.
 func closeEngine(ctx context.Context, eng ops.Engine) {
-	if c, ok := eng.(interface{ Close(context.Context) error }); ok {
+	if c, ok := eng.(ops.Closer); ok {
 		_ = c.Close(context.WithoutCancel(ctx))
 	}
 }

@@ -2,8 +2,6 @@ package commands
 
 import (
 	"context"
-	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,11 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -26,24 +20,11 @@ import (
 // Output formats accepted by -o.
 var outputFormats = []string{"text", "json", "yaml"}
 
-// Clients are the API handles a command works with. Tests inject fakes.
-type Clients struct {
-	Kube   kubernetes.Interface
-	Config *rest.Config
-	// Clock is the API server's clock (local clock corrected by the Date
-	// header of its responses); lock expiry is judged by it.
-	Clock ops.Clock
-}
-
-// ClientsFunc builds Clients; GlobalOptions.NewClients defaults to one that
-// reads the kubeconfig through cli-runtime's ConfigFlags.
-type ClientsFunc func() (*Clients, error)
-
 // GlobalOptions are the flags every command shares. One instance is bound to
-// the root command's persistent flags and handed to each subcommand.
+// the root command's persistent flags and handed to each subcommand; what
+// commands are built from (clients, streams, environment) is its Factory.
 type GlobalOptions struct {
-	ConfigFlags *genericclioptions.ConfigFlags
-	genericiooptions.IOStreams
+	*Factory
 
 	DryRun       bool
 	Output       string
@@ -65,22 +46,10 @@ type GlobalOptions struct {
 	// CrateDB holds the CrateDB engine's flags (bound by the commands that
 	// use them) and test seams.
 	CrateDB *CrateDBOptions
-	// ReplicatedExec replaces exec into pods for the replicated engine
-	// (tests); nil = through the API server.
-	ReplicatedExec ReplicatedExecer
-
-	// Dependencies, replaceable in tests.
-	NewClients ClientsFunc
-	// IsTerminal reports whether stdin and stdout are terminals (TUI and
-	// confirmation prompts only happen then).
-	IsTerminal func() bool
-	// Getenv reads the environment (BOOTSTRAP_TIMEOUT, NO_COLOR...).
-	Getenv func(string) string
 	// ConfigFile is the viper config file path; empty = default location.
 	ConfigFile string
 
-	viper   *viper.Viper
-	clients *Clients
+	viper *viper.Viper
 	// documentOutput is set for commands that print one document (see
 	// annotationDocument): they take every PrintFlags format.
 	documentOutput bool
@@ -94,18 +63,13 @@ func (o *GlobalOptions) flagGiven(name string) bool { return o.given[name] }
 
 // NewGlobalOptions returns options with production dependencies.
 func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
-	o := &GlobalOptions{
-		ConfigFlags:  genericclioptions.NewConfigFlags(true),
-		IOStreams:    streams,
+	return &GlobalOptions{
+		Factory:      NewFactory(streams),
 		Output:       "text",
 		LockDuration: 10 * time.Minute,
-		Getenv:       os.Getenv,
 		CrateDB:      NewCrateDBOptions(),
 		viper:        viper.New(),
 	}
-	o.IsTerminal = func() bool { return isTerminal(streams.In) && isTerminal(streams.Out) }
-	o.NewClients = o.defaultClients
-	return o
 }
 
 // AddFlags binds the shared flags.
@@ -203,8 +167,8 @@ func (o *GlobalOptions) Validate() error {
 	if err := o.validateOutput(); err != nil {
 		return err
 	}
-	if o.Engine != "" && !slices.Contains(ops.KnownEngines, o.Engine) {
-		return ops.Usagef("unknown engine %q; allowed: %s", o.Engine, strings.Join(ops.KnownEngines, ", "))
+	if o.Engine != "" && !slices.Contains(o.engineNames(), o.Engine) {
+		return ops.Usagef("unknown engine %q; allowed: %s", o.Engine, strings.Join(o.engineNames(), ", "))
 	}
 	if o.Timeout < 0 {
 		return ops.Usagef("--timeout must not be negative (got %s)", o.Timeout)
@@ -213,55 +177,6 @@ func (o *GlobalOptions) Validate() error {
 		return ops.Usagef("--lock-duration must be at least 10s (got %s)", o.LockDuration)
 	}
 	return nil
-}
-
-// Namespace is the namespace from -n or the kubeconfig context.
-func (o *GlobalOptions) Namespace() (string, error) {
-	if err := o.checkContext(); err != nil {
-		return "", err
-	}
-	ns, _, err := o.ConfigFlags.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		return "", kubeconfigError(err)
-	}
-	return ns, nil
-}
-
-// Clients returns the API clients, built once.
-func (o *GlobalOptions) Clients() (*Clients, error) {
-	if o.clients != nil {
-		return o.clients, nil
-	}
-	c, err := o.NewClients()
-	if err != nil {
-		return nil, err
-	}
-	o.clients = c
-	return c, nil
-}
-
-func (o *GlobalOptions) defaultClients() (*Clients, error) {
-	if err := o.checkContext(); err != nil {
-		return nil, err
-	}
-	clock := &lock.ServerClock{}
-	cfg, err := o.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return nil, kubeconfigError(err)
-	}
-	cfg = rest.CopyConfig(cfg)
-	// client-go's default of 5 requests/s paced restarts by the client,
-	// not by the database (journal saves are a GET and an UPDATE each).
-	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 20, 40
-	}
-	cfg.Wrap(clock.WrapTransport)
-	cfg.UserAgent = "kubectl-dbops/" + Version
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
-	}
-	return &Clients{Kube: kc, Config: cfg, Clock: clock}, nil
 }
 
 // ResolveLockID returns --lock-id, or <user>@<host> from the kubeconfig.
@@ -273,71 +188,24 @@ func (o *GlobalOptions) ResolveLockID() (string, error) {
 	if err != nil {
 		return "", kubeconfigError(err)
 	}
-	ctxName := raw.CurrentContext
-	if o.ConfigFlags.Context != nil && *o.ConfigFlags.Context != "" {
+	ctxName, as := "", ""
+	if o.ConfigFlags.Context != nil {
 		ctxName = *o.ConfigFlags.Context
 	}
-	user, host := "", ""
-	if kctx := raw.Contexts[ctxName]; kctx != nil {
-		user = kctx.AuthInfo
-		if cl := raw.Clusters[kctx.Cluster]; cl != nil {
-			host = cl.Server
-		}
+	if o.ConfigFlags.Impersonate != nil {
+		as = *o.ConfigFlags.Impersonate
 	}
-	if o.ConfigFlags.Impersonate != nil && *o.ConfigFlags.Impersonate != "" {
-		user = *o.ConfigFlags.Impersonate
+	id, err := lock.IDFromKubeconfig(raw, ctxName, as)
+	if err != nil {
+		// No context (in-cluster credentials, say): the ID names only the
+		// user, or "anonymous".
+		id = lock.DefaultID(as, "")
 	}
-	if u, err := url.Parse(host); err == nil && u.Host != "" {
-		host = u.Host
-	}
-	id := lock.DefaultID(user, host)
 	// The ID goes into the Lease, Events and other operators' messages.
 	if err := ops.CheckPrintable("the lock ID derived from the kubeconfig user and server (pass --lock-id)", id); err != nil {
 		return "", err
 	}
 	return id, nil
-}
-
-// checkContext refuses a --context the kubeconfig does not have, naming
-// the ones it has (clientcmd reports it only as plain text).
-func (o *GlobalOptions) checkContext() error {
-	if err := o.checkKubeconfigFiles(); err != nil {
-		return err
-	}
-	if o.ConfigFlags.Context == nil || *o.ConfigFlags.Context == "" {
-		return nil
-	}
-	raw, err := o.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
-	if err != nil {
-		return kubeconfigError(err)
-	}
-	want := *o.ConfigFlags.Context
-	if _, ok := raw.Contexts[want]; ok {
-		return nil
-	}
-	names := make([]string, 0, len(raw.Contexts))
-	for n := range raw.Contexts {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	allowed := strings.Join(names, ", ")
-	if allowed == "" {
-		allowed = "none: the kubeconfig has no contexts"
-	}
-	return ops.Usagef("kubeconfig has no context %q; allowed: %s", want, allowed)
-}
-
-// kubeconfigError turns kubeconfig problems (wrong context, no config) into
-// usage errors with one clear line.
-func kubeconfigError(err error) error {
-	switch {
-	case clientcmd.IsContextNotFound(err):
-		return &ops.CodedError{Kind: ops.ErrUsage, Msg: fmt.Sprintf("kubeconfig: %v (see: kubectl config get-contexts)", err), Err: err}
-	case clientcmd.IsEmptyConfig(err), clientcmd.IsConfigurationInvalid(err):
-		return &ops.CodedError{Kind: ops.ErrUsage, Msg: fmt.Sprintf("kubeconfig: %v", err), Err: err}
-	default:
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
 }
 
 // commandContext carries main's signal cancellation into Run methods.

@@ -96,7 +96,7 @@ var emptyAllowed = []string{"reason", "cache-dir"}
 // checkKubeconfigFiles refuses a --kubeconfig (or KUBECONFIG entry given
 // alone) that does not exist: clientcmd reports it as a plain error,
 // which would exit 1 like a failed operation.
-func (o *GlobalOptions) checkKubeconfigFiles() error {
+func (o *Factory) checkKubeconfigFiles() error {
 	if o.ConfigFlags.KubeConfig == nil || *o.ConfigFlags.KubeConfig == "" {
 		return nil
 	}

@@ -77,17 +77,7 @@ at once (a batch); the next batch starts once the previous one is back.`,
 			return nil
 		},
 		ValidArgsFunction: completePods(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster = args[0]
-			o.Pods = nil
-			for _, p := range args[1:] {
-				o.Pods = append(o.Pods, strings.TrimSpace(p))
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:              g.runE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Strategy, "strategy", o.Strategy, "How to replace: "+strings.Join(ops.ReplaceStrategies, "|")+" (replacement = fresh PVC; deletion = pod only)")
@@ -101,14 +91,18 @@ at once (a batch); the next batch starts once the previous one is back.`,
 	return cmd
 }
 
+// Complete takes the cluster and pod arguments.
+func (o *ReplaceOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	o.Pods = nil
+	for _, p := range args[1:] {
+		o.Pods = append(o.Pods, strings.TrimSpace(p))
+	}
+	return nil
+}
+
 // Validate checks arguments without touching the API.
 func (o *ReplaceOptions) Validate() error {
-	if err := o.GlobalOptions.Validate(); err != nil {
-		return err
-	}
-	if err := o.CrateDB.Validate(); err != nil {
-		return err
-	}
 	if !slices.Contains(ops.ReplaceStrategies, o.Strategy) {
 		return ops.Usagef("unknown --strategy %q; allowed: %s", o.Strategy, strings.Join(ops.ReplaceStrategies, ", "))
 	}
@@ -148,11 +142,12 @@ func (o *ReplaceOptions) args(pods []string) string {
 
 // Run discovers, chooses the pods, plans and executes the replacement.
 func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
-	ctx := commandContext(cmd)
-	cl, c, err := o.discover(ctx, o.Cluster, true)
-	if err != nil {
-		return err
-	}
+	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster, o.Pods...), defaultTimeout: defaultRestartTimeout,
+		check: o.checkPods, plan: o.plan})
+}
+
+// checkPods refuses named pods that are not the cluster's.
+func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 	for _, name := range o.Pods {
 		if _, p := c.Pod(name); p == nil {
 			var names []string
@@ -162,29 +157,22 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 			return ops.Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(names, ", "))
 		}
 	}
-	eng, err := o.engine(ctx, cl, c)
-	if err != nil {
-		return err
-	}
-	defer closeEngine(ctx, eng)
-	timeout, err := o.timeoutOr("", defaultRestartTimeout)
-	if err != nil {
-		return err
-	}
-	if err := o.checkPlanPermissions(ctx, cl, c); err != nil {
-		return err
-	}
+	return nil
+}
+
+// plan chooses the pods (named, the interrupted run's, or by condition)
+// and asks the engine; with --failed and no candidate it says so and
+// returns no plan.
+func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, request *ops.Request) (*ops.Plan, error) {
 	pods, reasons := o.Pods, map[string]string{}
 	if o.Failed {
 		// Replaced pods look healthy again and a pod being replaced may not
 		// look failed yet, so an interrupted --failed run resumes with the
 		// pods it chose, not with a fresh choice.
-		if j := o.unfinishedJournal(ctx, cl, c); j != nil && j.Operation == "replace" {
-			if rest, ok := strings.CutPrefix(j.Args, o.args(nil)); ok && rest != "" {
-				pods = strings.Split(rest, ",")
-				for _, p := range pods {
-					reasons[p] = "chosen by the interrupted run being resumed"
-				}
+		if j := o.unfinishedJournal(ctx, cl, c); j != nil && j.Request.Same(request) && len(j.Request.Picked) > 0 {
+			pods = slices.Clone(j.Request.Picked)
+			for _, p := range pods {
+				reasons[p] = "chosen by the interrupted run being resumed"
 			}
 		}
 	}
@@ -192,11 +180,11 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 		mc, _ := eng.(ops.MemberChecker)
 		cands, err := ops.FindFailed(ctx, cl.Kube, c, ops.FailedOptions{Threshold: o.FailureThreshold, Taints: o.taints, Now: cl.Clock.Now()}, mc)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(cands) == 0 {
 			_, err := fmt.Fprintf(o.Out, "nothing to replace in %s/%s: no pod meets a failure condition\n", c.Namespace, c.Name)
-			return err
+			return nil, err
 		}
 		pods = nil
 		for _, cand := range cands {
@@ -204,13 +192,11 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 			reasons[cand.Pod] = cand.Reason
 		}
 	}
-	req := ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
-		Args: o.args(pods), Command: o.commandLine(cmd, append([]string{o.Cluster}, o.Pods...)...)}
-	plan, err := planReplace(ctx, eng, c, req)
-	if err != nil {
-		return err
+	if o.Failed {
+		request.Picked = pods
 	}
-	return o.execute(ctx, cl, c, plan, timeout)
+	return planReplace(ctx, eng, c, ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
+		Args: o.args(pods)})
 }
 
 // planReplace picks the engine's way of doing the request.
@@ -219,7 +205,7 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 // deletion reuses the engine's rolling restart, so its health gates apply.
 func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
 	if req.Strategy == ops.StrategyDeletion {
-		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent, Command: req.Command})
+		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent})
 		if err != nil {
 			return nil, err
 		}
@@ -234,37 +220,6 @@ func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.Re
 	if r, ok := eng.(ops.PodReplacer); ok {
 		return r.PlanReplacement(ctx, c, req)
 	}
-	if r, ok := eng.(ops.Replacer); ok {
-		return perPodReplace(ctx, r, c, req)
-	}
 	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s, %s); --strategy deletion is",
 		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineReplicated, ops.EngineGeneric)
-}
-
-// perPodReplace chains an engine's one-member replacement plans (etcd
-// member repair); such engines replace one member at a time to keep quorum.
-func perPodReplace(ctx context.Context, r ops.Replacer, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
-	if req.MaxConcurrent > 1 {
-		return nil, ops.Usagef("engine %s replaces one member at a time; --max-concurrent must be 1", c.Engine)
-	}
-	var out *ops.Plan
-	for _, name := range req.Pods {
-		p, err := r.PlanReplace(ctx, c, name, req.Command)
-		if err != nil {
-			return nil, err
-		}
-		if why := req.Reasons[name]; why != "" {
-			p.Notes = append(p.Notes, name+": "+why)
-		}
-		if out == nil {
-			out = p
-			continue
-		}
-		out.Steps = append(out.Steps, p.Steps...)
-		out.Notes = append(out.Notes, p.Notes...)
-	}
-	if out != nil {
-		out.Args = req.Args
-	}
-	return out, nil
 }

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -181,25 +179,40 @@ func TestRestartZoneModeRuns(t *testing.T) {
 }
 
 // TestReplaceFailedResumesItsChoice: an interrupted --failed run is resumed
-// with the pods it chose, even though they no longer look failed.
+// with the pods it picked, even though they no longer look failed; the
+// journal of another request (here --strategy deletion) is not.
 func TestReplaceFailedResumesItsChoice(t *testing.T) {
-	h := newHarness(t, withPVCObjects("db", dbGroups())...)
-	j := ops.Journal{Operation: "replace", Args: "--strategy replacement --max-concurrent 1 --pods db-hot-1", Holder: "alice@test",
-		State: ops.JournalInterrupted, Started: testNow.Add(-time.Hour), Steps: 1}
-	b, _ := json.Marshal(j)
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "dbops-db", Namespace: "prod",
-		Annotations: map[string]string{"dbops.io/journal": string(b)}}}
-	if _, err := h.client.CoordinationV1().Leases("prod").Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name     string
+		strategy string
+		flags    []ops.RequestFlag
+		want     []string
+	}{
+		{"same request", "replacement", []ops.RequestFlag{{Name: "lock-id", Values: []string{"alice@test"}}},
+			[]string{"db-hot-1: chosen by the interrupted run being resumed", "pod/db-hot-1:", "resumes the interrupted run"}},
+		{"another request", "deletion", []ops.RequestFlag{{Name: "strategy", Values: []string{"deletion"}}},
+			[]string{"nothing to replace in prod/db: no pod meets a failure condition"}},
 	}
-	h.client.ClearActions()
-	r := h.run("replace", "db", "--failed", "--dry-run")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.err)
-	}
-	for _, want := range []string{"db-hot-1: chosen by the interrupted run being resumed", "pod/db-hot-1:", "resumes the interrupted run"} {
-		if !strings.Contains(r.out, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.out)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, withPVCObjects("db", dbGroups())...)
+			putJournal(t, h, ops.Journal{Operation: "replace", Args: "--strategy " + tt.strategy + " --max-concurrent 1 --pods db-hot-1",
+				Holder: "alice@test", State: ops.JournalInterrupted, Started: testNow.Add(-time.Hour), Steps: 1,
+				Request: &ops.Request{Command: []string{"replace"}, Cluster: "db", Namespace: "prod", Engine: ops.EngineCrateDB,
+					Flags:  append([]ops.RequestFlag{{Name: "failed", Values: []string{"true"}, Bool: true}}, tt.flags...),
+					Picked: []string{"db-hot-1"}}})
+			r := h.run("replace", "db", "--failed", "--dry-run")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(r.out, want) {
+					t.Errorf("output lacks %q:\n%s", want, r.out)
+				}
+			}
+			if w := fakecluster.Writes(h.client); len(w) > 0 {
+				t.Errorf("dry-run wrote: %v", w)
+			}
+		})
 	}
 }

@@ -68,17 +68,7 @@ Bounded by --timeout, else 4 h.`,
   kubectl dbops restart mycrate --rolling --pause-between 1m --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.groupGiven = cmd.Flags().Changed("group")
-			o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:              g.runE(o),
 	}
 	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods batch by batch, waiting for each batch to be back (required)")
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
@@ -94,21 +84,17 @@ Bounded by --timeout, else 4 h.`,
 }
 
 // Complete fills in arguments.
-func (o *RestartOptions) Complete(args []string) error {
+func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
+	o.groupGiven = cmd.Flags().Changed("group")
+	o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
 	return nil
 }
 
 // Validate checks flags without touching the API.
 func (o *RestartOptions) Validate() error {
-	if err := o.GlobalOptions.Validate(); err != nil {
-		return err
-	}
 	if !o.Rolling {
 		return ops.Usagef("restart needs --rolling (pods go batch by batch: --mode pod, zone or all)")
-	}
-	if err := o.CrateDB.Validate(); err != nil {
-		return err
 	}
 	if o.groupGiven && len(o.Groups) == 0 {
 		return ops.Usagef("--group must name a node group, got an empty value")
@@ -139,8 +125,8 @@ func (o *RestartOptions) Validate() error {
 }
 
 // restartOptions is the engine-facing form of the flags.
-func (o *RestartOptions) restartOptions(command string) ops.RestartOptions {
-	ro := ops.RestartOptions{Groups: o.Groups, Mode: o.Mode, Command: command}
+func (o *RestartOptions) restartOptions() ops.RestartOptions {
+	ro := ops.RestartOptions{Groups: o.Groups, Mode: o.Mode}
 	if o.zonesGiven {
 		k := o.MaxUnavailableZones
 		ro.MaxUnavailableZones = &k
@@ -155,8 +141,8 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.Cluster, "", defaultRollingRestartTimeout,
-		func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
-			return eng.PlanRestart(ctx, c, o.restartOptions(o.commandLine(cmd, o.Cluster)))
-		})
+	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster), defaultTimeout: defaultRollingRestartTimeout,
+		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
+			return eng.PlanRestart(ctx, c, o.restartOptions())
+		}})
 }

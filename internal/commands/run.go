@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/spf13/cobra"
+
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -33,7 +35,8 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine})
+	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine,
+		Engines: g.engineNames()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,56 +47,102 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	return cl, c, nil
 }
 
-// planFunc asks a cluster's engine for the plan of one command.
-type planFunc func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error)
+// commandOptions is how every mutating command's options work, as in
+// kubectl: Complete takes what the command line gave, Validate checks it
+// without the API, Run does the work.
+type commandOptions interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(cmd *cobra.Command) error
+}
 
-// operate is the body every mutating command shares: find the cluster, get
-// its engine, plan from live state, then dry-run or execute within the
-// timeout (--timeout, else the env variable timeoutEnv, else def).
-func (g *GlobalOptions) operate(ctx context.Context, cluster, timeoutEnv string, def time.Duration, plan planFunc) error {
-	cl, c, err := g.discover(ctx, cluster, true)
+// runE is a mutating command's RunE: Complete, then every check that needs
+// no API in one place (the shared flags, the CrateDB flags, the command's
+// own), then Run.
+func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := g.Validate(); err != nil {
+			return err
+		}
+		if err := g.CrateDB.Validate(); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd)
+	}
+}
+
+// planFunc asks a cluster's engine for the plan of one command. It may
+// record on req what it picked from live state (Request.Picked). A nil plan
+// with a nil error means it found nothing to do and said so.
+type planFunc func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, req *ops.Request) (*ops.Plan, error)
+
+// operation is what a mutating command hands the runner.
+type operation struct {
+	// req is the command as given; the journal keeps it for `resume`.
+	req *ops.Request
+	// timeoutEnv names the environment variable (seconds) that bounds the
+	// run when --timeout is not given; defaultTimeout applies otherwise.
+	timeoutEnv     string
+	defaultTimeout time.Duration
+	// check, when set, vets the discovered cluster before its engine is
+	// built (replace: the named pods are members).
+	check func(c *ops.Cluster) error
+	plan  planFunc
+}
+
+// runOperation is the pipeline every mutating command runs: find the
+// cluster, get its engine, plan from live state, then dry-run, or confirm,
+// lock and execute within the timeout with the chosen view.
+func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
+	cl, c, err := g.discover(ctx, op.req.Cluster, true)
 	if err != nil {
 		return err
+	}
+	if op.check != nil {
+		if err := op.check(c); err != nil {
+			return err
+		}
 	}
 	eng, err := g.engine(ctx, cl, c)
 	if err != nil {
 		return err
 	}
 	defer closeEngine(ctx, eng)
-	timeout, err := g.timeoutOr(timeoutEnv, def)
+	timeout, err := g.timeoutOr(op.timeoutEnv, op.defaultTimeout)
 	if err != nil {
 		return err
 	}
 	if err := g.checkPlanPermissions(ctx, cl, c); err != nil {
 		return err
 	}
-	p, err := plan(ctx, cl, c, eng)
-	if err != nil {
+	p, err := op.plan(ctx, cl, c, eng, op.req)
+	if err != nil || p == nil {
 		return err
 	}
+	p.SetRequest(op.req, c.Engine)
 	return g.execute(ctx, cl, c, p, timeout)
 }
 
 // engine returns the adapter for a discovered cluster, after refusing
-// flags of another engine and reading the Secrets the flags name (so a
-// missing one is reported before the lock is taken).
+// flags of another engine; builders read the Secrets the flags name, so a
+// missing one is reported before the lock is taken.
 func (g *GlobalOptions) engine(ctx context.Context, cl *Clients, c *ops.Cluster) (ops.Engine, error) {
 	if err := g.checkEngineFlags(c); err != nil {
 		return nil, err
 	}
-	switch c.Engine {
-	case ops.EngineGeneric:
-		return ops.GenericEngine{Client: cl.Kube}, nil
-	case ops.EngineCrateDB:
-		return g.crateEngine(ctx, cl, c)
-	case ops.EngineEtcd:
-		return etcd.New(cl.Kube, cl.Config, etcd.Options{}), nil
-	case ops.EngineReplicated:
-		return g.replicatedEngine(cl)
-	default:
-		return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
-			c.Engine, c.Name)
+	for _, k := range g.Engines {
+		if k.Name == c.Engine {
+			return k.Build(ctx, EngineDeps{Clients: cl, Cluster: c, Options: g})
+		}
 	}
+	return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
+		c.Engine, c.Name)
 }
 
 // timeoutOr returns --timeout, else the environment variable env (seconds),
@@ -117,10 +166,17 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 // execute is the shared tail of every mutating command: dry-run, confirm,
 // lock, run with the chosen view.
 func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
-	if err := g.preflight(ctx, cl, c, plan); err != nil {
+	// The journal as an interrupted run left it (read without the lock):
+	// resumed when it is the same request, else replaced and its progress lost.
+	prev, busy := g.journalState(ctx, cl, c)
+	resuming := prev.Resumable(plan.Operation, plan.Args)
+	// A run in progress under a held lock is not replaced: taking the lock
+	// refuses (exit 3) and says who holds it.
+	replacing := prev != nil && !resuming && !busy && len(plan.Steps) > 0
+	if err := g.preflight(ctx, plan, prev); err != nil {
 		if g.DryRun {
 			// Show what would run, then say why a real run would refuse.
-			_ = writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
+			_ = writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
 		}
 		return err
 	}
@@ -128,24 +184,37 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		if g.Output == "json" {
 			// The same NDJSON stream as a run: the plan, then done with outcome dry-run.
 			sink, now := tui.NewJSON(g.Out), cl.Clock.Now()
-			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(ctx, cl, c, plan)})
+			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(plan, prev)})
 			sink.Emit(ops.Event{Type: ops.EventDone, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Outcome: ops.OutcomeDryRun})
 			return nil
 		}
-		return writePlan(g.Out, g.dryRunView(ctx, cl, c, plan), g.Output)
+		return writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
 	}
 	if g.Output == "yaml" {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
-	if plan.Destructive && len(plan.Steps) > 0 && !g.Yes {
+	if replacing && !g.Yes && !g.IsTerminal() {
+		return ops.Usagef("refusing to start %s on %s/%s: it would replace the record of the unfinished %s, whose progress would be lost; resume that with: %s, or pass --yes to run %s anyway",
+			describeRequest(plan.Operation, plan.Args), c.Namespace, c.Name, describeJournal(prev), resumeHint(prev), plan.Operation)
+	}
+	if (plan.Destructive || replacing) && len(plan.Steps) > 0 && !g.Yes {
 		if !g.IsTerminal() {
 			return ops.Usagef("refusing to %s %s/%s without confirmation: no terminal to ask on; pass --yes (see the plan with --dry-run)",
 				plan.Operation, c.Namespace, c.Name)
 		}
-		if err := ops.WritePlanText(g.ErrOut, plan.View()); err != nil {
+		v, left := remainingView(g.dryRunView(plan, prev))
+		if err := ops.WritePlanText(g.ErrOut, v); err != nil {
 			return err
 		}
-		ok, err := confirm(g.In, g.ErrOut, fmt.Sprintf("Run %s on %s/%s (%d steps)?", plan.Operation, c.Namespace, c.Name, len(plan.Steps)))
+		question := fmt.Sprintf("Run %s on %s/%s (%d steps)?", plan.Operation, c.Namespace, c.Name, left)
+		if left < len(plan.Steps) {
+			question = fmt.Sprintf("Resume %s on %s/%s (%d of %d steps left)?", plan.Operation, c.Namespace, c.Name, left, len(plan.Steps))
+		}
+		if replacing {
+			question = fmt.Sprintf("Run %s on %s/%s (%d steps) and lose the progress of the unfinished %s?",
+				plan.Operation, c.Namespace, c.Name, left, prev.Operation)
+		}
+		ok, err := confirm(g.In, g.ErrOut, question)
 		if err != nil {
 			return err
 		}
@@ -178,62 +247,111 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 				fmt.Sprintf("%s started with --disable-locks by %s", plan.Operation, lockID))
 		}
 	} else {
-		exec.Locker = &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: lockID,
-			Duration: g.LockDuration, Clock: cl.Clock, Session: newSession()}
+		m := lock.NewManager(cl.Kube, c.Namespace, c.Name, lockID, cl.Clock)
+		m.Duration, m.Session = g.LockDuration, newSession()
+		exec.Locker = m
 	}
 	return g.runWithView(ctx, exec, plan, cl, c)
 }
 
 // preflight runs the plan's own fitness check before anything is written,
-// knowing which steps an interrupted run of the same request already did.
-func (g *GlobalOptions) preflight(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan) error {
+// knowing which steps an interrupted run of the same request (prev) already did.
+func (g *GlobalOptions) preflight(ctx context.Context, plan *ops.Plan, prev *ops.Journal) error {
 	if plan.Preflight == nil || len(plan.Steps) == 0 {
 		return nil
 	}
 	st := ops.PreflightState{}
-	if j := g.unfinishedJournal(ctx, cl, c); j.Resumable(plan.Operation, plan.Args) {
-		st.Done = j.IsDone
-		st.Resuming = len(j.Done) > 0 || j.Current != ""
+	if prev.Resumable(plan.Operation, plan.Args) {
+		st.Done = prev.IsDone
+		st.Resuming = len(prev.Done) > 0 || prev.Current != ""
 	}
 	return plan.Preflight(ctx, st)
 }
 
-// dryRunView marks the steps an interrupted run of the same request already
-// did, read from the journal on the lock (read-only), so the plan shows what
-// a re-run would really do.
-func (g *GlobalOptions) dryRunView(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan) *ops.PlanView {
+// dryRunView marks the steps an interrupted run of the same request (prev,
+// read from the journal on the lock) already did, so the plan shows what a
+// re-run would really do; for another request it notes the progress the
+// run would throw away.
+func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanView {
 	v := plan.View()
-	if g.DisableLocks {
-		return v
+	switch {
+	case prev == nil:
+	case prev.Resumable(plan.Operation, plan.Args):
+		done := 0
+		for i := range v.Steps {
+			if prev.IsDone(v.Steps[i].ID) {
+				v.Steps[i].Done = true
+				done++
+			}
+		}
+		v.Notes = append(v.Notes, fmt.Sprintf("resumes the %s run started %s by %s: %d step(s) already done",
+			prev.State, prev.Started.UTC().Format(time.RFC3339), prev.Holder, done))
+	case len(plan.Steps) > 0:
+		v.Notes = append(v.Notes, fmt.Sprintf("WARNING: replaces the record of the unfinished %s: its progress is lost (resume it instead with: %s)",
+			describeJournal(prev), resumeHint(prev)))
 	}
-	j := g.unfinishedJournal(ctx, cl, c)
-	if !j.Resumable(plan.Operation, plan.Args) {
-		return v
-	}
-	done := 0
-	for i := range v.Steps {
-		if j.IsDone(v.Steps[i].ID) {
-			v.Steps[i].Done = true
-			done++
+	return v
+}
+
+// remainingView leaves out the steps done by an earlier run (the prompt
+// asks only about what is left) and returns how many are left.
+func remainingView(v *ops.PlanView) (*ops.PlanView, int) {
+	out := *v
+	out.Steps = nil
+	for _, s := range v.Steps {
+		if !s.Done {
+			out.Steps = append(out.Steps, s)
 		}
 	}
-	v.Notes = append(v.Notes, fmt.Sprintf("resumes the %s run started %s by %s: %d step(s) already done",
-		j.State, j.Started.UTC().Format(time.RFC3339), j.Holder, done))
-	return v
+	if done := len(v.Steps) - len(out.Steps); done > 0 {
+		out.Notes = append(slices.Clone(v.Notes), fmt.Sprintf("%d step(s) done by the interrupted run are not shown", done))
+	}
+	return &out, len(out.Steps)
+}
+
+// describeRequest is "operation args".
+func describeRequest(op, args string) string {
+	if args == "" {
+		return op
+	}
+	return op + " " + args
+}
+
+// describeJournal says what an unfinished journal is: which request, who
+// started it, how it ended and how far it got.
+func describeJournal(j *ops.Journal) string {
+	return fmt.Sprintf("%s (started %s by %s, %s, %d of %d step(s) done)", describeRequest(j.Operation, j.Args),
+		j.Started.UTC().Format(time.RFC3339), j.Holder, j.State, len(j.Done), j.Steps)
+}
+
+// resumeHint is the command that resumes j: `resume` when the journal
+// records its request, else the advice to re-run the original command.
+func resumeHint(j *ops.Journal) string {
+	if j.Request != nil {
+		return j.Request.ResumeCommand()
+	}
+	return "the command that started it"
 }
 
 // unfinishedJournal reads the journal on the cluster's lock without taking
 // it; nil when there is none, it is finished, or it cannot be read (the
 // executor reads it again under the lock anyway).
 func (g *GlobalOptions) unfinishedJournal(ctx context.Context, cl *Clients, c *ops.Cluster) *ops.Journal {
+	j, _ := g.journalState(ctx, cl, c)
+	return j
+}
+
+// journalState is unfinishedJournal, and whether that journal's run is in
+// progress: it says running and its lock is held.
+func (g *GlobalOptions) journalState(ctx context.Context, cl *Clients, c *ops.Cluster) (j *ops.Journal, busy bool) {
 	if g.DisableLocks {
-		return nil
+		return nil, false
 	}
-	st, err := (&lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: "reader", Clock: cl.Clock}).Status(ctx)
+	st, err := lock.NewManager(cl.Kube, c.Namespace, c.Name, "reader", cl.Clock).Status(ctx)
 	if err != nil || st.Journal == nil || st.Journal.State == ops.JournalSucceeded {
-		return nil
+		return nil, false
 	}
-	return st.Journal
+	return st.Journal, st.Journal.State == ops.JournalRunning && st.Held
 }
 
 // newSession returns a random token identifying this process on the lock.

@@ -80,18 +80,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   kubectl dbops scale myapp --replicas 5 --primaries 2`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.mastersGiven = cmd.Flags().Changed("master")
-			o.replicasGiven = cmd.Flags().Changed("replicas")
-			o.primariesGiven = cmd.Flags().Changed("primaries")
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:              g.runE(o),
 	}
 	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
@@ -120,19 +109,16 @@ func completeGroupSizes(g *GlobalOptions) func(*cobra.Command, []string, string)
 }
 
 // Complete fills in arguments.
-func (o *ScaleOptions) Complete(args []string) error {
+func (o *ScaleOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
+	o.mastersGiven = cmd.Flags().Changed("master")
+	o.replicasGiven = cmd.Flags().Changed("replicas")
+	o.primariesGiven = cmd.Flags().Changed("primaries")
 	return nil
 }
 
 // Validate checks flags without touching the API.
 func (o *ScaleOptions) Validate() error {
-	if err := o.GlobalOptions.Validate(); err != nil {
-		return err
-	}
-	if err := o.CrateDB.Validate(); err != nil {
-		return err
-	}
 	if o.replicasGiven && (o.mastersGiven || len(o.Data) > 0) {
 		return ops.Usagef("--replicas cannot be combined with --master or --data: use --replicas for single-group clusters (etcd), --master/--data for CrateDB")
 	}
@@ -185,13 +171,14 @@ func (o *ScaleOptions) Validate() error {
 
 // Run discovers, plans and executes the scaling.
 func (o *ScaleOptions) Run(cmd *cobra.Command) error {
-	return o.operate(commandContext(cmd), o.Cluster, "SCALING_TIMEOUT", defaultScalingTimeout,
-		func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine) (*ops.Plan, error) {
+	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
+		timeoutEnv: "SCALING_TIMEOUT", defaultTimeout: defaultScalingTimeout,
+		plan: func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			s, ok := eng.(ops.Scaler)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Command: o.commandLine(cmd, o.Cluster), Journal: o.unfinishedJournal(ctx, cl, c)}
+			req := ops.ScaleRequest{Data: o.data, Journal: o.unfinishedJournal(ctx, cl, c)}
 			if o.mastersGiven {
 				m := o.Masters
 				req.Masters = &m
@@ -205,5 +192,5 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 				req.Primaries = &p
 			}
 			return s.PlanScale(ctx, c, req)
-		})
+		}})
 }

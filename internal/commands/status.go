@@ -268,7 +268,11 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 			if j.Current != "" {
 				ops.Fprintf(b, ", was at %s", j.Current)
 			}
-			b.WriteString("\n  re-run the same command to resume it\n")
+			if j.Request != nil {
+				ops.Fprintf(b, "\n  resume it with: %s\n", j.Request.ResumeCommand())
+			} else {
+				b.WriteString("\n  re-run the same command to resume it\n")
+			}
 			if j.Error != "" {
 				ops.Fprintf(b, "  last error: %s\n", j.Error)
 			}

@@ -6,8 +6,17 @@ import (
 
 // Engine adapts one kind of database. The plan/executor, lock and discovery
 // are shared; an engine contributes health and the engine-specific parts of
-// procedures. Optional abilities (scale, bootstrap, replace) are separate
-// interfaces an engine may also implement.
+// procedures.
+//
+// Every capability a command looks for is declared in this file: Engine
+// (status, restart), Scaler, Bootstrapper, PodReplacer (replace), and the
+// helpers MemberChecker (replace --failed) and Closer. Each implementation
+// asserts the ones it has at compile time (`var _ ops.Scaler = (*Engine)(nil)`
+// in the engine's contract.go), so a drifting signature fails the build
+// instead of turning a feature into "not available for engine X". The rolling
+// restart's own hooks (RestartGate, RestartPreflighter, BatchChecker in
+// restart.go and batches.go) and ReplaceHooks (replace.go) are how an engine
+// plugs into the shared procedures.
 type Engine interface {
 	Name() string
 	// Health reports database-level health for status and health gates;
@@ -53,8 +62,6 @@ type RestartOptions struct {
 	// BatchSize is how many pods one step restarts together in pod mode
 	// (replace --max-concurrent); 0 or 1 = one at a time.
 	BatchSize int
-	// Command re-runs the request (resume hint).
-	Command string
 }
 
 // ScaleRequest is what the user asked of `scale`. Engines read the fields
@@ -69,8 +76,6 @@ type ScaleRequest struct {
 	Replicas *int32
 	// Primaries is the wanted number of primaries (replicated apps).
 	Primaries *int32
-	// Command re-runs the request (resume hint).
-	Command string
 	// Journal is the cluster's unfinished operation record, read (without
 	// the lock) before planning; nil when there is none. An engine uses it
 	// to finish a run that crashed after its last size change, when live
@@ -83,15 +88,57 @@ type Scaler interface {
 	PlanScale(ctx context.Context, c *Cluster, req ScaleRequest) (*Plan, error)
 }
 
-// Bootstrapper is implemented by engines that can bootstrap a new cluster.
-// The request is engine-specific (e.g. cratedb.BootstrapRequest), built by
-// the bootstrap command from its flags.
-type Bootstrapper interface {
-	PlanBootstrap(ctx context.Context, c *Cluster, req any) (*Plan, error)
+// BootstrapRequest is what the user asked of `bootstrap`. Engines read the
+// fields that apply to them; the command refuses the others.
+type BootstrapRequest struct {
+	// License is the Secret with the license key (CrateDB; zero = none).
+	License SecretRef
+	// Users get created (if missing) with the password from their Secret
+	// and all privileges (CrateDB).
+	Users []UserRequest
+	// Primaries overrides the configured number of primaries (replicated
+	// apps; nil = configured).
+	Primaries *int32
 }
 
-// Replacer is implemented by engines that can replace a member: move its
-// data away, delete the pod and its PVC, and let it join again fresh.
-type Replacer interface {
-	PlanReplace(ctx context.Context, c *Cluster, pod string, command string) (*Plan, error)
+// UserRequest is one --user NAME=SECRET[/KEY].
+type UserRequest struct {
+	Name     string
+	Password SecretRef
+}
+
+// SecretRef names one key of a Secret in the cluster's namespace.
+type SecretRef struct {
+	Name string
+	Key  string
+}
+
+func (r SecretRef) String() string { return r.Name + "/" + r.Key }
+
+// IsZero reports an unset reference.
+func (r SecretRef) IsZero() bool { return r.Name == "" }
+
+// Bootstrapper is implemented by engines that can bootstrap a new cluster.
+type Bootstrapper interface {
+	PlanBootstrap(ctx context.Context, c *Cluster, req BootstrapRequest) (*Plan, error)
+}
+
+// PodReplacer is implemented by engines that can replace pods with the
+// replacement strategy (data moved away, fresh PVC, the member rejoins).
+// Deletion needs no engine support beyond its restart gate.
+type PodReplacer interface {
+	PlanReplacement(ctx context.Context, c *Cluster, req ReplaceRequest) (*Plan, error)
+}
+
+// MemberChecker is implemented by engines that can tell which pods run
+// but are not members of the database cluster (CrateDB: node missing from
+// sys.nodes; etcd: no member for the pod). The map holds a reason per pod.
+type MemberChecker interface {
+	NotMembers(ctx context.Context, c *Cluster) (map[string]string, error)
+}
+
+// Closer is implemented by engines that keep connections (CrateDB's
+// port-forward and database sessions); the command closes them at the end.
+type Closer interface {
+	Close(ctx context.Context) error
 }

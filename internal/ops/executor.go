@@ -194,7 +194,7 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 	p := e.plan
 	now := e.Clock.Now()
 	fresh := &Journal{Operation: p.Operation, Args: p.Args, Holder: e.LockID, State: JournalRunning,
-		Started: now, Updated: now, Steps: len(p.Steps)}
+		Started: now, Updated: now, Steps: len(p.Steps), Request: p.Request}
 	if e.Locker == nil {
 		e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockDisabled, Holder: e.LockID}})
 		return fresh, nil
@@ -212,11 +212,20 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 	e.keepLock = info.Action == LockExtended && (prev == nil || prev.State == JournalSucceeded)
 	switch {
 	case prev.Resumable(p.Operation, p.Args):
+		// Named before the holder becomes this run's: resuming someone
+		// else's run says whose it was.
+		by := prev.Holder
+		if by != held.ID() {
+			by += " (now resumed as " + held.ID() + ")"
+		}
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("resuming %s started %s by %s: %d step(s) already done",
+			prev.Operation, prev.Started.UTC().Format(time.RFC3339), by, len(prev.Done))})
 		prev.State = JournalRunning
 		prev.Holder = held.ID()
 		prev.Steps = len(p.Steps)
-		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("resuming %s started %s by %s: %d step(s) already done",
-			prev.Operation, prev.Started.UTC().Format(time.RFC3339), prev.Holder, len(prev.Done))})
+		if p.Request != nil {
+			prev.Request = p.Request
+		}
 		fresh = prev
 	case prev != nil && prev.State != JournalSucceeded:
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("an earlier %s %s was left %s; its record is replaced by this %s",

@@ -50,13 +50,6 @@ type FailedOptions struct {
 	Now time.Time
 }
 
-// MemberChecker is implemented by engines that can tell which pods run
-// but are not members of the database cluster (CrateDB: node missing from
-// sys.nodes; etcd: no member for the pod). The map holds a reason per pod.
-type MemberChecker interface {
-	NotMembers(ctx context.Context, c *Cluster) (map[string]string, error)
-}
-
 // Candidate is a pod chosen by FindFailed, with why.
 type Candidate struct {
 	Pod    string

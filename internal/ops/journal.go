@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,6 +31,123 @@ type Journal struct {
 	Current   string            `json:"current,omitempty"`
 	Data      map[string]string `json:"data,omitempty"`
 	Error     string            `json:"error,omitempty"`
+	// Request is the command that started the run, as data, so `resume`
+	// can run it again (nil in journals written before resume existed).
+	Request *Request `json:"request,omitempty"`
+}
+
+// Request is a command as the user gave it, kept as data (not a rendered
+// command line) so that `resume` can run it again and a hint can be
+// rendered from it.
+type Request struct {
+	// Command is the subcommand path below `kubectl dbops`, e.g. ["restart"].
+	Command []string `json:"command"`
+	// Cluster is the cluster argument; Args any further arguments (replace's
+	// pods).
+	Cluster string   `json:"cluster"`
+	Args    []string `json:"args,omitempty"`
+	// Namespace and Context are where the command ran (Context only when
+	// one was chosen with --context).
+	Namespace string `json:"namespace"`
+	Context   string `json:"context,omitempty"`
+	// Engine is the engine that planned the run; a resume plans with the
+	// same one.
+	Engine string `json:"engine,omitempty"`
+	// Flags are the command's own flags that were set, and the shared flags
+	// that change what it does (never connection or credential flags, nor
+	// run-only ones like --timeout or -o), in name order.
+	Flags []RequestFlag `json:"flags,omitempty"`
+	// Picked are the targets the command chose from live state (replace
+	// --failed's pods): a resumed run keeps them rather than choosing again,
+	// since a replaced pod looks healthy and would not be chosen twice.
+	Picked []string `json:"picked,omitempty"`
+}
+
+// Same reports whether o asks for what r asks: the same command, cluster,
+// arguments and flags (who acts, --lock-id, and what was picked aside).
+func (r *Request) Same(o *Request) bool {
+	if r == nil || o == nil {
+		return false
+	}
+	flags := func(q *Request) []RequestFlag {
+		return slices.DeleteFunc(slices.Clone(q.Flags), func(f RequestFlag) bool { return f.Name == "lock-id" })
+	}
+	return slices.Equal(r.Command, o.Command) && r.Cluster == o.Cluster && r.Namespace == o.Namespace &&
+		slices.Equal(r.Args, o.Args) && slices.EqualFunc(flags(r), flags(o), func(a, b RequestFlag) bool {
+		return a.Name == b.Name && a.Bool == b.Bool && slices.Equal(a.Values, b.Values)
+	})
+}
+
+// RequestFlag is one flag of a Request; a repeated or list flag has several
+// values.
+type RequestFlag struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+	// Bool flags are rendered as --name or --name=false.
+	Bool bool `json:"bool,omitempty"`
+}
+
+// Flag returns the values of flag name, and whether it was set.
+func (r *Request) Flag(name string) ([]string, bool) {
+	for _, f := range r.Flags {
+		if f.Name == name {
+			return f.Values, true
+		}
+	}
+	return nil, false
+}
+
+// FlagArgs renders the flags as command-line arguments (unquoted).
+func (r *Request) FlagArgs() []string {
+	var out []string
+	for _, f := range r.Flags {
+		for _, v := range f.Values {
+			if f.Bool && v == "true" {
+				out = append(out, "--"+f.Name)
+				continue
+			}
+			out = append(out, "--"+f.Name+"="+v)
+		}
+	}
+	return out
+}
+
+// CommandLine renders r as a command the user can paste into a shell:
+// `kubectl dbops`, the command, its arguments, -n, --context when one was
+// chosen, then the flags; values are shell-quoted.
+func (r *Request) CommandLine() string {
+	parts := append([]string{"kubectl", "dbops"}, r.Command...)
+	for _, a := range append([]string{r.Cluster}, r.Args...) {
+		parts = append(parts, ShellQuote(a))
+	}
+	if r.Namespace != "" {
+		parts = append(parts, "-n", ShellQuote(r.Namespace))
+	}
+	if r.Context != "" {
+		parts = append(parts, "--context", ShellQuote(r.Context))
+	}
+	for _, f := range r.Flags {
+		for _, v := range f.Values {
+			if f.Bool && v == "true" {
+				parts = append(parts, "--"+f.Name)
+				continue
+			}
+			parts = append(parts, "--"+f.Name+"="+ShellQuote(v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// ResumeCommand is the `resume` command line for r's cluster.
+func (r *Request) ResumeCommand() string {
+	parts := []string{"kubectl", "dbops", "resume", ShellQuote(r.Cluster)}
+	if r.Namespace != "" {
+		parts = append(parts, "-n", ShellQuote(r.Namespace))
+	}
+	if r.Context != "" {
+		parts = append(parts, "--context", ShellQuote(r.Context))
+	}
+	return strings.Join(parts, " ")
 }
 
 // Resumable reports whether j is an unfinished run of the same request.

@@ -26,10 +26,34 @@ type Plan struct {
 	// Command is the command line that re-runs this request; shown as the
 	// resume hint after an interruption.
 	Command string `json:"command,omitempty"`
+	// Request is the command that asked for the plan, as data; the journal
+	// keeps it so `resume` can run it again.
+	Request *Request `json:"-"`
 	// Preflight, when set, checks from live state, before the lock is taken
 	// (and in --dry-run), that the cluster is fit for the first step still
 	// to do, so a refusal happens with nothing written.
 	Preflight func(ctx context.Context, st PreflightState) error `json:"-"`
+}
+
+// NewPlan is the one way plans are made: operation on cluster c, planned
+// by engine, with args the canonical rendering of what was asked (e.g.
+// "--rolling --group hot"; a journal resumes only a run with the same
+// args). The command that asked is attached by the caller (SetRequest), so
+// engines never see it.
+func NewPlan(operation string, c *Cluster, engine, args string) *Plan {
+	return &Plan{Operation: operation, Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: args}
+}
+
+// SetRequest records the command that asked for p, planned by engine, and
+// renders the resume hint from it.
+func (p *Plan) SetRequest(r *Request, engine string) {
+	if r == nil {
+		return
+	}
+	rr := *r
+	rr.Engine = engine
+	p.Request = &rr
+	p.Command = rr.CommandLine()
 }
 
 // PreflightState is what a preflight check knows of an interrupted run of

@@ -36,15 +36,6 @@ type ReplaceRequest struct {
 	Reasons map[string]string
 	// Args is the canonical rendering of the request for the journal.
 	Args string
-	// Command re-runs the request (resume hint).
-	Command string
-}
-
-// PodReplacer is implemented by engines that can replace pods with the
-// replacement strategy (data moved away, fresh PVC). Deletion needs no
-// engine support beyond its restart gate.
-type PodReplacer interface {
-	PlanReplacement(ctx context.Context, c *Cluster, req ReplaceRequest) (*Plan, error)
 }
 
 // ReplaceHooks add an engine's steps around the recreation of one batch:
@@ -82,8 +73,8 @@ func (r *Replacement) Plan(c *Cluster, engine string, req ReplaceRequest) (*Plan
 			pods = append(pods, *p)
 		}
 	}
-	p := &Plan{Operation: "replace", Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: req.Args,
-		Destructive: true, Command: req.Command}
+	p := NewPlan("replace", c, engine, req.Args)
+	p.Destructive = true
 	for _, pod := range pods {
 		if why := req.Reasons[pod.Name]; why != "" {
 			p.Notes = append(p.Notes, fmt.Sprintf("%s: %s", pod.Name, why))

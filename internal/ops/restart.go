@@ -54,8 +54,8 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 			return nil, Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(podNames(c.AllPods()), ", "))
 		}
 	}
-	p := &Plan{Operation: "restart", Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: restartArgs(mode, opts),
-		Destructive: true, Command: opts.Command}
+	p := NewPlan("restart", c, engine, restartArgs(mode, opts))
+	p.Destructive = true
 	var pods []Pod
 	for _, g := range c.Groups {
 		if len(opts.Groups) > 0 && !slices.Contains(opts.Groups, g.Name) {

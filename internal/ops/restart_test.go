@@ -126,7 +126,7 @@ func assertEventTypes(t *testing.T, evs []Event, types ...EventType) {
 func TestRollingRestartResumesAfterCrash(t *testing.T) {
 	c, client := testCluster(map[string]int{"web": 3}, []string{"web"}, "")
 	ctrl := fakecluster.Start(t, client, "prod")
-	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestRollingRestartResumesAfterCrash(t *testing.T) {
 
 	// Re-run with a freshly computed plan, as the user would.
 	fresh, _ := testClusterFromLive(t, c, client)
-	p2, err := (&RollingRestart{Client: client}).Plan(fresh, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	p2, err := (&RollingRestart{Client: client}).Plan(fresh, EngineGeneric, RestartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,8 @@ func TestExecutorTimeout(t *testing.T) {
 	c, client := testCluster(map[string]int{"web": 1}, []string{"web"}, "")
 	// No controller: the deleted pod never comes back, so verify waits
 	// until the timeout.
-	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	p.SetRequest(&Request{Command: []string{"restart"}, Cluster: "db", Flags: []RequestFlag{{Name: "rolling", Values: []string{"true"}, Bool: true}}}, EngineGeneric)
 	locker := &memLocker{id: "me"}
 	rec := &Recorder{}
 	// Long enough that a loaded machine still takes the lock before it fires.
@@ -281,7 +282,8 @@ func TestExecutorInterruptAnnouncesStop(t *testing.T) {
 	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
 	ctrl := fakecluster.Start(t, client, "prod")
 	ctrl.SetHold(true) // the pod never comes back: verify waits
-	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Command: "kubectl dbops restart db --rolling"})
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	p.SetRequest(&Request{Command: []string{"restart"}, Cluster: "db", Flags: []RequestFlag{{Name: "rolling", Values: []string{"true"}, Bool: true}}}, EngineGeneric)
 	locker := &memLocker{id: "me"}
 	ctx, cancel := context.WithCancel(context.Background())
 	rec := &Recorder{}

@@ -282,7 +282,7 @@ func (x *etcdEnv) executor(rec ops.Sink) *ops.Executor {
 // scale plans and runs `scale --replicas n`.
 func (x *etcdEnv) scale(ctx context.Context, n int32, sink ops.Sink) (*ops.Plan, error) {
 	x.t.Helper()
-	plan, err := x.eng.PlanScale(ctx, x.cluster(), ops.ScaleRequest{Replicas: &n, Command: fmt.Sprintf("kubectl dbops scale %s --replicas %d", x.name, n)})
+	plan, err := x.eng.PlanScale(ctx, x.cluster(), ops.ScaleRequest{Replicas: &n})
 	if err != nil {
 		return nil, err
 	}

@@ -15,24 +15,13 @@ import (
 )
 
 // BootstrapRequest is what `bootstrap` asks of the engine.
-type BootstrapRequest struct {
-	// License is the Secret with the license key (zero = none).
-	License SecretRef
-	// Users get created (if missing) with the password from their Secret
-	// and all privileges.
-	Users []UserRequest
-	// Command re-runs the request (resume hint).
-	Command string
-}
+type BootstrapRequest = ops.BootstrapRequest
 
 // UserRequest is one --user NAME=SECRET[/KEY].
-type UserRequest struct {
-	Name     string
-	Password SecretRef
-}
+type UserRequest = ops.UserRequest
 
-// Args renders the request canonically (journal key); no secret values.
-func (r BootstrapRequest) Args() string {
+// bootstrapArgs renders the request canonically (journal key); no secret values.
+func bootstrapArgs(r BootstrapRequest) string {
 	var parts []string
 	if !r.License.IsZero() {
 		parts = append(parts, "--license-secret "+r.License.String())
@@ -48,16 +37,7 @@ const crashOutputMax = 300
 
 // PlanBootstrap implements ops.Bootstrapper. Every Secret is read here, so
 // a missing one refuses the run before anything changes.
-func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) (*ops.Plan, error) {
-	req, ok := reqAny.(BootstrapRequest)
-	if !ok {
-		if rp, okp := reqAny.(*BootstrapRequest); okp && rp != nil {
-			req, ok = *rp, true
-		}
-	}
-	if !ok {
-		return nil, fmt.Errorf("cratedb bootstrap: unexpected request type %T", reqAny)
-	}
+func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req ops.BootstrapRequest) (*ops.Plan, error) {
 	if e.execer == nil {
 		return nil, errors.New("cratedb bootstrap: no exec client")
 	}
@@ -107,8 +87,7 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, reqAny any) 
 	}
 	secrets := append([]string{sysPW, license}, pws...)
 
-	p := &ops.Plan{Operation: "bootstrap", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
-		Args: req.Args(), Command: req.Command}
+	p := ops.NewPlan("bootstrap", c, ops.EngineCrateDB, bootstrapArgs(req))
 	stsRef := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: eligible.StatefulSet}
 	if eligible.Object != nil {
 		stsRef.UID = string(eligible.Object.UID)

@@ -117,9 +117,9 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if len(changes)+len(downs) == 0 && !resuming {
 		// The goal is reached (a repeated request, or a re-run after a run
 		// killed after its last step): a success with nothing to do.
-		return &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
-			Args: args, Command: req.Command,
-			Notes: []string{fmt.Sprintf("cluster %s already has %s", c.Name, sizes(c, target))}}, nil
+		p := ops.NewPlan("scale", c, ops.EngineCrateDB, args)
+		p.Notes = []string{fmt.Sprintf("cluster %s already has %s", c.Name, sizes(c, target))}
+		return p, nil
 	}
 	var total, dataTotal int
 	for _, g := range c.Groups {
@@ -169,8 +169,8 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 			return nil, err
 		}
 	}
-	p := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineCrateDB,
-		Args: args, Destructive: len(downs) > 0, Command: req.Command}
+	p := ops.NewPlan("scale", c, ops.EngineCrateDB, args)
+	p.Destructive = len(downs) > 0
 	p.Notes = append(p.Notes, "from "+sizes(c, nil)+" to "+sizes(c, target))
 	if len(changes) == 0 {
 		p.Notes = append(p.Notes, "every size already matches: finishing the interrupted run's clean-up")

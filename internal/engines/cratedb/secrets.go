@@ -13,15 +13,7 @@ import (
 )
 
 // SecretRef names one key of a Secret in the cluster's namespace.
-type SecretRef struct {
-	Name string
-	Key  string
-}
-
-func (r SecretRef) String() string { return r.Name + "/" + r.Key }
-
-// IsZero reports an unset reference.
-func (r SecretRef) IsZero() bool { return r.Name == "" }
+type SecretRef = ops.SecretRef
 
 // ParseSecretRef parses NAME[/KEY]; defKey applies when KEY is omitted.
 // flag names the option in the usage error.

@@ -181,7 +181,7 @@ func TestPlanScaleGolden(t *testing.T) {
 				tc.setup(f)
 			}
 			fx := newFixture(t, tc.replicas, f, nil)
-			p, err := fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &tc.target, Command: "kubectl dbops scale etcd --replicas N"})
+			p, err := fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &tc.target})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,10 +46,10 @@ func (e *Engine) PlanRepair(ctx context.Context, c *ops.Cluster, pod string) (*o
 	if err != nil {
 		return nil, err
 	}
-	return &ops.Plan{Operation: "repair", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineEtcd,
-		Args: "--member " + pod, Destructive: true, Steps: steps,
-		Notes: []string{fmt.Sprintf("etcd: %s; peer URL of %s: %s (from %s)", st.Summary(), pod, url, s.tmplSource)},
-	}, nil
+	p := ops.NewPlan("repair", c, ops.EngineEtcd, "--member "+pod)
+	p.Destructive, p.Steps = true, steps
+	p.Notes = []string{fmt.Sprintf("etcd: %s; peer URL of %s: %s (from %s)", st.Summary(), pod, url, s.tmplSource)}
+	return p, nil
 }
 
 // repairSteps replace the member of ordinal with a fresh learner on empty
@@ -67,18 +67,6 @@ func (e *Engine) repairSteps(s *site, ordinal int, url string, n int) ([]*ops.St
 		e.recreateStep(s, ordinal),
 		e.promoteStep(s, "repair-promote/"+pod, ordinal, url),
 	}, nil
-}
-
-// PlanReplace is `kubectl dbops replace` for etcd: member repair (remove,
-// fresh PVC, add as learner, promote).
-func (e *Engine) PlanReplace(ctx context.Context, c *ops.Cluster, pod, command string) (*ops.Plan, error) {
-	p, err := e.PlanRepair(ctx, c, pod)
-	if err != nil {
-		return nil, err
-	}
-	p.Operation = "replace"
-	p.Command = command
-	return p, nil
 }
 
 // NotMembers implements ops.MemberChecker for replace --failed: pods of

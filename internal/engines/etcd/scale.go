@@ -40,8 +40,8 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		return nil, &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd membership of %s/%s: %v", c.Namespace, c.Name, err), Err: err}
 	}
 	current := int(c.Groups[0].Desired)
-	p := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineEtcd,
-		Args: fmt.Sprintf("--replicas %d", target), Destructive: target < current, Command: req.Command}
+	p := ops.NewPlan("scale", c, ops.EngineEtcd, fmt.Sprintf("--replicas %d", target))
+	p.Destructive = target < current
 	p.Notes = append(p.Notes, fmt.Sprintf("etcd: %s; peer URLs from %s: %s", st.Summary(), s.tmplSource, s.tmplText),
 		"new members learn the initial cluster from "+s.state.Why)
 

@@ -83,13 +83,8 @@ var (
 // Name returns "replicated".
 func (e *Engine) Name() string { return ops.EngineReplicated }
 
-// BootstrapRequest is the replicated engine's bootstrap request.
-type BootstrapRequest struct {
-	// Primaries overrides the configured number of primaries (a flag).
-	Primaries *int32
-	// Command re-runs the request (resume hint).
-	Command string
-}
+// BootstrapRequest is the bootstrap request; this engine reads Primaries.
+type BootstrapRequest = ops.BootstrapRequest
 
 // site is the resolved shape of the cluster: one StatefulSet.
 type site struct {

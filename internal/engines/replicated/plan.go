@@ -67,19 +67,7 @@ func rolesNote(ms []member) string {
 // PlanBootstrap plans starting the roles of a new cluster: the first
 // primary (seed) on the highest sequence number, further primaries, then
 // secondaries, one at a time.
-func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req any) (*ops.Plan, error) {
-	var r BootstrapRequest
-	switch v := req.(type) {
-	case BootstrapRequest:
-		r = v
-	case *BootstrapRequest:
-		if v != nil {
-			r = *v
-		}
-	case nil:
-	default:
-		return nil, fmt.Errorf("replicated bootstrap: unexpected request type %T", req)
-	}
+func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, r ops.BootstrapRequest) (*ops.Plan, error) {
 	pr, err := e.prepare(ctx, c, r.Primaries)
 	if err != nil {
 		return nil, err
@@ -99,8 +87,8 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req any) (*o
 	if err != nil {
 		return nil, err
 	}
-	plan := &ops.Plan{Operation: "bootstrap", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineReplicated,
-		Args: fmt.Sprintf("--primaries %d", p), Destructive: true, Command: r.Command}
+	plan := ops.NewPlan("bootstrap", c, ops.EngineReplicated, fmt.Sprintf("--primaries %d", p))
+	plan.Destructive = true
 	plan.Notes = append(plan.Notes, seqNote(pr.ms, seqs), rolesNote(pr.ms))
 	e.planRoles(plan, s, cfg, pr.ms, seqs, n, p)
 	if len(plan.Steps) == 0 {
@@ -140,8 +128,8 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if err != nil {
 		return nil, err
 	}
-	plan := &ops.Plan{Operation: "scale", Cluster: c.Name, Namespace: c.Namespace, Engine: ops.EngineReplicated,
-		Args: fmt.Sprintf("--replicas %d --primaries %d", n, p), Destructive: n < from, Command: req.Command}
+	plan := ops.NewPlan("scale", c, ops.EngineReplicated, fmt.Sprintf("--replicas %d --primaries %d", n, p))
+	plan.Destructive = n < from
 	plan.Notes = append(plan.Notes, seqNote(pr.ms, seqs), rolesNote(pr.ms))
 
 	// Pods the scale-down removes: stop their roles first, highest ordinal first.

@@ -9,8 +9,6 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-var _ ops.PodReplacer = (*Engine)(nil)
-
 // replaceRoleKey journals the role a pod had before its replacement: the
 // recreated pod carries no role label, so a re-run after a crash reads it
 // from here.

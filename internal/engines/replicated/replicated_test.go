@@ -124,7 +124,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestBootstrapGoldenAndRun(t *testing.T) {
 	f := newFixture(t, 3, nil, testConfig)
 	f.app.seq = map[string]string{"db-0": "5", "db-1": "7", "db-2": "7"}
-	p, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), BootstrapRequest{Primaries: ptr.To[int32](2), Command: "kubectl dbops bootstrap db"})
+	p, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), BootstrapRequest{Primaries: ptr.To[int32](2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestBootstrapTieGoesToOrdinal2Not10(t *testing.T) {
 		f.app.seq["db-"+itoa(o)] = itoa(o % 5)
 	}
 	f.app.seq["db-2"], f.app.seq["db-10"] = "42", "42"
-	p, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), nil)
+	p, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), BootstrapRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestBadConfigurationRunsNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 3, nil, tc.annotation)
 			f.app.seq = map[string]string{"db-0": "1", "db-1": tc.seq, "db-2": "1"}
-			_, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), nil)
+			_, err := f.eng.PlanBootstrap(context.Background(), f.cluster(), BootstrapRequest{})
 			if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("bootstrap = %v (exit %d), want usage error with %q", err, ops.ExitCode(err), tc.want)
 			}
@@ -318,7 +318,7 @@ func TestBootstrapRefusesUnsettledStatefulSet(t *testing.T) {
 	f := newFixture(t, 3, nil, testConfig)
 	c := f.cluster()
 	c.Groups[0].Desired = 4
-	_, err := f.eng.PlanBootstrap(context.Background(), c, nil)
+	_, err := f.eng.PlanBootstrap(context.Background(), c, BootstrapRequest{})
 	if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), "missing db-3") {
 		t.Fatalf("got %v, want precondition naming db-3", err)
 	}

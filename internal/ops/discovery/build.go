@@ -75,7 +75,7 @@ func BuildCluster(opts Options, layout string, objs Objects) (*ops.Cluster, erro
 // implies, else the dbops.io/engine labels, else the StatefulSets' shape.
 func resolveEngine(opts Options, layout string, stss []appsv1.StatefulSet) (string, error) {
 	if opts.Engine != "" {
-		if err := validateEngine(opts.Engine); err != nil {
+		if err := validateEngine(opts, opts.Engine); err != nil {
 			return "", err
 		}
 		return opts.Engine, nil
@@ -93,9 +93,9 @@ func resolveEngine(opts Options, layout string, stss []appsv1.StatefulSet) (stri
 		if !ok {
 			continue
 		}
-		if !slices.Contains(ops.KnownEngines, v) {
+		if !slices.Contains(opts.engines(), v) {
 			return "", ops.Usagef("StatefulSet %q: label %s=%q is not a known engine (allowed: %s)",
-				s.Name, LabelEngine, v, strings.Join(ops.KnownEngines, ", "))
+				s.Name, LabelEngine, v, strings.Join(opts.engines(), ", "))
 		}
 		if engine != "" && v != engine {
 			return "", ops.Usagef("StatefulSets of cluster %q disagree on %s: %q says %s, %q says %s (label them alike or pass --engine)",
@@ -128,11 +128,19 @@ func resolveEngine(opts Options, layout string, stss []appsv1.StatefulSet) (stri
 	}
 }
 
-func validateEngine(e string) error {
-	if slices.Contains(ops.KnownEngines, e) {
+func validateEngine(opts Options, e string) error {
+	if slices.Contains(opts.engines(), e) {
 		return nil
 	}
-	return ops.Usagef("unknown engine %q (allowed: %s)", e, strings.Join(ops.KnownEngines, ", "))
+	return ops.Usagef("unknown engine %q (allowed: %s)", e, strings.Join(opts.engines(), ", "))
+}
+
+// engines are the engine names opts allows.
+func (opts Options) engines() []string {
+	if opts.Engines != nil {
+		return opts.Engines
+	}
+	return ops.KnownEngines
 }
 
 // classify derives each StatefulSet's node group name, role and order.

@@ -30,8 +30,11 @@ type Options struct {
 	// Selector, when set, picks the StatefulSets explicitly (label selector
 	// syntax) instead of trying the known layouts.
 	Selector string
-	// Engine, when set, overrides engine detection; one of ops.KnownEngines.
+	// Engine, when set, overrides engine detection; one of Engines.
 	Engine string
+	// Engines are the engine names a caller can build (nil = ops.KnownEngines);
+	// --engine and the dbops.io/engine label must name one.
+	Engines []string
 	// Dynamic is optional. When set, the CrateDB custom resource
 	// (cratedbs.cloud.crate.io/v1) is read for the data groups' order.
 	Dynamic dynamic.Interface
@@ -50,7 +53,7 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 		return nil, ops.Usagef("no namespace given for database cluster %q", opts.Name)
 	}
 	if opts.Engine != "" {
-		if err := validateEngine(opts.Engine); err != nil {
+		if err := validateEngine(opts, opts.Engine); err != nil {
 			return nil, err
 		}
 	}

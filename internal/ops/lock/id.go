@@ -28,8 +28,9 @@ func DefaultID(user, server string) string {
 }
 
 // IDFromKubeconfig returns DefaultID for the user and cluster server of the
-// named context (the current context when contextName is empty).
-func IDFromKubeconfig(cfg clientcmdapi.Config, contextName string) (string, error) {
+// named context (the current context when contextName is empty); as, when
+// set, is the user the requests impersonate (--as) and names the person.
+func IDFromKubeconfig(cfg clientcmdapi.Config, contextName, as string) (string, error) {
 	if contextName == "" {
 		contextName = cfg.CurrentContext
 	}
@@ -41,7 +42,11 @@ func IDFromKubeconfig(cfg clientcmdapi.Config, contextName string) (string, erro
 	if cl, ok := cfg.Clusters[kctx.Cluster]; ok && cl != nil {
 		server = cl.Server
 	}
-	return DefaultID(kctx.AuthInfo, server), nil
+	user := kctx.AuthInfo
+	if as != "" {
+		user = as
+	}
+	return DefaultID(user, server), nil
 }
 
 // serverHost extracts host[:port] from a server URL, tolerating a bare

@@ -52,12 +52,12 @@ func TestIDFromKubeconfig(t *testing.T) {
 		{"nope", "", true},
 	}
 	for _, tc := range tests {
-		got, err := IDFromKubeconfig(cfg, tc.context)
+		got, err := IDFromKubeconfig(cfg, tc.context, "")
 		if (err != nil) != tc.wantErr || got != tc.want {
 			t.Errorf("IDFromKubeconfig(%q) = %q, %v; want %q (error %v)", tc.context, got, err, tc.want, tc.wantErr)
 		}
 	}
-	if _, err := IDFromKubeconfig(clientcmdapi.Config{}, ""); err == nil {
+	if _, err := IDFromKubeconfig(clientcmdapi.Config{}, "", ""); err == nil {
 		t.Error("empty kubeconfig: want error")
 	}
 }

@@ -1,0 +1,58 @@
+package commands
+
+import (
+	"context"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// EngineDeps is what every engine is built from: the API clients, the
+// discovered cluster, and the options (flags, configuration, test seams).
+type EngineDeps struct {
+	Clients *Clients
+	Cluster *ops.Cluster
+	Options *GlobalOptions
+}
+
+// EngineKind is an engine commands can build: its name (the --engine value
+// and dbops.io/engine label) and how to build it for a cluster.
+type EngineKind struct {
+	Name  string
+	Build func(ctx context.Context, d EngineDeps) (ops.Engine, error)
+}
+
+// builtinEngines are this build's engines, in help order (ops.KnownEngines).
+func builtinEngines() []EngineKind {
+	return []EngineKind{
+		{ops.EngineCrateDB, func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
+			e, err := d.Options.crateEngine(ctx, d.Clients, d.Cluster)
+			if err != nil {
+				return nil, err
+			}
+			return e, nil
+		}},
+		{ops.EngineEtcd, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+			return etcd.New(d.Clients.Kube, d.Clients.Config, etcd.Options{}), nil
+		}},
+		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+			e, err := d.Options.replicatedEngine(d.Clients)
+			if err != nil {
+				return nil, err
+			}
+			return e, nil
+		}},
+		{ops.EngineGeneric, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+			return ops.GenericEngine{Client: d.Clients.Kube}, nil
+		}},
+	}
+}
+
+// engineNames are the names of the engines this build can build.
+func (f *Factory) engineNames() []string {
+	names := make([]string, 0, len(f.Engines))
+	for _, k := range f.Engines {
+		names = append(names, k.Name)
+	}
+	return names
+}

@@ -1,0 +1,159 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+)
+
+// Clients are the API handles a command works with. Tests inject fakes.
+type Clients struct {
+	Kube   kubernetes.Interface
+	Config *rest.Config
+	// Clock is the API server's clock (local clock corrected by the Date
+	// header of its responses); lock expiry is judged by it.
+	Clock ops.Clock
+}
+
+// ClientsFunc builds Clients; Factory.NewClients defaults to one that
+// reads the kubeconfig through cli-runtime's ConfigFlags.
+type ClientsFunc func() (*Clients, error)
+
+// Factory is what commands are built from, as kubectl's cmdutil.Factory:
+// the kubeconfig flags and the API clients made from them, the streams,
+// the environment and the engines' external dependencies. Tests replace
+// its fields.
+type Factory struct {
+	ConfigFlags *genericclioptions.ConfigFlags
+	genericiooptions.IOStreams
+
+	// NewClients builds the API clients (default: from the kubeconfig).
+	NewClients ClientsFunc
+	// IsTerminal reports whether stdin and stdout are terminals (TUI and
+	// confirmation prompts only happen then).
+	IsTerminal func() bool
+	// Getenv reads the environment (BOOTSTRAP_TIMEOUT, NO_COLOR...).
+	Getenv func(string) string
+	// ReplicatedExec replaces exec into pods for the replicated engine
+	// (tests); nil = through the API server.
+	ReplicatedExec ReplicatedExecer
+	// Engines are the engines commands can build, in help order; an engine
+	// is added by adding its kind here (see docs/architecture.md).
+	Engines []EngineKind
+
+	clients *Clients
+}
+
+// NewFactory returns a factory with production dependencies.
+func NewFactory(streams genericiooptions.IOStreams) *Factory {
+	f := &Factory{
+		ConfigFlags: genericclioptions.NewConfigFlags(true),
+		IOStreams:   streams,
+		Getenv:      os.Getenv,
+	}
+	f.IsTerminal = func() bool { return isTerminal(streams.In) && isTerminal(streams.Out) }
+	f.Engines = builtinEngines()
+	f.NewClients = f.defaultClients
+	return f
+}
+
+// Namespace is the namespace from -n or the kubeconfig context.
+func (o *Factory) Namespace() (string, error) {
+	if err := o.checkContext(); err != nil {
+		return "", err
+	}
+	ns, _, err := o.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", kubeconfigError(err)
+	}
+	return ns, nil
+}
+
+// Clients returns the API clients, built once.
+func (o *Factory) Clients() (*Clients, error) {
+	if o.clients != nil {
+		return o.clients, nil
+	}
+	c, err := o.NewClients()
+	if err != nil {
+		return nil, err
+	}
+	o.clients = c
+	return c, nil
+}
+
+func (o *Factory) defaultClients() (*Clients, error) {
+	if err := o.checkContext(); err != nil {
+		return nil, err
+	}
+	clock := &lock.ServerClock{}
+	cfg, err := o.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, kubeconfigError(err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	// client-go's default of 5 requests/s paced restarts by the client,
+	// not by the database (journal saves are a GET and an UPDATE each).
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 20, 40
+	}
+	cfg.Wrap(clock.WrapTransport)
+	cfg.UserAgent = "kubectl-dbops/" + Version
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	return &Clients{Kube: kc, Config: cfg, Clock: clock}, nil
+}
+
+// checkContext refuses a --context the kubeconfig does not have, naming
+// the ones it has (clientcmd reports it only as plain text).
+func (o *Factory) checkContext() error {
+	if err := o.checkKubeconfigFiles(); err != nil {
+		return err
+	}
+	if o.ConfigFlags.Context == nil || *o.ConfigFlags.Context == "" {
+		return nil
+	}
+	raw, err := o.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return kubeconfigError(err)
+	}
+	want := *o.ConfigFlags.Context
+	if _, ok := raw.Contexts[want]; ok {
+		return nil
+	}
+	names := make([]string, 0, len(raw.Contexts))
+	for n := range raw.Contexts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	allowed := strings.Join(names, ", ")
+	if allowed == "" {
+		allowed = "none: the kubeconfig has no contexts"
+	}
+	return ops.Usagef("kubeconfig has no context %q; allowed: %s", want, allowed)
+}
+
+// kubeconfigError turns kubeconfig problems (wrong context, no config) into
+// usage errors with one clear line.
+func kubeconfigError(err error) error {
+	switch {
+	case clientcmd.IsContextNotFound(err):
+		return &ops.CodedError{Kind: ops.ErrUsage, Msg: fmt.Sprintf("kubeconfig: %v (see: kubectl config get-contexts)", err), Err: err}
+	case clientcmd.IsEmptyConfig(err), clientcmd.IsConfigurationInvalid(err):
+		return &ops.CodedError{Kind: ops.ErrUsage, Msg: fmt.Sprintf("kubeconfig: %v", err), Err: err}
+	default:
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+}
