@@ -51,6 +51,17 @@ type fakeEtcd struct {
 	catchUp uint64
 	// promotedAt records each promoted learner's raft index at promotion.
 	promotedAt map[string]uint64
+	// rootPassword, when set, is an enabled auth store's root password:
+	// as etcd does, member list and endpoint status/health answer without
+	// credentials, everything else needs root.
+	rootPassword string
+	// execs records every command line and its stdin.
+	execs []fakeExec
+}
+
+type fakeExec struct {
+	argv  []string
+	stdin string
 }
 
 // newFakeEtcd returns n healthy started voters etcd-0..n-1 with peer URLs
@@ -91,11 +102,12 @@ func exitErr(pod, msg string) error {
 }
 
 // Exec implements PodExecutor.
-func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]byte, []byte, error) {
+func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, stdin []byte) ([]byte, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(argv) > 0 && argv[0] == "sh" {
-		argv = argv[3:] // sh -c script etcdctl args...
+	f.execs = append(f.execs, fakeExec{argv: slices.Clone(argv), stdin: string(stdin)})
+	if len(argv) == 0 || argv[0] != "etcdctl" {
+		return nil, nil, &kube.ExitError{Pod: pod, Code: 127, Stderr: []byte("exec: not found")}
 	}
 	var words []string
 	for _, a := range argv[1:] {
@@ -110,6 +122,39 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 	}
 	if len(words) < 2 {
 		return nil, nil, exitErr(pod, "unknown command")
+	}
+	// Authentication, as etcdctl and etcd do it: --user without a password
+	// prompts and reads one line from stdin.
+	prompt := []byte{}
+	authed := false
+	if user := flagValue(argv, "--user"); user != "" {
+		if strings.Contains(user, ":") {
+			return nil, nil, exitErr(pod, "fake: password given as an argument")
+		}
+		prompt = []byte(passwordPrompt + " \n")
+		line, _, _ := strings.Cut(string(stdin), "\n")
+		switch {
+		case f.rootPassword == "":
+			return nil, nil, exitErr(pod, "etcdserver: "+errTextAuthNotEnabled)
+		case user != "root" || strings.TrimSpace(line) != f.rootPassword:
+			return nil, nil, exitErr(pod, "etcdserver: authentication failed, invalid user ID or password")
+		}
+		authed = true
+	}
+	open := words[0] == "member" && words[1] == "list" || words[0] == "endpoint"
+	if f.rootPassword != "" && !authed && !open {
+		return nil, nil, exitErr(pod, "etcdserver: "+errTextNoUser)
+	}
+	out, serr, err := f.answer(pod, self, argv, words)
+	return append(prompt, out...), serr, err
+}
+
+func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([]byte, []byte, error) {
+	switch words[0] + " " + words[1] {
+	case "auth status":
+		return []byte(fmt.Sprintf(`{"header":{},"enabled":%t,"authRevision":1}`, f.rootPassword != "")), nil, nil
+	case "user list":
+		return []byte(`{"header":{},"users":["root"]}`), nil, nil
 	}
 	if words[0] == "move-leader" {
 		// etcdctl move-leader needs the leader among its endpoints (here: the pod's own member).
