@@ -63,6 +63,8 @@ type GlobalOptions struct {
 	// CrateDB holds the CrateDB engine's flags (bound by the commands that
 	// use them) and test seams.
 	CrateDB *CrateDBOptions
+	// Etcd holds the etcd engine's flags.
+	Etcd *EtcdOptions
 	// ReplicatedExec replaces exec into pods for the replicated engine
 	// (tests); nil = through the API server.
 	ReplicatedExec ReplicatedExecer
@@ -96,6 +98,7 @@ func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 		LockDuration: 10 * time.Minute,
 		Getenv:       os.Getenv,
 		CrateDB:      NewCrateDBOptions(),
+		Etcd:         &EtcdOptions{},
 		viper:        viper.New(),
 	}
 	o.IsTerminal = func() bool { return isTerminal(streams.In) && isTerminal(streams.Out) }

@@ -87,7 +87,10 @@ func (g *GlobalOptions) engine(ctx context.Context, cl *Clients, c *ops.Cluster)
 	case ops.EngineCrateDB:
 		return g.crateEngine(ctx, cl, c)
 	case ops.EngineEtcd:
-		return etcd.New(cl.Kube, cl.Config, etcd.Options{}), nil
+		if err := g.Etcd.Validate(); err != nil {
+			return nil, err
+		}
+		return etcd.New(cl.Kube, cl.Config, g.Etcd.Options), nil
 	case ops.EngineReplicated:
 		return g.replicatedEngine(cl)
 	default:
