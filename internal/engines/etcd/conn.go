@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -335,10 +336,28 @@ const (
 // enabled and whether the configured credentials act as root: auth status
 // answers without credentials only when auth is off (or a client
 // certificate's CN authenticates), user list only for root. mutating
-// refuses when root cannot be reached; a read-only status goes on.
-func (e *Engine) checkAuth(ctx context.Context, s *site, via string, mutating bool) error {
+// refuses credentials that are not root's; a read-only status accepts any
+// user etcd authenticates.
+func (e *Engine) checkAuth(ctx context.Context, s *site, pods []string, mutating bool) error {
 	x := s.ctl
-	out, err := x.runAs(ctx, via, false, "auth status", "auth", "status", "-w", "json")
+	// Ask the first pod whose etcdctl gets an answer from its member.
+	var out []byte
+	var err error
+	via := ""
+	for _, p := range pods {
+		via = p
+		out, err = x.runAs(ctx, p, false, "auth status", "auth", "status", "-w", "json")
+		var ce *CtlError
+		if err == nil || !errors.As(err, &ce) || ce.Msg != "" && !strings.Contains(ce.Msg, "deadline exceeded") && !strings.Contains(ce.Msg, "connection refused") {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if via == "" {
+		return nil // no pod: fetchStatus reports it
+	}
 	enabled := false
 	switch {
 	case err == nil:
@@ -355,6 +374,11 @@ func (e *Engine) checkAuth(ctx context.Context, s *site, via string, mutating bo
 		// etcdctl before v3.5 has no auth status: go by the configuration.
 		enabled = s.auth != nil
 	default:
+		// No member answered: fetchStatus reports the cluster as it is.
+		var ce *CtlError
+		if errors.As(err, &ce) {
+			return nil
+		}
 		return err
 	}
 	s.authEnabled = enabled
@@ -366,9 +390,8 @@ func (e *Engine) checkAuth(ctx context.Context, s *site, via string, mutating bo
 			// Authenticated by the client certificate's CN.
 			return e.checkRoot(ctx, s, via, mutating, "the client certificate's user")
 		}
-		if !mutating {
-			return nil
-		}
+		// Without credentials etcd answers member list only (endpoint status
+		// and health need a user too), so even a status stops here.
 		return ops.Preconditionf("etcd %s/%s has authentication enabled: pass --etcd-auth-secret NAME[/KEY] naming a Secret with the root password (key %q, user in key %q, default root)",
 			s.ns, s.sts, DefaultAuthPasswordKey, DefaultAuthUserKey)
 	}

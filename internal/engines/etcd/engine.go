@@ -27,6 +27,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,6 +120,11 @@ func (e *Engine) prepareFor(ctx context.Context, c *ops.Cluster, mutating bool) 
 	if err != nil {
 		return nil, nil, err
 	}
+	// Credentials first: with auth on, etcd answers endpoint status and
+	// health only to an authenticated user.
+	if err := e.checkAuth(ctx, s, pods, mutating); err != nil {
+		return s, nil, err
+	}
 	st, err := s.ctl.fetchStatus(ctx, pods, "")
 	if err != nil {
 		return s, nil, err
@@ -131,9 +137,6 @@ func (e *Engine) prepareFor(ctx context.Context, c *ops.Cluster, mutating bool) 
 		if err := s.ctl.conn.checkAdvertised(s.ns, st); err != nil {
 			return s, st, err
 		}
-	}
-	if err := e.checkAuth(ctx, s, st.Via, mutating); err != nil {
-		return s, st, err
 	}
 	return s, st, nil
 }
@@ -148,7 +151,10 @@ func (e *Engine) Status(ctx context.Context, c *ops.Cluster) (*Status, error) {
 func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error) {
 	st, err := e.Status(ctx, c)
 	if err != nil {
-		if ctx.Err() != nil {
+		var coded *ops.CodedError
+		if ctx.Err() != nil || errors.As(err, &coded) {
+			// A refusal (credentials, TLS, spec mismatch) says what to do;
+			// it is not a quorum verdict.
 			return nil, err
 		}
 		return &ops.Health{Status: "no-quorum", Message: err.Error()}, nil

@@ -153,6 +153,12 @@ func (c *ctl) setCredentials(user string, password []byte, from string) {
 	c.user, c.password, c.credsFrom = user, password, from
 }
 
+// authenticated reports whether etcdctl runs with a password.
+func (c *ctl) authenticated() bool {
+	_, pw, _ := c.credentials()
+	return len(pw) > 0
+}
+
 func (c *ctl) credentials() (string, []byte, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,8 +168,15 @@ func (c *ctl) credentials() (string, []byte, string) {
 // argv builds the command line for etcdctl args in pod; stdin is the
 // password line when credentials are set (and withCreds).
 func (c *ctl) argv(pod string, withCreds bool, args []string) (argv []string, stdin []byte, err error) {
+	return c.argvTo(pod, withCreds, nil, args)
+}
+
+// argvTo is argv with explicit endpoints (nil: the pod's own).
+func (c *ctl) argvTo(pod string, withCreds bool, endpoints []string, args []string) (argv []string, stdin []byte, err error) {
 	argv = []string{"etcdctl"}
-	if c.conn != nil {
+	if len(endpoints) > 0 {
+		argv = append(argv, "--endpoints="+strings.Join(endpoints, ","))
+	} else if c.conn != nil {
 		ep, err := c.conn.endpointFor(pod)
 		if err != nil {
 			return nil, nil, err
@@ -203,7 +216,11 @@ func (c *ctl) run(ctx context.Context, pod, op string, args ...string) ([]byte, 
 }
 
 func (c *ctl) runAs(ctx context.Context, pod string, withCreds bool, op string, args ...string) ([]byte, error) {
-	argv, stdin, err := c.argv(pod, withCreds, args)
+	return c.runTo(ctx, pod, withCreds, nil, op, args...)
+}
+
+func (c *ctl) runTo(ctx context.Context, pod string, withCreds bool, endpoints []string, op string, args ...string) ([]byte, error) {
+	argv, stdin, err := c.argvTo(pod, withCreds, endpoints, args)
 	if err != nil {
 		return nil, err
 	}

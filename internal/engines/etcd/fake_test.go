@@ -52,8 +52,8 @@ type fakeEtcd struct {
 	// promotedAt records each promoted learner's raft index at promotion.
 	promotedAt map[string]uint64
 	// rootPassword, when set, is an enabled auth store's root password:
-	// as etcd does, member list and endpoint status/health answer without
-	// credentials, everything else needs root.
+	// as etcd does, member list answers without credentials, everything
+	// else needs root.
 	rootPassword string
 	// execs records every command line and its stdin.
 	execs []fakeExec
@@ -141,12 +141,33 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, stdi
 		}
 		authed = true
 	}
-	open := words[0] == "member" && words[1] == "list" || words[0] == "endpoint"
+	// Real etcd 3.6 with auth enabled: member list answers anyone; endpoint
+	// status and health fail with "user name is empty" like the rest.
+	open := words[0] == "member" && words[1] == "list"
 	if f.rootPassword != "" && !authed && !open {
 		return nil, nil, exitErr(pod, "etcdserver: "+errTextNoUser)
 	}
+	if authed && words[0] == "endpoint" {
+		if slices.Contains(argv, "--cluster") {
+			for _, m := range f.members {
+				if m.learner && m.name != "" && m.healthy {
+					return prompt, nil, exitErr(pod, "etcdserver: rpc not supported for learner")
+				}
+			}
+		}
+	}
 	out, serr, err := f.answer(pod, self, argv, words)
 	return append(prompt, out...), serr, err
+}
+
+// asked reports whether an endpoint command reaches m: all members with
+// --cluster, else those named by --endpoints (the pod's own by default).
+func asked(argv []string, m *fakeMember) bool {
+	if slices.Contains(argv, "--cluster") {
+		return true
+	}
+	eps := flagValue(argv, "--endpoints")
+	return eps == "" || slices.Contains(strings.Split(eps, ","), m.client)
 }
 
 func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([]byte, []byte, error) {
@@ -194,7 +215,7 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 		}
 		var out []jsonEndpointStatus
 		for _, m := range f.members {
-			if !m.healthy || m.name == "" {
+			if !m.healthy || m.name == "" || !asked(argv, m) {
 				continue
 			}
 			var es jsonEndpointStatus
@@ -206,7 +227,13 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 			out = append(out, es)
 		}
 		b, _ := json.Marshal(out)
-		if len(out) < len(f.members) {
+		n := 0
+		for _, m := range f.members {
+			if asked(argv, m) {
+				n++
+			}
+		}
+		if len(out) < n {
 			return b, nil, exitErr(pod, "unhealthy endpoints")
 		}
 		return b, nil, nil
@@ -214,7 +241,7 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 		var out []jsonEndpointHealth
 		failed := false
 		for _, m := range f.members {
-			if m.name == "" {
+			if m.name == "" || !asked(argv, m) {
 				continue
 			}
 			h := jsonEndpointHealth{Endpoint: m.client, Health: m.healthy && !m.learner}
