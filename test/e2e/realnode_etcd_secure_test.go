@@ -175,10 +175,11 @@ func TestRealNodeEtcdAuth(t *testing.T) {
 	if len(execs) == 0 || withUser == 0 {
 		t.Fatalf("%d execs in %s, %d authenticated: the auth path was not exercised", len(execs), x.ns, withUser)
 	}
-	t.Logf("%d execs in the audit log, %d with --user=root (password on stdin)", len(execs), withUser)
+	t.Logf("%d distinct exec commands in the audit log, %d with --user=root (password on stdin)", len(execs), withUser)
 }
 
-// auditedExecs returns the command of every exec into a pod of ns the audit log recorded.
+// auditedExecs returns the distinct commands of the execs into pods of ns the audit log recorded
+// (one request appears once per audit stage).
 func auditedExecs(t *testing.T, ns string) [][]string {
 	t.Helper()
 	events, err := bed.AuditEvents()

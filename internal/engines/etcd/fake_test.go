@@ -57,6 +57,8 @@ type fakeEtcd struct {
 	rootPassword string
 	// execs records every command line and its stdin.
 	execs []fakeExec
+	// noStty: the image has no stty, so etcdctl's password prompt fails.
+	noStty bool
 }
 
 type fakeExec struct {
@@ -130,6 +132,9 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, stdi
 	if user := flagValue(argv, "--user"); user != "" {
 		if strings.Contains(user, ":") {
 			return nil, nil, exitErr(pod, "fake: password given as an argument")
+		}
+		if f.noStty {
+			return []byte(passwordPrompt + " \n"), nil, exitErr(pod, "stty binary not found:\n\texec: \"stty\": executable file not found in $PATH")
 		}
 		prompt = []byte(passwordPrompt + " \n")
 		line, _, _ := strings.Cut(string(stdin), "\n")
