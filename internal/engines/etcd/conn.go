@@ -263,8 +263,10 @@ type authSource struct {
 }
 
 // detectAuth finds the credentials: Options.AuthSecret, else the Bitnami
-// chart's ETCD_ROOT_PASSWORD filled from its Secret.
-func detectAuth(o Options, c *corev1.Container) *authSource {
+// chart's ETCD_ROOT_PASSWORD filled from its Secret, or its
+// ETCD_ROOT_PASSWORD_FILE naming a file of a mounted Secret
+// (auth.rbac.usePasswordFile).
+func detectAuth(o Options, c *corev1.Container, volumes []corev1.Volume) *authSource {
 	if o.AuthSecret != "" {
 		name, key, ok := strings.Cut(o.AuthSecret, "/")
 		if !ok || key == "" {
@@ -285,7 +287,64 @@ func detectAuth(o Options, c *corev1.Container) *authSource {
 				why: "the container's " + bitnamiPasswordEnv}
 		}
 	}
+	if path := envValue(c, bitnamiPasswordEnv+"_FILE"); path != "" {
+		if name, key, ok := secretFile(c, volumes, path); ok {
+			user := o.User
+			if user == "" {
+				user = "root"
+			}
+			return &authSource{secret: name, passKey: key, user: user, why: "the container's " + bitnamiPasswordEnv + "_FILE"}
+		}
+	}
 	return nil
+}
+
+// secretFile finds the Secret and key behind a file path of the container:
+// the Secret volume mounted at the path's directory (or at the file itself
+// with subPath), honouring the volume's items.
+func secretFile(c *corev1.Container, volumes []corev1.Volume, path string) (secret, key string, ok bool) {
+	for _, m := range c.VolumeMounts {
+		rel := ""
+		switch {
+		case m.SubPath != "" && m.MountPath == path:
+			rel = m.SubPath
+		case m.SubPath == "" && strings.HasPrefix(path, strings.TrimRight(m.MountPath, "/")+"/"):
+			rel = strings.TrimPrefix(path, strings.TrimRight(m.MountPath, "/")+"/")
+		default:
+			continue
+		}
+		for _, v := range volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			type source struct {
+				name  string
+				items []corev1.KeyToPath
+			}
+			var sources []source
+			switch {
+			case v.Secret != nil:
+				sources = append(sources, source{v.Secret.SecretName, v.Secret.Items})
+			case v.Projected != nil:
+				for _, p := range v.Projected.Sources {
+					if p.Secret != nil {
+						sources = append(sources, source{p.Secret.Name, p.Secret.Items})
+					}
+				}
+			}
+			for _, src := range sources {
+				if len(src.items) == 0 && len(sources) == 1 && !strings.Contains(rel, "/") {
+					return src.name, rel, true
+				}
+				for _, it := range src.items {
+					if it.Path == rel {
+						return src.name, it.Key, true
+					}
+				}
+			}
+		}
+	}
+	return "", "", false
 }
 
 // load reads the Secret and returns the user and the password.

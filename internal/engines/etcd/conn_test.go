@@ -155,17 +155,28 @@ func TestAuthPasswordOnStdinOnly(t *testing.T) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "ETCD_ROOT_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "foo-etcd"}, Key: "etcd-root-password"}}})
 	}
+	bitnamiFile := func(c *corev1.Container, _ map[string]string) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "ETCD_ROOT_PASSWORD_FILE", Value: "/opt/bitnami/etcd/secrets/etcd-root-password"})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "etcd-secrets", MountPath: "/opt/bitnami/etcd/secrets"})
+	}
 	for _, tc := range []struct {
-		name   string
-		mutate func(*corev1.Container, map[string]string)
-		opts   Options
-		secret string
-		data   map[string]string
+		name    string
+		mutate  func(*corev1.Container, map[string]string)
+		volumes []corev1.Volume
+		opts    Options
+		secret  string
+		data    map[string]string
 	}{
 		{name: "--etcd-auth-secret, basic-auth keys", opts: Options{AuthSecret: "etcd-root"}, secret: "etcd-root",
 			data: map[string]string{"username": "root", "password": pw}},
 		{name: "--etcd-auth-secret with a key", opts: Options{AuthSecret: "creds/rootpw"}, secret: "creds", data: map[string]string{"rootpw": pw}},
 		{name: "Bitnami chart Secret", mutate: bitnami, secret: "foo-etcd", data: map[string]string{"etcd-root-password": pw}},
+		{name: "Bitnami chart password file", mutate: bitnamiFile, secret: "foo-etcd", data: map[string]string{"etcd-root-password": pw},
+			volumes: []corev1.Volume{{Name: "etcd-secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "foo-etcd"}}}}},
+		{name: "password file of a projected Secret item", mutate: bitnamiFile, secret: "creds", data: map[string]string{"root": pw},
+			volumes: []corev1.Volume{{Name: "etcd-secrets", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"},
+					Items: []corev1.KeyToPath{{Key: "root", Path: "etcd-root-password"}}}}}}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEtcd(3, 0)
@@ -174,6 +185,7 @@ func TestAuthPasswordOnStdinOnly(t *testing.T) {
 			// membership change that needs root.
 			f.members = append(f.members, &fakeMember{id: 0x99, peer: "http://127.0.3.4:2380", learner: true})
 			fx := newFixture(t, 3, f, tc.mutate)
+			fx.c.Groups[0].Object.Spec.Template.Spec.Volumes = tc.volumes
 			fx.eng.Options = tc.opts
 			addSecret(t, fx, tc.secret, tc.data)
 			three := int32(3)

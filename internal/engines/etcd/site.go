@@ -189,7 +189,7 @@ func (e *Engine) newSite(c *ops.Cluster) (*site, error) {
 		return nil, err
 	}
 	s.ctl = ctl
-	s.auth = detectAuth(e.Options, container)
+	s.auth = detectAuth(e.Options, container, sts.Spec.Template.Spec.Volumes)
 	return s, nil
 }
 
