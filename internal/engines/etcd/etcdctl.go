@@ -181,7 +181,11 @@ func (c *ctl) argvTo(pod string, withCreds bool, endpoints []string, args []stri
 		if err != nil {
 			return nil, nil, err
 		}
-		argv = append(argv, "--endpoints="+ep)
+		// etcdctl's own default is this address: leave it to etcdctl, so an
+		// ETCDCTL_ENDPOINTS the image (not the pod spec) sets stays in force.
+		if !isCtlDefault(ep) {
+			argv = append(argv, "--endpoints="+ep)
+		}
 	}
 	if user, pw, _ := c.credentials(); withCreds && len(pw) > 0 {
 		argv = append(argv, "--user="+user)
@@ -189,6 +193,12 @@ func (c *ctl) argvTo(pod string, withCreds bool, endpoints []string, args []stri
 	}
 	argv = append(append(argv, c.flags...), args...)
 	return argv, stdin, nil
+}
+
+// isCtlDefault reports whether ep is etcdctl's default endpoint,
+// plain http on the loopback port 2379.
+func isCtlDefault(ep string) bool {
+	return ep == "http://127.0.0.1:2379" || ep == "http://localhost:2379"
 }
 
 // describe renders the command for plan details, with no secret in it.
@@ -200,7 +210,9 @@ func (c *ctl) describe(args ...string) string {
 		if ep2, err2 := c.conn.endpointFor("\x00b"); err != nil || err2 != nil || ep != ep2 {
 			ep = "<the pod's own client URL>"
 		}
-		parts = append(parts, "--endpoints="+ep)
+		if !isCtlDefault(ep) {
+			parts = append(parts, "--endpoints="+ep)
+		}
 	}
 	if user, pw, from := c.credentials(); len(pw) > 0 {
 		parts = append(parts, "--user="+user, "(password on stdin from "+from+")")
