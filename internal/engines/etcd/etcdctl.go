@@ -187,13 +187,20 @@ func (c *ctl) argvTo(pod string, withCreds bool, endpoints []string, args []stri
 			argv = append(argv, "--endpoints="+ep)
 		}
 	}
+	argv = append(argv, c.flags...)
 	if user, pw, _ := c.credentials(); withCreds && len(pw) > 0 {
-		argv = append(argv, "--user="+user)
+		// The client authenticates within the dial timeout, and etcd checks
+		// the password with bcrypt: on a busy member that takes longer than
+		// a plain dial. The later flag wins.
+		argv = append(argv, "--user="+user, "--dial-timeout="+authDialTimeout)
 		stdin = append(append([]byte{}, pw...), '\n')
 	}
-	argv = append(append(argv, c.flags...), args...)
+	argv = append(argv, args...)
 	return argv, stdin, nil
 }
+
+// authDialTimeout bounds dialing plus authenticating.
+const authDialTimeout = "8s"
 
 // isCtlDefault reports whether ep is etcdctl's default endpoint,
 // plain http on the loopback port 2379.

@@ -269,6 +269,15 @@ func (c *ctl) fetchStatus(ctx context.Context, pods []string, exclude string) (*
 			return nil, ctx.Err()
 		}
 		st := assemble(pod, members, statuses, health)
+		// Say why nobody answered rather than leave members unexplained.
+		var ce *CtlError
+		if len(statuses) == 0 && errors.As(serr, &ce) && ce.Msg != "" {
+			for i := range st.Members {
+				if m := &st.Members[i]; !m.Healthy && (m.Error == "" || m.Error == "no answer to endpoint status") {
+					m.Error = "endpoint status: " + ce.Msg
+				}
+			}
+		}
 		if c.authenticated() {
 			for i := range st.Members {
 				if m := &st.Members[i]; m.Learner && m.Started() && !m.Healthy {
