@@ -366,6 +366,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"ca without verify", []string{"restart", "db", "--rolling", "--pg-sslmode", "disable", "--pg-ca-secret", "ca", "--yes"}, "--pg-ca-secret only applies with --pg-sslmode verify-ca or verify-full (got disable)"},
 		{"crate flag on a generic cluster", []string{"restart", "db", "--rolling", "--health-checks", "5", "--yes"}, "--health-checks is for CrateDB clusters; cluster db is generic"},
 		{"crate flag on replace", []string{"replace", "db", "db-hot-0", "--pg-host", "h", "--yes"}, "--pg-host is for CrateDB clusters"},
+		{"etcd flag on a generic cluster", []string{"restart", "db", "--rolling", "--etcd-auth-secret", "s", "--yes"}, "--etcd-auth-secret is for etcd clusters; cluster db is generic"},
 		{"unknown command", []string{"restrat", "db"}, `unknown command "restrat" for "kubectl dbops"; allowed: `},
 		{"unknown shell", []string{"completion", "tcsh"}, `unknown command "tcsh" for "kubectl dbops completion"; allowed: bash, fish, powershell, zsh`},
 		{"missing kubeconfig", []string{"status", "db", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig /nonexistent/kubeconfig does not exist"},

@@ -33,7 +33,10 @@ func builtinEngines() []EngineKind {
 			return e, nil
 		}},
 		{ops.EngineEtcd, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			return etcd.New(d.Clients.Kube, d.Clients.Config, etcd.Options{}), nil
+			if err := d.Options.Etcd.Validate(); err != nil {
+				return nil, err
+			}
+			return etcd.New(d.Clients.Kube, d.Clients.Config, d.Options.Etcd.Options), nil
 		}},
 		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			e, err := d.Options.replicatedEngine(d.Clients)

@@ -46,6 +46,8 @@ type GlobalOptions struct {
 	// CrateDB holds the CrateDB engine's flags (bound by the commands that
 	// use them) and test seams.
 	CrateDB *CrateDBOptions
+	// Etcd holds the etcd engine's flags.
+	Etcd *EtcdOptions
 	// ConfigFile is the viper config file path; empty = default location.
 	ConfigFile string
 
@@ -68,6 +70,7 @@ func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 		Output:       "text",
 		LockDuration: 10 * time.Minute,
 		CrateDB:      NewCrateDBOptions(),
+		Etcd:         &EtcdOptions{},
 		viper:        viper.New(),
 	}
 }

@@ -161,6 +161,13 @@ var crateOnlyFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret"
 // checkEngineFlags refuses engine-specific flags given for a cluster of
 // another engine.
 func (o *GlobalOptions) checkEngineFlags(c *ops.Cluster) error {
+	if c.Engine != ops.EngineEtcd {
+		for _, f := range etcdFlags {
+			if o.flagGiven(f) {
+				return ops.Usagef("--%s is for etcd clusters; cluster %s is %s", f, c.Name, c.Engine)
+			}
+		}
+	}
 	if c.Engine == ops.EngineCrateDB {
 		return nil
 	}

@@ -88,6 +88,7 @@ at once (a batch); the next batch starts once the previous one is back.`,
 	_ = cmd.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(ops.ReplaceStrategies, cobra.ShellCompDirectiveNoFileComp))
 	g.CrateDB.AddHealthFlags(f)
 	g.CrateDB.AddConnFlags(f)
+	g.Etcd.AddFlags(f)
 	return cmd
 }
 

@@ -82,6 +82,7 @@ and plain or JSON output for pipelines.`,
 
 	status := NewStatusCmd(g)
 	g.CrateDB.AddConnFlags(status.Flags())
+	g.Etcd.AddFlags(status.Flags())
 	cmd.AddCommand(
 		status,
 		NewRestartCmd(g),

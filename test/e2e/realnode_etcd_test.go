@@ -27,17 +27,32 @@ type realEtcd struct {
 	ns      string
 	name    string
 	etcdctl string
+	// scheme of the client URLs and extra etcdctl flags (TLS files, credentials).
+	scheme string
+	flags  []string
 }
 
 func newRealEtcd(t *testing.T, replicas int32) *realEtcd {
 	t.Helper()
-	ns := newNamespace(t)
+	x := newRealEtcdIn(t, newNamespace(t))
+	x.deploy(testbed.RealEtcdObjects(x.ns, x.name, replicas), replicas)
+	return x
+}
+
+// newRealEtcdIn is the handle of an etcd named "etcd" in ns, not yet deployed.
+func newRealEtcdIn(t *testing.T, ns string) *realEtcd {
+	t.Helper()
 	bin, err := testbed.DefaultBinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &realEtcd{t: t, ns: ns, name: "etcd", etcdctl: filepath.Join(bin, "etcdctl")}
-	objs := testbed.RealEtcdObjects(ns, x.name, replicas)
+	return &realEtcd{t: t, ns: ns, name: "etcd", etcdctl: filepath.Join(bin, "etcdctl"), scheme: "http"}
+}
+
+// deploy creates objs and waits for replicas Ready pods.
+func (x *realEtcd) deploy(objs testbed.RealEtcd, replicas int32) {
+	t, ns := x.t, x.ns
+	t.Helper()
 	ctx := t.Context()
 	if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -49,7 +64,6 @@ func newRealEtcd(t *testing.T, replicas int32) *realEtcd {
 		t.Fatal(err)
 	}
 	x.waitReady(int(replicas))
-	return x
 }
 
 func (x *realEtcd) selector() labels.Selector {
@@ -74,7 +88,7 @@ func (x *realEtcd) endpoints(ctx context.Context) string {
 	var eps []string
 	for _, p := range pods.Items {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			eps = append(eps, "http://"+p.Status.PodIP+":2379")
+			eps = append(eps, x.scheme+"://"+p.Status.PodIP+":2379")
 		}
 	}
 	return strings.Join(eps, ",")
@@ -85,7 +99,8 @@ func (x *realEtcd) ctl(ctx context.Context, args ...string) ([]byte, error) {
 	if eps == "" {
 		return nil, fmt.Errorf("no etcd pod has an IP")
 	}
-	cmd := exec.CommandContext(ctx, x.etcdctl, append([]string{"--endpoints=" + eps, "--dial-timeout=2s", "--command-timeout=4s"}, args...)...)
+	flags := append([]string{"--endpoints=" + eps, "--dial-timeout=2s", "--command-timeout=4s"}, x.flags...)
+	cmd := exec.CommandContext(ctx, x.etcdctl, append(flags, args...)...)
 	return cmd.CombinedOutput()
 }
 

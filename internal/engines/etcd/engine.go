@@ -16,14 +16,18 @@
 //     dbops.io/etcd-cluster-state-configmap overrides), keys
 //     ETCD_INITIAL_CLUSTER and ETCD_INITIAL_CLUSTER_STATE=existing, meant
 //     to be read by the pods through envFrom;
-//   - etcdctl flags: TLS files from the container's ETCD_* env or --*-file
-//     flags, ETCDCTL_* env used as the pod sets it, Bitnami's
-//     ETCD_ROOT_PASSWORD expanded inside the pod (never read here);
+//   - etcdctl flags: the client URL from the member's own
+//     --listen-client-urls/--advertise-client-urls, client TLS files from
+//     --trusted-ca-file/--cert-file/--key-file (never the peer files),
+//     ETCDCTL_* env used as the pod sets it; with auth enabled the root
+//     password comes from a Secret (--etcd-auth-secret, or the Bitnami
+//     chart's ETCD_ROOT_PASSWORD Secret) and goes to etcdctl on stdin;
 //   - member IDs are hex everywhere (etcdctl -w json prints decimal).
 package etcd
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,10 +53,13 @@ type Options struct {
 	Endpoint string
 	// CACert, Cert and Key are file paths inside the pod.
 	CACert, Cert, Key string
-	// User and PasswordEnv: etcdctl authenticates as User with the password
-	// held by the pod's environment variable PasswordEnv (never read here).
-	User        string
-	PasswordEnv string
+	// AuthSecret names the Secret NAME[/KEY] with the password of an
+	// auth-enabled cluster's root user (key DefaultAuthPasswordKey, user
+	// from key DefaultAuthUserKey, else User, else root). Without it the
+	// Bitnami chart's ETCD_ROOT_PASSWORD Secret is used when the pod has it.
+	AuthSecret string
+	// User overrides the user etcdctl authenticates as.
+	User string
 	// PollInterval paces waits on etcd's own conditions (learner in sync,
 	// member caught up); default 1s.
 	PollInterval time.Duration
@@ -99,6 +106,12 @@ func (e *Engine) maxLag() uint64 {
 // prepare resolves the site and reads the live status; the peer URL
 // template may depend on the members.
 func (e *Engine) prepare(ctx context.Context, c *ops.Cluster) (*site, *Status, error) {
+	return e.prepareFor(ctx, c, true)
+}
+
+// prepareFor is prepare; mutating plans also need root credentials when
+// auth is enabled, a read-only status does not.
+func (e *Engine) prepareFor(ctx context.Context, c *ops.Cluster, mutating bool) (*site, *Status, error) {
 	s, err := e.newSite(c)
 	if err != nil {
 		return nil, nil, err
@@ -106,6 +119,11 @@ func (e *Engine) prepare(ctx context.Context, c *ops.Cluster) (*site, *Status, e
 	pods, _, err := e.livePods(ctx, s)
 	if err != nil {
 		return nil, nil, err
+	}
+	// Credentials first: with auth on, etcd answers endpoint status and
+	// health only to an authenticated user.
+	if err := e.checkAuth(ctx, s, pods, mutating); err != nil {
+		return s, nil, err
 	}
 	st, err := s.ctl.fetchStatus(ctx, pods, "")
 	if err != nil {
@@ -115,12 +133,17 @@ func (e *Engine) prepare(ctx context.Context, c *ops.Cluster) (*site, *Status, e
 		return nil, nil, err
 	}
 	s.matchPods(st, maxOrdinalGuess(pods, st, s))
+	if s.ctl.conn != nil && mutating {
+		if err := s.ctl.conn.checkAdvertised(s.ns, st); err != nil {
+			return s, st, err
+		}
+	}
 	return s, st, nil
 }
 
 // Status reports members, leader, raft term/index, health and quorum.
 func (e *Engine) Status(ctx context.Context, c *ops.Cluster) (*Status, error) {
-	_, st, err := e.prepare(ctx, c)
+	_, st, err := e.prepareFor(ctx, c, false)
 	return st, err
 }
 
@@ -128,7 +151,10 @@ func (e *Engine) Status(ctx context.Context, c *ops.Cluster) (*Status, error) {
 func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error) {
 	st, err := e.Status(ctx, c)
 	if err != nil {
-		if ctx.Err() != nil {
+		var coded *ops.CodedError
+		if ctx.Err() != nil || errors.As(err, &coded) {
+			// A refusal (credentials, TLS, spec mismatch) says what to do;
+			// it is not a quorum verdict.
 			return nil, err
 		}
 		return &ops.Health{Status: "no-quorum", Message: err.Error()}, nil

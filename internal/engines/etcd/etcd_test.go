@@ -452,37 +452,6 @@ func TestPeerURLTemplateSources(t *testing.T) {
 	}
 }
 
-func TestConnectionFlagsFromBitnamiSpec(t *testing.T) {
-	f := newFakeEtcd(3, 0)
-	fx := newFixture(t, 3, f, func(c *corev1.Container, _ map[string]string) {
-		c.Env = append(c.Env,
-			corev1.EnvVar{Name: "ETCD_ROOT_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "etcd-root-password"}}},
-			corev1.EnvVar{Name: "ETCD_ADVERTISE_CLIENT_URLS", Value: "https://$(MY_POD_NAME).foo:2379"},
-			corev1.EnvVar{Name: "ETCD_TRUSTED_CA_FILE", Value: "/certs/ca.crt"},
-			corev1.EnvVar{Name: "ETCD_CERT_FILE", Value: "/certs/tls.crt"},
-			corev1.EnvVar{Name: "ETCD_KEY_FILE", Value: "/certs/tls.key"},
-		)
-	})
-	s, err := fx.eng.newSite(fx.c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := strings.Join(s.ctl.argv([]string{"member", "list"}), " ")
-	for _, want := range []string{"sh -c", `--user='root':"${ETCD_ROOT_PASSWORD}"`, "--endpoints=https://127.0.0.1:2379",
-		"--cacert=/certs/ca.crt", "--cert=/certs/tls.crt", "--key=/certs/tls.key", "member list"} {
-		if !strings.Contains(argv, want) {
-			t.Errorf("argv %q lacks %q", argv, want)
-		}
-	}
-	if d := s.ctl.describe("member", "list"); strings.Contains(d, "${") || !strings.Contains(d, "$ETCD_ROOT_PASSWORD") {
-		t.Errorf("describe = %q", d)
-	}
-	// The fake still answers through the sh wrapper.
-	if _, err := fx.eng.Status(context.Background(), fx.c); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestRestartRefusedWithoutQuorumAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -19,10 +21,13 @@ import (
 // PodExecutor runs a command in a container of a pod. Production uses
 // KubeExecutor; tests script etcdctl's answers.
 type PodExecutor interface {
-	// Exec returns the command's stdout and stderr. A non-zero exit is a
-	// *kube.ExitError (stdout is still returned: etcdctl prints the JSON of
-	// the endpoints it reached before failing on the others).
-	Exec(ctx context.Context, namespace, pod, container string, argv []string) (stdout, stderr []byte, err error)
+	// Exec returns the command's stdout and stderr; stdin, when not nil, is
+	// the command's standard input (the only way a secret reaches the pod:
+	// exec arguments are recorded by the API server's audit log). A
+	// non-zero exit is a *kube.ExitError (stdout is still returned: etcdctl
+	// prints the JSON of the endpoints it reached before failing on the
+	// others).
+	Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin []byte) (stdout, stderr []byte, err error)
 }
 
 // KubeExecutor runs commands through the API server's exec subresource.
@@ -32,8 +37,12 @@ type KubeExecutor struct {
 }
 
 // Exec implements PodExecutor.
-func (k KubeExecutor) Exec(ctx context.Context, namespace, pod, container string, argv []string) ([]byte, []byte, error) {
-	return kube.Exec(ctx, k.Config, k.Client, namespace, pod, container, argv, nil)
+func (k KubeExecutor) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin []byte) ([]byte, []byte, error) {
+	var in io.Reader
+	if stdin != nil {
+		in = bytes.NewReader(stdin)
+	}
+	return kube.Exec(ctx, k.Config, k.Client, namespace, pod, container, argv, in)
 }
 
 // etcdctl error texts the procedures react to.
@@ -122,53 +131,119 @@ type ctl struct {
 	exec      PodExecutor
 	namespace string
 	container string
-	// flags go before the subcommand (TLS, endpoints, timeouts).
+	// conn picks the --endpoints of each pod (conn.go).
+	conn *clientConn
+	// flags go before the subcommand (TLS files, timeouts).
 	flags []string
-	// passwordEnv, when set, names an environment variable of the pod that
-	// holds the password of user; the command then runs through sh so the
-	// secret is expanded inside the pod and never crosses this process.
-	user        string
-	passwordEnv string
+
+	mu sync.Mutex
+	// user and password authenticate etcdctl: --user names the user only,
+	// so etcdctl asks for the password and reads it from stdin (its prompt,
+	// bgentry/speakeasy, reads a line from a non-terminal stdin too). The
+	// password is never an argument and never passes through a shell.
+	user     string
+	password []byte
+	// credsFrom says where the password came from, for plan details.
+	credsFrom string
 }
 
-// argv builds the command line for etcdctl args.
-func (c *ctl) argv(args []string) []string {
-	base := append(append([]string{}, c.flags...), args...)
-	if c.passwordEnv == "" {
-		return append([]string{"etcdctl"}, base...)
+func (c *ctl) setCredentials(user string, password []byte, from string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.user, c.password, c.credsFrom = user, password, from
+}
+
+// authenticated reports whether etcdctl runs with a password.
+func (c *ctl) authenticated() bool {
+	_, pw, _ := c.credentials()
+	return len(pw) > 0
+}
+
+func (c *ctl) credentials() (string, []byte, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.user, c.password, c.credsFrom
+}
+
+// argv builds the command line for etcdctl args in pod; stdin is the
+// password line when credentials are set (and withCreds).
+func (c *ctl) argv(pod string, withCreds bool, args []string) (argv []string, stdin []byte, err error) {
+	return c.argvTo(pod, withCreds, nil, args)
+}
+
+// argvTo is argv with explicit endpoints (nil: the pod's own).
+func (c *ctl) argvTo(pod string, withCreds bool, endpoints []string, args []string) (argv []string, stdin []byte, err error) {
+	argv = []string{"etcdctl"}
+	if len(endpoints) > 0 {
+		argv = append(argv, "--endpoints="+strings.Join(endpoints, ","))
+	} else if c.conn != nil {
+		ep, err := c.conn.endpointFor(pod)
+		if err != nil {
+			return nil, nil, err
+		}
+		// etcdctl's own default is this address: leave it to etcdctl, so an
+		// ETCDCTL_ENDPOINTS the image (not the pod spec) sets stays in force.
+		if !isCtlDefault(ep) {
+			argv = append(argv, "--endpoints="+ep)
+		}
 	}
-	user := c.userName()
-	// $0 is "etcdctl"; "$@" are the arguments, so nothing is re-parsed by sh.
-	script := fmt.Sprintf(`exec etcdctl --user=%s:"${%s}" "$@"`, shellQuote(user), c.passwordEnv)
-	return append([]string{"sh", "-c", script, "etcdctl"}, base...)
+	argv = append(argv, c.flags...)
+	if user, pw, _ := c.credentials(); withCreds && len(pw) > 0 {
+		// The client authenticates within the dial timeout, and etcd checks
+		// the password with bcrypt: on a busy member that takes longer than
+		// a plain dial. The later flag wins.
+		argv = append(argv, "--user="+user, "--dial-timeout="+authDialTimeout)
+		stdin = append(append([]byte{}, pw...), '\n')
+	}
+	argv = append(argv, args...)
+	return argv, stdin, nil
+}
+
+// authDialTimeout bounds dialing plus authenticating.
+const authDialTimeout = "8s"
+
+// isCtlDefault reports whether ep is etcdctl's default endpoint,
+// plain http on the loopback port 2379.
+func isCtlDefault(ep string) bool {
+	return ep == "http://127.0.0.1:2379" || ep == "http://localhost:2379"
 }
 
 // describe renders the command for plan details, with no secret in it.
 func (c *ctl) describe(args ...string) string {
 	parts := []string{"etcdctl"}
-	if c.passwordEnv != "" {
-		parts = append(parts, fmt.Sprintf("--user=%s:$%s", c.userName(), c.passwordEnv))
+	if c.conn != nil {
+		// Pod-independent endpoints (loopback, option) are shown as they are.
+		ep, err := c.conn.endpointFor("\x00a")
+		if ep2, err2 := c.conn.endpointFor("\x00b"); err != nil || err2 != nil || ep != ep2 {
+			ep = "<the pod's own client URL>"
+		}
+		if !isCtlDefault(ep) {
+			parts = append(parts, "--endpoints="+ep)
+		}
+	}
+	if user, pw, from := c.credentials(); len(pw) > 0 {
+		parts = append(parts, "--user="+user, "(password on stdin from "+from+")")
 	}
 	parts = append(parts, c.flags...)
 	return strings.Join(append(parts, args...), " ")
 }
 
-// userName is the etcd user to authenticate as ("root" unless configured).
-func (c *ctl) userName() string {
-	if c.user == "" {
-		return "root"
-	}
-	return c.user
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// run executes etcdctl args in pod. On a non-zero exit it returns stdout
-// together with a *CtlError.
+// run executes etcdctl args in pod, authenticated when credentials are set.
+// On a non-zero exit it returns stdout together with a *CtlError.
 func (c *ctl) run(ctx context.Context, pod, op string, args ...string) ([]byte, error) {
-	stdout, stderr, err := c.exec.Exec(ctx, c.namespace, pod, c.container, c.argv(args))
+	return c.runAs(ctx, pod, true, op, args...)
+}
+
+func (c *ctl) runAs(ctx context.Context, pod string, withCreds bool, op string, args ...string) ([]byte, error) {
+	return c.runTo(ctx, pod, withCreds, nil, op, args...)
+}
+
+func (c *ctl) runTo(ctx context.Context, pod string, withCreds bool, endpoints []string, op string, args ...string) ([]byte, error) {
+	argv, stdin, err := c.argvTo(pod, withCreds, endpoints, args)
+	if err != nil {
+		return nil, err
+	}
+	stdout, stderr, err := c.exec.Exec(ctx, c.namespace, pod, c.container, argv, stdin)
 	if err == nil {
 		return stdout, nil
 	}
@@ -183,6 +258,10 @@ func (c *ctl) run(ctx context.Context, pod, op string, args ...string) ([]byte, 
 	}
 	return stdout, ce
 }
+
+// passwordPrompt is what etcdctl prints on stdout when it reads the
+// password of --user from stdin.
+const passwordPrompt = "Password:"
 
 // ---- JSON shapes of etcdctl -w json (IDs are decimal uint64) ----
 
@@ -250,6 +329,8 @@ func ParseHexID(s string) (uint64, error) {
 // every endpoint failed; that is reported as an error too.
 func decode(out []byte, v any, what string) error {
 	out = bytes.TrimSpace(out)
+	// etcdctl's password prompt goes to stdout before the JSON.
+	out = bytes.TrimSpace(bytes.TrimPrefix(out, []byte(passwordPrompt)))
 	if len(out) == 0 {
 		return fmt.Errorf("etcdctl %s printed nothing", what)
 	}

@@ -51,6 +51,19 @@ type fakeEtcd struct {
 	catchUp uint64
 	// promotedAt records each promoted learner's raft index at promotion.
 	promotedAt map[string]uint64
+	// rootPassword, when set, is an enabled auth store's root password:
+	// as etcd does, member list answers without credentials, everything
+	// else needs root.
+	rootPassword string
+	// execs records every command line and its stdin.
+	execs []fakeExec
+	// noStty: the image has no stty, so etcdctl's password prompt fails.
+	noStty bool
+}
+
+type fakeExec struct {
+	argv  []string
+	stdin string
 }
 
 // newFakeEtcd returns n healthy started voters etcd-0..n-1 with peer URLs
@@ -91,11 +104,12 @@ func exitErr(pod, msg string) error {
 }
 
 // Exec implements PodExecutor.
-func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]byte, []byte, error) {
+func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, stdin []byte) ([]byte, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(argv) > 0 && argv[0] == "sh" {
-		argv = argv[3:] // sh -c script etcdctl args...
+	f.execs = append(f.execs, fakeExec{argv: slices.Clone(argv), stdin: string(stdin)})
+	if len(argv) == 0 || argv[0] != "etcdctl" {
+		return nil, nil, &kube.ExitError{Pod: pod, Code: 127, Stderr: []byte("exec: not found")}
 	}
 	var words []string
 	for _, a := range argv[1:] {
@@ -110,6 +124,63 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 	}
 	if len(words) < 2 {
 		return nil, nil, exitErr(pod, "unknown command")
+	}
+	// Authentication, as etcdctl and etcd do it: --user without a password
+	// prompts and reads one line from stdin.
+	prompt := []byte{}
+	authed := false
+	if user := flagValue(argv, "--user"); user != "" {
+		if strings.Contains(user, ":") {
+			return nil, nil, exitErr(pod, "fake: password given as an argument")
+		}
+		if f.noStty {
+			return []byte(passwordPrompt + " \n"), nil, exitErr(pod, "stty binary not found:\n\texec: \"stty\": executable file not found in $PATH")
+		}
+		prompt = []byte(passwordPrompt + " \n")
+		line, _, _ := strings.Cut(string(stdin), "\n")
+		switch {
+		case f.rootPassword == "":
+			return nil, nil, exitErr(pod, "etcdserver: "+errTextAuthNotEnabled)
+		case user != "root" || strings.TrimSpace(line) != f.rootPassword:
+			return nil, nil, exitErr(pod, "etcdserver: authentication failed, invalid user ID or password")
+		}
+		authed = true
+	}
+	// Real etcd 3.6 with auth enabled: member list answers anyone; endpoint
+	// status and health fail with "user name is empty" like the rest.
+	open := words[0] == "member" && words[1] == "list"
+	if f.rootPassword != "" && !authed && !open {
+		return nil, nil, exitErr(pod, "etcdserver: "+errTextNoUser)
+	}
+	if authed && words[0] == "endpoint" {
+		if slices.Contains(argv, "--cluster") {
+			for _, m := range f.members {
+				if m.learner && m.name != "" && m.healthy {
+					return prompt, nil, exitErr(pod, "etcdserver: rpc not supported for learner")
+				}
+			}
+		}
+	}
+	out, serr, err := f.answer(pod, self, argv, words)
+	return append(prompt, out...), serr, err
+}
+
+// asked reports whether an endpoint command reaches m: all members with
+// --cluster, else those named by --endpoints (the pod's own by default).
+func asked(argv []string, m *fakeMember) bool {
+	if slices.Contains(argv, "--cluster") {
+		return true
+	}
+	eps := flagValue(argv, "--endpoints")
+	return eps == "" || slices.Contains(strings.Split(eps, ","), m.client)
+}
+
+func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([]byte, []byte, error) {
+	switch words[0] + " " + words[1] {
+	case "auth status":
+		return []byte(fmt.Sprintf(`{"header":{},"enabled":%t,"authRevision":1}`, f.rootPassword != "")), nil, nil
+	case "user list":
+		return []byte(`{"header":{},"users":["root"]}`), nil, nil
 	}
 	if words[0] == "move-leader" {
 		// etcdctl move-leader needs the leader among its endpoints (here: the pod's own member).
@@ -149,7 +220,7 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 		}
 		var out []jsonEndpointStatus
 		for _, m := range f.members {
-			if !m.healthy || m.name == "" {
+			if !m.healthy || m.name == "" || !asked(argv, m) {
 				continue
 			}
 			var es jsonEndpointStatus
@@ -161,7 +232,13 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 			out = append(out, es)
 		}
 		b, _ := json.Marshal(out)
-		if len(out) < len(f.members) {
+		n := 0
+		for _, m := range f.members {
+			if asked(argv, m) {
+				n++
+			}
+		}
+		if len(out) < n {
 			return b, nil, exitErr(pod, "unhealthy endpoints")
 		}
 		return b, nil, nil
@@ -169,7 +246,7 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string) ([]b
 		var out []jsonEndpointHealth
 		failed := false
 		for _, m := range f.members {
-			if m.name == "" {
+			if m.name == "" || !asked(argv, m) {
 				continue
 			}
 			h := jsonEndpointHealth{Endpoint: m.client, Health: m.healthy && !m.learner}

@@ -76,6 +76,10 @@ type site struct {
 	tmplSource string
 	tmpl       *template.Template
 	ctl        *ctl
+	// auth is where the root credentials come from (nil: none known);
+	// authEnabled is what etcd answered.
+	auth        *authSource
+	authEnabled bool
 }
 
 func (s *site) podName(ordinal int) string { return fmt.Sprintf("%s-%d", s.sts, ordinal) }
@@ -180,7 +184,12 @@ func (e *Engine) newSite(c *ops.Cluster) (*site, error) {
 	}
 	s.state = detectStateSource(sts, container, override, from)
 	s.configMap = s.state.ConfigMap
-	s.ctl = e.newCtl(c.Namespace, container)
+	ctl, err := e.newCtl(c.Namespace, sts.Name, container)
+	if err != nil {
+		return nil, err
+	}
+	s.ctl = ctl
+	s.auth = detectAuth(e.Options, container, sts.Spec.Template.Spec.Volumes)
 	return s, nil
 }
 
@@ -237,53 +246,55 @@ func envValue(c *corev1.Container, name string) string {
 	return ""
 }
 
-// newCtl derives etcdctl's flags from the container spec and the options.
-// Only file paths and variable names are used: secret values never leave
+// newCtl derives etcdctl's connection from the member's own flags and the
+// options: the client URL the member listens on (clientConn), the client
+// TLS files (--trusted-ca-file, --cert-file, --key-file: never the
+// --peer-* files, which authenticate members to each other), and refuses
+// a member that requires client certificates (--client-cert-auth) when no
+// client certificate is known. Only file paths are used: the files stay in
 // the pod.
-func (e *Engine) newCtl(ns string, c *corev1.Container) *ctl {
+func (e *Engine) newCtl(ns, sts string, c *corev1.Container) (*ctl, error) {
 	o := e.Options
-	x := &ctl{exec: e.Exec, namespace: ns, container: c.Name}
+	x := &ctl{exec: e.Exec, namespace: ns, container: c.Name, conn: newClientConn(ns, c, o.Endpoint)}
+	if hasEnv(c, "ETCDCTL_ENDPOINTS") && o.Endpoint == "" {
+		// The pod tells etcdctl where to go itself.
+		x.conn = nil
+	}
 	cacert, cert, key := o.CACert, o.Cert, o.Key
 	if cacert == "" && !hasEnv(c, "ETCDCTL_CACERT") {
 		cacert, _ = settings(c, "trusted-ca-file")
 	}
-	if cert == "" && key == "" && !hasEnv(c, "ETCDCTL_CERT") {
+	podCert := hasEnv(c, "ETCDCTL_CERT") && hasEnv(c, "ETCDCTL_KEY")
+	if cert == "" && key == "" && !podCert {
 		cert, _ = settings(c, "cert-file")
 		key, _ = settings(c, "key-file")
 	}
-	clientURL, _ := settings(c, "advertise-client-urls")
-	tls := strings.HasPrefix(clientURL, "https://") || o.CACert != ""
-	if o.Endpoint != "" {
-		x.flags = append(x.flags, "--endpoints="+o.Endpoint)
-	} else if tls && !hasEnv(c, "ETCDCTL_ENDPOINTS") {
-		// etcdctl's default endpoint is plain http on 127.0.0.1:2379.
-		x.flags = append(x.flags, "--endpoints=https://127.0.0.1:"+portOf(clientURL, "2379"))
+	if (cert == "") != (key == "") {
+		return nil, ops.Usagef("etcd client certificate and key go together: got only %s (set both --etcd-cert and --etcd-key)", map[bool]string{true: "a key", false: "a certificate"}[cert == ""])
+	}
+	if clientCertAuth(c) && cert == "" && !podCert {
+		return nil, ops.Preconditionf("etcd %s/%s requires client certificates (--client-cert-auth) and none is known: pass --etcd-cert and --etcd-key (file paths inside the etcd container, e.g. from the Secret it mounts)", ns, sts)
 	}
 	if cacert != "" {
 		x.flags = append(x.flags, "--cacert="+cacert)
 	}
-	if cert != "" && key != "" {
+	if cert != "" {
 		x.flags = append(x.flags, "--cert="+cert, "--key="+key)
 	}
 	x.flags = append(x.flags, "--dial-timeout=2s", "--command-timeout=5s")
-	switch {
-	case o.PasswordEnv != "":
-		x.user, x.passwordEnv = o.User, o.PasswordEnv
-	case o.User == "" && hasEnv(c, "ETCD_ROOT_PASSWORD") && envValue(c, "ALLOW_NONE_AUTHENTICATION") != "yes":
-		// Bitnami chart with authentication enabled.
-		x.user, x.passwordEnv = "root", "ETCD_ROOT_PASSWORD"
-	}
-	return x
+	return x, nil
 }
 
-func portOf(url, def string) string {
-	if i := strings.LastIndex(url, ":"); i > strings.Index(url, "://")+2 {
-		p := strings.TrimRight(url[i+1:], "/")
-		if _, err := strconv.Atoi(p); err == nil {
-			return p
+// clientCertAuth reports whether the member requires client certificates.
+func clientCertAuth(c *corev1.Container) bool {
+	// A bare boolean flag (its next argument is not its value).
+	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+		if slices.Contains(strings.Fields(a), "--client-cert-auth") {
+			return true
 		}
 	}
-	return def
+	v, _ := settings(c, "client-cert-auth")
+	return v == "true" || v == "1"
 }
 
 // envRef matches $(VAR) references in Kubernetes env values.
@@ -370,6 +381,9 @@ func (e *Engine) livePods(ctx context.Context, s *site) ([]string, map[string]*c
 		if s.ordinalOf(p.Name) >= 0 {
 			byName[p.Name] = p
 		}
+	}
+	if s.ctl.conn != nil {
+		s.ctl.conn.setPods(byName)
 	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {

@@ -217,11 +217,11 @@ func (e *Engine) promoteWhenReady(ctx context.Context, sc *ops.StepContext, s *s
 			report(fmt.Sprintf("member %s promoted; waiting for it to be healthy", pod))
 			return false, nil
 		}
-		if !m.Started() || !m.Healthy {
+		if !m.Started() || (!m.Healthy && !m.StatusHidden) {
 			report(fmt.Sprintf("learner %s has not started yet", pod))
 			return false, nil
 		}
-		if ok, why := CaughtUp(m, st.Leader(), e.maxLag()); !ok {
+		if ok, why := CaughtUp(m, st.Leader(), e.maxLag()); !m.StatusHidden && !ok {
 			report(fmt.Sprintf("learner %s is catching up with the leader (%s)", pod, why))
 			return false, nil
 		}
