@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/tui"
 )
@@ -22,12 +23,22 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 // runWithView runs the executor with one of the three views of its events:
 // NDJSON for -o json, the Bubble Tea TUI on a terminal, plain lines
 // otherwise (CI).
-func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan, cl *Clients, c *ops.Cluster) error {
+func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan, cl *Clients, c *ops.Cluster) (err error) {
+	// One pod informer for the whole run: the steps' waits, preconditions and UID reads
+	// and the pods table all read it (one LIST and one WATCH per run).
+	podsCtx, stopInformer := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformer()
+	pods := kube.StartPods(podsCtx, cl.Kube, c.Namespace, clusterSelector(c))
+	exec.Pods = pods
+	exec.Requests = cl.Requests
+	if cl.Requests != nil && g.Verbosity > 0 {
+		defer func() { fmt.Fprintf(g.ErrOut, "API requests: %s\n", cl.Requests) }()
+	}
 	// The pods table follows the cluster while the operation runs; it
 	// stops before the view closes.
 	withPods := func(ctx context.Context, sink ops.Sink) func() {
 		pctx, stop := context.WithCancel(ctx)
-		watchPods(pctx, cl.Kube, c, cl.Clock, sink)
+		watchPods(pctx, pods, cl.Kube, c, cl.Clock, sink)
 		return stop
 	}
 	switch {

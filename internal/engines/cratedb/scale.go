@@ -305,7 +305,7 @@ func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
 			fmt.Sprintf("wait: nodes %s out of sys.nodes (%s)", strings.Join(r.nodes, ", "), sqlNodes))
 	}
 	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
-		changed, err := setReplicas(ctx, e.client, ns, r.g.StatefulSet, r.to)
+		changed, err := setReplicas(ctx, e.client, ns, r.g, r.to)
 		if err != nil {
 			return err
 		}
@@ -327,7 +327,7 @@ func (e *Engine) waitGrown(ctx context.Context, sc *ops.StepContext, c *ops.Clus
 	pods := r.pods(r.from, r.to)
 	for i, pod := range pods {
 		sc.Progress(int64(i), int64(len(pods)), "pods", "waiting for pod "+pod+" to be Ready")
-		if _, err := ops.WaitPod(ctx, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return ops.PodReady(p), nil }); err != nil {
+		if _, err := ops.WaitPod(ctx, sc, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return ops.PodReady(p), nil }); err != nil {
 			return err
 		}
 	}
@@ -339,7 +339,7 @@ func (e *Engine) waitShrunk(ctx context.Context, sc *ops.StepContext, c *ops.Clu
 	pods := r.pods(r.to, r.from)
 	for i, pod := range pods {
 		sc.Progress(int64(i), int64(len(pods)), "pods", "waiting for pod "+pod+" to be gone")
-		if _, err := ops.WaitPod(ctx, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return p == nil, nil }); err != nil {
+		if _, err := ops.WaitPod(ctx, sc, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return p == nil, nil }); err != nil {
 			return err
 		}
 	}
