@@ -296,3 +296,23 @@ func SelectorFor(selectors []*metav1.LabelSelector) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+type podsKey struct{}
+
+// WithPods returns ctx carrying the run's pod informer, for code deep in a step (a database
+// connector choosing a Ready pod) that would otherwise read pods one by one.
+func WithPods(ctx context.Context, p *Pods) context.Context {
+	if p == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, podsKey{}, p)
+}
+
+// PodsFrom returns the pod informer ctx carries for namespace, or nil.
+func PodsFrom(ctx context.Context, namespace string) *Pods {
+	p, _ := ctx.Value(podsKey{}).(*Pods)
+	if p == nil || p.namespace != namespace {
+		return nil
+	}
+	return p
+}

@@ -81,6 +81,13 @@ type BatchChecker interface {
 	BeforeBatch(ctx context.Context, sc *StepContext, pods []Pod) error
 }
 
+// RestartStager may be implemented by a RestartGate that journals a mark for each pod about
+// to be restarted (CrateDB: "allocation gate pending"): staged in the precheck, it is written
+// with the step's start and the pods' UIDs, in the one write before the action.
+type RestartStager interface {
+	Stage(sc *StepContext, p Pod)
+}
+
 // batch is a set of pods restarted together by one step.
 type batch struct {
 	id, target, group string
@@ -217,9 +224,13 @@ func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerat
 			}
 		}
 		restarted := 0
+		stager, _ := r.Gate.(RestartStager)
 		for _, pod := range b.pods {
-			if _, done := recordUID(sc, pods, pod); done {
+			switch _, done := recordUID(sc, pods, pod); {
+			case done:
 				restarted++
+			case stager != nil:
+				stager.Stage(sc, pod)
 			}
 		}
 		// A single pod restarted by an earlier run that crashed before it could record the

@@ -360,6 +360,9 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 
 func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef) error {
 	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
+	// Code deep inside a step (a database connector picking a Ready pod) reads the run's
+	// pod informer from the context instead of getting pods one by one.
+	ctx = kube.WithPods(ctx, e.Pods)
 	e.emitStep(EventStepStarted, ref, nil)
 	// "Step started" is written together with what the precheck staged (the UIDs a restart
 	// is about to delete), in one write just before the action: nothing changed before it.

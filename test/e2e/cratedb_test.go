@@ -1000,6 +1000,14 @@ func testCrateDBRollingRestart(t *testing.T, sig syscall.Signal, layout bedwire.
 	if n := len(order) - len(done1); n > 0 {
 		t.Logf("API requests per restarted pod in the resumed run alone: %.1f", float64(total-req1)/float64(n))
 	}
+	// The steady-state cost per pod of the resumed run: at most 8 (delete, the gate's and the
+	// restart's events, the step's two journal writes; connections pick pods from the run's
+	// informer).
+	if perPod, window := counter.perPodBetweenDeletesFrom(req1); perPod > 8 {
+		t.Errorf("%.1f API requests per restarted CrateDB pod, want at most 8; between the deletes:\n  %s", perPod, strings.Join(window, "\n  "))
+	} else {
+		t.Logf("API requests per restarted pod between the resumed run's first and last delete: %.1f", perPod)
+	}
 	t.Logf("durations: run 1 %s, run 2 %s", res1.Elapsed.Round(time.Millisecond), res2.Elapsed.Round(time.Millisecond))
 	if health, sres := x.statusHealth(); health != "green" {
 		t.Errorf("status health %q after the restart, want green: %s", health, sres)

@@ -169,6 +169,8 @@ type ndEvent struct {
 	Error   string        `json:"error"`
 	Outcome string        `json:"outcome"`
 	Elapsed time.Duration `json:"elapsedNs"`
+	// APIRequests is the done event's request count by "verb resource", plus "total".
+	APIRequests map[string]int `json:"apiRequests"`
 	Lock    *struct {
 		Action string `json:"action"`
 		Holder string `json:"holder"`
