@@ -30,7 +30,7 @@ type apiRequestCounter struct {
 	start  time.Time
 	log    []string // "+elapsed VERB path", in arrival order
 	// arrivals are the requests in arrival order, for the gaps between them.
-	arrivals []proxyArrival
+	arrivals   []proxyArrival
 	kubeconfig string
 	// delay is added to every request before it is forwarded (an API server that far away).
 	delay time.Duration

@@ -171,7 +171,7 @@ type ndEvent struct {
 	Elapsed time.Duration `json:"elapsedNs"`
 	// APIRequests is the done event's request count by "verb resource", plus "total".
 	APIRequests map[string]int `json:"apiRequests"`
-	Lock    *struct {
+	Lock        *struct {
 		Action string `json:"action"`
 		Holder string `json:"holder"`
 	} `json:"lock"`
