@@ -49,6 +49,7 @@ func watchPods(ctx context.Context, pods *kube.Pods, client kubernetes.Interface
 		if pods.Synced(ctx) != nil {
 			return
 		}
+		zones.listOnce(ctx) // before the first step deletes anything, not between two
 		var last string
 		for {
 			live := pods.List()
@@ -87,20 +88,27 @@ func (z *nodeZones) lookup(ctx context.Context, pods []*corev1.Pod) {
 		if _, known := z.zones[n]; n == "" || known {
 			continue
 		}
-		if !z.matter || z.listed {
-			z.zones[n] = ""
-			continue
-		}
-		z.listed = true
-		if l, err := z.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
-			for i := range l.Items {
-				if _, known := z.zones[l.Items[i].Name]; !known {
-					z.zones[l.Items[i].Name] = l.Items[i].Labels["topology.kubernetes.io/zone"]
-				}
-			}
-		}
+		z.listOnce(ctx)
 		if _, known := z.zones[n]; !known {
 			z.zones[n] = ""
+		}
+	}
+}
+
+// listOnce reads every node's zone, once per run and only when the cluster uses zones (a
+// namespace-scoped user who may not list nodes keeps the zones discovery found).
+func (z *nodeZones) listOnce(ctx context.Context) {
+	if !z.matter || z.listed {
+		return
+	}
+	z.listed = true
+	l, err := z.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for i := range l.Items {
+		if _, known := z.zones[l.Items[i].Name]; !known {
+			z.zones[l.Items[i].Name] = l.Items[i].Labels["topology.kubernetes.io/zone"]
 		}
 	}
 }
