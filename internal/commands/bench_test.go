@@ -63,4 +63,3 @@ func BenchmarkStatus5000(b *testing.B) {
 		run()
 	}
 }
-

@@ -46,10 +46,10 @@ func watchPods(ctx context.Context, pods *kube.Pods, client kubernetes.Interface
 	changed, unsubscribe := pods.Subscribe()
 	go func() {
 		defer unsubscribe()
+		zones.listOnce(ctx) // before the first step deletes anything, not between two
 		if pods.Synced(ctx) != nil {
 			return
 		}
-		zones.listOnce(ctx) // before the first step deletes anything, not between two
 		var last string
 		for {
 			live := pods.List()

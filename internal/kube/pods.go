@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,15 +87,24 @@ func (p *Pods) Run(ctx context.Context) { p.inf.RunWithContext(ctx) }
 func (p *Pods) Namespace() string { return p.namespace }
 
 // Synced waits until the informer holds the initial list.
+//
+// It checks on every informer event and at least every 5 ms, not at client-go's
+// WaitForCacheSync period of 100 ms: the first step waits for this.
 func (p *Pods) Synced(ctx context.Context) error {
 	if p.inf.HasSynced() {
 		return nil
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), p.inf.HasSynced) {
-		if err := context.Cause(ctx); err != nil {
-			return fmt.Errorf("listing pods in %s: %w", p.namespace, err)
+	changed, cancel := p.Subscribe()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !p.inf.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("listing pods in %s: %w", p.namespace, context.Cause(ctx))
+		case <-changed:
+		case <-tick.C:
 		}
-		return fmt.Errorf("listing pods in %s: informer stopped", p.namespace)
 	}
 	return nil
 }
