@@ -80,19 +80,34 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 }
 
 // untilDone passes events on and drops pods events once the done event went out, so a pod
-// watcher racing the end of a run never writes after the last line.
+// watcher racing the end of a run never writes after the last line. Pods events before the
+// plan event are held (the latest one) and follow it: the stream starts with the lock and
+// the plan, whichever is quicker, the run's pod informer or taking the lock.
 type untilDone struct {
-	mu    sync.Mutex
-	inner ops.Sink
-	done  bool
+	mu      sync.Mutex
+	inner   ops.Sink
+	planned bool
+	held    *ops.Event
+	done    bool
 }
 
 func (u *untilDone) Emit(e ops.Event) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.done && e.Type == ops.EventPods {
+	switch {
+	case u.done && e.Type == ops.EventPods:
+		return
+	case !u.planned && e.Type == ops.EventPods:
+		u.held = &e
 		return
 	}
 	u.inner.Emit(e)
 	u.done = u.done || e.Type == ops.EventDone
+	if e.Type == ops.EventPlan && !u.planned {
+		u.planned = true
+		if u.held != nil && !u.done {
+			u.inner.Emit(*u.held)
+		}
+		u.held = nil
+	}
 }

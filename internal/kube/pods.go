@@ -109,6 +109,9 @@ func (p *Pods) Synced(ctx context.Context) error {
 	return nil
 }
 
+// HasSynced reports whether the informer holds the initial list.
+func (p *Pods) HasSynced() bool { return p.inf.HasSynced() }
+
 // Get returns the named pod as last seen (nil when it does not exist). Treat it as read-only.
 func (p *Pods) Get(name string) *corev1.Pod {
 	o, ok, err := p.inf.GetStore().GetByKey(p.namespace + "/" + name)

@@ -239,6 +239,20 @@ func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerat
 		// sure to have run for them.
 		return b.single && restarted == len(b.pods), nil
 	}
+	// Run as the previous step finishes: its "done" write carries these pods' UIDs (and the
+	// gate's marks), so this step writes nothing before its delete. The precheck still decides.
+	s.Prepare = func(sc *StepContext) {
+		pods := sc.PodCache(r.Client, ns)
+		if pods == nil || !pods.HasSynced() {
+			return
+		}
+		stager, _ := r.Gate.(RestartStager)
+		for _, pod := range b.pods {
+			if _, done := recordUID(sc, pods, pod); !done && stager != nil {
+				stager.Stage(sc, pod)
+			}
+		}
+	}
 	s.Action = func(ctx context.Context, sc *StepContext) error {
 		pods := sc.PodCache(r.Client, ns)
 		var todo []Pod

@@ -350,7 +350,11 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		if err := e.runStep(ctx, j, s, ref); err != nil {
+		var next *Step
+		if i+1 < total {
+			next = e.plan.Steps[i+1]
+		}
+		if err := e.runStep(ctx, j, s, ref, next); err != nil {
 			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = err.Error() })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
@@ -358,7 +362,7 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 	return nil
 }
 
-func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef) error {
+func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef, next *Step) error {
 	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
 	// Code deep inside a step (a database connector picking a Ready pod) reads the run's
 	// pod informer from the context instead of getting pods one by one.
@@ -366,10 +370,13 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	e.emitStep(EventStepStarted, ref, nil)
 	// "Step started" is written together with what the precheck staged (the UIDs a restart
 	// is about to delete), in one write just before the action: nothing changed before it.
-	j.Current = s.ID
-	e.mu.Lock()
-	e.dirty = true
-	e.mu.Unlock()
+	// The previous step's "done" may have written it already (Step.Prepare).
+	if j.Current != s.ID {
+		j.Current = s.ID
+		e.mu.Lock()
+		e.dirty = true
+		e.mu.Unlock()
+	}
 	if s.Precheck != nil {
 		done, err := s.Precheck(ctx, sc)
 		if err != nil {
@@ -404,12 +411,29 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 			return err
 		}
 	}
-	// Durable first: a consumer told "done" must find it in the journal.
-	if err := e.markDone(ctx, j, s); err != nil {
+	// Durable first: a consumer told "done" must find it in the journal. The same write
+	// carries what the next step stages for its start, and names it current.
+	var err error
+	if next != nil && next.Prepare != nil && !j.IsDone(next.ID) && context.Cause(ctx) == nil {
+		next.Prepare(&StepContext{Step: next, LockID: e.lockID(), journal: j, exec: e})
+		err = e.markDoneThen(ctx, j, s, next.ID)
+	} else {
+		err = e.markDone(ctx, j, s)
+	}
+	if err != nil {
 		return err
 	}
 	e.emitStep(EventStepDone, ref, nil)
 	return nil
+}
+
+// markDoneThen records s as done and next as the current step, in one write.
+func (e *Executor) markDoneThen(ctx context.Context, j *Journal, s *Step, next string) error {
+	j.Done = append(j.Done, s.ID)
+	j.Current = next
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
+	defer cancel()
+	return e.saveJournal(sctx, j)
 }
 
 func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {
