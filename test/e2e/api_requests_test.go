@@ -173,7 +173,7 @@ func delayingKubeconfig(t *testing.T, delay time.Duration) (string, *apiRequestC
 
 // TestRollingRestartAPIRequests measures how many API requests a rolling restart makes per
 // restarted pod, through a counting proxy, and holds the generic engine to at most 4 per pod
-// (delete, event, the step's two journal writes; the informer's watch and lease renewals
+// (delete, event, the step's journal write; the informer's watch and lease renewals
 // amortised). The done event reports the same requests as the tool counted them.
 func TestRollingRestartAPIRequests(t *testing.T) {
 	res, counter, _ := restartThroughProxy(t, 3, 0)
@@ -219,7 +219,7 @@ func TestRollingRestartAPIRequests(t *testing.T) {
 // TestRollingRestartRemoteAPI restarts through a proxy that adds 20 ms to every request (a
 // remote API server) and checks that the gap between pod i Ready and pod i+1's delete stays
 // near one round trip: the next delete needs no list, get or watch of its own, only the
-// step's journal writes. The bound is generous (3 round trips plus scheduling slack on a
+// previous step's "done" journal write. The bound is generous (3 round trips plus scheduling slack on a
 // shared machine); the measured gaps are logged.
 func TestRollingRestartRemoteAPI(t *testing.T) {
 	const latency = 20 * time.Millisecond

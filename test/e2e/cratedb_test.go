@@ -1001,7 +1001,7 @@ func testCrateDBRollingRestart(t *testing.T, sig syscall.Signal, layout bedwire.
 		t.Logf("API requests per restarted pod in the resumed run alone: %.1f", float64(total-req1)/float64(n))
 	}
 	// The steady-state cost per pod of the resumed run: at most 8 (delete, the gate's and the
-	// restart's events, the step's two journal writes; connections pick pods from the run's
+	// restart's events, the step's journal write; connections pick pods from the run's
 	// informer).
 	if perPod, window := counter.perPodBetweenDeletesFrom(req1); perPod > 8 {
 		t.Errorf("%.1f API requests per restarted CrateDB pod, want at most 8; between the deletes:\n  %s", perPod, strings.Join(window, "\n  "))
