@@ -292,7 +292,7 @@ func (e *Engine) liveTotals(ctx context.Context, c *ops.Cluster) (total, data in
 func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
 	ns := c.Namespace
 	s := &ops.Step{ID: "replicas/" + r.g.Name, Group: r.g.Name, Target: "statefulset/" + r.g.StatefulSet, Mutating: true}
-	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (conflict-safe update of spec.replicas only)", r.from, r.to)}
+	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (a patch of spec.replicas alone)", r.from, r.to)}
 	if r.grows() {
 		s.Description = fmt.Sprintf("scale %s up from %d to %d, wait for the new pods and nodes", r.g.Name, r.from, r.to)
 		s.Details = append(s.Details,
