@@ -1009,6 +1009,17 @@ func testCrateDBRollingRestart(t *testing.T, sig syscall.Signal, layout bedwire.
 		t.Logf("API requests per restarted pod between the resumed run's first and last delete: %.1f", perPod)
 	}
 	t.Logf("durations: run 1 %s, run 2 %s", res1.Elapsed.Round(time.Millisecond), res2.Elapsed.Round(time.Millisecond))
+	// The gate reports the SQL statements each pod's restart took.
+	reported := 0
+	for _, e := range ev2 {
+		if e.Type == "step-progress" && strings.Contains(e.Message, "SQL statements for pod") {
+			reported++
+			t.Logf("  %s", e.Message)
+		}
+	}
+	if want := len(order) - len(done1); reported < want-1 {
+		t.Errorf("%d pods reported their SQL statements in the resumed run, want at least %d", reported, want-1)
+	}
 	if health, sres := x.statusHealth(); health != "green" {
 		t.Errorf("status health %q after the restart, want green: %s", health, sres)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -311,6 +312,9 @@ type session struct {
 	// so the retry below reconnects.
 	timeout time.Duration
 
+	// statements counts the statements sent (every attempt), for the per-pod report.
+	statements atomic.Int64
+
 	mu  sync.Mutex
 	db  DB
 	pod string
@@ -396,6 +400,7 @@ func (s *session) query(ctx context.Context, avoid []string, sql string, args ..
 	var rows [][]any
 	err := s.retry(ctx, avoid, func(db DB) error {
 		var err error
+		s.statements.Add(1)
 		rows, err = db.Query(ctx, sql, args...)
 		return err
 	})
@@ -403,7 +408,10 @@ func (s *session) query(ctx context.Context, avoid []string, sql string, args ..
 }
 
 func (s *session) exec(ctx context.Context, avoid []string, sql string, args ...any) error {
-	return s.retry(ctx, avoid, func(db DB) error { return db.Exec(ctx, sql, args...) })
+	return s.retry(ctx, avoid, func(db DB) error {
+		s.statements.Add(1)
+		return db.Exec(ctx, sql, args...)
+	})
 }
 
 func (s *session) close(ctx context.Context) error {

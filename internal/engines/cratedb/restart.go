@@ -3,6 +3,7 @@ package cratedb
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -18,6 +19,10 @@ type restartGate struct {
 	// is deleted: a node's name is stable per pod in every layout, and
 	// the recreated pod is recognised again from its own facts.
 	nodes *nodeMap
+
+	mu sync.Mutex
+	// statementsAt is the session's statement count when each pod's restart began.
+	statementsAt map[string]int64
 }
 
 // gateKey marks, in the journal, a pod whose Before ran but whose After
@@ -47,6 +52,7 @@ func (g *restartGate) Stage(sc *ops.StepContext, p ops.Pod) {
 
 // Before implements ops.RestartGate.
 func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
+	g.startStatements(p.Name)
 	// Durable before allocation changes: normally written with the step's start already.
 	if sc.Get(gateKey(p.Name)) != "pending" {
 		if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
@@ -86,7 +92,33 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 	}
 	// Written with the step's "done": a crash before that re-runs this (idempotent) gate.
 	sc.Stage(gateKey(p.Name), "")
+	if n, ok := g.statementsSince(p.Name); ok {
+		sc.Progress(n, n, "statements", fmt.Sprintf("%d SQL statements for pod %s (allocation, rejoin and green checks)", n, p.Name))
+	}
 	return nil
+}
+
+// startStatements notes the session's statement count as pod's restart begins.
+func (g *restartGate) startStatements(pod string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.statementsAt == nil {
+		g.statementsAt = map[string]int64{}
+	}
+	g.statementsAt[pod] = g.e.session(g.c).statements.Load()
+}
+
+// statementsSince is how many statements the session sent since pod's restart began (false
+// when this run did not begin it, e.g. a resumed gate).
+func (g *restartGate) statementsSince(pod string) (int64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.statementsAt[pod]
+	if !ok {
+		return 0, false
+	}
+	delete(g.statementsAt, pod)
+	return g.e.session(g.c).statements.Load() - at, true
 }
 
 // wrapPrecheck makes a step that an earlier, interrupted run completed up
