@@ -159,8 +159,8 @@ func zonesPrecondition(k int) string {
 // informer; the UIDs about to be deleted are journaled with the step's start, in one write
 // before the first deletion, so a re-run after a crash knows which incarnations were the old
 // ones.
-func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerate []string) *Step {
-	ns := c.Namespace
+// needs are the steps' RBAC permissions, shared by every step of the plan (read-only).
+func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerate []string, needs []Permission) *Step {
 	var pre, details []string
 	switch {
 	case maxZones != nil:
@@ -191,130 +191,149 @@ func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerat
 			}
 		}
 	}
-	desc := fmt.Sprintf("delete %d pod(s) together, wait for all to come back with new UIDs and be Ready", len(b.pods))
-	if b.single {
-		desc = "delete the pod, wait for it to come back with a new UID and be Ready"
+	desc := "delete the pod, wait for it to come back with a new UID and be Ready"
+	if !b.single {
+		desc = fmt.Sprintf("delete %d pod(s) together, wait for all to come back with new UIDs and be Ready", len(b.pods))
 	}
 	s := &Step{ID: b.id, Group: b.group, Target: b.target, Description: desc, Preconditions: pre, Details: details, Mutating: true,
-		Pods: podNames(b.pods), Needs: append(Need("", "pods", "", "delete"), PodWaitNeeds...)}
-	in := map[string]bool{}
-	for _, p := range b.pods {
-		in[p.Name] = true
-	}
-	for _, name := range tolerate {
-		in[name] = true
-	}
-	// The refusal's wording, as each mode has always said it.
-	subject, refuse, hint := b.target, "more pods", "wait for it, or use --max-unavailable-zones"
-	if b.single {
-		subject, refuse, hint = b.pods[0].Name, "two pods", "wait for it, or restart only other groups with --group"
-	}
-	s.Precheck = func(ctx context.Context, sc *StepContext) (bool, error) {
-		pods := sc.PodCache(r.Client, ns)
-		if maxZones != nil {
-			if err := waitZones(ctx, sc, pods, c, b.pods, *maxZones); err != nil {
-				return false, err
-			}
-		} else {
-			if err := pods.Synced(ctx); err != nil {
-				return false, err
-			}
-			if err := othersReady(c, pods.List(), in, subject, refuse, hint); err != nil {
-				return false, err
-			}
+		Pods: podNames(b.pods), Needs: needs}
+	rp := &restartProc{r: r, c: c, b: b, maxZones: maxZones, tolerate: tolerate}
+	s.Precheck, s.Prepare, s.Action, s.Verify = rp.precheck, rp.prepare, rp.action, rp.verify
+	return s
+}
+
+// restartProc is one restart step's procedure (one struct per step rather than four closures:
+// plans have thousands of steps).
+type restartProc struct {
+	r        *RollingRestart
+	c        *Cluster
+	b        batch
+	maxZones *int
+	tolerate []string
+}
+
+func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, error) {
+	r, c, b, ns := rp.r, rp.c, rp.b, rp.c.Namespace
+	pods := sc.PodCache(r.Client, ns)
+	if rp.maxZones != nil {
+		if err := waitZones(ctx, sc, pods, c, b.pods, *rp.maxZones); err != nil {
+			return false, err
 		}
-		restarted := 0
-		stager, _ := r.Gate.(RestartStager)
-		for _, pod := range b.pods {
-			switch _, done := recordUID(sc, pods, pod); {
-			case done:
-				restarted++
-			case stager != nil:
-				stager.Stage(sc, pod)
-			}
+	} else {
+		if err := pods.Synced(ctx); err != nil {
+			return false, err
 		}
-		// A single pod restarted by an earlier run that crashed before it could record the
-		// step as done is done. In a batch, pods restarted by an interrupted run are not
-		// deleted again (Action skips them), but the step still runs so the gate's After is
-		// sure to have run for them.
-		return b.single && restarted == len(b.pods), nil
-	}
-	// Run as the previous step finishes: its "done" write carries these pods' UIDs (and the
-	// gate's marks), so this step writes nothing before its delete. The precheck still decides.
-	s.Prepare = func(sc *StepContext) {
-		pods := sc.PodCache(r.Client, ns)
-		if pods == nil || !pods.HasSynced() {
-			return
+		in := make(map[string]bool, len(b.pods)+len(rp.tolerate))
+		for _, p := range b.pods {
+			in[p.Name] = true
 		}
-		stager, _ := r.Gate.(RestartStager)
-		for _, pod := range b.pods {
-			if _, done := recordUID(sc, pods, pod); !done && stager != nil {
-				stager.Stage(sc, pod)
-			}
+		for _, name := range rp.tolerate {
+			in[name] = true
+		}
+		// The refusal's wording, as each mode has always said it.
+		subject, refuse, hint := b.target, "more pods", "wait for it, or use --max-unavailable-zones"
+		if b.single {
+			subject, refuse, hint = b.pods[0].Name, "two pods", "wait for it, or restart only other groups with --group"
+		}
+		if err := othersReady(c, pods.List(), in, subject, refuse, hint); err != nil {
+			return false, err
 		}
 	}
-	s.Action = func(ctx context.Context, sc *StepContext) error {
-		pods := sc.PodCache(r.Client, ns)
-		var todo []Pod
-		for _, pod := range b.pods {
-			old, restarted := recordUID(sc, pods, pod)
-			if !restarted {
-				pod.UID = old
-				todo = append(todo, pod)
-			}
+	restarted := 0
+	stager, _ := r.Gate.(RestartStager)
+	for _, pod := range b.pods {
+		switch _, done := recordUID(sc, pods, pod); {
+		case done:
+			restarted++
+		case stager != nil:
+			stager.Stage(sc, pod)
 		}
-		// Normally written with the step's start already; this covers a UID first seen now.
-		if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
+	}
+	// A single pod restarted by an earlier run that crashed before it could record the
+	// step as done is done. In a batch, pods restarted by an interrupted run are not
+	// deleted again (action skips them), but the step still runs so the gate's After is
+	// sure to have run for them.
+	return b.single && restarted == len(b.pods), nil
+}
+
+// prepare runs as the previous step finishes: its "done" write carries these pods' UIDs (and
+// the gate's marks), so this step writes nothing before its delete. The precheck still decides.
+func (rp *restartProc) prepare(sc *StepContext) {
+	pods := sc.PodCache(rp.r.Client, rp.c.Namespace)
+	if pods == nil || !pods.HasSynced() {
+		return
+	}
+	stager, _ := rp.r.Gate.(RestartStager)
+	for _, pod := range rp.b.pods {
+		if _, done := recordUID(sc, pods, pod); !done && stager != nil {
+			stager.Stage(sc, pod)
+		}
+	}
+}
+
+func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
+	r, b, ns := rp.r, rp.b, rp.c.Namespace
+	pods := sc.PodCache(r.Client, ns)
+	var todo []Pod
+	for _, pod := range b.pods {
+		old, restarted := recordUID(sc, pods, pod)
+		if !restarted {
+			pod.UID = old
+			todo = append(todo, pod)
+		}
+	}
+	// Normally written with the step's start already; this covers a UID first seen now.
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
+		return err
+	}
+	if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {
+		if err := bc.BeforeBatch(ctx, sc, todo); err != nil {
 			return err
 		}
-		if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {
-			if err := bc.BeforeBatch(ctx, sc, todo); err != nil {
-				return err
-			}
-		}
-		if r.Gate != nil {
-			for _, pod := range todo {
-				if err := r.Gate.Before(ctx, sc, pod); err != nil {
-					return err
-				}
-			}
-		}
+	}
+	if r.Gate != nil {
 		for _, pod := range todo {
-			if err := DeletePod(ctx, r.Client, ns, pod.Name, pod.UID); err != nil {
+			if err := r.Gate.Before(ctx, sc, pod); err != nil {
 				return err
 			}
-			msg := fmt.Sprintf("deleted pod %s for a rolling restart", pod.Name)
-			if !b.single {
-				msg += " (" + b.target + ")"
-			}
-			sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(pod.UID)}, "DbopsRestartPod", msg)
 		}
-		return nil
 	}
-	s.Verify = func(ctx context.Context, sc *StepContext) error {
-		for i, pod := range b.pods {
-			prefix := ""
-			if !b.single {
-				prefix = pod.Name + ": "
-				sc.Progress(int64(i), int64(len(b.pods)), "pods", "waiting for "+pod.Name)
-			}
-			if err := WaitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name))), prefix); err != nil {
-				return err
-			}
+	for _, pod := range todo {
+		if err := DeletePod(ctx, r.Client, ns, pod.Name, pod.UID); err != nil {
+			return err
 		}
+		msg := fmt.Sprintf("deleted pod %s for a rolling restart", pod.Name)
 		if !b.single {
-			sc.Progress(int64(len(b.pods)), int64(len(b.pods)), "pods", "all back")
+			msg += " (" + b.target + ")"
 		}
-		if r.Gate != nil {
-			for _, pod := range b.pods {
-				if err := r.Gate.After(ctx, sc, pod); err != nil {
-					return err
-				}
+		sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(pod.UID)}, "DbopsRestartPod", msg)
+	}
+	return nil
+}
+
+func (rp *restartProc) verify(ctx context.Context, sc *StepContext) error {
+	r, b, ns := rp.r, rp.b, rp.c.Namespace
+	for i, pod := range b.pods {
+		prefix := ""
+		if !b.single {
+			prefix = pod.Name + ": "
+			sc.Progress(int64(i), int64(len(b.pods)), "pods", "waiting for "+pod.Name)
+		}
+		if err := WaitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name))), prefix); err != nil {
+			return err
+		}
+	}
+	if !b.single {
+		sc.Progress(int64(len(b.pods)), int64(len(b.pods)), "pods", "all back")
+	}
+	if r.Gate != nil {
+		for _, pod := range b.pods {
+			if err := r.Gate.After(ctx, sc, pod); err != nil {
+				return err
 			}
 		}
-		return nil
 	}
-	return s
+	return nil
 }
 
 // othersReady refuses when a pod of the cluster outside in is not Ready or does not exist

@@ -204,6 +204,7 @@ func (p *Plan) View() *PlanView {
 // WritePlanText renders a plan for humans; golden-tested, so keep it stable.
 func WritePlanText(w io.Writer, v *PlanView) error {
 	var b strings.Builder
+	b.Grow(256 + 160*len(v.Steps)) // a step's line and its precondition, without regrowing
 	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
 	if v.Args != "" {
 		Fprintf(&b, " %s", v.Args)

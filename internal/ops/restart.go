@@ -53,7 +53,11 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 	}
 	p := &Plan{Operation: "restart", Cluster: c.Name, Namespace: c.Namespace, Engine: engine, Args: restartArgs(mode, opts),
 		Destructive: true, Command: opts.Command}
-	var pods []Pod
+	n := 0
+	for _, g := range c.Groups {
+		n += max(len(g.Pods), int(g.Desired))
+	}
+	pods := make([]Pod, 0, n)
 	for _, g := range c.Groups {
 		if len(opts.Groups) > 0 && !slices.Contains(opts.Groups, g.Name) {
 			continue
@@ -64,18 +68,19 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 			}
 		}
 	}
-	stepPods := map[string][]string{}
+	stepPods := make(map[string][]string, len(pods))
+	needs := append(Need("", "pods", "", "delete"), PodWaitNeeds...)
 	switch {
 	case mode == ModePod && opts.BatchSize <= 1:
 		for _, pod := range pods {
 			b := batch{id: "restart/" + pod.Name, target: "pod/" + pod.Name, group: pod.Group, pods: []Pod{pod}, single: true}
-			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods)
+			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods, needs)
 			stepPods[s.ID] = s.Pods
 			p.Steps = append(p.Steps, s)
 		}
 	default:
 		for _, b := range restartBatches(mode, pods, opts.BatchSize) {
-			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods)
+			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods, needs)
 			stepPods[s.ID] = s.Pods
 			p.Steps = append(p.Steps, s)
 		}
