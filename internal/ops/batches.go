@@ -81,13 +81,6 @@ type BatchChecker interface {
 	BeforeBatch(ctx context.Context, sc *StepContext, pods []Pod) error
 }
 
-// RestartStager may be implemented by a RestartGate that journals a mark for each pod about
-// to be restarted (CrateDB: "allocation gate pending"): staged in the precheck, it is written
-// with the step's start and the pods' UIDs, in the one write before the action.
-type RestartStager interface {
-	Stage(sc *StepContext, p Pod)
-}
-
 // batch is a set of pods restarted together by one step.
 type batch struct {
 	id, target, group string
@@ -240,13 +233,9 @@ func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, err
 		}
 	}
 	restarted := 0
-	stager, _ := r.Gate.(RestartStager)
 	for _, pod := range b.pods {
-		switch _, done := recordUID(sc, pods, pod); {
-		case done:
+		if _, done := recordUID(sc, pods, pod); done {
 			restarted++
-		case stager != nil:
-			stager.Stage(sc, pod)
 		}
 	}
 	// A single pod restarted by an earlier run that crashed before it could record the
@@ -256,18 +245,15 @@ func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, err
 	return b.single && restarted == len(b.pods), nil
 }
 
-// prepare runs as the previous step finishes: its "done" write carries these pods' UIDs (and
-// the gate's marks), so this step writes nothing before its delete. The precheck still decides.
+// prepare runs as the previous step finishes: its "done" write carries these pods' UIDs, so
+// this step writes nothing before its delete. The precheck still decides.
 func (rp *restartProc) prepare(sc *StepContext) {
 	pods := sc.PodCache(rp.r.Client, rp.c.Namespace)
 	if pods == nil || !pods.HasSynced() {
 		return
 	}
-	stager, _ := rp.r.Gate.(RestartStager)
 	for _, pod := range rp.b.pods {
-		if _, done := recordUID(sc, pods, pod); !done && stager != nil {
-			stager.Stage(sc, pod)
-		}
+		recordUID(sc, pods, pod)
 	}
 }
 

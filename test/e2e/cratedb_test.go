@@ -903,6 +903,11 @@ func testCrateDBRollingRestart(t *testing.T, sig syscall.Signal, layout bedwire.
 	}
 	skipped := stepsOf(ev2, "step-skipped")
 	t.Logf("run 2: steps marked done in the plan %v, skipped %v", planDone, skipped)
+	for _, e := range ev2 {
+		if e.Type == "step-skipped" {
+			t.Logf("  skipped %s: %s", e.stepID(), e.Reason)
+		}
+	}
 	for _, id := range done1 {
 		switch {
 		case slices.Contains(stepsOf(ev2, "step-started"), id) && !slices.Contains(skipped, id):

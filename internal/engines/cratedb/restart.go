@@ -43,21 +43,12 @@ func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
 		}
 }
 
-var _ ops.RestartStager = (*restartGate)(nil)
-
-// Stage implements ops.RestartStager: the gate's mark goes out with the step's start.
-func (g *restartGate) Stage(sc *ops.StepContext, p ops.Pod) {
-	sc.Stage(gateKey(p.Name), "pending")
-}
-
 // Before implements ops.RestartGate.
 func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
 	g.startStatements(p.Name)
-	// Durable before allocation changes: normally written with the step's start already.
-	if sc.Get(gateKey(p.Name)) != "pending" {
-		if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
-			return err
-		}
+	// Durable before allocation changes.
+	if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
+		return err
 	}
 	// Never talk through the pod about to be deleted.
 	if err := g.e.execDB(ctx, sc, g.c, []string{p.Name}, sqlAllocPrimaries); err != nil {
