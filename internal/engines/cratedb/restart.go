@@ -114,12 +114,14 @@ func (g *restartGate) statementsSince(pod string) (int64, bool) {
 
 // wrapPrecheck makes a step that an earlier, interrupted run completed up
 // to the pod's return still finish the gate (re-enable allocation, wait
-// for green) before it counts as done.
+// for green) before it counts as done. It does so whether or not the gate's
+// mark is still in the journal: that run may have stopped anywhere between
+// the delete and the gate's end, and the gate's After is idempotent.
 func (g *restartGate) wrapPrecheck(s *ops.Step, p ops.Pod) {
 	inner := s.Precheck
 	s.Precheck = func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 		done, err := inner(ctx, sc)
-		if err != nil || !done || sc.Get(gateKey(p.Name)) == "" {
+		if err != nil || !done {
 			return done, err
 		}
 		if err := g.After(ctx, sc, p); err != nil {
