@@ -261,11 +261,16 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 	r, b, ns := rp.r, rp.b, rp.c.Namespace
 	pods := sc.PodCache(r.Client, ns)
 	var todo []Pod
+	gone := map[string]bool{}
 	for _, pod := range b.pods {
 		old, restarted := recordUID(sc, pods, pod)
 		if !restarted {
 			pod.UID = old
 			todo = append(todo, pod)
+			// An incarnation this request already deleted (an interrupted run: the old UID
+			// is journaled and no longer live) is not deleted, or reported, again; the
+			// gate still runs for it.
+			gone[pod.Name] = oldGone(pods, pod.Name, old)
 		}
 	}
 	// Normally written with the step's start already; this covers a UID first seen now.
@@ -285,6 +290,9 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 		}
 	}
 	for _, pod := range todo {
+		if gone[pod.Name] {
+			continue
+		}
 		if err := DeletePod(ctx, r.Client, ns, pod.Name, pod.UID); err != nil {
 			return err
 		}
@@ -341,6 +349,16 @@ func othersReady(c *Cluster, live map[string]*corev1.Pod, in map[string]bool, ta
 		}
 	}
 	return nil
+}
+
+// oldGone reports whether pod's journaled old incarnation is no longer live: deleted already
+// (by an interrupted run of this request), so there is nothing to delete or report.
+func oldGone(pods *kube.Pods, name string, old types.UID) bool {
+	if old == "" {
+		return false
+	}
+	cur := pods.Get(name)
+	return cur == nil || cur.UID != old
 }
 
 // recordUID stages in the journal the UID pod has before this run deletes it (written with
