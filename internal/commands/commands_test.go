@@ -131,7 +131,15 @@ func TestRestartRunsPlainView(t *testing.T) {
 	if got, want := ctrl.Deleted(), []string{"db-hot-0", "db-hot-1"}; !slices.Equal(got, want) {
 		t.Errorf("deleted %v, want %v", got, want)
 	}
-	assertGolden(t, "restart-plain.txt", r.out)
+	// What a step reports while it waits depends on when the pod informer sees the deletion
+	// and the recreation; the golden file has the lines that do not.
+	var stable []string
+	for _, l := range strings.SplitAfter(r.out, "\n") {
+		if !strings.Contains(l, ": waiting: ") {
+			stable = append(stable, l)
+		}
+	}
+	assertGolden(t, "restart-plain.txt", strings.Join(stable, ""))
 
 	// Running it again is safe: a fresh run restarts again (a new request),
 	// and the journal of the finished one does not make it skip anything.

@@ -133,6 +133,7 @@ func (e *crateEnv) run(args ...string) result {
 // nodes join or leave sys.nodes.
 func (e *crateEnv) scaleController() *[]string {
 	var order []string
+	fakecluster.PatchReplicasAsUpdate(e.client)
 	e.client.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		sts := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
 		old, err := e.client.Tracker().Get(a.GetResource(), sts.Namespace, sts.Name)

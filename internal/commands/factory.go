@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -23,6 +24,8 @@ type Clients struct {
 	// Clock is the API server's clock (local clock corrected by the Date
 	// header of its responses); lock expiry is judged by it.
 	Clock ops.Clock
+	// Requests counts the API requests sent through Config (nil: not counted).
+	Requests *kube.RequestCounter
 }
 
 // ClientsFunc builds Clients; Factory.NewClients defaults to one that
@@ -108,12 +111,15 @@ func (o *Factory) defaultClients() (*Clients, error) {
 		cfg.QPS, cfg.Burst = 20, 40
 	}
 	cfg.Wrap(clock.WrapTransport)
+	// Count every request (shown at -v and in the done event's apiRequests).
+	requests := &kube.RequestCounter{}
+	cfg.Wrap(requests.WrapTransport)
 	cfg.UserAgent = "kubectl-dbops/" + Version
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
-	return &Clients{Kube: kc, Config: cfg, Clock: clock}, nil
+	return &Clients{Kube: kc, Config: cfg, Clock: clock, Requests: requests}, nil
 }
 
 // checkContext refuses a --context the kubeconfig does not have, naming

@@ -9,110 +9,120 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-// watchPods feeds the views' pods table: it follows the cluster's pods
-// with an informer and emits an EventPods snapshot whenever one changes,
-// until ctx ends. It is a view concern, so it lives beside the views and
-// not in the procedures.
-func watchPods(ctx context.Context, client kubernetes.Interface, c *ops.Cluster, clock ops.Clock, sink ops.Sink) {
+// clusterSelector is the label selector of the run's pod informer: what the cluster's
+// StatefulSets' selectors have in common ("" = the whole namespace).
+func clusterSelector(c *ops.Cluster) string {
+	sels := make([]*metav1.LabelSelector, 0, len(c.Groups))
+	for _, g := range c.Groups {
+		if g.Object == nil {
+			return ""
+		}
+		sels = append(sels, g.Object.Spec.Selector)
+	}
+	return kube.SelectorFor(sels)
+}
+
+// watchPods feeds the views' pods table from the run's pod informer: it emits an
+// EventPods snapshot whenever a pod changes, until ctx ends. It is a view concern, so it
+// lives beside the views and not in the procedures.
+func watchPods(ctx context.Context, pods *kube.Pods, client kubernetes.Interface, c *ops.Cluster, clock ops.Clock, sink ops.Sink) {
 	groups := map[string]string{} // StatefulSet name -> node group
 	for _, g := range c.Groups {
 		groups[g.StatefulSet] = g.Name
 	}
-	zones := map[string]string{} // node -> zone, from discovery
+	zones := &nodeZones{client: client, zones: map[string]string{}} // node -> zone, from discovery
 	for _, p := range c.AllPods() {
 		if p.Node != "" {
-			zones[p.Node] = p.Zone
+			zones.zones[p.Node] = p.Zone
+			zones.matter = zones.matter || p.Zone != ""
 		}
 	}
-	// A plain pod informer, not client-go's generated factory: the factory links an informer
-	// and lister for every API type into the binary (tens of MiB) for this one use.
-	pods := client.CoreV1().Pods(c.Namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return pods.Watch(ctx, o)
-		},
-	}
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{}, 0, cache.Indexers{})
-	changed := make(chan struct{}, 1)
-	notify := func(any) {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    notify,
-		UpdateFunc: func(_, n any) { notify(n) },
-		DeleteFunc: notify,
-	})
-	go inf.RunWithContext(ctx)
+	changed, unsubscribe := pods.Subscribe()
 	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		defer unsubscribe()
+		zones.listOnce(ctx) // before the first step deletes anything, not between two
+		if pods.Synced(ctx) != nil {
 			return
 		}
 		var last string
 		for {
+			live := pods.List()
+			objs := make([]*corev1.Pod, 0, len(live))
+			for _, p := range live {
+				objs = append(objs, p)
+			}
+			zones.lookup(ctx, objs)
+			rows := podRows(objs, groups, zones.zones)
+			if key := rowsKey(rows); key != last {
+				last = key
+				sink.Emit(ops.Event{Type: ops.EventPods, Time: clock.Now(), Operation: "", Cluster: c.Name, Pods: rows})
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-changed:
 			}
-			objs := inf.GetStore().List()
-			lookupZones(ctx, client, objs, zones)
-			rows := podRows(objs, groups, zones)
-			key := rowsKey(rows)
-			if key == last {
-				continue
-			}
-			last = key
-			sink.Emit(ops.Event{Type: ops.EventPods, Time: clock.Now(), Operation: "", Cluster: c.Name, Pods: rows})
 		}
 	}()
 }
 
-// lookupZones fills in the zones of nodes pods moved to since discovery
-// (once per node; a node that cannot be read keeps an empty zone).
-func lookupZones(ctx context.Context, client kubernetes.Interface, objs []any, zones map[string]string) {
-	for _, o := range objs {
-		p, ok := o.(*corev1.Pod)
-		if !ok || p.Spec.NodeName == "" {
+// nodeZones knows the zones of nodes: those discovery read, and, when the cluster uses
+// zones at all, those of nodes pods moved to since, from one node list per run (read
+// when the first such node shows up). Without zones no node is read.
+type nodeZones struct {
+	client kubernetes.Interface
+	zones  map[string]string
+	matter bool
+	listed bool
+}
+
+func (z *nodeZones) lookup(ctx context.Context, pods []*corev1.Pod) {
+	for _, p := range pods {
+		n := p.Spec.NodeName
+		if _, known := z.zones[n]; n == "" || known {
 			continue
 		}
-		if _, known := zones[p.Spec.NodeName]; known {
-			continue
+		z.listOnce(ctx)
+		if _, known := z.zones[n]; !known {
+			z.zones[n] = ""
 		}
-		zones[p.Spec.NodeName] = ""
-		if n, err := client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{}); err == nil {
-			zones[p.Spec.NodeName] = n.Labels["topology.kubernetes.io/zone"]
+	}
+}
+
+// listOnce reads every node's zone, once per run and only when the cluster uses zones (a
+// namespace-scoped user who may not list nodes keeps the zones discovery found).
+func (z *nodeZones) listOnce(ctx context.Context) {
+	if !z.matter || z.listed {
+		return
+	}
+	z.listed = true
+	l, err := z.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for i := range l.Items {
+		if _, known := z.zones[l.Items[i].Name]; !known {
+			z.zones[l.Items[i].Name] = l.Items[i].Labels["topology.kubernetes.io/zone"]
 		}
 	}
 }
 
 var ordinalSuffix = regexp.MustCompile(`^(.*)-(\d+)$`)
 
-func podRows(objs []any, groups, zones map[string]string) []ops.PodSummary {
+func podRows(objs []*corev1.Pod, groups, zones map[string]string) []ops.PodSummary {
 	type row struct {
 		ops.PodSummary
 		sts string
 		ord int
 	}
 	var rows []row
-	for _, o := range objs {
-		p, ok := o.(*corev1.Pod)
-		if !ok {
-			continue
-		}
+	for _, p := range objs {
 		m := ordinalSuffix.FindStringSubmatch(p.Name)
 		if m == nil {
 			continue

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
@@ -26,7 +27,8 @@ func TestWatchPodsEmitsSnapshots(t *testing.T) {
 	got := make(chan ops.Event, 16)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	watchPods(ctx, client, c, fixedClock{testNow}, ops.SinkFunc(func(e ops.Event) { got <- e }))
+	pods := kube.StartPods(ctx, client, "prod", clusterSelector(c))
+	watchPods(ctx, pods, client, c, fixedClock{testNow}, ops.SinkFunc(func(e ops.Event) { got <- e }))
 
 	first := receive(t, got)
 	if len(first.Pods) != 6 || first.Pods[0].Name != "db-cold-0" || first.Pods[0].Zone != "zone-a" {

@@ -8,7 +8,7 @@ import (
 
 // engineNeeds are the permissions of API calls that engines make inside
 // their steps and health gates (exec for crash and etcdctl, port-forwards
-// for PostgreSQL, StatefulSet and ConfigMap updates, pod labels), by engine
+// for PostgreSQL, StatefulSet updates and replica patches, ConfigMap updates, pod labels), by engine
 // and operation. Steps built by internal/ops declare their own Needs; the
 // engines' steps do not yet, so their calls are listed here from the
 // engines' code. An entry too short makes a run stop half-way for lack of
@@ -16,13 +16,13 @@ import (
 var engineNeeds = map[string]map[string][]ops.Permission{
 	ops.EngineCrateDB: {
 		"restart":   need(needExec(), portForward(), secretsGet()),
-		"scale":     need(needExec(), portForward(), secretsGet(), ops.Need("apps", "statefulsets", "", "update"), ops.PodWaitNeeds),
+		"scale":     need(needExec(), portForward(), secretsGet(), ops.Need("apps", "statefulsets", "", "update", "patch"), ops.PodWaitNeeds),
 		"bootstrap": need(needExec(), portForward(), secretsGet(), ops.PodWaitNeeds),
 		"replace":   need(needExec(), portForward(), secretsGet(), ops.PodWaitNeeds),
 	},
 	ops.EngineEtcd: {
 		"restart": need(needExec()),
-		"scale": need(needExec(), ops.Need("apps", "statefulsets", "", "update"), ops.Need("", "configmaps", "", "get", "create", "update"),
+		"scale": need(needExec(), ops.Need("apps", "statefulsets", "", "patch"), ops.Need("", "configmaps", "", "get", "create", "update"),
 			ops.Need("", "persistentvolumeclaims", "", "get", "list", "delete"), ops.PodWaitNeeds),
 		"replace": need(needExec(), ops.Need("", "configmaps", "", "get", "create", "update"),
 			ops.Need("", "persistentvolumeclaims", "", "get", "list", "delete"), ops.Need("", "pods", "", "delete"), ops.PodWaitNeeds),
@@ -30,7 +30,7 @@ var engineNeeds = map[string]map[string][]ops.Permission{
 	ops.EngineReplicated: {
 		"bootstrap": need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.PodWaitNeeds),
 		"restart":   need(needExec(), ops.Need("", "pods", "", "patch")),
-		"scale":     need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.Need("apps", "statefulsets", "", "update"), ops.PodWaitNeeds),
+		"scale":     need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.Need("apps", "statefulsets", "", "patch"), ops.PodWaitNeeds),
 		"replace":   need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.PodWaitNeeds),
 	},
 }

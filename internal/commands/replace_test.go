@@ -83,6 +83,13 @@ func TestReplaceGenericNewPVCs(t *testing.T) {
 	h := newHarness(t, withPVCObjects("db", dbGroups())...)
 	ctrl := fakecluster.Start(t, h.client, "prod")
 	most := recreatePVCs(h.client)
+	// The first batch's pods come back only once both are gone, whatever the scheduling.
+	ctrl.SetHold(true)
+	go func() {
+		ctrl.WaitDeleted(t, 2)
+		ctrl.SetHold(false)
+		ctrl.Flush()
+	}()
 	r := h.run("replace", "db", "db-master-0", "db-master-1", "db-hot-1", "--max-concurrent", "2", "--yes", "--lock-id", "alice@test")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/tui"
 )
@@ -22,12 +23,22 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 // runWithView runs the executor with one of the three views of its events:
 // NDJSON for -o json, the Bubble Tea TUI on a terminal, plain lines
 // otherwise (CI).
-func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan, cl *Clients, c *ops.Cluster) error {
+func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan, cl *Clients, c *ops.Cluster) (err error) {
+	// One pod informer for the whole run: the steps' waits, preconditions and UID reads
+	// and the pods table all read it (one LIST and one WATCH per run).
+	podsCtx, stopInformer := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformer()
+	pods := kube.StartPods(podsCtx, cl.Kube, c.Namespace, clusterSelector(c))
+	exec.Pods = pods
+	exec.Requests = cl.Requests
+	if cl.Requests != nil && g.Verbosity > 0 {
+		defer func() { fmt.Fprintf(g.ErrOut, "API requests: %s\n", cl.Requests) }()
+	}
 	// The pods table follows the cluster while the operation runs; it
 	// stops before the view closes.
 	withPods := func(ctx context.Context, sink ops.Sink) func() {
 		pctx, stop := context.WithCancel(ctx)
-		watchPods(pctx, cl.Kube, c, cl.Clock, sink)
+		watchPods(pctx, pods, cl.Kube, c, cl.Clock, sink)
 		return stop
 	}
 	switch {
@@ -69,19 +80,34 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 }
 
 // untilDone passes events on and drops pods events once the done event went out, so a pod
-// watcher racing the end of a run never writes after the last line.
+// watcher racing the end of a run never writes after the last line. Pods events before the
+// plan event are held (the latest one) and follow it: the stream starts with the lock and
+// the plan, whichever is quicker, the run's pod informer or taking the lock.
 type untilDone struct {
-	mu    sync.Mutex
-	inner ops.Sink
-	done  bool
+	mu      sync.Mutex
+	inner   ops.Sink
+	planned bool
+	held    *ops.Event
+	done    bool
 }
 
 func (u *untilDone) Emit(e ops.Event) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.done && e.Type == ops.EventPods {
+	switch {
+	case u.done && e.Type == ops.EventPods:
+		return
+	case !u.planned && e.Type == ops.EventPods:
+		u.held = &e
 		return
 	}
 	u.inner.Emit(e)
 	u.done = u.done || e.Type == ops.EventDone
+	if e.Type == ops.EventPlan && !u.planned {
+		u.planned = true
+		if u.held != nil && !u.done {
+			u.inner.Emit(*u.held)
+		}
+		u.held = nil
+	}
 }

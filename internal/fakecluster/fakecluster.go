@@ -6,6 +6,7 @@ package fakecluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -129,6 +130,9 @@ type Controller struct {
 	// Hold, when set, keeps recreated pods back until Flush (a pod that
 	// never comes back, for timeout and interrupt tests).
 	Hold bool
+	// watched is set once a pod watch was opened: a run's pod informer keeps one watch
+	// open for the whole run, so recreations then happen at once.
+	watched bool
 }
 
 // Start installs the controller on client until the test ends.
@@ -158,6 +162,7 @@ func Start(t testing.TB, client *fake.Clientset, ns string) *Controller {
 			return true, nil, err
 		}
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		c.deleted = append(c.deleted, old.Name)
 		c.gen++
 		p := old.DeepCopy()
@@ -167,7 +172,10 @@ func Start(t testing.TB, client *fake.Clientset, ns string) *Controller {
 		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 		c.pending = append(c.pending, p)
-		c.mu.Unlock()
+		if c.watched && !c.Hold {
+			// A run's pod informer watches already: recreate right after this call returns.
+			go c.Flush()
+		}
 		return true, nil, nil
 	})
 	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
@@ -178,6 +186,7 @@ func Start(t testing.TB, client *fake.Clientset, ns string) *Controller {
 		}
 		c.mu.Lock()
 		hold := c.Hold
+		c.watched = true
 		c.mu.Unlock()
 		if !hold {
 			// After the watch exists, so the waiter sees the creation.
@@ -223,4 +232,38 @@ func (c *Controller) WaitDeleted(t testing.TB, n int) {
 		}
 		time.Sleep(2 * time.Millisecond) // test-side poll of an in-memory fake
 	}
+}
+
+// PatchReplicasAsUpdate makes a merge patch of spec.replicas on a StatefulSet (kube.SetReplicas)
+// reach the test's "update statefulsets" reactors as the equivalent update, so a stand-in
+// controller written for updates sees replica changes made either way.
+func PatchReplicasAsUpdate(client *fake.Clientset) {
+	client.PrependReactor("patch", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pa := a.(k8stesting.PatchActionImpl)
+		var patch struct {
+			Spec struct {
+				Replicas *int32 `json:"replicas"`
+			} `json:"spec"`
+		}
+		if pa.GetPatchType() != types.MergePatchType || json.Unmarshal(pa.GetPatch(), &patch) != nil || patch.Spec.Replicas == nil {
+			return false, nil, nil
+		}
+		obj, err := client.Tracker().Get(a.GetResource(), pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		sts := obj.(*appsv1.StatefulSet).DeepCopy()
+		sts.Spec.Replicas = patch.Spec.Replicas
+		upd := k8stesting.NewUpdateAction(a.GetResource(), pa.GetNamespace(), sts)
+		// The chain is walked by hand: the fake holds its lock while a reactor runs.
+		for _, r := range client.ReactionChain {
+			if !r.Handles(upd) {
+				continue
+			}
+			if handled, ret, err := r.React(upd); handled {
+				return true, ret, err
+			}
+		}
+		return true, nil, fmt.Errorf("no reactor handled the update of %s", sts.Name)
+	})
 }

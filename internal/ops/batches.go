@@ -7,14 +7,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 )
 
 // Restart modes: how many pods a rolling restart takes down at once.
@@ -91,6 +86,9 @@ type batch struct {
 	id, target, group string
 	zone              string // "" unless the batch is a zone
 	pods              []Pod
+	// single is the default one-pod step of pod mode (its own plan wording, skipped when
+	// an earlier run already restarted the pod).
+	single bool
 }
 
 // restartBatches splits pods (in procedure order) into batches: one per
@@ -148,20 +146,28 @@ func zonesPrecondition(k int) string {
 	return fmt.Sprintf("at most %d zone(s) other than this one have unavailable pods (waits for it)", k)
 }
 
-// batchStep deletes every pod of b together and waits for all of them to
-// come back. The engine's gate runs Before for each pod before the first
-// deletion, and After for each once all are back.
-func (r *RollingRestart) batchStep(c *Cluster, b batch, maxZones *int, tolerate []string) *Step {
-	ns := c.Namespace
-	var pre []string
+// restartStep deletes the pods of b (one, or a batch together) and waits for all of them to
+// come back with new UIDs and be Ready. The engine's gate runs Before for each pod before the
+// first deletion, and After for each once all are back. Every read comes from the run's pod
+// informer; the UIDs about to be deleted are journaled with the step's start, in one write
+// before the first deletion, so a re-run after a crash knows which incarnations were the old
+// ones.
+// needs are the steps' RBAC permissions, shared by every step of the plan (read-only).
+func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerate []string, needs []Permission) *Step {
+	var pre, details []string
 	switch {
 	case maxZones != nil:
 		pre = append(pre, zonesPrecondition(*maxZones))
+	case b.single && len(tolerate) > 1:
+		pre = append(pre, "every other pod of the cluster not in this request is Ready")
+	case b.single:
+		pre = append(pre, "every other pod of the cluster is Ready")
 	case len(b.pods) < len(c.AllPods()):
 		pre = append(pre, "every pod outside this batch is Ready")
 	}
-	var details []string
-	details = append(details, "pods: "+strings.Join(podNames(b.pods), ", "))
+	if !b.single {
+		details = append(details, "pods: "+strings.Join(podNames(b.pods), ", "))
+	}
 	if r.Gate != nil {
 		for _, pod := range b.pods {
 			gp, gd := r.Gate.Describe(pod)
@@ -171,150 +177,209 @@ func (r *RollingRestart) batchStep(c *Cluster, b batch, maxZones *int, tolerate 
 				}
 			}
 			for _, x := range gd {
-				details = append(details, pod.Name+": "+x)
+				if !b.single {
+					x = pod.Name + ": " + x
+				}
+				details = append(details, x)
 			}
 		}
 	}
-	desc := fmt.Sprintf("delete %d pod(s) together, wait for all to come back with new UIDs and be Ready", len(b.pods))
+	desc := "delete the pod, wait for it to come back with a new UID and be Ready"
+	if !b.single {
+		desc = fmt.Sprintf("delete %d pod(s) together, wait for all to come back with new UIDs and be Ready", len(b.pods))
+	}
 	s := &Step{ID: b.id, Group: b.group, Target: b.target, Description: desc, Preconditions: pre, Details: details, Mutating: true,
-		Needs: append(Need("", "pods", "", "delete"), PodWaitNeeds...)}
-	in := map[string]bool{}
-	for _, p := range b.pods {
-		in[p.Name] = true
-	}
-	for _, name := range tolerate {
-		in[name] = true
-	}
-	s.Precheck = func(ctx context.Context, sc *StepContext) (bool, error) {
-		if maxZones != nil {
-			return false, waitZones(ctx, sc, r.Client, c, b.pods, *maxZones)
-		}
-		live, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, fmt.Errorf("listing pods: %w", err)
-		}
-		for i := range live.Items {
-			lp := &live.Items[i]
-			if !in[lp.Name] && inCluster(c, lp.Name) && !PodReady(lp) {
-				return false, Preconditionf("pod %s is not Ready; restarting %s now would leave more pods unavailable (wait for it, or use --max-unavailable-zones)", lp.Name, b.target)
-			}
-		}
-		for _, m := range missingPods(c, live.Items, "") {
-			if !in[m] {
-				return false, Preconditionf("pod %s does not exist (being recreated?); restarting %s now would leave more pods unavailable (wait for it, or use --max-unavailable-zones)", m, b.target)
-			}
-		}
-		// Pods restarted by an interrupted run are not deleted again
-		// (Action skips them), but the step still runs so the gate's
-		// After is sure to have run for them.
-		return false, nil
-	}
-	s.Action = func(ctx context.Context, sc *StepContext) error {
-		var todo []Pod
-		for _, pod := range b.pods {
-			old, restarted, err := rememberUID(ctx, sc, r.Client, ns, pod)
-			if err != nil {
-				return err
-			}
-			if !restarted {
-				pod.UID = old
-				todo = append(todo, pod)
-			}
-		}
-		if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {
-			if err := bc.BeforeBatch(ctx, sc, todo); err != nil {
-				return err
-			}
-		}
-		if r.Gate != nil {
-			for _, pod := range todo {
-				if err := r.Gate.Before(ctx, sc, pod); err != nil {
-					return err
-				}
-			}
-		}
-		for _, pod := range todo {
-			if err := DeletePod(ctx, r.Client, ns, pod.Name, pod.UID); err != nil {
-				return err
-			}
-			sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(pod.UID)},
-				"DbopsRestartPod", fmt.Sprintf("deleted pod %s for a rolling restart (%s)", pod.Name, b.target))
-		}
-		return nil
-	}
-	s.Verify = func(ctx context.Context, sc *StepContext) error {
-		for i, pod := range b.pods {
-			sc.Progress(int64(i), int64(len(b.pods)), "pods", "waiting for "+pod.Name)
-			if err := waitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name)))); err != nil {
-				return err
-			}
-		}
-		sc.Progress(int64(len(b.pods)), int64(len(b.pods)), "pods", "all back")
-		if r.Gate != nil {
-			for _, pod := range b.pods {
-				if err := r.Gate.After(ctx, sc, pod); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
+		Pods: podNames(b.pods), Needs: needs}
+	rp := &restartProc{r: r, c: c, b: b, maxZones: maxZones, tolerate: tolerate}
+	s.Precheck, s.Prepare, s.Action, s.Verify = rp.precheck, rp.prepare, rp.action, rp.verify
 	return s
 }
 
-// rememberUID journals the UID pod has before this run deletes it, and
-// reports whether an earlier run already restarted it (the live pod has
-// another UID and is Ready).
-func rememberUID(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns string, pod Pod) (types.UID, bool, error) {
-	old := types.UID(sc.Get(uidKey(pod.Name)))
-	cur, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return "", false, fmt.Errorf("reading pod %s: %w", pod.Name, err)
+// restartProc is one restart step's procedure (one struct per step rather than four closures:
+// plans have thousands of steps).
+type restartProc struct {
+	r        *RollingRestart
+	c        *Cluster
+	b        batch
+	maxZones *int
+	tolerate []string
+}
+
+func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, error) {
+	r, c, b, ns := rp.r, rp.c, rp.b, rp.c.Namespace
+	pods := sc.PodCache(r.Client, ns)
+	if rp.maxZones != nil {
+		if err := waitZones(ctx, sc, pods, c, b.pods, *rp.maxZones); err != nil {
+			return false, err
+		}
+	} else {
+		if err := pods.Synced(ctx); err != nil {
+			return false, err
+		}
+		in := make(map[string]bool, len(b.pods)+len(rp.tolerate))
+		for _, p := range b.pods {
+			in[p.Name] = true
+		}
+		for _, name := range rp.tolerate {
+			in[name] = true
+		}
+		// The refusal's wording, as each mode has always said it.
+		subject, refuse, hint := b.target, "more pods", "wait for it, or use --max-unavailable-zones"
+		if b.single {
+			subject, refuse, hint = b.pods[0].Name, "two pods", "wait for it, or restart only other groups with --group"
+		}
+		if err := othersReady(c, pods.List(), in, subject, refuse, hint); err != nil {
+			return false, err
+		}
 	}
-	if old != "" {
-		return old, err == nil && cur.UID != old && PodReady(cur), nil
+	restarted := 0
+	for _, pod := range b.pods {
+		if _, done := recordUID(sc, pods, pod); done {
+			restarted++
+		}
+	}
+	// A single pod restarted by an earlier run that crashed before it could record the
+	// step as done is done. In a batch, pods restarted by an interrupted run are not
+	// deleted again (action skips them), but the step still runs so the gate's After is
+	// sure to have run for them.
+	return b.single && restarted == len(b.pods), nil
+}
+
+// prepare runs as the previous step finishes: its "done" write carries these pods' UIDs, so
+// this step writes nothing before its delete. The precheck still decides.
+func (rp *restartProc) prepare(sc *StepContext) {
+	pods := sc.PodCache(rp.r.Client, rp.c.Namespace)
+	if pods == nil || !pods.HasSynced() {
+		return
+	}
+	for _, pod := range rp.b.pods {
+		recordUID(sc, pods, pod)
+	}
+}
+
+func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
+	r, b, ns := rp.r, rp.b, rp.c.Namespace
+	pods := sc.PodCache(r.Client, ns)
+	var todo []Pod
+	gone := map[string]bool{}
+	for _, pod := range b.pods {
+		old, restarted := recordUID(sc, pods, pod)
+		if !restarted {
+			pod.UID = old
+			todo = append(todo, pod)
+			// An incarnation this request already deleted (an interrupted run: the old UID
+			// is journaled and no longer live) is not deleted, or reported, again; the
+			// gate still runs for it.
+			gone[pod.Name] = oldGone(pods, pod.Name, old)
+		}
+	}
+	// Normally written with the step's start already; this covers a UID first seen now.
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
+		return err
+	}
+	if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {
+		if err := bc.BeforeBatch(ctx, sc, todo); err != nil {
+			return err
+		}
+	}
+	if r.Gate != nil {
+		for _, pod := range todo {
+			if err := r.Gate.Before(ctx, sc, pod); err != nil {
+				return err
+			}
+		}
+	}
+	for _, pod := range todo {
+		if gone[pod.Name] {
+			continue
+		}
+		if err := DeletePod(ctx, r.Client, ns, pod.Name, pod.UID); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("deleted pod %s for a rolling restart", pod.Name)
+		if !b.single {
+			msg += " (" + b.target + ")"
+		}
+		sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(pod.UID)}, "DbopsRestartPod", msg)
+	}
+	return nil
+}
+
+func (rp *restartProc) verify(ctx context.Context, sc *StepContext) error {
+	r, b, ns := rp.r, rp.b, rp.c.Namespace
+	for i, pod := range b.pods {
+		prefix := ""
+		if !b.single {
+			prefix = pod.Name + ": "
+			sc.Progress(int64(i), int64(len(b.pods)), "pods", "waiting for "+pod.Name)
+		}
+		if err := WaitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name))), prefix); err != nil {
+			return err
+		}
+	}
+	if !b.single {
+		sc.Progress(int64(len(b.pods)), int64(len(b.pods)), "pods", "all back")
+	}
+	if r.Gate != nil {
+		for _, pod := range b.pods {
+			if err := r.Gate.After(ctx, sc, pod); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// othersReady refuses when a pod of the cluster outside in is not Ready or does not exist
+// (being recreated): taking target down now would leave more than it unavailable.
+func othersReady(c *Cluster, live map[string]*corev1.Pod, in map[string]bool, target, what, hint string) error {
+	names := make([]string, 0, len(live))
+	for name := range live {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !in[name] && inCluster(c, name) && !PodReady(live[name]) {
+			return Preconditionf("pod %s is not Ready; restarting %s now would leave %s unavailable (%s)", name, target, what, hint)
+		}
+	}
+	for _, m := range missingPods(c, live) {
+		if !in[m] {
+			return Preconditionf("pod %s does not exist (being recreated?); restarting %s now would leave %s unavailable (%s)", m, target, what, hint)
+		}
+	}
+	return nil
+}
+
+// oldGone reports whether pod's journaled old incarnation is no longer live: deleted already
+// (by an interrupted run of this request), so there is nothing to delete or report.
+func oldGone(pods *kube.Pods, name string, old types.UID) bool {
+	if old == "" {
+		return false
+	}
+	cur := pods.Get(name)
+	return cur == nil || cur.UID != old
+}
+
+// recordUID stages in the journal the UID pod has before this run deletes it (written with
+// the step's start, before any deletion), and reports whether an earlier run already
+// restarted it: the journal names an old UID and the live pod has another and is Ready.
+func recordUID(sc *StepContext, pods *kube.Pods, pod Pod) (old types.UID, restarted bool) {
+	cur := pods.Get(pod.Name)
+	if old = types.UID(sc.Get(uidKey(pod.Name))); old != "" {
+		return old, cur != nil && cur.UID != old && PodReady(cur)
 	}
 	old = pod.UID // gone already: the discovered UID is the old one
-	if err == nil {
+	if cur != nil {
 		old = cur.UID
 	}
-	// Persist before deleting: after a crash the re-run must know which
-	// UID was the old one.
-	if err := sc.Set(ctx, uidKey(pod.Name), string(old)); err != nil {
-		return "", false, err
-	}
-	return old, false, nil
+	sc.Stage(uidKey(pod.Name), string(old))
+	return old, false
 }
 
-// waitNewPodReady watches until name exists with a UID other than old and
-// is Ready.
-func waitNewPodReady(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns, name string, old types.UID) error {
-	lastReason := ""
-	_, err := WaitPod(ctx, client, ns, name, func(p *corev1.Pod) (bool, error) {
-		reason := ""
-		switch {
-		case p == nil:
-			reason = name + ": old pod gone; waiting for the StatefulSet to recreate it"
-		case p.UID == old:
-			reason = name + ": old pod terminating"
-		case !PodReady(p):
-			reason = fmt.Sprintf("%s: new pod %s (UID %s) not Ready yet", name, strings.ToLower(string(p.Status.Phase)), shortUID(p.UID))
-		default:
-			return true, nil
-		}
-		if reason != lastReason {
-			lastReason = reason
-			sc.Waiting(reason)
-		}
-		return false, nil
-	})
-	return err
-}
-
-// waitZones watches the cluster's pods until at most k zones, not counting
-// the zones of the pods about to be restarted, have pods that are not
-// Ready (or are missing).
-func waitZones(ctx context.Context, sc *StepContext, client kubernetes.Interface, c *Cluster, batch []Pod, k int) error {
+// waitZones waits, on the run's pod informer, until at most k zones, not counting the zones
+// of the pods about to be restarted, have pods that are not Ready (or are missing).
+func waitZones(ctx context.Context, sc *StepContext, pods *kube.Pods, c *Cluster, batch []Pod, k int) error {
 	own := map[string]bool{}
 	for _, p := range batch {
 		own[zoneOf(p)] = true
@@ -324,7 +389,7 @@ func waitZones(ctx context.Context, sc *StepContext, client kubernetes.Interface
 		zone[p.Name] = zoneOf(p)
 	}
 	last := ""
-	err := WaitPods(ctx, client, c.Namespace, func(live map[string]*corev1.Pod) (bool, error) {
+	err := pods.Until(ctx, func(live map[string]*corev1.Pod) (bool, error) {
 		bad := map[string]bool{}
 		for name, z := range zone {
 			if !own[z] && !PodReady(live[name]) {
@@ -348,46 +413,6 @@ func waitZones(ctx context.Context, sc *StepContext, client kubernetes.Interface
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for unavailable zones to drop to %d: %w", k, err)
-	}
-	return nil
-}
-
-// WaitPods watches every pod of a namespace until cond, given the current
-// pods by name, returns true, an error, or ctx ends. Watch-based, no
-// polling sleeps.
-func WaitPods(ctx context.Context, client kubernetes.Interface, namespace string, cond func(map[string]*corev1.Pod) (bool, error)) error {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Pods(namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Pods(namespace).Watch(ctx, o)
-		},
-	}
-	live := map[string]*corev1.Pod{}
-	pre := func(store cache.Store) (bool, error) {
-		clear(live)
-		for _, o := range store.List() {
-			if p, ok := o.(*corev1.Pod); ok {
-				live[p.Name] = p
-			}
-		}
-		return cond(live)
-	}
-	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{}, pre, func(ev watch.Event) (bool, error) {
-		p, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return false, nil
-		}
-		if ev.Type == watch.Deleted {
-			delete(live, p.Name)
-		} else {
-			live[p.Name] = p
-		}
-		return cond(live)
-	})
-	if err != nil {
-		return fmt.Errorf("watching pods in %s: %w", namespace, err)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func largeCluster() discovery.Objects {
 
 // BenchmarkRollingRestartPlan5000 measures turning listed API objects of
 // 5,000 pods in 50 groups into a rolling restart plan and rendering it for
-// --dry-run. Target: under 200 ms and 100 MB per operation.
+// --dry-run. Target (#15): under 30 ms and 15 MB per operation.
 func BenchmarkRollingRestartPlan5000(b *testing.B) {
 	objs := largeCluster()
 	rr := &ops.RollingRestart{Client: fake.NewClientset()}

@@ -63,6 +63,9 @@ type Event struct {
 	Timeout  time.Duration `json:"timeoutNs,omitempty"`
 	// Resume tells the user how to continue after an interruption.
 	Resume string `json:"resume,omitempty"`
+	// APIRequests (done event) counts the run's Kubernetes API requests by "verb resource",
+	// plus "total".
+	APIRequests map[string]int `json:"apiRequests,omitempty"`
 }
 
 // StepRef identifies a plan step inside events.

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 )
 
 // Executor runs a Plan: it takes the cluster lock, keeps a journal on it,
@@ -39,6 +43,12 @@ type Executor struct {
 	// Pacing spaces the steps out and may stop the run after some
 	// (--pause-between, --pause-after); zero: none.
 	Pacing Pacing
+	// Requests, when set, counts the run's API requests; the done event carries its counts.
+	Requests *kube.RequestCounter
+	// Pods is the run's pod informer, shared by every wait and precondition of the steps and
+	// by the pods view (the commands start it with the view). When nil, the first step that
+	// needs one starts it for the rest of the run.
+	Pods *kube.Pods
 
 	plan  *Plan
 	held  HeldLock
@@ -47,6 +57,16 @@ type Executor struct {
 	// keepLock is set when the lock was already held by hand (lock
 	// acquire) before this run: the run must not end the user's hold.
 	keepLock bool
+	// dirty is set while the journal holds a change not written yet (the step now running);
+	// it is written at the latest just before the step's action.
+	dirty bool
+	// lastWrite is when the lease was last written (journal saves renew it too), so the
+	// renewal skips a period that a save already covered.
+	lastWrite time.Time
+
+	podsMu  sync.Mutex
+	podsCtx context.Context
+	ownPods map[string]*kube.Pods // started by this run, by namespace
 }
 
 // Run executes p. The returned error maps to an exit code via ExitCode.
@@ -62,6 +82,11 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	}
 	e.plan = p
 	e.start = e.Clock.Now()
+	podsCtx, stopPods := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPods()
+	e.podsMu.Lock()
+	e.podsCtx = podsCtx
+	e.podsMu.Unlock()
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -304,6 +329,12 @@ func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseF
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if e.recentlyWritten(every) {
+					// A journal save renewed the lease meanwhile: no write of its own.
+					info := e.held.Info()
+					e.emit(Event{Type: EventLock, Lock: &info})
+					continue
+				}
 				info, err := e.held.Renew(ctx)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -337,7 +368,11 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 		if err := e.Pacing.Pace(ctx, ran, s, e.emit); err != nil {
 			return err
 		}
-		if err := e.runStep(ctx, j, s, ref); err != nil {
+		var next *Step
+		if i+1 < total {
+			next = e.plan.Steps[i+1]
+		}
+		if err := e.runStep(ctx, j, s, ref, next); err != nil {
 			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = err.Error() })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
@@ -346,12 +381,20 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 	return nil
 }
 
-func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef) error {
+func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef, next *Step) error {
 	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
+	// Code deep inside a step (a database connector picking a Ready pod) reads the run's
+	// pod informer from the context instead of getting pods one by one.
+	ctx = kube.WithPods(ctx, e.Pods)
 	e.emitStep(EventStepStarted, ref, nil)
-	j.Current = s.ID
-	if err := e.saveJournal(ctx, j); err != nil {
-		return err
+	// "Step started" is written together with what the precheck staged (the UIDs a restart
+	// is about to delete), in one write just before the action: nothing changed before it.
+	// The previous step's "done" may have written it already (Step.Prepare).
+	if j.Current != s.ID {
+		j.Current = s.ID
+		e.mu.Lock()
+		e.dirty = true
+		e.mu.Unlock()
 	}
 	if s.Precheck != nil {
 		done, err := s.Precheck(ctx, sc)
@@ -370,6 +413,9 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
+		if err := e.flushJournal(ctx, j); err != nil {
+			return err
+		}
 		// The action is not cut short by Ctrl-C: a half-sent change is worse
 		// than finishing it. It is bounded by the grace period instead.
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
@@ -384,12 +430,29 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 			return err
 		}
 	}
-	// Durable first: a consumer told "done" must find it in the journal.
-	if err := e.markDone(ctx, j, s); err != nil {
+	// Durable first: a consumer told "done" must find it in the journal. The same write
+	// carries what the next step stages for its start, and names it current.
+	var err error
+	if next != nil && next.Prepare != nil && !j.IsDone(next.ID) && context.Cause(ctx) == nil {
+		next.Prepare(&StepContext{Step: next, LockID: e.lockID(), journal: j, exec: e})
+		err = e.markDoneThen(ctx, j, s, next.ID)
+	} else {
+		err = e.markDone(ctx, j, s)
+	}
+	if err != nil {
 		return err
 	}
 	e.emitStep(EventStepDone, ref, nil)
 	return nil
+}
+
+// markDoneThen records s as done and next as the current step, in one write.
+func (e *Executor) markDoneThen(ctx context.Context, j *Journal, s *Step, next string) error {
+	j.Done = append(j.Done, s.ID)
+	j.Current = next
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
+	defer cancel()
+	return e.saveJournal(sctx, j)
 }
 
 func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {
@@ -409,16 +472,66 @@ func (e *Executor) lockID() string {
 }
 
 func (e *Executor) saveJournal(ctx context.Context, j *Journal) error {
-	j.Updated = e.Clock.Now()
-	if e.held == nil {
-		return nil
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.saveLocked(ctx, j)
+}
+
+// flushJournal writes the journal if it holds a change not written yet.
+func (e *Executor) flushJournal(ctx context.Context, j *Journal) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.dirty {
+		return nil
+	}
+	return e.saveLocked(ctx, j)
+}
+
+func (e *Executor) saveLocked(ctx context.Context, j *Journal) error {
+	j.Updated = e.Clock.Now()
+	if e.held == nil {
+		e.dirty = false
+		return nil
+	}
 	if err := e.held.SaveJournal(ctx, j); err != nil {
 		return fmt.Errorf("saving the operation journal: %w", err)
 	}
+	e.dirty = false
+	e.lastWrite = e.Clock.Now()
 	return nil
+}
+
+// recentlyWritten reports whether the lease was written less than d ago.
+func (e *Executor) recentlyWritten(d time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.lastWrite.IsZero() && e.Clock.Now().Sub(e.lastWrite) < d
+}
+
+// podCache returns the run's pod informer for namespace ns: the one the commands started
+// (Pods), else one this run starts on first use and stops when it ends.
+func (e *Executor) podCache(client kubernetes.Interface, ns string) *kube.Pods {
+	if e.Pods != nil && e.Pods.Namespace() == ns {
+		return e.Pods
+	}
+	e.podsMu.Lock()
+	defer e.podsMu.Unlock()
+	if p := e.ownPods[ns]; p != nil {
+		return p
+	}
+	if client == nil {
+		return nil
+	}
+	if e.podsCtx == nil {
+		// A step run outside Run (a test driving one step): no run to bound the informer.
+		e.podsCtx = context.Background()
+	}
+	if e.ownPods == nil {
+		e.ownPods = map[string]*kube.Pods{}
+	}
+	p := kube.StartPods(e.podsCtx, client, ns, "")
+	e.ownPods[ns] = p
+	return p
 }
 
 func (e *Executor) emit(ev Event) {
@@ -446,6 +559,9 @@ func (e *Executor) emitStep(t EventType, ref StepRef, fill func(*Event)) {
 
 func (e *Executor) emitDone(outcome string, err error) {
 	ev := Event{Type: EventDone, Outcome: outcome, Timeout: e.Timeout}
+	if e.Requests != nil {
+		ev.APIRequests = e.Requests.Snapshot()
+	}
 	if err != nil {
 		ev.Error = err.Error()
 		if outcome != OutcomeSucceeded && e.plan != nil && e.plan.Command != "" && ExitCode(err) != ExitLocked {

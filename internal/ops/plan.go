@@ -105,6 +105,11 @@ type Step struct {
 	Action func(ctx context.Context, sc *StepContext) error `json:"-"`
 	// Verify waits until the change has taken effect (watches, polls).
 	Verify func(ctx context.Context, sc *StepContext) error `json:"-"`
+	// Prepare, optional, stages (StepContext.Stage) from cached state what the step must have
+	// journaled before its action (a restart: the UIDs it deletes). The previous step's "done"
+	// write then carries it and names this step as current, so this step needs no write of
+	// its own before its action.
+	Prepare func(sc *StepContext) `json:"-"`
 }
 
 // StepContext is what a running step can use besides its closure state.
@@ -223,6 +228,7 @@ func (p *Plan) View() *PlanView {
 // WritePlanText renders a plan for humans; golden-tested, so keep it stable.
 func WritePlanText(w io.Writer, v *PlanView) error {
 	var b strings.Builder
+	b.Grow(256 + 160*len(v.Steps)) // a step's line and its precondition, without regrowing
 	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
 	if v.Args != "" {
 		Fprintf(&b, " %s", v.Args)

@@ -133,12 +133,11 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 		replacing[p.Name] = true
 	}
 	s.Precheck = func(ctx context.Context, sc *StepContext) (bool, error) {
-		live, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, fmt.Errorf("listing pods: %w", err)
+		pods := sc.PodCache(r.Client, ns)
+		if err := pods.Synced(ctx); err != nil {
+			return false, err
 		}
-		for i := range live.Items {
-			lp := &live.Items[i]
+		for _, lp := range pods.List() {
 			if !replacing[lp.Name] && inCluster(c, lp.Name) && !PodReady(lp) {
 				return false, Preconditionf("pod %s is not Ready; replacing %s now would leave more pods unavailable (wait for it, or replace it too)", lp.Name, BatchID(b))
 			}
@@ -197,13 +196,14 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 // the pod is gone, and the StatefulSet controller does not recreate the
 // pod on a PVC being deleted, so the new pod always gets a fresh one.
 func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string, pod Pod) error {
-	old, restarted, err := rememberUID(ctx, sc, r.Client, ns, pod)
-	if err != nil {
-		return err
-	}
+	old, restarted := recordUID(sc, sc.PodCache(r.Client, ns), pod)
 	if restarted {
 		// Recreated by an earlier run; its PVCs were deleted before it.
 		return nil
+	}
+	// Persist before deleting: after a crash the re-run must know which UID was the old one.
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
+		return err
 	}
 	for _, name := range pod.PVCs {
 		uid := types.UID(sc.Get(pvcUIDKey(name)))
@@ -239,7 +239,7 @@ func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string,
 // waitOne waits for pod to be back Ready with a new UID, then checks that
 // each of its PVCs is a new one.
 func (r *Replacement) waitOne(ctx context.Context, sc *StepContext, ns string, pod Pod) error {
-	if err := waitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name)))); err != nil {
+	if err := WaitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name))), pod.Name+": "); err != nil {
 		return err
 	}
 	for _, name := range pod.PVCs {

@@ -106,7 +106,14 @@ func TestReplacementPlanGolden(t *testing.T) {
 // (but that many are: the batch really runs together).
 func TestReplacementNewPVCsAndMaxConcurrent(t *testing.T) {
 	c, client := zonedCluster()
-	fakecluster.Start(t, client, "prod")
+	ctrl := fakecluster.Start(t, client, "prod")
+	// The first batch's pods come back only once both are gone, whatever the scheduling.
+	ctrl.SetHold(true)
+	go func() {
+		ctrl.WaitDeleted(t, 2)
+		ctrl.SetHold(false)
+		ctrl.Flush()
+	}()
 	w := withPVCs(t, c, client)
 	pods := []string{"db-master-0", "db-master-1", "db-master-2", "db-hot-0", "db-hot-1"}
 	p, err := (&Replacement{Client: client}).Plan(c, EngineGeneric, ReplaceRequest{Pods: pods, MaxConcurrent: 2})

@@ -7,9 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -56,7 +53,11 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 	}
 	p := NewPlan("restart", c, engine, restartArgs(mode, opts))
 	p.Destructive = true
-	var pods []Pod
+	n := 0
+	for _, g := range c.Groups {
+		n += max(len(g.Pods), int(g.Desired))
+	}
+	pods := make([]Pod, 0, n)
 	for _, g := range c.Groups {
 		if len(opts.Groups) > 0 && !slices.Contains(opts.Groups, g.Name) {
 			continue
@@ -67,19 +68,19 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 			}
 		}
 	}
-	stepPods := map[string][]string{}
+	stepPods := make(map[string][]string, len(pods))
+	needs := append(Need("", "pods", "", "delete"), PodWaitNeeds...)
 	switch {
 	case mode == ModePod && opts.BatchSize <= 1:
 		for _, pod := range pods {
-			s := r.step(c, c.Group(pod.Group), pod, opts.MaxUnavailableZones, opts.Pods)
-			s.Pods = []string{pod.Name}
+			b := batch{id: "restart/" + pod.Name, target: "pod/" + pod.Name, group: pod.Group, pods: []Pod{pod}, single: true}
+			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods, needs)
 			stepPods[s.ID] = s.Pods
 			p.Steps = append(p.Steps, s)
 		}
 	default:
 		for _, b := range restartBatches(mode, pods, opts.BatchSize) {
-			s := r.batchStep(c, b, opts.MaxUnavailableZones, opts.Pods)
-			s.Pods = podNames(b.pods)
+			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods, needs)
 			stepPods[s.ID] = s.Pods
 			p.Steps = append(p.Steps, s)
 		}
@@ -139,127 +140,6 @@ func (r *RollingRestart) preflight(ctx context.Context, c *Cluster, p *Plan, st 
 	return nil
 }
 
-// tolerate names pods that may be down meanwhile: the other pods of the
-// same request (replace --strategy deletion picks failed pods).
-func (r *RollingRestart) step(c *Cluster, g *NodeGroup, pod Pod, maxZones *int, tolerate []string) *Step {
-	ns := c.Namespace
-	pre := []string{"every other pod of the cluster is Ready"}
-	if len(tolerate) > 1 {
-		pre = []string{"every other pod of the cluster not in this request is Ready"}
-	}
-	if maxZones != nil {
-		pre = []string{zonesPrecondition(*maxZones)}
-	}
-	var details []string
-	if r.Gate != nil {
-		gp, gd := r.Gate.Describe(pod)
-		pre = append(pre, gp...)
-		details = append(details, gd...)
-	}
-	s := &Step{
-		ID:            "restart/" + pod.Name,
-		Group:         g.Name,
-		Target:        "pod/" + pod.Name,
-		Description:   "delete the pod, wait for it to come back with a new UID and be Ready",
-		Needs:         append(Need("", "pods", "", "delete"), PodWaitNeeds...),
-		Preconditions: pre,
-		Details:       details,
-		Mutating:      true,
-	}
-	s.Precheck = func(ctx context.Context, sc *StepContext) (bool, error) {
-		live, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, fmt.Errorf("listing pods: %w", err)
-		}
-		old := types.UID(sc.Get(uidKey(pod.Name)))
-		for i := range live.Items {
-			lp := &live.Items[i]
-			if lp.Name == pod.Name {
-				// Restarted by an earlier run that crashed before it
-				// could record the step as done.
-				if old != "" && lp.UID != old && PodReady(lp) {
-					return true, nil
-				}
-				continue
-			}
-			if maxZones == nil && inCluster(c, lp.Name) && !PodReady(lp) && !slices.Contains(tolerate, lp.Name) {
-				return false, Preconditionf("pod %s is not Ready; restarting %s now would leave two pods unavailable (wait for it, or restart only other groups with --group)", lp.Name, pod.Name)
-			}
-		}
-		if maxZones == nil {
-			for _, m := range missingPods(c, live.Items, pod.Name) {
-				if !slices.Contains(tolerate, m) {
-					return false, Preconditionf("pod %s does not exist (being recreated?); restarting %s now would leave two pods unavailable (wait for it, or restart only other groups with --group)", m, pod.Name)
-				}
-			}
-		}
-		if maxZones != nil {
-			return false, waitZones(ctx, sc, r.Client, c, []Pod{pod}, *maxZones)
-		}
-		return false, nil
-	}
-	s.Action = func(ctx context.Context, sc *StepContext) error {
-		old := types.UID(sc.Get(uidKey(pod.Name)))
-		if old == "" {
-			cur, err := r.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("reading pod %s: %w", pod.Name, err)
-			}
-			if err == nil {
-				old = cur.UID
-			} else {
-				old = pod.UID // gone already; the discovered UID is the old one
-			}
-			// Persist before deleting: after a crash the re-run must know
-			// which UID was the old one.
-			if err := sc.Set(ctx, uidKey(pod.Name), string(old)); err != nil {
-				return err
-			}
-		}
-		if r.Gate != nil {
-			if err := r.Gate.Before(ctx, sc, pod); err != nil {
-				return err
-			}
-		}
-		if err := DeletePod(ctx, r.Client, ns, pod.Name, old); err != nil {
-			return err
-		}
-		sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(old)},
-			"DbopsRestartPod", fmt.Sprintf("deleted pod %s for a rolling restart", pod.Name))
-		return nil
-	}
-	s.Verify = func(ctx context.Context, sc *StepContext) error {
-		old := types.UID(sc.Get(uidKey(pod.Name)))
-		lastReason := ""
-		_, err := WaitPod(ctx, r.Client, ns, pod.Name, func(p *corev1.Pod) (bool, error) {
-			reason := ""
-			switch {
-			case p == nil:
-				reason = "old pod gone; waiting for the StatefulSet to recreate it"
-			case p.UID == old:
-				reason = "old pod terminating"
-			case !PodReady(p):
-				reason = fmt.Sprintf("new pod %s (UID %s) not Ready yet", strings.ToLower(string(p.Status.Phase)), shortUID(p.UID))
-			default:
-				return true, nil
-			}
-			if reason != lastReason {
-				lastReason = reason
-				sc.Waiting(reason)
-			}
-			return false, nil
-		})
-		if err != nil {
-			return err
-		}
-		if r.Gate != nil {
-			return r.Gate.After(ctx, sc, pod)
-		}
-		return nil
-	}
-	return s
-}
-
 // groupPods are the pods of g in ordinal order, with the ordinals below the StatefulSet's
 // size that have no pod right now (being recreated: a run killed right after deleting one)
 // stood in by a not-Ready placeholder. They are StatefulSet pods by name (<sts>-<ordinal>),
@@ -280,16 +160,12 @@ func groupPods(g *NodeGroup) []Pod {
 }
 
 // missingPods names the cluster's pods that should exist (ordinal below the StatefulSet's
-// size) but are not in live, except skip.
-func missingPods(c *Cluster, live []corev1.Pod, skip string) []string {
-	exists := map[string]bool{}
-	for i := range live {
-		exists[live[i].Name] = true
-	}
+// size) but are not in live.
+func missingPods(c *Cluster, live map[string]*corev1.Pod) []string {
 	var out []string
 	for _, g := range c.Groups {
 		for _, p := range groupPods(g) {
-			if p.Name != skip && !exists[p.Name] {
+			if live[p.Name] == nil {
 				out = append(out, p.Name)
 			}
 		}
@@ -300,14 +176,6 @@ func missingPods(c *Cluster, live []corev1.Pod, skip string) []string {
 func inCluster(c *Cluster, pod string) bool {
 	_, p := c.Pod(pod)
 	return p != nil
-}
-
-func shortUID(u types.UID) string {
-	s := string(u)
-	if len(s) > 8 {
-		return s[:8]
-	}
-	return s
 }
 
 // GenericEngine handles any StatefulSet-based cluster with no database

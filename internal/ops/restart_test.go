@@ -11,7 +11,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 )
@@ -382,5 +384,41 @@ func TestRollingRestartMissingPod(t *testing.T) {
 	// web-2's own check refuses while web-1 is missing.
 	if _, err := p.Steps[2].Precheck(context.Background(), &StepContext{exec: &Executor{}, journal: &Journal{}}); ExitCode(err) != ExitPrecondition || !strings.Contains(err.Error(), "db-web-1 does not exist") {
 		t.Fatalf("web-2 precheck = %v, want a refusal naming the missing db-web-1", err)
+	}
+}
+
+// TestRollingRestartJournalWrites: a restart of n pods writes the journal n+3 times: the run's
+// start, the first step's start (with the UID it deletes), each step's done (carrying the next
+// pod's UID), and the end; and every UID is journaled before its pod is deleted.
+func TestRollingRestartJournalWrites(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locker := &memLocker{id: "alice@api:6443"}
+	var unjournaled []string
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.DeleteActionImpl).Name
+		locker.mu.Lock()
+		defer locker.mu.Unlock()
+		var j Journal
+		if err := json.Unmarshal(locker.journal, &j); err != nil || j.Data[uidKey(name)] == "" || j.Current != "restart/"+name {
+			unjournaled = append(unjournaled, name)
+		}
+		return false, nil, nil
+	})
+	if err := (&Executor{Locker: locker, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if got := len(ctrl.Deleted()); got != 3 {
+		t.Fatalf("deleted %d pods, want 3", got)
+	}
+	if want := 3 + 3; locker.saves != want {
+		t.Errorf("journal written %d times, want %d", locker.saves, want)
+	}
+	if len(unjournaled) > 0 {
+		t.Errorf("pods deleted before their UID and step were journaled: %v", unjournaled)
 	}
 }

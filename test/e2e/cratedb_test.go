@@ -998,6 +998,11 @@ func testCrateDBRollingRestartOn(t *testing.T, x *crateEnv, sig syscall.Signal) 
 	}
 	skipped := stepsOf(ev2, "step-skipped")
 	t.Logf("run 2: steps marked done in the plan %v, skipped %v", planDone, skipped)
+	for _, e := range ev2 {
+		if e.Type == "step-skipped" {
+			t.Logf("  skipped %s: %s", e.stepID(), e.Reason)
+		}
+	}
 	for _, id := range done1 {
 		switch {
 		case slices.Contains(stepsOf(ev2, "step-started"), id) && !slices.Contains(skipped, id):
@@ -1095,7 +1100,26 @@ func testCrateDBRollingRestartOn(t *testing.T, x *crateEnv, sig syscall.Signal) 
 	if n := len(order) - len(done1); n > 0 {
 		t.Logf("API requests per restarted pod in the resumed run alone: %.1f", float64(total-req1)/float64(n))
 	}
+	// The steady-state cost per pod of the resumed run: at most 8 (delete, the gate's and the
+	// restart's events, the step's journal write; connections pick pods from the run's
+	// informer).
+	if perPod, window := counter.perPodBetweenDeletesFrom(req1); perPod > 8 {
+		t.Errorf("%.1f API requests per restarted CrateDB pod, want at most 8; between the deletes:\n  %s", perPod, strings.Join(window, "\n  "))
+	} else {
+		t.Logf("API requests per restarted pod between the resumed run's first and last delete: %.1f", perPod)
+	}
 	t.Logf("durations: run 1 %s, run 2 %s", res1.Elapsed.Round(time.Millisecond), res2.Elapsed.Round(time.Millisecond))
+	// The gate reports the SQL statements each pod's restart took.
+	reported := 0
+	for _, e := range ev2 {
+		if e.Type == "step-progress" && strings.Contains(e.Message, "SQL statements for pod") {
+			reported++
+			t.Logf("  %s", e.Message)
+		}
+	}
+	if want := len(order) - len(done1); reported < want-1 {
+		t.Errorf("%d pods reported their SQL statements in the resumed run, want at least %d", reported, want-1)
+	}
 	if health, sres := x.statusHealth(); health != "green" {
 		t.Errorf("status health %q after the restart, want green: %s", health, sres)
 	}

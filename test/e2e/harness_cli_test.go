@@ -169,7 +169,9 @@ type ndEvent struct {
 	Error   string        `json:"error"`
 	Outcome string        `json:"outcome"`
 	Elapsed time.Duration `json:"elapsedNs"`
-	Lock    *struct {
+	// APIRequests is the done event's request count by "verb resource", plus "total".
+	APIRequests map[string]int `json:"apiRequests"`
+	Lock        *struct {
 		Action string `json:"action"`
 		Holder string `json:"holder"`
 	} `json:"lock"`

@@ -10,9 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -85,8 +87,13 @@ func (p *PGConnector) Connect(ctx context.Context, c *ops.Cluster, creds Credent
 	}
 	var errs []error
 	for _, pod := range candidatePods(c, avoid) {
-		live, err := p.Client.CoreV1().Pods(c.Namespace).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil || !ops.PodReady(live) {
+		var live *corev1.Pod
+		if pods := kube.PodsFrom(ctx, c.Namespace); pods != nil {
+			live = pods.Get(pod) // the run's pod informer: no request
+		} else if live, err = p.Client.CoreV1().Pods(c.Namespace).Get(ctx, pod, metav1.GetOptions{}); err != nil {
+			continue
+		}
+		if !ops.PodReady(live) {
 			continue
 		}
 		// The forward lives as long as the connection; its own context
@@ -305,6 +312,9 @@ type session struct {
 	// so the retry below reconnects.
 	timeout time.Duration
 
+	// statements counts the statements sent (every attempt), for the per-pod report.
+	statements atomic.Int64
+
 	mu  sync.Mutex
 	db  DB
 	pod string
@@ -390,6 +400,7 @@ func (s *session) query(ctx context.Context, avoid []string, sql string, args ..
 	var rows [][]any
 	err := s.retry(ctx, avoid, func(db DB) error {
 		var err error
+		s.statements.Add(1)
 		rows, err = db.Query(ctx, sql, args...)
 		return err
 	})
@@ -397,7 +408,10 @@ func (s *session) query(ctx context.Context, avoid []string, sql string, args ..
 }
 
 func (s *session) exec(ctx context.Context, avoid []string, sql string, args ...any) error {
-	return s.retry(ctx, avoid, func(db DB) error { return db.Exec(ctx, sql, args...) })
+	return s.retry(ctx, avoid, func(db DB) error {
+		s.statements.Add(1)
+		return db.Exec(ctx, sql, args...)
+	})
 }
 
 func (s *session) close(ctx context.Context) error {

@@ -286,15 +286,21 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	}
 	for _, s := range p.Steps {
 		gate.resetOnFailure(s)
-		_, pod := c.Pod(strings.TrimPrefix(s.Target, "pod/"))
-		if pod == nil {
+		name, single := strings.CutPrefix(s.Target, "pod/")
+		if !single {
 			continue
 		}
-		// Every restarted pod must be recognisable when it comes back.
-		if pn := nodes.pods[pod.Name]; pn != nil && pn.Name == "" && pn.Facts.Hostname == "" && len(pn.Facts.IPs) == 0 {
-			return nil, ops.Usagef("refusing: pod %s has no CrateDB node in sys.nodes and nothing to recognise it by (%s)", pod.Name, pn.Facts.describe())
+		// A pod missing at plan time (deleted by a killed or interrupted run, being
+		// recreated) still gets the gate's finish: its step is the one that run left open.
+		pod := ops.Pod{Name: name}
+		if _, live := c.Pod(name); live != nil {
+			pod = *live
+			// Every restarted pod must be recognisable when it comes back.
+			if pn := nodes.pods[pod.Name]; pn != nil && pn.Name == "" && pn.Facts.Hostname == "" && len(pn.Facts.IPs) == 0 {
+				return nil, ops.Usagef("refusing: pod %s has no CrateDB node in sys.nodes and nothing to recognise it by (%s)", pod.Name, pn.Facts.describe())
+			}
 		}
-		gate.wrapPrecheck(s, *pod)
+		gate.wrapPrecheck(s, pod)
 	}
 	return p, nil
 }

@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
 // Gateway arguments (docs/procedures.md, CrateDB): the expected node count and the
@@ -94,15 +97,16 @@ func updateStatefulSet(ctx context.Context, client kubernetes.Interface, ns, nam
 	return changed, nil
 }
 
-// setReplicas changes only spec.replicas.
-func setReplicas(ctx context.Context, client kubernetes.Interface, ns, name string, n int32) (bool, error) {
-	return updateStatefulSet(ctx, client, ns, name, func(s *appsv1.StatefulSet) bool {
-		if s.Spec.Replicas != nil && *s.Spec.Replicas == n {
-			return false
-		}
-		s.Spec.Replicas = &n
-		return true
-	})
+// setReplicas changes only spec.replicas (one patch of that field); changed is false when
+// it already had that value.
+func setReplicas(ctx context.Context, client kubernetes.Interface, ns string, g *ops.NodeGroup, n int32) (changed bool, err error) {
+	if cur := g.Object; cur != nil && cur.Spec.Replicas != nil && *cur.Spec.Replicas == n {
+		return false, nil
+	}
+	if _, err := kube.SetReplicas(ctx, client, ns, g.StatefulSet, n); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // crateContainerOf returns the container running CrateDB: "crate", else

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -368,9 +369,21 @@ func sameHost(a, b string) bool {
 	return a != "" && strings.EqualFold(a, b)
 }
 
-// livePods reads c's pods as they are now, by name (missing ones absent).
+// livePods reads c's pods as they are now, by name (missing ones absent): from the run's pod
+// informer inside a step, else one GET each. Treat them as read-only.
 func (e *Engine) livePods(ctx context.Context, c *ops.Cluster, names []string) (map[string]*corev1.Pod, error) {
 	out := map[string]*corev1.Pod{}
+	if pods := kube.PodsFrom(ctx, c.Namespace); pods != nil {
+		if err := pods.Synced(ctx); err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if p := pods.Get(n); p != nil {
+				out[n] = p
+			}
+		}
+		return out, nil
+	}
 	for _, n := range names {
 		p, err := e.client.CoreV1().Pods(c.Namespace).Get(ctx, n, metav1.GetOptions{})
 		switch {

@@ -3,6 +3,7 @@ package cratedb
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -18,6 +19,10 @@ type restartGate struct {
 	// is deleted: a node's name is stable per pod in every layout, and
 	// the recreated pod is recognised again from its own facts.
 	nodes *nodeMap
+
+	mu sync.Mutex
+	// statementsAt is the session's statement count when each pod's restart began.
+	statementsAt map[string]int64
 }
 
 // gateKey marks, in the journal, a pod whose Before ran but whose After
@@ -40,6 +45,8 @@ func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
 
 // Before implements ops.RestartGate.
 func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
+	g.startStatements(p.Name)
+	// Durable before allocation changes.
 	if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
 		return err
 	}
@@ -74,17 +81,47 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 	if err := e.greenInARow(ctx, sc, g.c, expectedNodes(g.c)); err != nil {
 		return err
 	}
-	return sc.Set(ctx, gateKey(p.Name), "")
+	// Written with the step's "done": a crash before that re-runs this (idempotent) gate.
+	sc.Stage(gateKey(p.Name), "")
+	if n, ok := g.statementsSince(p.Name); ok {
+		sc.Progress(n, n, "statements", fmt.Sprintf("%d SQL statements for pod %s (allocation, rejoin and green checks)", n, p.Name))
+	}
+	return nil
+}
+
+// startStatements notes the session's statement count as pod's restart begins.
+func (g *restartGate) startStatements(pod string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.statementsAt == nil {
+		g.statementsAt = map[string]int64{}
+	}
+	g.statementsAt[pod] = g.e.session(g.c).statements.Load()
+}
+
+// statementsSince is how many statements the session sent since pod's restart began (false
+// when this run did not begin it, e.g. a resumed gate).
+func (g *restartGate) statementsSince(pod string) (int64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.statementsAt[pod]
+	if !ok {
+		return 0, false
+	}
+	delete(g.statementsAt, pod)
+	return g.e.session(g.c).statements.Load() - at, true
 }
 
 // wrapPrecheck makes a step that an earlier, interrupted run completed up
 // to the pod's return still finish the gate (re-enable allocation, wait
-// for green) before it counts as done.
+// for green) before it counts as done. It does so whether or not the gate's
+// mark is still in the journal: that run may have stopped anywhere between
+// the delete and the gate's end, and the gate's After is idempotent.
 func (g *restartGate) wrapPrecheck(s *ops.Step, p ops.Pod) {
 	inner := s.Precheck
 	s.Precheck = func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 		done, err := inner(ctx, sc)
-		if err != nil || !done || sc.Get(gateKey(p.Name)) == "" {
+		if err != nil || !done {
 			return done, err
 		}
 		if err := g.After(ctx, sc, p); err != nil {

@@ -292,7 +292,7 @@ func (e *Engine) liveTotals(ctx context.Context, c *ops.Cluster) (total, data in
 func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
 	ns := c.Namespace
 	s := &ops.Step{ID: "replicas/" + r.g.Name, Group: r.g.Name, Target: "statefulset/" + r.g.StatefulSet, Mutating: true}
-	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (conflict-safe update of spec.replicas only)", r.from, r.to)}
+	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (a patch of spec.replicas alone)", r.from, r.to)}
 	if r.grows() {
 		s.Description = fmt.Sprintf("scale %s up from %d to %d, wait for the new pods and nodes", r.g.Name, r.from, r.to)
 		s.Details = append(s.Details,
@@ -305,7 +305,7 @@ func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
 			fmt.Sprintf("wait: nodes %s out of sys.nodes (%s)", strings.Join(r.nodes, ", "), sqlNodes))
 	}
 	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
-		changed, err := setReplicas(ctx, e.client, ns, r.g.StatefulSet, r.to)
+		changed, err := setReplicas(ctx, e.client, ns, r.g, r.to)
 		if err != nil {
 			return err
 		}
@@ -327,7 +327,7 @@ func (e *Engine) waitGrown(ctx context.Context, sc *ops.StepContext, c *ops.Clus
 	pods := r.pods(r.from, r.to)
 	for i, pod := range pods {
 		sc.Progress(int64(i), int64(len(pods)), "pods", "waiting for pod "+pod+" to be Ready")
-		if _, err := ops.WaitPod(ctx, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return ops.PodReady(p), nil }); err != nil {
+		if _, err := ops.WaitPod(ctx, sc, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return ops.PodReady(p), nil }); err != nil {
 			return err
 		}
 	}
@@ -339,7 +339,7 @@ func (e *Engine) waitShrunk(ctx context.Context, sc *ops.StepContext, c *ops.Clu
 	pods := r.pods(r.to, r.from)
 	for i, pod := range pods {
 		sc.Progress(int64(i), int64(len(pods)), "pods", "waiting for pod "+pod+" to be gone")
-		if _, err := ops.WaitPod(ctx, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return p == nil, nil }); err != nil {
+		if _, err := ops.WaitPod(ctx, sc, e.client, c.Namespace, pod, func(p *corev1.Pod) (bool, error) { return p == nil, nil }); err != nil {
 			return err
 		}
 	}

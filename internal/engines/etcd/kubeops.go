@@ -9,11 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -82,27 +84,11 @@ func (e *Engine) replicas(ctx context.Context, s *site) (int32, error) {
 	return *sts.Spec.Replicas, nil
 }
 
-// setReplicas changes only spec.replicas, conflict-safe. It reports the
+// setReplicas changes only spec.replicas (one patch of that field). It reports the
 // StatefulSet's UID for audit events.
 func (e *Engine) setReplicas(ctx context.Context, s *site, n int32) (string, error) {
-	uid := ""
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		sts, err := e.Client.AppsV1().StatefulSets(s.ns).Get(ctx, s.sts, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		uid = string(sts.UID)
-		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == n {
-			return nil
-		}
-		sts.Spec.Replicas = &n
-		_, err = e.Client.AppsV1().StatefulSets(s.ns).Update(ctx, sts, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("setting replicas of StatefulSet %s/%s to %d: %w", s.ns, s.sts, n, err)
-	}
-	return uid, nil
+	uid, err := kube.SetReplicas(ctx, e.Client, s.ns, s.sts, n)
+	return string(uid), err
 }
 
 // deletePVCs deletes the claims of pod; missing ones count as deleted.
@@ -206,34 +192,16 @@ func waitPodRunning(ctx context.Context, sc *ops.StepContext, e *Engine, s *site
 	return waitPodState(ctx, sc, e, s, pod, oldUID, podRunning, "containers not running yet")
 }
 
-// waitPodState watches pod until ok holds for an incarnation other than oldUID, reporting
-// what it waits for.
+// waitPodState waits, on the run's pod informer, until ok holds for an incarnation of pod
+// other than oldUID, reporting what it waits for.
 func waitPodState(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, pod, oldUID string, ok func(*corev1.Pod) bool, notYet string) (*corev1.Pod, error) {
-	last := ""
-	return ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
-		reason := ""
-		switch {
-		case p == nil:
-			reason = "waiting for the StatefulSet to create pod " + pod
-		case oldUID != "" && string(p.UID) == oldUID:
-			reason = "old pod " + pod + " terminating"
-		case !ok(p):
-			reason = fmt.Sprintf("pod %s %s, %s", pod, p.Status.Phase, notYet)
-		default:
-			return true, nil
-		}
-		if reason != last && sc != nil {
-			last = reason
-			sc.Waiting(reason)
-		}
-		return false, nil
-	})
+	return ops.WaitReplaced(ctx, sc, e.Client, s.ns, pod, types.UID(oldUID), ok, notYet, "pod "+pod+": ")
 }
 
 // waitPodGone watches until pod no longer exists.
 func waitPodGone(ctx context.Context, sc *ops.StepContext, e *Engine, s *site, pod string) error {
 	waiting := false
-	_, err := ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
+	_, err := ops.WaitPod(ctx, sc, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
 		if p == nil {
 			return true, nil
 		}

@@ -346,7 +346,7 @@ func (e *Engine) stopPod(ctx context.Context, s *site, pod string, uid types.UID
 	if err := ops.DeletePod(ctx, e.Client, s.ns, pod, uid); err != nil {
 		return err
 	}
-	_, err := ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
+	_, err := ops.WaitPod(ctx, nil, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
 		return p == nil || p.UID != uid, nil
 	})
 	return err

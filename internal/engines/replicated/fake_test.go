@@ -131,6 +131,7 @@ type fixture struct {
 	gen     int
 	pending []*corev1.Pod
 	deleted []string
+	watched bool // a pod watch is open: the run's informer sees creations at once
 }
 
 func newFixture(t *testing.T, replicas int, roles map[string]string, annotation string) *fixture {
@@ -167,6 +168,7 @@ func (f *fixture) newPod(sts *appsv1.StatefulSet, o int) *corev1.Pod {
 // informer's list and watch).
 func (f *fixture) install() {
 	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	fakecluster.PatchReplicasAsUpdate(f.client)
 	f.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		da := a.(k8stesting.DeleteActionImpl)
 		obj, err := f.client.Tracker().Get(podsGVR, testNS, da.Name)
@@ -188,6 +190,9 @@ func (f *fixture) install() {
 		var o int
 		fmt.Sscanf(strings.TrimPrefix(old.Name, "db-"), "%d", &o)
 		f.pending = append(f.pending, f.newPod(sts, o))
+		if f.watched {
+			go f.flush()
+		}
 		return true, nil, nil
 	})
 	f.client.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -213,6 +218,9 @@ func (f *fixture) install() {
 				f.pending = append(f.pending, f.newPod(sts, o))
 			}
 		}
+		if f.watched {
+			go f.flush()
+		}
 		return true, sts, nil
 	})
 	f.client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
@@ -221,6 +229,9 @@ func (f *fixture) install() {
 		if err != nil {
 			return true, nil, err
 		}
+		f.mu.Lock()
+		f.watched = true
+		f.mu.Unlock()
 		go f.flush()
 		return true, w, nil
 	})

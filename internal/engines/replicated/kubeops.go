@@ -9,13 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
-	"k8s.io/client-go/util/retry"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -37,24 +33,10 @@ func (e *Engine) setRole(ctx context.Context, s *site, pod, role string) error {
 	return nil
 }
 
-// setReplicas changes only spec.replicas, conflict-safe.
+// setReplicas changes only spec.replicas (one patch of that field).
 func (e *Engine) setReplicas(ctx context.Context, s *site, n int32) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		sts, err := e.Client.AppsV1().StatefulSets(s.ns).Get(ctx, s.sts, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == n {
-			return nil
-		}
-		sts.Spec.Replicas = &n
-		_, err = e.Client.AppsV1().StatefulSets(s.ns).Update(ctx, sts, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("setting replicas of StatefulSet %s/%s to %d: %w", s.ns, s.sts, n, err)
-	}
-	return nil
+	_, err := kube.SetReplicas(ctx, e.Client, s.ns, s.sts, n)
+	return err
 }
 
 func (e *Engine) replicas(ctx context.Context, s *site) (int, error) {
@@ -71,26 +53,10 @@ func (e *Engine) replicas(ctx context.Context, s *site) (int, error) {
 // waitSize watches the StatefulSet's pods until ordinals 0..n-1 are all
 // Ready and no pod beyond n is left.
 func (e *Engine) waitSize(ctx context.Context, sc *ops.StepContext, s *site, n int) error {
-	pods := e.Client.CoreV1().Pods(s.ns)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = s.selector
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = s.selector
-			return pods.Watch(ctx, o)
-		},
-	}
 	last := ""
-	var store cache.Store
-	check := func() (bool, error) {
+	err := ops.WaitPods(ctx, sc, e.Client, s.ns, func(live map[string]*corev1.Pod) (bool, error) {
 		ready, extra := 0, []string{}
-		for _, o := range store.List() {
-			p, ok := o.(*corev1.Pod)
-			if !ok {
-				continue
-			}
+		for _, p := range live {
 			ord := s.ordinal(p.Name)
 			switch {
 			case ord < 0:
@@ -112,10 +78,7 @@ func (e *Engine) waitSize(ctx context.Context, sc *ops.StepContext, s *site, n i
 			sc.Progress(int64(ready), int64(n), "pods", reason)
 		}
 		return false, nil
-	}
-	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, e.Client), &corev1.Pod{},
-		func(st cache.Store) (bool, error) { store = st; return check() },
-		func(watch.Event) (bool, error) { return check() })
+	})
 	if err != nil {
 		return fmt.Errorf("waiting for StatefulSet %s/%s to have %d Ready pods (%s): %w", s.ns, s.sts, n, last, err)
 	}
@@ -131,29 +94,10 @@ func (e *Engine) recreate(ctx context.Context, sc *ops.StepContext, s *site, pod
 	return e.waitRecreated(ctx, sc, s, pod, uid)
 }
 
-// waitRecreated watches until the StatefulSet has replaced incarnation uid
-// of pod with a new one that is Ready.
+// waitRecreated waits, on the run's pod informer, until the StatefulSet has replaced
+// incarnation uid of pod with a new one that is Ready.
 func (e *Engine) waitRecreated(ctx context.Context, sc *ops.StepContext, s *site, pod string, uid types.UID) error {
-	last := ""
-	_, err := ops.WaitPod(ctx, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
-		reason := ""
-		switch {
-		case p == nil:
-			reason = "waiting for the StatefulSet to recreate " + pod
-		case p.UID == uid:
-			reason = "old pod " + pod + " terminating"
-		case !ops.PodReady(p):
-			reason = "new pod " + pod + " not Ready yet"
-		default:
-			return true, nil
-		}
-		if reason != last && sc != nil {
-			last = reason
-			sc.Waiting(reason)
-		}
-		return false, nil
-	})
-	return err
+	return ops.WaitNewPodReady(ctx, sc, e.Client, s.ns, pod, uid, "pod "+pod+": ")
 }
 
 // getPod reads one pod; nil when it does not exist.

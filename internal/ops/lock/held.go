@@ -96,14 +96,28 @@ func (h *heldLock) Release(ctx context.Context) error {
 // SaveJournal stores j on the lease. It refuses with ops.ErrLocked when the
 // lock is no longer ours, since the operation must then stop; a nil j
 // removes the journal.
+//
+// The same write renews the lock (the lease is written anyway), so the executor's renewal
+// skips a period in which the journal was saved.
 func (h *heldLock) SaveJournal(ctx context.Context, j *ops.Journal) error {
-	_, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+	lease, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
 		if err := h.checkMine(l, exists); err != nil {
 			return false, err
 		}
+		now := metav1.NewMicroTime(h.m.now())
+		l.Spec.RenewTime = &now
+		seconds := h.m.durationSeconds()
+		l.Spec.LeaseDurationSeconds = &seconds
 		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
 	})
-	return h.m.wrap("saving the journal on", err)
+	if err != nil {
+		return h.m.wrap("saving the journal on", err)
+	}
+	info := h.m.lockInfo(lease, ops.LockRenewed)
+	h.mu.Lock()
+	h.info = info
+	h.mu.Unlock()
+	return nil
 }
 
 // checkMine fails unless this ID still holds the lease and is not denied.

@@ -1,0 +1,116 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// TestCompareRolloutRestart measures a generic `restart --rolling` against what `kubectl
+// rollout restart` + `rollout status` do (patch the pod template's restartedAt annotation,
+// then wait for the StatefulSet controller's rollout) on one 30-pod StatefulSet, alternating
+// runs, and logs the wall times and their ratio. A measurement, not an assertion; it takes a
+// few minutes, so it runs only with DBOPS_E2E_COMPARE=1 (DBOPS_E2E_COMPARE_RUNS sets the runs
+// per side, 3 by default).
+func TestCompareRolloutRestart(t *testing.T) {
+	if os.Getenv("DBOPS_E2E_COMPARE") != "1" {
+		t.Skip("set DBOPS_E2E_COMPARE=1 to measure restart --rolling against the StatefulSet controller's rollout")
+	}
+	runs := 3
+	if n, err := fmt.Sscan(os.Getenv("DBOPS_E2E_COMPARE_RUNS"), &runs); n != 1 || err != nil {
+		runs = 3
+	}
+	const replicas = 30
+	ns := newNamespace(t)
+	createDBCluster(t, ns, webCluster, replicas)
+	env := cliEnv(t)
+	var tool, rollout []time.Duration
+	for i := range 2 * runs {
+		if i%2 == 0 {
+			res := runCLI(t, env, "restart", webCluster, "-n", ns, "--rolling", "--yes", "--no-tui", "--timeout", "10m")
+			if res.Code != 0 {
+				t.Fatalf("restart: %s", res)
+			}
+			tool = append(tool, res.Elapsed)
+			t.Logf("run %d: restart --rolling %s", i/2+1, res.Elapsed.Round(time.Millisecond))
+			continue
+		}
+		d := rolloutRestart(t, ns, webCluster)
+		rollout = append(rollout, d)
+		t.Logf("run %d: rollout restart + status %s", i/2+1, d.Round(time.Millisecond))
+	}
+	mt, mr := median(tool), median(rollout)
+	t.Logf("%d-pod StatefulSet, %d runs each, alternating: restart --rolling median %s, rollout restart median %s, ratio %.3f",
+		replicas, runs, mt.Round(time.Millisecond), mr.Round(time.Millisecond), float64(mt)/float64(mr))
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// rolloutRestart does what `kubectl rollout restart sts/NAME` and `kubectl rollout status`
+// do: patch the template's restartedAt annotation, then watch the StatefulSet until the
+// controller reports the new revision everywhere and every replica Ready. It returns the wall
+// time from the patch to that.
+func rolloutRestart(t *testing.T, ns, name string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, start.Format(time.RFC3339Nano))
+	sts, err := bed.Client.AppsV1().StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	gen := sts.Generation
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	api := bed.Client.AppsV1().StatefulSets(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return api.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return api.Watch(ctx, o)
+		},
+	}
+	// kubectl's rollout status for a StatefulSet with RollingUpdate: observed generation, every
+	// replica updated and Ready, current revision = update revision.
+	done := func(s *appsv1.StatefulSet) bool {
+		st := s.Status
+		return st.ObservedGeneration >= gen && s.Spec.Replicas != nil && st.UpdatedReplicas == *s.Spec.Replicas &&
+			st.ReadyReplicas == *s.Spec.Replicas && st.CurrentRevision == st.UpdateRevision
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &appsv1.StatefulSet{}, func(store cache.Store) (bool, error) {
+		for _, o := range store.List() {
+			if s, ok := o.(*appsv1.StatefulSet); ok && done(s) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, func(ev watch.Event) (bool, error) {
+		s, ok := ev.Object.(*appsv1.StatefulSet)
+		return ok && done(s), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the rollout: %v", err)
+	}
+	return time.Since(start)
+}
