@@ -352,13 +352,16 @@ func othersReady(c *Cluster, live map[string]*corev1.Pod, in map[string]bool, ta
 }
 
 // oldGone reports whether pod's journaled old incarnation is no longer live: deleted already
-// (by an interrupted run of this request), so there is nothing to delete or report.
+// (by an interrupted run of this request) or terminating, so there is nothing to delete or
+// report.
 func oldGone(pods *kube.Pods, name string, old types.UID) bool {
 	if old == "" {
 		return false
 	}
 	cur := pods.Get(name)
-	return cur == nil || cur.UID != old
+	// A terminating old incarnation was deleted already too (a real kubelet keeps it for its
+	// grace period): deleting it again would only repeat the request and its audit event.
+	return cur == nil || cur.UID != old || cur.DeletionTimestamp != nil
 }
 
 // recordUID stages in the journal the UID pod has before this run deletes it (written with

@@ -17,11 +17,14 @@ import (
 	"syscall"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // TestResumeCrateDBRestart interrupts a CrateDB rolling restart with SIGINT after its first
@@ -83,6 +86,14 @@ func testResumeCrateDB(t *testing.T, paste bool) {
 			t.Errorf("hint %q lacks %q", hint, want)
 		}
 	}
+
+	// Run 1 may have deleted the next pod just before the interrupt landed (the next delete
+	// follows a Ready at once): let it come back, so the commands below meet the cluster as an
+	// operator would after the incident, not a refusal for a pod that is not Ready.
+	waitPods(t, x.ns, labels.Everything(), x.wantNodes(), func(p *corev1.Pod) bool {
+		return testbed.PodReady(p) && p.DeletionTimestamp == nil
+	})
+	x.waitGreen()
 
 	// Through a counting proxy: its own lock ID (admin@proxy), and a record of every write.
 	kc, counter := countingKubeconfig(t)
