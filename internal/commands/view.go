@@ -45,14 +45,17 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 	case g.Output == "json":
 		// The documented NDJSON stream carries the pods table too; pod events stop at the
 		// final done event so that it stays the last line.
-		sink := &untilDone{inner: tui.NewJSON(g.Out)}
+		js := tui.NewJSON(g.Out)
+		sink := &untilDone{inner: js}
 		exec.Sink = sink
 		stopPods := withPods(ctx, sink)
-		defer stopPods()
-		return exec.Run(ctx, plan)
+		err := exec.Run(ctx, plan)
+		stopPods()
+		return withSinkErr(err, js.Err())
 	case g.NoTUI || !g.IsTerminal():
-		exec.Sink = tui.NewPlain(g.Out, tui.PlainOptions{})
-		return exec.Run(ctx, plan)
+		ps := tui.NewPlain(g.Out, tui.PlainOptions{})
+		exec.Sink = ps
+		return withSinkErr(exec.Run(ctx, plan), ps.Err())
 	}
 	opCtx, abort := context.WithCancel(ctx)
 	defer abort()
@@ -110,4 +113,13 @@ func (u *untilDone) Emit(e ops.Event) {
 		}
 		u.held = nil
 	}
+}
+
+// withSinkErr reports a failed write of the output stream (a closed pipe):
+// the operation ran, but its record did not reach the reader.
+func withSinkErr(runErr, sinkErr error) error {
+	if runErr != nil || sinkErr == nil {
+		return runErr
+	}
+	return fmt.Errorf("writing output: %w", sinkErr)
 }
