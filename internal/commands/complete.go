@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"slices"
 	"sort"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
 // registerCompletions adds completion for the shared flags' enumerations.
@@ -129,10 +131,8 @@ func completeDenied(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 		default:
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		o := NewLockOptions(g)
-		o.Cluster = args[0]
 		ctx := commandContext(cmd)
-		m, err := o.manager(ctx)
+		m, err := completionLock(ctx, g, args[0])
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
@@ -155,10 +155,8 @@ func completeHolder(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 		if len(args) == 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		o := NewLockOptions(g)
-		o.Cluster = args[0]
 		ctx := commandContext(cmd)
-		m, err := o.manager(ctx)
+		m, err := completionLock(ctx, g, args[0])
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
@@ -182,4 +180,12 @@ func completeGroups(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 		}
 		return c.GroupNames(), cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// completionLock is the lock manager of cluster, for completions that read
+// its deny list or holder.
+func completionLock(ctx context.Context, g *GlobalOptions, cluster string) (*lock.Manager, error) {
+	o := NewLockOptions(g)
+	o.Cluster = cluster
+	return o.manager(ctx)
 }
