@@ -2,11 +2,14 @@ package commands
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
@@ -20,6 +23,19 @@ func TestWatchPodsEmitsSnapshots(t *testing.T) {
 	other := fakecluster.StatefulSet("prod", "unrelated", 1)
 	objs = append(objs, other, fakecluster.Pod(other, 0, "x"))
 	client := fake.NewClientset(objs...)
+	// The fake clientset has no resourceVersions: a deletion between the informer's LIST and
+	// its WATCH would be lost, so the test deletes only once the watch is open.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		once.Do(func() { close(watching) }) // the watcher is registered now
+		return true, w, err
+	})
 	c, err := discovery.Discover(t.Context(), client, discovery.Options{Namespace: "prod", Name: "db"})
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +49,11 @@ func TestWatchPodsEmitsSnapshots(t *testing.T) {
 	first := receive(t, got)
 	if len(first.Pods) != 6 || first.Pods[0].Name != "db-cold-0" || first.Pods[0].Zone != "zone-a" {
 		t.Fatalf("first snapshot = %+v", first.Pods)
+	}
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer never opened its watch")
 	}
 	if err := client.CoreV1().Pods("prod").Delete(ctx, "db-hot-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
