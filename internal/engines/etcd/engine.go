@@ -74,6 +74,9 @@ type Engine struct {
 	Client  kubernetes.Interface
 	Exec    PodExecutor
 	Options Options
+	// Forward reaches a member's client port for the etcd API path
+	// (apictl.go); nil: that path is unavailable.
+	Forward Forwarder
 }
 
 var (
@@ -83,7 +86,7 @@ var (
 
 // New returns an engine that runs etcdctl through the API server.
 func New(client kubernetes.Interface, config *rest.Config, opts Options) *Engine {
-	return &Engine{Client: client, Exec: KubeExecutor{Config: config, Client: client}, Options: opts}
+	return &Engine{Client: client, Exec: KubeExecutor{Config: config, Client: client}, Options: opts, Forward: KubeForwarder{Config: config}}
 }
 
 // Name returns "etcd".

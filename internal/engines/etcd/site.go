@@ -80,6 +80,10 @@ type site struct {
 	// authEnabled is what etcd answered.
 	auth        *authSource
 	authEnabled bool
+	// container and volumes are the etcd container and the pod volumes of
+	// the template (the Secrets behind TLS files, for the etcd API path).
+	container *corev1.Container
+	volumes   []corev1.Volume
 }
 
 func (s *site) podName(ordinal int) string { return fmt.Sprintf("%s-%d", s.sts, ordinal) }
@@ -190,6 +194,7 @@ func (e *Engine) newSite(c *ops.Cluster) (*site, error) {
 	}
 	s.ctl = ctl
 	s.auth = detectAuth(e.Options, container, sts.Spec.Template.Spec.Volumes)
+	s.container, s.volumes = container, sts.Spec.Template.Spec.Volumes
 	return s, nil
 }
 
@@ -274,6 +279,13 @@ func (e *Engine) newCtl(ns, sts string, c *corev1.Container) (*ctl, error) {
 	}
 	if clientCertAuth(c) && cert == "" && !podCert {
 		return nil, ops.Preconditionf("etcd %s/%s requires client certificates (--client-cert-auth) and none is known: pass --etcd-cert and --etcd-key (file paths inside the etcd container, e.g. from the Secret it mounts)", ns, sts)
+	}
+	x.files = tlsFiles{ca: cacert, cert: cert, key: key}
+	if cacert == "" {
+		x.files.ca = envValue(c, "ETCDCTL_CACERT")
+	}
+	if podCert && cert == "" {
+		x.files.cert, x.files.key = envValue(c, "ETCDCTL_CERT"), envValue(c, "ETCDCTL_KEY")
 	}
 	if cacert != "" {
 		x.flags = append(x.flags, "--cacert="+cacert)
