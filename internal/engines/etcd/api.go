@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -100,7 +101,13 @@ func (a *apiClient) call(ctx context.Context, path string, req, resp any) error 
 			}
 			return &APIError{Status: res.StatusCode, Code: ge.Code, Message: msg}
 		}
-		return &APIError{Status: res.StatusCode, Message: fmt.Sprintf("%s: HTTP %d", path, res.StatusCode)}
+		// Not the gateway's JSON (a proxy or server in front of it): its
+		// first line says why. Answers never hold the request's password.
+		line, _, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
+		if len(line) > 200 {
+			line = line[:200]
+		}
+		return &APIError{Status: res.StatusCode, Message: fmt.Sprintf("%s: HTTP %d %q", path, res.StatusCode, line)}
 	}
 	if resp == nil {
 		return nil

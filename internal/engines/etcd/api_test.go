@@ -363,3 +363,24 @@ func TestAPICtlTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestAPICtlGatewayRefusesCommonName: etcd answers a gateway request whose client certificate
+// carries a Common Name (client-cert-auth and auth on) with a plain-text HTTP 400; that is a
+// one-line refusal saying what to use instead, not a quorum verdict.
+func TestAPICtlGatewayRefusesCommonName(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What embed/serve.go writes (http.Error: text/plain, HTTP 400).
+		http.Error(w, "CommonName of client sending a request against gateway will be ignored and not used as expected", http.StatusBadRequest)
+	}))
+	t.Cleanup(srv.Close)
+	c := &corev1.Container{Args: []string{"--listen-client-urls=http://0.0.0.0:2379"}}
+	a, err := newAPICtl(context.Background(), fake.NewClientset(), &fakeForwarder{addr: strings.TrimPrefix(srv.URL, "http://")}, "ns", "etcd", c, nil,
+		newClientConn("ns", c, ""), tlsFiles{}, "etcd-0", func() (string, []byte, string) { return "root", []byte("pw"), "s" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.run(context.Background(), "etcd-0", true, nil, "user list", []string{"user", "list", "-w", "json"})
+	if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), "Common Name") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("want a one-line refusal about the Common Name, got %v", err)
+	}
+}

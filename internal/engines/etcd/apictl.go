@@ -56,6 +56,8 @@ type apiCtl struct {
 	// serverName per pod comes from its advertised client URL.
 	tls  *tls.Config
 	port int
+	// certFile is the client certificate's path in the pod, for messages.
+	certFile string
 	// creds returns the user and password (ctl.credentials).
 	creds func() (string, []byte, string)
 }
@@ -116,10 +118,15 @@ func newAPICtl(ctx context.Context, client kubernetes.Interface, fwd Forwarder, 
 			return nil, ops.Preconditionf("etcd %s/%s: client certificate %s and key %s do not form a key pair: %v", ns, sts, files.cert, files.key, err)
 		}
 		conf.Certificates = []tls.Certificate{pair}
+		a.certFile = files.cert
 	}
 	a.tls = conf
 	return a, nil
 }
+
+// errTextGatewayCN is etcd's HTTP 400 to a gateway request whose client
+// certificate has a Common Name, when client-cert-auth and auth are on.
+const errTextGatewayCN = "CommonName of client sending a request against gateway"
 
 // tlsFiles are the client TLS file paths inside the pod.
 type tlsFiles struct{ ca, cert, key string }
@@ -129,7 +136,7 @@ type tlsFiles struct{ ca, cert, key string }
 // loopback or wildcard listener will do.
 func forwardTarget(cc *clientConn, pod string) (scheme string, port int, err error) {
 	if cc == nil {
-		return "http", 2379, nil
+		return "", 0, fmt.Errorf("etcd in pod %s: its client listeners are not known", pod)
 	}
 	if cc.endpoint != "" {
 		if u, err := url.Parse(cc.endpoint); err == nil && u.Port() != "" {
@@ -203,6 +210,9 @@ func (a *apiCtl) open(ctx context.Context, pod string, withCreds bool) (*apiClie
 // name that starts with the pod's name.
 func (a *apiCtl) podOf(u string) (string, bool) {
 	u = strings.TrimRight(u, "/")
+	if a.conn == nil {
+		return "", false
+	}
 	a.conn.mu.Lock()
 	ips := make(map[string]string, len(a.conn.ips))
 	for k, v := range a.conn.ips {
@@ -240,6 +250,10 @@ func (a *apiCtl) run(ctx context.Context, pod string, withCreds bool, endpoints 
 		}
 		ce := &CtlError{Pod: pod, Op: op, Via: "etcd API", Err: err}
 		var ae *APIError
+		if errors.As(err, &ae) && strings.Contains(ae.Message, errTextGatewayCN) {
+			return ops.Preconditionf("etcd in pod %s refuses the client certificate %s on its gateway (with --client-cert-auth and auth enabled etcd rejects certificates that carry a Common Name there): name one without a Common Name with --etcd-cert/--etcd-key (files of a Secret the pod mounts), or authenticate with a client certificate whose CN is root instead of a password",
+				pod, a.certFile)
+		}
 		if errors.As(err, &ae) {
 			ce.Code, ce.Msg = 1, ae.Message
 		} else {

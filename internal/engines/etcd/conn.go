@@ -385,6 +385,7 @@ func (a *authSource) String() string {
 // etcdctl answers for the auth checks.
 const (
 	errTextNoUser         = "user name is empty"
+	errTextUserNotFound   = "user name not found"
 	errTextAuthFailed     = "authentication failed"
 	errTextPermission     = "permission denied"
 	errTextAuthNotEnabled = "authentication is not enabled"
@@ -436,7 +437,9 @@ func (e *Engine) checkAuth(ctx context.Context, s *site, pods []string, mutating
 			return derr
 		}
 		enabled = as.Enabled
-	case isCtlError(err, errTextNoUser):
+	case isCtlError(err, errTextNoUser), isCtlError(err, errTextUserNotFound), isCtlError(err, errTextPermission):
+		// Only an auth-enabled etcd checks the caller: no user, or the CN of
+		// the member's own client certificate naming no user or not root.
 		enabled = true
 	case isCtlError(err, "unknown command"):
 		// etcdctl before v3.5 has no auth status: go by the configuration.
@@ -484,7 +487,7 @@ func (e *Engine) checkRoot(ctx context.Context, s *site, via string, mutating bo
 		if e.Forward == nil {
 			return ops.Preconditionf("etcd %s/%s: etcdctl in pod %s cannot read the password from stdin (its --user prompt needs an stty program, which the image lacks); use client-certificate authentication (a certificate whose CN is root, via --etcd-cert/--etcd-key) instead", s.ns, s.sts, via)
 		}
-		api, aerr := newAPICtl(ctx, e.Client, e.Forward, s.ns, s.sts, s.container, s.volumes, s.ctl.conn, s.ctl.files, via, s.ctl.credentials)
+		api, aerr := newAPICtl(ctx, e.Client, e.Forward, s.ns, s.sts, s.container, s.volumes, s.ctl.spec, s.ctl.files, via, s.ctl.credentials)
 		if aerr != nil {
 			return aerr
 		}

@@ -138,8 +138,11 @@ type ctl struct {
 	exec      PodExecutor
 	namespace string
 	container string
-	// conn picks the --endpoints of each pod (conn.go).
+	// conn picks the --endpoints of each pod (conn.go); nil when the pod
+	// sets ETCDCTL_ENDPOINTS. spec is never nil: the member's listeners and
+	// advertised URLs, for the etcd API path.
 	conn *clientConn
+	spec *clientConn
 	// flags go before the subcommand (TLS files, timeouts).
 	flags []string
 	// files are the client TLS files of flags (or of the pod's ETCDCTL_*).

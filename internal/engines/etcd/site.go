@@ -261,9 +261,14 @@ func envValue(c *corev1.Container, name string) string {
 func (e *Engine) newCtl(ns, sts string, c *corev1.Container) (*ctl, error) {
 	o := e.Options
 	x := &ctl{exec: e.Exec, namespace: ns, container: c.Name, conn: newClientConn(ns, c, o.Endpoint)}
+	x.spec = x.conn
 	if hasEnv(c, "ETCDCTL_ENDPOINTS") && o.Endpoint == "" {
 		// The pod tells etcdctl where to go itself.
 		x.conn = nil
+		// The etcd API path (apictl.go) forwards to that address when it is
+		// a literal loopback URL, else to the member's own listeners.
+		first, _, _ := strings.Cut(envValue(c, "ETCDCTL_ENDPOINTS"), ",")
+		x.spec = newClientConn(ns, c, strings.TrimSpace(first))
 	}
 	cacert, cert, key := o.CACert, o.Cert, o.Key
 	if cacert == "" && !hasEnv(c, "ETCDCTL_CACERT") {
@@ -396,6 +401,9 @@ func (e *Engine) livePods(ctx context.Context, s *site) ([]string, map[string]*c
 	}
 	if s.ctl.conn != nil {
 		s.ctl.conn.setPods(byName)
+	}
+	if s.ctl.spec != nil && s.ctl.spec != s.ctl.conn {
+		s.ctl.spec.setPods(byName)
 	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {
