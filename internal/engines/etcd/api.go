@@ -24,9 +24,8 @@ import (
 // Authorization header (as read from etcd v3.6.8 in the test bed).
 type apiClient struct {
 	// base is "http://127.0.0.1:PORT" or "https://..." (the forward's
-	// local address); tls, when set, verifies the member's certificate.
+	// local address; the TLS config names the member's host to verify).
 	base string
-	tls  *tls.Config
 	// token is set by authenticate.
 	token string
 	hc    *http.Client
@@ -37,9 +36,10 @@ func newAPIClient(addr string, tlsConf *tls.Config) *apiClient {
 	if tlsConf != nil {
 		scheme = "https"
 	}
-	tr := &http.Transport{TLSClientConfig: tlsConf, DisableKeepAlives: false, ForceAttemptHTTP2: false,
-		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
-	return &apiClient{base: scheme + "://" + addr, tls: tlsConf, hc: &http.Client{Transport: tr}}
+	// HTTP/1.1 (no ForceAttemptHTTP2 with a custom TLS config): what
+	// etcd's gateway serves on the client port next to gRPC.
+	tr := &http.Transport{TLSClientConfig: tlsConf, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	return &apiClient{base: scheme + "://" + addr, hc: &http.Client{Transport: tr}}
 }
 
 func (a *apiClient) close() {

@@ -48,6 +48,15 @@ func newFakeGateway() *fakeGateway {
 }
 
 func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.serve(w, r, 8420958219759036679)
+}
+
+// as is the gateway of member self (its ID in the answers' headers).
+func (g *fakeGateway) as(self uint64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, self) })
+}
+
+func (g *fakeGateway) serve(w http.ResponseWriter, r *http.Request, self uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.paths = append(g.paths, r.URL.Path)
@@ -65,7 +74,7 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(400, 3, "proto: syntax error")
 		return
 	}
-	header := `{"cluster_id":"16472694409994156428", "member_id":"8420958219759036679", "revision":"1", "raft_term":"2"}`
+	header := fmt.Sprintf(`{"cluster_id":"16472694409994156428", "member_id":"%d", "revision":"1", "raft_term":"2"}`, self)
 	if r.URL.Path == "/v3/auth/authenticate" {
 		g.auths++
 		if req["name"] != "root" || req["password"] != g.password {
@@ -152,14 +161,19 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type fakeForwarder struct {
 	mu   sync.Mutex
 	addr string
-	pods []string
-	port int
+	// byPod, when set, is each pod's own server.
+	byPod map[string]string
+	pods  []string
+	port  int
 }
 
 func (f *fakeForwarder) Forward(_ context.Context, _ string, pod string, port int) (string, func(), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pods, f.port = append(f.pods, pod), port
+	if a, ok := f.byPod[pod]; ok {
+		return a, func() {}, nil
+	}
 	return f.addr, func() {}, nil
 }
 
@@ -382,5 +396,57 @@ func TestAPICtlGatewayRefusesCommonName(t *testing.T) {
 	_, err = a.run(context.Background(), "etcd-0", true, nil, "user list", []string{"user", "list", "-w", "json"})
 	if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), "Common Name") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("want a one-line refusal about the Common Name, got %v", err)
+	}
+}
+
+// TestEngineSwitchesToAPIWithoutStty: when etcdctl's password prompt fails for want of stty,
+// the engine serves status and plans from etcd's gateway over the forwarder, with the password
+// only in /v3/auth/authenticate; without a forwarder it refuses (TestAuthRefusals).
+func TestEngineSwitchesToAPIWithoutStty(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	f.rootPassword = "s3cret"
+	f.noStty = true
+	fx := newFixture(t, 3, f, nil)
+	fx.eng.Options = Options{AuthSecret: "s"}
+	addSecret(t, fx, "s", map[string]string{"password": "s3cret"})
+	g := newFakeGateway()
+	fwd := &fakeForwarder{byPod: map[string]string{}}
+	for i, id := range []uint64{8420958219759036679, 9000000000000000001, 9000000000000000002} {
+		srv := httptest.NewServer(g.as(id))
+		t.Cleanup(srv.Close)
+		fwd.byPod[fmt.Sprintf("etcd-%d", i)] = strings.TrimPrefix(srv.URL, "http://")
+	}
+	fx.eng.Forward = fwd
+	st, err := fx.eng.Status(context.Background(), fx.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Members) != 3 || st.HealthyVoters != 3 || st.LeaderID != HexID(8420958219759036679) || st.ByPod("etcd-2") == nil {
+		t.Fatalf("status over the API: %+v", st)
+	}
+	if fwd.port != 2379 || len(fwd.pods) == 0 {
+		t.Fatalf("forwards: port %d pods %v", fwd.port, fwd.pods)
+	}
+	four := int32(4)
+	plan, err := fx.eng.PlanScale(context.Background(), fx.c, ops.ScaleRequest{Replicas: &four})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := string(planText(t, plan)); !strings.Contains(text, "etcd API (http over a port-forward to the pod's client port 2379, user root") || strings.Contains(text, "s3cret") {
+		t.Fatalf("plan does not name the API path, or shows the password:\n%s", text)
+	}
+	withStdin := 0
+	for _, x := range f.execs {
+		if x.stdin != "" {
+			withStdin++
+		}
+	}
+	if withStdin > 2 {
+		t.Errorf("%d etcdctl execs got the password after etcdctl could not take it", withStdin)
+	}
+	for _, b := range g.bodies {
+		if strings.Contains(b, "s3cret") {
+			t.Errorf("request body %s holds the password", b)
+		}
 	}
 }

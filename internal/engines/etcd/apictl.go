@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -285,7 +286,7 @@ func (a *apiCtl) run(ctx context.Context, pod string, withCreds bool, endpoints 
 				peers = splitURLs(v)
 			}
 		}
-		m, ms, h, err := c.memberAdd(ctx, peers, hasFlag(args, "--learner"))
+		m, ms, h, err := c.memberAdd(ctx, peers, slices.Contains(args, "--learner"))
 		if err != nil {
 			return nil, fail(err)
 		}
@@ -433,13 +434,4 @@ func positional(args []string) []string {
 		}
 	}
 	return out
-}
-
-func hasFlag(args []string, flag string) bool {
-	for _, a := range args {
-		if a == flag {
-			return true
-		}
-	}
-	return false
 }
