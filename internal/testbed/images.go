@@ -31,6 +31,10 @@ const (
 	ImageShell = "example.local/busybox:dev"
 	// ImageEtcd adds etcd and etcdctl (the test bed's own build) to ImageShell.
 	ImageEtcd = "example.local/etcd:" + EtcdVersion
+	// ImageEtcdDistroless is etcd and etcdctl on a base with no shell and no stty, like the
+	// official image (gcr.io/etcd-development/etcd, registry.k8s.io/etcd: distroless): only
+	// /etc/passwd, /etc/group and /tmp besides the programs.
+	ImageEtcdDistroless = "example.local/etcd-distroless:" + EtcdVersion
 	// ImageReplicated is the replicated-app example: ImageShell plus the shell scripts of
 	// replicatedScripts in /app/bin (see ReplicatedAppScripts).
 	ImageReplicated = "example.local/replicated-app:dev"
@@ -162,7 +166,7 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 	for _, k := range scripts {
 		fmt.Fprintf(h, "script %s\n%s", k, ReplicatedAppScripts[k])
 	}
-	fmt.Fprintf(h, "refs %s %s %s %s %s %s %v\n%s", ImagePause, ImageShell, ImageEtcd, ImageReplicated, imagePath,
+	fmt.Fprintf(h, "refs %s %s %s %s %s %s %s %v\n%s", ImagePause, ImageShell, ImageEtcd, ImageEtcdDistroless, ImageReplicated, imagePath,
 		imageCrateDBRepo, CrateDBImageVersions, crateEntrypoint)
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 	out := filepath.Join(cacheDir, "images-"+sum+".tar")
@@ -207,6 +211,15 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 	if err != nil {
 		return "", fmt.Errorf("etcd layer: %w", err)
 	}
+	distrolessLayer, err := layerOf([]imageFile{
+		{path: "/tmp", dir: true, mode: 0o1777},
+		{path: "/etc", dir: true, mode: 0o755},
+		{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+	})
+	if err != nil {
+		return "", fmt.Errorf("distroless base layer: %w", err)
+	}
 	appFiles := []imageFile{{path: "/app", dir: true, mode: 0o755}, {path: "/app/bin", dir: true, mode: 0o755}}
 	for _, k := range scripts {
 		appFiles = append(appFiles, imageFile{path: "/app/bin/" + k, mode: 0o755, data: []byte(ReplicatedAppScripts[k])})
@@ -227,10 +240,11 @@ func buildImages(ctx context.Context, cacheDir string, src imageSources) (string
 		layers     []v1.Layer
 		entrypoint []string
 	}{
-		ImagePause:      {[]v1.Layer{pauseLayer}, []string{"/pause"}},
-		ImageShell:      {[]v1.Layer{shellLayer}, []string{"/bin/sh"}},
-		ImageEtcd:       {[]v1.Layer{shellLayer, etcdLayer}, []string{"/usr/local/bin/etcd"}},
-		ImageReplicated: {[]v1.Layer{shellLayer, appLayer}, []string{"/app/bin/run"}},
+		ImagePause:          {[]v1.Layer{pauseLayer}, []string{"/pause"}},
+		ImageShell:          {[]v1.Layer{shellLayer}, []string{"/bin/sh"}},
+		ImageEtcd:           {[]v1.Layer{shellLayer, etcdLayer}, []string{"/usr/local/bin/etcd"}},
+		ImageEtcdDistroless: {[]v1.Layer{distrolessLayer, etcdLayer}, []string{"/usr/local/bin/etcd"}},
+		ImageReplicated:     {[]v1.Layer{shellLayer, appLayer}, []string{"/app/bin/run"}},
 	}
 	for _, v := range CrateDBImageVersions {
 		images[ImageCrateDB(v)] = struct {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -47,6 +49,7 @@ func TestBuildImages(t *testing.T) {
 		{ImagePause, []string{"/pause"}, map[string]string{"pause": "pause-bin"}},
 		{ImageShell, []string{"/bin/sh"}, map[string]string{"bin/sh": "", "usr/bin/wc": "", "tmp": ""}},
 		{ImageEtcd, []string{"/usr/local/bin/etcd"}, map[string]string{"usr/local/bin/etcd": "etcd-bin", "usr/local/bin/etcdctl": "etcdctl-bin", "bin/sh": ""}},
+		{ImageEtcdDistroless, []string{"/usr/local/bin/etcd"}, map[string]string{"usr/local/bin/etcd": "etcd-bin", "usr/local/bin/etcdctl": "etcdctl-bin", "tmp": ""}},
 		{ImageReplicated, []string{"/app/bin/run"}, map[string]string{"app/bin/primary": ReplicatedAppScripts["primary"], "app/bin/sequence": ReplicatedAppScripts["sequence"]}},
 	}
 	for _, v := range CrateDBImageVersions {
@@ -94,6 +97,14 @@ func TestBuildImages(t *testing.T) {
 				v, ok := got[f]
 				if !ok || (want != "" && v != want) {
 					t.Errorf("file %s: present %v content %q, want %q", f, ok, v, want)
+				}
+			}
+			if tt.ref == ImageEtcdDistroless {
+				// The point of this image: no shell and no stty for etcdctl's password prompt.
+				for f := range got {
+					if base := pathpkg.Base(f); strings.HasPrefix(f, "bin") || base == "sh" || base == "stty" || base == "busybox" {
+						t.Errorf("distroless image holds %s", f)
+					}
 				}
 			}
 		})

@@ -23,9 +23,12 @@ const EtcdTLSMountPath = "/etc/etcd/tls"
 
 // EtcdPKI are the PEM files of a TLS etcd cluster: one CA; a server certificate for the
 // members' client port (server and client usage, as kubeadm issues etcd's server certificate);
-// a peer certificate; and a client certificate with CN root for the test's own etcdctl.
+// a peer certificate; a client certificate with CN root for the test's own etcdctl; and a
+// client certificate without a Common Name (etcd's gateway refuses client certificates that
+// carry one when --client-cert-auth and auth are on: embed/serve.go).
 type EtcdPKI struct {
 	CA, ServerCert, ServerKey, PeerCert, PeerKey, ClientCert, ClientKey []byte
+	NoCNClientCert, NoCNClientKey                                       []byte
 }
 
 // NewEtcdPKI issues the certificates for the members of StatefulSet name behind Service
@@ -90,6 +93,9 @@ func NewEtcdPKI(namespace, name, service string, maxPods int) (*EtcdPKI, error) 
 	if p.ClientCert, p.ClientKey, err = issue(4, "root", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false); err != nil {
 		return nil, err
 	}
+	if p.NoCNClientCert, p.NoCNClientKey, err = issue(5, "", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -99,7 +105,8 @@ func (p *EtcdPKI) Secret(namespace, name string) *corev1.Secret {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"ca.crt": p.CA, "server.crt": p.ServerCert, "server.key": p.ServerKey,
-			"peer.crt": p.PeerCert, "peer.key": p.PeerKey, "client.crt": p.ClientCert, "client.key": p.ClientKey},
+			"peer.crt": p.PeerCert, "peer.key": p.PeerKey, "client.crt": p.ClientCert, "client.key": p.ClientKey,
+			"client-nocn.crt": p.NoCNClientCert, "client-nocn.key": p.NoCNClientKey},
 	}
 }
 

@@ -385,11 +385,21 @@ func (a *authSource) String() string {
 // etcdctl answers for the auth checks.
 const (
 	errTextNoUser         = "user name is empty"
+	errTextUserNotFound   = "user name not found"
 	errTextAuthFailed     = "authentication failed"
 	errTextPermission     = "permission denied"
 	errTextAuthNotEnabled = "authentication is not enabled"
 	errTextNoStty         = "stty"
+	// errTextNoEcho is bgentry/speakeasy's answer when it cannot run
+	// /bin/stty to turn the terminal echo off.
+	errTextNoEcho = "failed turning off console echo"
 )
+
+// noStty reports whether etcdctl failed because its password prompt could
+// not run stty (the image has none).
+func noStty(err error) bool {
+	return isCtlError(err, errTextNoStty) || isCtlError(err, errTextNoEcho)
+}
 
 // checkAuth finds out, before any write, whether etcd has authentication
 // enabled and whether the configured credentials act as root: auth status
@@ -427,7 +437,9 @@ func (e *Engine) checkAuth(ctx context.Context, s *site, pods []string, mutating
 			return derr
 		}
 		enabled = as.Enabled
-	case isCtlError(err, errTextNoUser):
+	case isCtlError(err, errTextNoUser), isCtlError(err, errTextUserNotFound), isCtlError(err, errTextPermission):
+		// Only an auth-enabled etcd checks the caller: no user, or the CN of
+		// the member's own client certificate naming no user or not root.
 		enabled = true
 	case isCtlError(err, "unknown command"):
 		// etcdctl before v3.5 has no auth status: go by the configuration.
@@ -467,11 +479,20 @@ func (e *Engine) checkRoot(ctx context.Context, s *site, via string, mutating bo
 	switch {
 	case err == nil:
 		return nil
-	case isCtlError(err, errTextNoStty):
+	case noStty(err) && s.ctl.api == nil:
 		// etcdctl's --user prompt runs stty before reading stdin; images
 		// without it (the official distroless etcd image) cannot take a
-		// password without putting it into the command line.
-		return ops.Preconditionf("etcd %s/%s: etcdctl in pod %s cannot read the password from stdin (its --user prompt needs an stty program, which the image lacks); use client-certificate authentication (a certificate whose CN is root, via --etcd-cert/--etcd-key) instead", s.ns, s.sts, via)
+		// password without putting it into the command line. etcd's own
+		// API over a port-forward can (apictl.go).
+		if e.Forward == nil {
+			return ops.Preconditionf("etcd %s/%s: etcdctl in pod %s cannot read the password from stdin (its --user prompt needs an stty program, which the image lacks); use client-certificate authentication (a certificate whose CN is root, via --etcd-cert/--etcd-key) instead", s.ns, s.sts, via)
+		}
+		api, aerr := newAPICtl(ctx, e.Client, e.Forward, s.ns, s.sts, s.container, s.volumes, s.ctl.spec, s.ctl.files, via, s.ctl.credentials)
+		if aerr != nil {
+			return aerr
+		}
+		s.ctl.api = api
+		return e.checkRoot(ctx, s, via, mutating, who)
 	case isCtlError(err, errTextAuthFailed):
 		return ops.Preconditionf("etcd %s/%s rejects the credentials of %s: authentication failed", s.ns, s.sts, who)
 	case isCtlError(err, errTextPermission) && mutating:

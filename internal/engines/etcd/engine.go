@@ -2,7 +2,9 @@
 // StatefulSet (plain "<name>" with "<name>-headless", or the Bitnami chart's
 // "<release>-etcd"): health and quorum, rolling restart with the leader
 // last, scaling one member at a time through learners, and member repair.
-// It talks to etcd only through etcdctl run by exec in a member's pod.
+// It talks to etcd through etcdctl run by exec in a member's pod; where
+// etcdctl cannot take the password (an image without stty, apictl.go),
+// through etcd's v3 gateway over a port-forward to the member.
 //
 // Conventions:
 //   - peer URL of a pod: Options.PeerURLTemplate, else the StatefulSet
@@ -74,6 +76,9 @@ type Engine struct {
 	Client  kubernetes.Interface
 	Exec    PodExecutor
 	Options Options
+	// Forward reaches a member's client port for the etcd API path
+	// (apictl.go); nil: that path is unavailable.
+	Forward Forwarder
 }
 
 var (
@@ -83,7 +88,7 @@ var (
 
 // New returns an engine that runs etcdctl through the API server.
 func New(client kubernetes.Interface, config *rest.Config, opts Options) *Engine {
-	return &Engine{Client: client, Exec: KubeExecutor{Config: config, Client: client}, Options: opts}
+	return &Engine{Client: client, Exec: KubeExecutor{Config: config, Client: client}, Options: opts, Forward: KubeForwarder{Config: config}}
 }
 
 // Name returns "etcd".

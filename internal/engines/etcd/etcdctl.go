@@ -90,13 +90,20 @@ type CtlError struct {
 	Code int
 	Msg  string
 	Err  error
+	// Via is what ran the command: "" for etcdctl by exec, "etcd API" for
+	// the gateway over a port-forward (apictl.go).
+	Via string
 }
 
 func (e *CtlError) Error() string {
-	if e.Msg != "" {
-		return fmt.Sprintf("etcdctl %s in pod %s: %s", e.Op, e.Pod, e.Msg)
+	via := "etcdctl"
+	if e.Via != "" {
+		via = e.Via
 	}
-	return fmt.Sprintf("etcdctl %s in pod %s: %v", e.Op, e.Pod, e.Err)
+	if e.Msg != "" {
+		return fmt.Sprintf("%s %s in pod %s: %s", via, e.Op, e.Pod, e.Msg)
+	}
+	return fmt.Sprintf("%s %s in pod %s: %v", via, e.Op, e.Pod, e.Err)
 }
 
 func (e *CtlError) Unwrap() error { return e.Err }
@@ -131,10 +138,19 @@ type ctl struct {
 	exec      PodExecutor
 	namespace string
 	container string
-	// conn picks the --endpoints of each pod (conn.go).
+	// conn picks the --endpoints of each pod (conn.go); nil when the pod
+	// sets ETCDCTL_ENDPOINTS. spec is never nil: the member's listeners and
+	// advertised URLs, for the etcd API path.
 	conn *clientConn
+	spec *clientConn
 	// flags go before the subcommand (TLS files, timeouts).
 	flags []string
+	// files are the client TLS files of flags (or of the pod's ETCDCTL_*).
+	files tlsFiles
+	// api, when set, serves every command from etcd's gateway over a
+	// port-forward instead (apictl.go): etcdctl in the image cannot take
+	// the password.
+	api *apiCtl
 
 	mu sync.Mutex
 	// user and password authenticate etcdctl: --user names the user only,
@@ -210,6 +226,18 @@ func isCtlDefault(ep string) bool {
 
 // describe renders the command for plan details, with no secret in it.
 func (c *ctl) describe(args ...string) string {
+	if c.api != nil {
+		scheme := "http"
+		if c.api.tls != nil {
+			scheme = "https"
+		}
+		parts := []string{"etcd API (" + scheme + " over a port-forward to the pod's client port " + strconv.Itoa(c.api.port)}
+		if user, pw, from := c.credentials(); len(pw) > 0 {
+			parts[0] += ", user " + user + ", password from " + from
+		}
+		parts[0] += "):"
+		return strings.Join(append(parts, args...), " ")
+	}
 	parts := []string{"etcdctl"}
 	if c.conn != nil {
 		// Pod-independent endpoints (loopback, option) are shown as they are.
@@ -239,6 +267,9 @@ func (c *ctl) runAs(ctx context.Context, pod string, withCreds bool, op string, 
 }
 
 func (c *ctl) runTo(ctx context.Context, pod string, withCreds bool, endpoints []string, op string, args ...string) ([]byte, error) {
+	if c.api != nil {
+		return c.api.run(ctx, pod, withCreds, endpoints, op, args)
+	}
 	argv, stdin, err := c.argvTo(pod, withCreds, endpoints, args)
 	if err != nil {
 		return nil, err

@@ -80,6 +80,10 @@ type site struct {
 	// authEnabled is what etcd answered.
 	auth        *authSource
 	authEnabled bool
+	// container and volumes are the etcd container and the pod volumes of
+	// the template (the Secrets behind TLS files, for the etcd API path).
+	container *corev1.Container
+	volumes   []corev1.Volume
 }
 
 func (s *site) podName(ordinal int) string { return fmt.Sprintf("%s-%d", s.sts, ordinal) }
@@ -190,6 +194,7 @@ func (e *Engine) newSite(c *ops.Cluster) (*site, error) {
 	}
 	s.ctl = ctl
 	s.auth = detectAuth(e.Options, container, sts.Spec.Template.Spec.Volumes)
+	s.container, s.volumes = container, sts.Spec.Template.Spec.Volumes
 	return s, nil
 }
 
@@ -256,9 +261,14 @@ func envValue(c *corev1.Container, name string) string {
 func (e *Engine) newCtl(ns, sts string, c *corev1.Container) (*ctl, error) {
 	o := e.Options
 	x := &ctl{exec: e.Exec, namespace: ns, container: c.Name, conn: newClientConn(ns, c, o.Endpoint)}
+	x.spec = x.conn
 	if hasEnv(c, "ETCDCTL_ENDPOINTS") && o.Endpoint == "" {
 		// The pod tells etcdctl where to go itself.
 		x.conn = nil
+		// The etcd API path (apictl.go) forwards to that address when it is
+		// a literal loopback URL, else to the member's own listeners.
+		first, _, _ := strings.Cut(envValue(c, "ETCDCTL_ENDPOINTS"), ",")
+		x.spec = newClientConn(ns, c, strings.TrimSpace(first))
 	}
 	cacert, cert, key := o.CACert, o.Cert, o.Key
 	if cacert == "" && !hasEnv(c, "ETCDCTL_CACERT") {
@@ -274,6 +284,13 @@ func (e *Engine) newCtl(ns, sts string, c *corev1.Container) (*ctl, error) {
 	}
 	if clientCertAuth(c) && cert == "" && !podCert {
 		return nil, ops.Preconditionf("etcd %s/%s requires client certificates (--client-cert-auth) and none is known: pass --etcd-cert and --etcd-key (file paths inside the etcd container, e.g. from the Secret it mounts)", ns, sts)
+	}
+	x.files = tlsFiles{ca: cacert, cert: cert, key: key}
+	if cacert == "" {
+		x.files.ca = envValue(c, "ETCDCTL_CACERT")
+	}
+	if podCert && cert == "" {
+		x.files.cert, x.files.key = envValue(c, "ETCDCTL_CERT"), envValue(c, "ETCDCTL_KEY")
 	}
 	if cacert != "" {
 		x.flags = append(x.flags, "--cacert="+cacert)
@@ -384,6 +401,9 @@ func (e *Engine) livePods(ctx context.Context, s *site) ([]string, map[string]*c
 	}
 	if s.ctl.conn != nil {
 		s.ctl.conn.setPods(byName)
+	}
+	if s.ctl.spec != nil && s.ctl.spec != s.ctl.conn {
+		s.ctl.spec.setPods(byName)
 	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {
