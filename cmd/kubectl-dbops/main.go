@@ -20,6 +20,10 @@ func main() {
 	// finishes or is safely abandoned and the journal is kept (exit 130).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A reader that goes away (`... | head -1`) must not kill the process in the middle of a
+	// step: with SIGPIPE ignored a write returns EPIPE, the operation finishes, the lock is
+	// released, and the failed write is reported at the end (exit 1, "writing output").
+	signal.Ignore(syscall.SIGPIPE)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	err := commands.NewRootCmd(streams).ExecuteContext(ctx)
 	if err != nil {
