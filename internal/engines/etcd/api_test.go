@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -434,6 +435,11 @@ func TestEngineSwitchesToAPIWithoutStty(t *testing.T) {
 	}
 	if text := string(planText(t, plan)); !strings.Contains(text, "etcd API (http over a port-forward to the pod's client port 2379, user root") || strings.Contains(text, "s3cret") {
 		t.Fatalf("plan does not name the API path, or shows the password:\n%s", text)
+	}
+	// The RBAC preflight checks the port-forwards before the lock is taken.
+	pf := ops.Permission{Resource: "pods", Subresource: "portforward", Verb: "create"}
+	if needs := plan.Needs(nil); len(plan.Steps) == 0 || !slices.ContainsFunc(needs, func(n ops.NeedFor) bool { return n.Permission == pf }) {
+		t.Errorf("the plan over the API does not declare %+v: %+v", pf, needs)
 	}
 	withStdin := 0
 	for _, x := range f.execs {

@@ -49,7 +49,7 @@ func (e *Engine) PlanRepair(ctx context.Context, c *ops.Cluster, pod string) (*o
 	p := ops.NewPlan("repair", c, ops.EngineEtcd, "--member "+pod)
 	p.Destructive, p.Steps = true, steps
 	p.Notes = []string{fmt.Sprintf("etcd: %s; peer URL of %s: %s (from %s)", st.Summary(), pod, url, s.tmplSource)}
-	return p, nil
+	return s.declareNeeds(p), nil
 }
 
 // repairSteps replace the member of ordinal with a fresh learner on empty

@@ -45,7 +45,7 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 			step.Details = append(step.Details, "before "+l.Pod+" goes, if it still leads: etcdctl move-leader <caught-up healthy member outside this step>, and wait for the new leader")
 		}
 	}
-	return p, nil
+	return s.declareNeeds(p), nil
 }
 
 // restartGate holds etcd's checks around each pod restart.

@@ -133,7 +133,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if len(p.Steps) == 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("already %d voting member(s) with %d pod(s)", target, current))
 	}
-	return p, nil
+	return s.declareNeeds(p), nil
 }
 
 // staleMembers are leftovers an interrupted scale may leave: learners with

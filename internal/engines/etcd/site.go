@@ -444,3 +444,16 @@ func maxOrdinalGuess(pods []string, st *Status, s *site) int {
 	}
 	return n
 }
+
+// declareNeeds adds what the connection chosen while planning needs to every step of p:
+// the etcd API path (apictl.go) opens port-forwards to the members, which the RBAC
+// preflight must check before the lock is taken.
+func (s *site) declareNeeds(p *ops.Plan) *ops.Plan {
+	if s.ctl == nil || s.ctl.api == nil {
+		return p
+	}
+	for _, step := range p.Steps {
+		step.Needs = append(step.Needs, ops.Need("", "pods", "portforward", "create")...)
+	}
+	return p
+}
