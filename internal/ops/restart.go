@@ -22,6 +22,21 @@ type RestartGate interface {
 	After(ctx context.Context, sc *StepContext, p Pod) error
 }
 
+// RestartOrderer is a RestartGate that orders the restart's steps by the pods they hold
+// (alone, or in their zone or batch): steps of lower rank go first, steps of equal rank keep
+// procedure order. Replicated apps restart secondaries before primaries, etcd its leader
+// last. Engines order by pods, never by step targets, which differ between modes.
+type RestartOrderer interface {
+	StepRank(pods []Pod) int
+}
+
+// RestartStepper is a RestartGate that adapts each planned step to the pods it restarts
+// (e.g. CrateDB re-enables allocation when the step fails, and recognises the node of each
+// pod), in every mode.
+type RestartStepper interface {
+	PlanStep(s *Step, pods []Pod) error
+}
+
 // RollingRestart builds rolling restart plans: node groups in procedure
 // order (masters first), pods by ordinal; each step deletes one pod and
 // waits for the same name with a new UID to be Ready.
@@ -70,20 +85,28 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 	}
 	stepPods := make(map[string][]string, len(pods))
 	needs := append(Need("", "pods", "", "delete"), PodWaitNeeds...)
+	var batches []batch
 	switch {
 	case mode == ModePod && opts.BatchSize <= 1:
 		for _, pod := range pods {
-			b := batch{id: "restart/" + pod.Name, target: "pod/" + pod.Name, group: pod.Group, pods: []Pod{pod}, single: true}
-			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods, needs)
-			stepPods[s.ID] = s.Pods
-			p.Steps = append(p.Steps, s)
+			batches = append(batches, batch{id: "restart/" + pod.Name, target: "pod/" + pod.Name, group: pod.Group, pods: []Pod{pod}, single: true})
 		}
 	default:
-		for _, b := range restartBatches(mode, pods, opts.BatchSize) {
-			s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods, needs)
-			stepPods[s.ID] = s.Pods
-			p.Steps = append(p.Steps, s)
+		batches = restartBatches(mode, pods, opts.BatchSize)
+	}
+	if o, ok := r.Gate.(RestartOrderer); ok {
+		slices.SortStableFunc(batches, func(a, b batch) int { return o.StepRank(a.pods) - o.StepRank(b.pods) })
+	}
+	stepper, _ := r.Gate.(RestartStepper)
+	for _, b := range batches {
+		s := r.restartStep(c, b, opts.MaxUnavailableZones, opts.Pods, needs)
+		if stepper != nil {
+			if err := stepper.PlanStep(s, b.pods); err != nil {
+				return nil, err
+			}
 		}
+		stepPods[s.ID] = s.Pods
+		p.Steps = append(p.Steps, s)
 	}
 	p.Preflight = func(ctx context.Context, st PreflightState) error {
 		return r.preflight(ctx, c, p, st, stepPods, opts)

@@ -11,4 +11,7 @@ var (
 	_ ops.PodReplacer   = (*Engine)(nil)
 	_ ops.MemberChecker = (*Engine)(nil)
 	_ ops.Closer        = (*Engine)(nil)
+
+	_ ops.RestartStepper     = (*restartGate)(nil)
+	_ ops.RestartPreflighter = (*restartGate)(nil)
 )

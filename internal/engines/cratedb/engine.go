@@ -280,29 +280,28 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	}
 	gate := &restartGate{e: e, c: c, nodes: nodes}
 	rr := &ops.RollingRestart{Client: e.client, Gate: gate}
-	p, err := rr.Plan(c, ops.EngineCrateDB, opts)
-	if err != nil {
-		return nil, err
+	return rr.Plan(c, ops.EngineCrateDB, opts)
+}
+
+// PlanStep implements ops.RestartStepper: every step re-enables allocation when it fails,
+// and a step of one pod checks, before it deletes it, that its node is the one mapped now.
+func (g *restartGate) PlanStep(s *ops.Step, pods []ops.Pod) error {
+	g.resetOnFailure(s)
+	if len(pods) != 1 {
+		return nil
 	}
-	for _, s := range p.Steps {
-		gate.resetOnFailure(s)
-		name, single := strings.CutPrefix(s.Target, "pod/")
-		if !single {
-			continue
+	// A pod missing at plan time (deleted by a killed or interrupted run, being
+	// recreated) still gets the gate's finish: its step is the one that run left open.
+	pod := ops.Pod{Name: pods[0].Name}
+	if _, live := g.c.Pod(pod.Name); live != nil {
+		pod = *live
+		// Every restarted pod must be recognisable when it comes back.
+		if pn := g.nodes.pods[pod.Name]; pn != nil && pn.Name == "" && pn.Facts.Hostname == "" && len(pn.Facts.IPs) == 0 {
+			return ops.Usagef("refusing: pod %s has no CrateDB node in sys.nodes and nothing to recognise it by (%s)", pod.Name, pn.Facts.describe())
 		}
-		// A pod missing at plan time (deleted by a killed or interrupted run, being
-		// recreated) still gets the gate's finish: its step is the one that run left open.
-		pod := ops.Pod{Name: name}
-		if _, live := c.Pod(name); live != nil {
-			pod = *live
-			// Every restarted pod must be recognisable when it comes back.
-			if pn := nodes.pods[pod.Name]; pn != nil && pn.Name == "" && pn.Facts.Hostname == "" && len(pn.Facts.IPs) == 0 {
-				return nil, ops.Usagef("refusing: pod %s has no CrateDB node in sys.nodes and nothing to recognise it by (%s)", pod.Name, pn.Facts.describe())
-			}
-		}
-		gate.wrapPrecheck(s, pod)
 	}
-	return p, nil
+	g.wrapPrecheck(s, pod)
+	return nil
 }
 
 // sqlErr names the statement that failed (statements carry no secrets:

@@ -9,4 +9,7 @@ var (
 	_ ops.Scaler        = (*Engine)(nil)
 	_ ops.PodReplacer   = (*Engine)(nil)
 	_ ops.MemberChecker = (*Engine)(nil)
+
+	_ ops.RestartOrderer     = (*restartGate)(nil)
+	_ ops.RestartPreflighter = (*restartGate)(nil)
 )

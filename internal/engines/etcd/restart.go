@@ -23,26 +23,26 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		return nil, &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd membership of %s/%s: %v", c.Namespace, c.Name, err), Err: err}
 	}
 	gate := &restartGate{e: e, s: s, batch: map[string][]string{}}
+	if l := st.Leader(); l != nil {
+		gate.leader = l.Pod
+	}
 	rr := &ops.RollingRestart{Client: e.Client, Gate: gate}
 	p, err := rr.Plan(c, ops.EngineEtcd, opts)
 	if err != nil {
 		return nil, err
 	}
+	p.Notes = append(p.Notes, "etcd: "+st.Summary())
 	for _, step := range p.Steps {
 		for _, pod := range step.Pods {
 			gate.batch[pod] = step.Pods
 		}
-	}
-	p.Notes = append(p.Notes, "etcd: "+st.Summary())
-	// The step holding the leader (alone, or in its zone or batch) goes last, so the
-	// cluster changes leader once; before its pod goes, leadership is handed to a caught-up
-	// member outside that step (move-leader) and the new leader confirmed.
-	if l := st.Leader(); l != nil && l.Pod != "" {
-		if i := slices.IndexFunc(p.Steps, func(st *ops.Step) bool { return slices.Contains(st.Pods, l.Pod) }); i >= 0 {
-			step := p.Steps[i]
-			p.Steps = append(slices.Delete(p.Steps, i, i+1), step)
-			p.Notes = append(p.Notes, fmt.Sprintf("leader %s restarts last, after handing leadership to another member (move-leader)", l.Pod))
-			step.Details = append(step.Details, "before "+l.Pod+" goes, if it still leads: etcdctl move-leader <caught-up healthy member outside this step>, and wait for the new leader")
+		// The step holding the leader (alone, or in its zone or batch) went last
+		// (StepRank), so the cluster changes leader once; before its pod goes, leadership
+		// is handed to a caught-up member outside that step (move-leader) and the new
+		// leader confirmed.
+		if gate.leader != "" && slices.Contains(step.Pods, gate.leader) {
+			p.Notes = append(p.Notes, fmt.Sprintf("leader %s restarts last, after handing leadership to another member (move-leader)", gate.leader))
+			step.Details = append(step.Details, "before "+gate.leader+" goes, if it still leads: etcdctl move-leader <caught-up healthy member outside this step>, and wait for the new leader")
 		}
 	}
 	return s.declareNeeds(p), nil
@@ -54,6 +54,16 @@ type restartGate struct {
 	s *site
 	// batch maps each pod to the pods of its step (itself, its zone or batch).
 	batch map[string][]string
+	// leader is the pod of the leader when the plan was made.
+	leader string
+}
+
+// StepRank implements ops.RestartOrderer: the step holding the leader goes last.
+func (g *restartGate) StepRank(pods []ops.Pod) int {
+	if g.leader != "" && slices.ContainsFunc(pods, func(p ops.Pod) bool { return p.Name == g.leader }) {
+		return 1
+	}
+	return 0
 }
 
 // Describe implements ops.RestartGate.

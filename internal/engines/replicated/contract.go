@@ -9,4 +9,6 @@ var (
 	_ ops.Scaler       = (*Engine)(nil)
 	_ ops.Bootstrapper = (*Engine)(nil)
 	_ ops.PodReplacer  = (*Engine)(nil)
+
+	_ ops.RestartOrderer = (*restartGate)(nil)
 )

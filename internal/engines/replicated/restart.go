@@ -3,9 +3,7 @@ package replicated
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -35,18 +33,6 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if err != nil {
 		return nil, err
 	}
-	order := func(role string) int {
-		switch role {
-		case RoleSecondary:
-			return 1
-		case RolePrimary:
-			return 2
-		}
-		return 0
-	}
-	slices.SortStableFunc(p.Steps, func(a, b *ops.Step) int {
-		return order(roles[strings.TrimPrefix(a.Target, "pod/")]) - order(roles[strings.TrimPrefix(b.Target, "pod/")])
-	})
 	p.Notes = append(p.Notes, rolesNote(pr.ms), "secondaries restart first, primaries last; each pod is given its role again before the next")
 	return p, nil
 }
@@ -58,6 +44,21 @@ type restartGate struct {
 	s     *site
 	cfg   *Config
 	roles map[string]string
+}
+
+// StepRank implements ops.RestartOrderer: steps holding only secondaries (or pods without
+// a role) go first, steps holding a primary last — in zone and batch modes too.
+func (g *restartGate) StepRank(pods []ops.Pod) int {
+	rank := 0
+	for _, p := range pods {
+		switch g.roles[p.Name] {
+		case RoleSecondary:
+			rank = max(rank, 1)
+		case RolePrimary:
+			rank = max(rank, 2)
+		}
+	}
+	return rank
 }
 
 // Describe implements ops.RestartGate.
