@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -33,7 +34,7 @@ type CrateDBOptions struct {
 	// Connector and Execer replace the port-forward/pgx and exec paths
 	// (tests use cratedbtest fakes).
 	Connector cratedb.Connector
-	Execer    cratedb.Execer
+	Execer    kube.Executor
 }
 
 // NewCrateDBOptions returns the defaults.
@@ -124,7 +125,7 @@ func (g *GlobalOptions) crateEngine(ctx context.Context, cl *Clients, c *ops.Clu
 		conn = &cratedb.PGConnector{Client: cl.Kube, RestConfig: cl.Config, Host: o.PGHost, Port: o.PGPort,
 			SSLMode: o.PGSSLMode, CA: refs.ca}
 	}
-	var ex cratedb.Execer = cratedb.KubeExecer{Config: cl.Config, Client: cl.Kube}
+	var ex kube.Executor = kube.APIExecutor{Config: cl.Config, Client: cl.Kube}
 	if o.Execer != nil {
 		ex = o.Execer
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -33,7 +34,7 @@ const (
 const configKeyReplicated = "replicated"
 
 // ReplicatedExecer runs commands in pods for the replicated engine.
-type ReplicatedExecer = replicated.PodExecutor
+type ReplicatedExecer = kube.Executor
 
 // replicatedLayers reads the configuration sources above the StatefulSet
 // annotation, highest precedence first: environment, then config file.
@@ -77,7 +78,7 @@ func (g *GlobalOptions) replicatedEngine(cl *Clients) (*replicated.Engine, error
 	if err != nil {
 		return nil, err
 	}
-	var ex replicated.PodExecutor = replicated.KubeExecutor{Config: cl.Config, Client: cl.Kube}
+	var ex kube.Executor = kube.APIExecutor{Config: cl.Config, Client: cl.Kube}
 	if g.ReplicatedExec != nil {
 		ex = g.ReplicatedExec
 	}

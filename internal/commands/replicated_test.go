@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -33,7 +34,7 @@ type fakeReplExec struct {
 	calls []string
 }
 
-func (f *fakeReplExec) Exec(_ context.Context, _, pod, _ string, argv []string) ([]byte, []byte, error) {
+func (f *fakeReplExec) Exec(_ context.Context, _, pod, _ string, argv []string, _ io.Reader) ([]byte, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cmd := path.Base(argv[0])

@@ -234,3 +234,23 @@ func ExecWithTimeout(ctx context.Context, restConfig *rest.Config, client kubern
 	}
 	return stdout, stderr, err
 }
+
+// Executor runs argv in a container of a pod, as Exec does: every engine that runs commands
+// in pods (crash, etcdctl, a replicated app's role commands) takes one, so tests can inject a
+// fake. stdin, when not nil, is the command's standard input — the only way a secret may reach
+// the pod, since API-server audit logs record exec arguments. A non-zero exit is an *ExitError
+// (stdout is still returned).
+type Executor interface {
+	Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) (stdout, stderr []byte, err error)
+}
+
+// APIExecutor is the Executor that runs commands through the API server's exec subresource.
+type APIExecutor struct {
+	Config *rest.Config
+	Client kubernetes.Interface
+}
+
+// Exec implements Executor.
+func (k APIExecutor) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+	return Exec(ctx, k.Config, k.Client, namespace, pod, container, argv, stdin)
+}

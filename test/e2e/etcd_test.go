@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -75,7 +76,7 @@ func newEtcd(t *testing.T, n int32) *etcdEnv {
 		t.Fatal(err)
 	}
 	x := &etcdEnv{t: t, ns: ns, name: "etcd", runner: r, etcdctl: filepath.Join(bin, "etcdctl"), keys: map[string]string{},
-		eng: &etcd.Engine{Client: bed.Client, Exec: etcd.KubeExecutor{Config: bed.RESTConfig, Client: bed.Client},
+		eng: &etcd.Engine{Client: bed.Client, Exec: kube.APIExecutor{Config: bed.RESTConfig, Client: bed.Client},
 			Options: etcd.Options{PollInterval: 500 * time.Millisecond}}}
 	x.waitHealthy(int(n))
 	return x

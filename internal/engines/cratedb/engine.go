@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -64,18 +64,11 @@ type Config struct {
 	AllowRollingUpdate bool
 }
 
-// Execer runs a command in a container (kube.Exec in production).
-type Execer interface {
-	// stdin, when not nil, is the command's standard input: statements
-	// that carry secrets go there, never into argv.
-	Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) (stdout, stderr []byte, err error)
-}
-
 // Engine implements ops.Engine, ops.Scaler and ops.Bootstrapper.
 type Engine struct {
 	client    kubernetes.Interface
 	connector Connector
-	execer    Execer
+	execer    kube.Executor
 	cfg       Config
 
 	mu       sync.Mutex
@@ -90,7 +83,7 @@ var (
 )
 
 // New returns a CrateDB engine. execer may be nil when no bootstrap runs.
-func New(client kubernetes.Interface, connector Connector, execer Execer, cfg Config) *Engine {
+func New(client kubernetes.Interface, connector Connector, execer kube.Executor, cfg Config) *Engine {
 	if cfg.HealthChecks <= 0 {
 		cfg.HealthChecks = DefaultHealthChecks
 	}

@@ -58,7 +58,7 @@ func setup(t *testing.T, groups ...fakecluster.Group) (*fake.Clientset, *ops.Clu
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-func engine(client *fake.Clientset, db *cratedbtest.DB, x cratedb.Execer) *cratedb.Engine {
+func engine(client *fake.Clientset, db *cratedbtest.DB, x kube.Executor) *cratedb.Engine {
 	if x == nil {
 		x = db.Execer()
 	}

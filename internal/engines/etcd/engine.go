@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -74,7 +75,7 @@ type Options struct {
 // Engine implements ops.Engine and ops.Scaler for etcd.
 type Engine struct {
 	Client  kubernetes.Interface
-	Exec    PodExecutor
+	Exec    kube.Executor
 	Options Options
 	// Forward reaches a member's client port for the etcd API path
 	// (apictl.go); nil: that path is unavailable.
@@ -88,7 +89,7 @@ var (
 
 // New returns an engine that runs etcdctl through the API server.
 func New(client kubernetes.Interface, config *rest.Config, opts Options) *Engine {
-	return &Engine{Client: client, Exec: KubeExecutor{Config: config, Client: client}, Options: opts, Forward: KubeForwarder{Config: config}}
+	return &Engine{Client: client, Exec: kube.APIExecutor{Config: config, Client: client}, Options: opts, Forward: KubeForwarder{Config: config}}
 }
 
 // Name returns "etcd".

@@ -12,38 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 )
-
-// PodExecutor runs a command in a container of a pod. Production uses
-// KubeExecutor; tests script etcdctl's answers.
-type PodExecutor interface {
-	// Exec returns the command's stdout and stderr; stdin, when not nil, is
-	// the command's standard input (the only way a secret reaches the pod:
-	// exec arguments are recorded by the API server's audit log). A
-	// non-zero exit is a *kube.ExitError (stdout is still returned: etcdctl
-	// prints the JSON of the endpoints it reached before failing on the
-	// others).
-	Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin []byte) (stdout, stderr []byte, err error)
-}
-
-// KubeExecutor runs commands through the API server's exec subresource.
-type KubeExecutor struct {
-	Config *rest.Config
-	Client kubernetes.Interface
-}
-
-// Exec implements PodExecutor.
-func (k KubeExecutor) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin []byte) ([]byte, []byte, error) {
-	var in io.Reader
-	if stdin != nil {
-		in = bytes.NewReader(stdin)
-	}
-	return kube.Exec(ctx, k.Config, k.Client, namespace, pod, container, argv, in)
-}
 
 // etcdctl error texts the procedures react to.
 const (
@@ -135,7 +105,7 @@ func isCtlError(err error, text string) bool {
 
 // ctl runs etcdctl in pods with the connection flags of one cluster.
 type ctl struct {
-	exec      PodExecutor
+	exec      kube.Executor
 	namespace string
 	container string
 	// conn picks the --endpoints of each pod (conn.go); nil when the pod
@@ -274,7 +244,11 @@ func (c *ctl) runTo(ctx context.Context, pod string, withCreds bool, endpoints [
 	if err != nil {
 		return nil, err
 	}
-	stdout, stderr, err := c.exec.Exec(ctx, c.namespace, pod, c.container, argv, stdin)
+	var in io.Reader
+	if stdin != nil {
+		in = bytes.NewReader(stdin)
+	}
+	stdout, stderr, err := c.exec.Exec(ctx, c.namespace, pod, c.container, argv, in)
 	if err == nil {
 		return stdout, nil
 	}

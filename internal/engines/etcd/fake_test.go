@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,8 +104,12 @@ func exitErr(pod, msg string) error {
 	return &kube.ExitError{Pod: pod, Code: 1, Stderr: []byte(`{"level":"warn","msg":"retrying"}` + "\nError: " + msg + "\n")}
 }
 
-// Exec implements PodExecutor.
-func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, stdin []byte) ([]byte, []byte, error) {
+// Exec implements kube.Executor.
+func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, in io.Reader) ([]byte, []byte, error) {
+	var stdin []byte
+	if in != nil {
+		stdin, _ = io.ReadAll(in)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.execs = append(f.execs, fakeExec{argv: slices.Clone(argv), stdin: string(stdin)})

@@ -27,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -48,27 +47,10 @@ const (
 	RoleFailed    = "failed"
 )
 
-// PodExecutor runs a command in a container of a pod. A non-zero exit is a
-// *kube.ExitError.
-type PodExecutor interface {
-	Exec(ctx context.Context, namespace, pod, container string, argv []string) (stdout, stderr []byte, err error)
-}
-
-// KubeExecutor runs commands through the API server's exec subresource.
-type KubeExecutor struct {
-	Config *rest.Config
-	Client kubernetes.Interface
-}
-
-// Exec implements PodExecutor (stdin is never attached).
-func (k KubeExecutor) Exec(ctx context.Context, namespace, pod, container string, argv []string) ([]byte, []byte, error) {
-	return kube.Exec(ctx, k.Config, k.Client, namespace, pod, container, argv, nil)
-}
-
 // Engine implements ops.Engine, ops.Scaler and ops.Bootstrapper.
 type Engine struct {
 	Client kubernetes.Interface
-	Exec   PodExecutor
+	Exec   kube.Executor
 	// Layers are the configuration sources above the StatefulSet
 	// annotation, highest precedence first.
 	Layers []*Layer
@@ -308,7 +290,7 @@ func (e *Engine) run(ctx context.Context, s *site, cfg *Config, name, pod string
 	cctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	argv := append(slices.Clone(c.Argv), args...)
-	stdout, stderr, err := e.Exec.Exec(cctx, s.ns, pod, cfg.Container, argv)
+	stdout, stderr, err := e.Exec.Exec(cctx, s.ns, pod, cfg.Container, argv, nil)
 	if err != nil {
 		ce := &CommandError{Name: name, Pod: pod, Stderr: lastLine(stderr), Err: err}
 		var ee *kube.ExitError

@@ -3,6 +3,7 @@ package replicated
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"path"
 	"slices"
@@ -72,8 +73,8 @@ func (f *fakeApp) failOn(cmd string, pods ...string) {
 	}
 }
 
-// Exec implements PodExecutor.
-func (f *fakeApp) Exec(_ context.Context, _, pod, _ string, argv []string) ([]byte, []byte, error) {
+// Exec implements kube.Executor.
+func (f *fakeApp) Exec(_ context.Context, _, pod, _ string, argv []string, _ io.Reader) ([]byte, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cmd := path.Base(argv[0])

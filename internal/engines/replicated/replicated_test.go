@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"strconv"
@@ -465,7 +466,7 @@ type hangingExec struct {
 	calls []string // "pod: cmd (deleted: ...)"
 }
 
-func (h *hangingExec) Exec(ctx context.Context, ns, pod, container string, argv []string) ([]byte, []byte, error) {
+func (h *hangingExec) Exec(ctx context.Context, ns, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
 	cmd := path.Base(argv[0])
 	h.f.mu.Lock()
 	deleted := strings.Join(h.f.deleted, ",")
@@ -477,7 +478,7 @@ func (h *hangingExec) Exec(ctx context.Context, ns, pod, container string, argv 
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
 	}
-	return h.app.Exec(ctx, ns, pod, container, argv)
+	return h.app.Exec(ctx, ns, pod, container, argv, stdin)
 }
 
 // TestPrimaryTimeoutStopsPodBeforeNextCandidate: a primary command that

@@ -355,9 +355,9 @@ type Exec struct {
 	Stdin string
 }
 
-// Execer returns a cratedb.Execer that runs crash against d, printing
+// Execer returns a kube.Executor that runs crash against d, printing
 // what crash prints: statements from -c, else from stdin.
-func (d *DB) Execer() cratedb.Execer { return execer{d} }
+func (d *DB) Execer() kube.Executor { return execer{d} }
 
 type execer struct{ d *DB }
 
