@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/generic"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -46,7 +47,7 @@ func builtinEngines() []EngineKind {
 			return e, nil
 		}},
 		{ops.EngineGeneric, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			return ops.GenericEngine{Client: d.Clients.Kube}, nil
+			return generic.New(d.Clients.Kube), nil
 		}},
 	}
 }

@@ -256,9 +256,3 @@ func (r *Replacement) waitOne(ctx context.Context, sc *StepContext, ns string, p
 	}
 	return nil
 }
-
-// PlanReplacement implements PodReplacer: pods and PVCs recreated, with no
-// database steps.
-func (g GenericEngine) PlanReplacement(_ context.Context, c *Cluster, req ReplaceRequest) (*Plan, error) {
-	return (&Replacement{Client: g.Client}).Plan(c, EngineGeneric, req)
-}

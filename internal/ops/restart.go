@@ -200,21 +200,3 @@ func inCluster(c *Cluster, pod string) bool {
 	_, p := c.Pod(pod)
 	return p != nil
 }
-
-// GenericEngine handles any StatefulSet-based cluster with no database
-// specific gates.
-type GenericEngine struct {
-	Client kubernetes.Interface
-}
-
-// Name returns "generic".
-func (GenericEngine) Name() string { return EngineGeneric }
-
-// Health has nothing database-specific to say.
-func (GenericEngine) Health(context.Context, *Cluster) (*Health, error) { return nil, nil }
-
-// PlanRestart builds the plain rolling restart.
-func (g GenericEngine) PlanRestart(_ context.Context, c *Cluster, opts RestartOptions) (*Plan, error) {
-	rr := &RollingRestart{Client: g.Client}
-	return rr.Plan(c, EngineGeneric, opts)
-}
