@@ -125,15 +125,11 @@ func (g *GlobalOptions) crateEngine(ctx context.Context, cl *Clients, c *ops.Clu
 		conn = &cratedb.PGConnector{Client: cl.Kube, RestConfig: cl.Config, Host: o.PGHost, Port: o.PGPort,
 			SSLMode: o.PGSSLMode, CA: refs.ca}
 	}
-	var ex kube.Executor = kube.APIExecutor{Config: cl.Config, Client: cl.Kube}
-	if o.Execer != nil {
-		ex = o.Execer
-	}
 	// crash's scheme and port come from the StatefulSet (-Cssl.http.enabled,
 	// the container's ports), not from flags.
-	return cratedb.New(cl.Kube, conn, ex, cratedb.Config{SystemPassword: refs.system,
+	return cratedb.New(ops.EngineDeps{Client: cl.Kube, Config: cl.Config, Exec: o.Execer}, cratedb.Config{Connector: conn, SystemPassword: refs.system,
 		HealthChecks: o.HealthChecks, HealthInterval: o.HealthInterval, PollInterval: o.PollInterval,
-		AllowRollingUpdate: o.AllowRollingUpdate, CrashUser: o.CrashUser}), nil
+		AllowRollingUpdate: o.AllowRollingUpdate, CrashUser: o.CrashUser})
 }
 
 // closeEngine ends an engine's database connections, if it keeps any.

@@ -16,6 +16,11 @@ type EngineDeps struct {
 	Options *GlobalOptions
 }
 
+// deps are the engine packages' constructor dependencies (ops.EngineDeps) of d.
+func (d EngineDeps) deps() ops.EngineDeps {
+	return ops.EngineDeps{Client: d.Clients.Kube, Config: d.Clients.Config}
+}
+
 // EngineKind is an engine commands can build: its name (the --engine value
 // and dbops.io/engine label) and how to build it for a cluster.
 type EngineKind struct {
@@ -37,7 +42,7 @@ func builtinEngines() []EngineKind {
 			if err := d.Options.Etcd.Validate(); err != nil {
 				return nil, err
 			}
-			return etcd.New(d.Clients.Kube, d.Clients.Config, d.Options.Etcd.Options), nil
+			return etcd.New(d.deps(), d.Options.Etcd.Options)
 		}},
 		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			e, err := d.Options.replicatedEngine(d.Clients)
@@ -47,7 +52,7 @@ func builtinEngines() []EngineKind {
 			return e, nil
 		}},
 		{ops.EngineGeneric, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			return generic.New(d.Clients.Kube), nil
+			return generic.New(d.deps(), generic.Options{})
 		}},
 	}
 }

@@ -78,9 +78,5 @@ func (g *GlobalOptions) replicatedEngine(cl *Clients) (*replicated.Engine, error
 	if err != nil {
 		return nil, err
 	}
-	var ex kube.Executor = kube.APIExecutor{Config: cl.Config, Client: cl.Kube}
-	if g.ReplicatedExec != nil {
-		ex = g.ReplicatedExec
-	}
-	return &replicated.Engine{Client: cl.Kube, Exec: ex, Layers: layers}, nil
+	return replicated.New(ops.EngineDeps{Client: cl.Kube, Config: cl.Config, Exec: g.ReplicatedExec}, replicated.Options{Layers: layers})
 }

@@ -2,7 +2,31 @@ package ops
 
 import (
 	"context"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 )
+
+// EngineDeps is what every engine package's constructor takes, in one shape:
+// `New(deps ops.EngineDeps, opts Options) (*Engine, error)` — the cluster's API clients and
+// the seams tests replace. Engine-specific settings are the second argument.
+type EngineDeps struct {
+	Client kubernetes.Interface
+	// Config is the REST config exec and port-forwards use.
+	Config *rest.Config
+	// Exec runs commands in pods; nil: through the API server (kube.APIExecutor).
+	Exec kube.Executor
+}
+
+// Executor returns Exec, or the API server's exec subresource.
+func (d EngineDeps) Executor() kube.Executor {
+	if d.Exec != nil {
+		return d.Exec
+	}
+	return kube.APIExecutor{Config: d.Config, Client: d.Client}
+}
 
 // Engine adapts one kind of database. The plan/executor, lock and discovery
 // are shared; an engine contributes health and the engine-specific parts of

@@ -39,6 +39,8 @@ const (
 
 // Config is what the engine needs besides its clients.
 type Config struct {
+	// Connector opens SQL sessions (pgwire through a port-forward, or a fake).
+	Connector Connector
 	// SystemPassword is the Secret holding the system user's password
 	// (zero = user-system-<cluster>/password, the operator's Secret).
 	SystemPassword SecretRef
@@ -82,8 +84,11 @@ var (
 	_ ops.Bootstrapper = (*Engine)(nil)
 )
 
-// New returns a CrateDB engine. execer may be nil when no bootstrap runs.
-func New(client kubernetes.Interface, connector Connector, execer kube.Executor, cfg Config) *Engine {
+// New returns a CrateDB engine: SQL through cfg.Connector, crash through deps' executor.
+func New(deps ops.EngineDeps, cfg Config) (*Engine, error) {
+	if cfg.Connector == nil {
+		return nil, errors.New("cratedb: no database connector")
+	}
 	if cfg.HealthChecks <= 0 {
 		cfg.HealthChecks = DefaultHealthChecks
 	}
@@ -99,8 +104,8 @@ func New(client kubernetes.Interface, connector Connector, execer kube.Executor,
 	if cfg.PollErrors <= 0 {
 		cfg.PollErrors = DefaultPollErrors
 	}
-	return &Engine{client: client, connector: connector, execer: execer, cfg: cfg,
-		sessions: map[string]*session{}, pwCache: map[string]string{}}
+	return &Engine{client: deps.Client, connector: cfg.Connector, execer: deps.Executor(), cfg: cfg,
+		sessions: map[string]*session{}, pwCache: map[string]string{}}, nil
 }
 
 // Name returns "cratedb".

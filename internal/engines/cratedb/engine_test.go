@@ -62,7 +62,11 @@ func engine(client *fake.Clientset, db *cratedbtest.DB, x kube.Executor) *crated
 	if x == nil {
 		x = db.Execer()
 	}
-	return cratedb.New(client, db.Connector(), x, cratedb.Config{HealthChecks: 2, HealthInterval: time.Millisecond, PollInterval: time.Millisecond})
+	e, err := cratedb.New(ops.EngineDeps{Client: client, Exec: x}, cratedb.Config{Connector: db.Connector(), HealthChecks: 2, HealthInterval: time.Millisecond, PollInterval: time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	return e
 }
 
 func TestHealth(t *testing.T) {
@@ -265,8 +269,11 @@ func TestExpectedNodesArgs(t *testing.T) {
 			if w := fakecluster.Writes(client); len(w) > 0 {
 				t.Errorf("refusal wrote %v", w)
 			}
-			e := cratedb.New(client, db.Connector(), db.Execer(), cratedb.Config{HealthChecks: 1, HealthInterval: time.Millisecond,
+			e, err := cratedb.New(ops.EngineDeps{Client: client, Exec: db.Execer()}, cratedb.Config{Connector: db.Connector(), HealthChecks: 1, HealthInterval: time.Millisecond,
 				PollInterval: time.Millisecond, AllowRollingUpdate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
 			p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 3}})
 			if err != nil {
 				t.Fatal(err)

@@ -262,7 +262,7 @@ func TestSpecOf(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("specOf = %+v, want %+v", got, tt.want)
 			}
-			e := New(nil, nil, nil, Config{})
+			e := &Engine{}
 			user, err := e.crashUser(got)
 			if tt.argv == "" {
 				if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), "--crash-user") {

@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -87,9 +86,10 @@ var (
 	_ ops.Scaler = (*Engine)(nil)
 )
 
-// New returns an engine that runs etcdctl through the API server.
-func New(client kubernetes.Interface, config *rest.Config, opts Options) *Engine {
-	return &Engine{Client: client, Exec: kube.APIExecutor{Config: config, Client: client}, Options: opts, Forward: KubeForwarder{Config: config}}
+// New returns an engine that runs etcdctl through deps' executor (the API server's exec),
+// and reaches members' client ports by port-forwards for the etcd API path.
+func New(deps ops.EngineDeps, opts Options) (*Engine, error) {
+	return &Engine{Client: deps.Client, Exec: deps.Executor(), Options: opts, Forward: KubeForwarder{Config: deps.Config}}, nil
 }
 
 // Name returns "etcd".

@@ -16,8 +16,11 @@ type Engine struct {
 	Client kubernetes.Interface
 }
 
+// Options are the generic engine's settings: none.
+type Options struct{}
+
 // New returns the generic engine.
-func New(client kubernetes.Interface) *Engine { return &Engine{Client: client} }
+func New(deps ops.EngineDeps, _ Options) (*Engine, error) { return &Engine{Client: deps.Client}, nil }
 
 // Name returns "generic".
 func (*Engine) Name() string { return ops.EngineGeneric }

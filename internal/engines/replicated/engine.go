@@ -62,6 +62,19 @@ var (
 	_ ops.Bootstrapper = (*Engine)(nil)
 )
 
+// Options are the replicated engine's settings.
+type Options struct {
+	// Layers are the configuration sources above the StatefulSet annotation, highest
+	// precedence first.
+	Layers []*Layer
+}
+
+// New returns a replicated-application engine that runs the role commands through deps'
+// executor.
+func New(deps ops.EngineDeps, opts Options) (*Engine, error) {
+	return &Engine{Client: deps.Client, Exec: deps.Executor(), Layers: opts.Layers}, nil
+}
+
 // Name returns "replicated".
 func (e *Engine) Name() string { return ops.EngineReplicated }
 
