@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +22,9 @@ import (
 type Clients struct {
 	Kube   kubernetes.Interface
 	Config *rest.Config
+	// Dynamic reads custom resources discovery looks at (the CrateDB operator's CrateDB
+	// resource, for the order of its data node groups); nil: not read.
+	Dynamic dynamic.Interface
 	// Clock is the API server's clock (local clock corrected by the Date
 	// header of its responses); lock expiry is judged by it.
 	Clock ops.Clock
@@ -119,7 +123,11 @@ func (o *Factory) defaultClients() (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
-	return &Clients{Kube: kc, Config: cfg, Clock: clock, Requests: requests}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	return &Clients{Kube: kc, Config: cfg, Dynamic: dyn, Clock: clock, Requests: requests}, nil
 }
 
 // checkContext refuses a --context the kubeconfig does not have, naming

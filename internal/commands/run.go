@@ -36,7 +36,7 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 		return nil, nil, err
 	}
 	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine,
-		Engines: g.engineNames()})
+		Engines: g.engineNames(), Dynamic: cl.Dynamic})
 	if err != nil {
 		return nil, nil, err
 	}
