@@ -96,6 +96,11 @@ func up(ctx context.Context, realNodes bool) error {
 		if _, err := os.Stat(kubeconfig(dir)); err != nil {
 			return fmt.Errorf("sandbox processes run but the kubeconfig is missing (%w); run `go run ./hack/sandbox down` first", err)
 		}
+		if realNodes && !testbed.HasRealNodes(dir) {
+			// Reusing it would print a KUBECONFIG without the real nodes and the rn-etcd
+			// cluster that were asked for (make demo REAL=1 would then fail on them).
+			return errors.New("the running sandbox has no real nodes; stop it first (go run ./hack/sandbox down, or make sandbox-down), then run up --real-nodes")
+		}
 		fmt.Printf("export KUBECONFIG=%s\n", kubeconfig(dir))
 		return nil
 	}

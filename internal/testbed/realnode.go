@@ -152,6 +152,13 @@ func depsScript() (string, error) {
 	return p, nil
 }
 
+// HasRealNodes reports whether the test bed in dir (running or left behind) claimed real
+// nodes: it wrote their host resources down when it started them.
+func HasRealNodes(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, realNodeStateFile))
+	return err == nil
+}
+
 // StartRealNodes adds n real nodes (realnode-1..n, zones round-robin like the kwok nodes) to a
 // running test bed: it claims host resources, builds and imports the images, and starts CoreDNS
 // and per node a containerd and a kubelet; it returns once every real node is Ready and DNS

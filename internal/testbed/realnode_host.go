@@ -107,30 +107,39 @@ func writeState(path string, st realNodeState) error {
 }
 
 // claimSlot takes the first free slot for a test bed whose components are listed in pidfile.
-// A slot whose owner has no live component left is cleaned (cleanupHost) and taken over.
+// Every slot whose owner has no live component left is cleaned (cleanupHost) first, whichever
+// slot is then taken: a killed test bed's containers, mounts and addresses do not outlive the
+// next claim.
 func claimSlot(dir, stateDir, pidfile string, nodes int, logf func(string, ...any)) (realNodeState, error) {
 	var claimed realNodeState
 	err := withClaimLock(func() error {
+		for slot := range maxSlots {
+			path := slotPath(slot)
+			old, err := readState(path)
+			if err != nil {
+				if !errors.Is(err, os.ErrNotExist) {
+					logf("testbed: skipping real-node slot %d: %v", slot, err)
+				}
+				continue
+			}
+			if alive, _ := PidfileAlive(old.Pidfile); alive && old.Dir != dir {
+				continue
+			}
+			logf("testbed: cleaning real-node slot %d left by %s", slot, old.Dir)
+			if err := cleanupHost(old); err != nil {
+				logf("testbed: slot %d: %v", slot, err)
+				continue
+			}
+			_ = os.Remove(path)
+		}
 		used, err := hostAddresses()
 		if err != nil {
 			return err
 		}
 		for slot := range maxSlots {
 			path := slotPath(slot)
-			if old, err := readState(path); err == nil {
-				alive, _ := PidfileAlive(old.Pidfile)
-				if alive && old.Dir != dir {
-					continue
-				}
-				logf("testbed: cleaning real-node slot %d left by %s", slot, old.Dir)
-				if err := cleanupHost(old); err != nil {
-					logf("testbed: slot %d: %v", slot, err)
-					continue
-				}
-				_ = os.Remove(path)
-			} else if !errors.Is(err, os.ErrNotExist) {
-				logf("testbed: skipping real-node slot %d: %v", slot, err)
-				continue
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				continue // held by a running test bed, or not cleaned
 			}
 			st := realNodeState{Slot: slot, Nodes: nodes, Dir: dir, StateDir: stateDir, Pidfile: pidfile}
 			if used[st.dnsIP()] || used[st.gateway()] || linkExists(st.bridge()) {
@@ -389,15 +398,31 @@ func cleanupHost(st realNodeState) error {
 // removeNetns deletes the named network namespaces (containerd's cni-<uuid>) whose interfaces
 // have an address in the claim's pod subnet.
 func removeNetns(st realNodeState) error {
-	_, subnet, err := net.ParseCIDR(st.podSubnet())
+	names, err := claimNetns(st)
 	if err != nil {
 		return err
 	}
+	var errs []error
+	for _, name := range names {
+		if err := ipCmd("netns", "delete", name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// claimNetns lists the named network namespaces (containerd's cni-<uuid>) that have an address
+// in the claim's pod subnet, which no one else uses while the claim is held.
+func claimNetns(st realNodeState) ([]string, error) {
+	_, subnet, err := net.ParseCIDR(st.podSubnet())
+	if err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir("/run/netns")
 	if err != nil {
-		return nil //nolint:nilerr // no named namespaces at all
+		return nil, nil //nolint:nilerr // no named namespaces at all
 	}
-	var errs []error
+	var names []string
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), "cni-") {
 			continue
@@ -406,19 +431,14 @@ func removeNetns(st realNodeState) error {
 		if err != nil {
 			continue
 		}
-		ours := false
 		for _, f := range strings.Fields(string(out)) {
 			if ip, _, err := net.ParseCIDR(f); err == nil && subnet.Contains(ip) {
-				ours = true
-			}
-		}
-		if ours {
-			if err := ipCmd("netns", "delete", e.Name()); err != nil {
-				errs = append(errs, err)
+				names = append(names, e.Name())
+				break
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return names, nil
 }
 
 func collectCgroupPids(dir string, pids map[int]bool) {
