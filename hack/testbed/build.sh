@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes testbed binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, etcdctl, kwok, and for the real nodes kubelet and CoreDNS) from the Go
+# kube-scheduler, kubectl, etcd, etcdctl, kwok, and for the real nodes kubelet and CoreDNS) from the Go
 # module proxy into a versioned cache folder outside the repository. See
 # /work/shared/docs/testbed.md and realnode.md for the recipes this follows.
 #
@@ -27,7 +27,7 @@ BASE="${CACHE_ROOT}/${KEY}"
 BIN="${BASE}/bin"
 NICE="${DBOPS_TESTBED_NICE:-10}"
 
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler etcd etcdctl kwok kubelet coredns)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd etcdctl kwok kubelet coredns)
 
 log() { printf '[build.sh] %s\n' "$*" >&2; }
 
@@ -66,7 +66,9 @@ export GOWORK=off
 export CGO_ENABLED=0
 gobuild() { nice -n "${NICE}" go "$@"; }
 
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# kubectl: the e2e tests run the plugin through kubectl's plugin lookup, at the control
+# plane's version, whatever kubectl the machine has (or none).
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 build_k8s() {
   local need=() b
@@ -76,9 +78,10 @@ build_k8s() {
   [[ ${#need[@]} -gt 0 ]] || return 0
 
   # One scratch module for all Kubernetes commands; it is kept (marker file) so that a cache
-  # made before kubelet was added only needs the kubelet compiled, not the module resolved again.
+  # made before kubectl was added only needs the module resolved again for kubectl's
+  # dependencies and kubectl compiled, not the rest.
   local dir="${BASE}/src/k8s"
-  if [[ ! -f "${dir}/.ready-kubelet" ]]; then
+  if [[ ! -f "${dir}/.ready-kubectl" ]]; then
     rm -rf "${dir}" && mkdir -p "${dir}"
     log "downloading k8s.io/kubernetes@${K8S_VERSION} (large module, first time only)"
     local moddir
@@ -105,7 +108,7 @@ build_k8s() {
       log "resolving kubernetes dependencies"
       go get -tool "${tools[@]}" >&2
     )
-    touch "${dir}/.ready-kubelet"
+    touch "${dir}/.ready-kubectl"
   fi
   (
     cd "${dir}"

@@ -32,7 +32,8 @@ const (
 	EnvCacheDir = "DBOPS_TESTBED_CACHE"
 )
 
-var requiredBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+// kubectl is not a component: the e2e tests run the plugin through it (Testbed.Kubectl).
+var requiredBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"}
 
 // DefaultBinDir is where hack/testbed/build.sh puts the binaries, honouring the same
 // environment variables.

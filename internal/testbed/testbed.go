@@ -665,6 +665,10 @@ func (tb *Testbed) Stop() error {
 	return tb.stopErr
 }
 
+// Kubectl is the path of the kubectl built with the control plane (same version), for tests
+// that run the plugin the way users do, through kubectl's plugin lookup.
+func (tb *Testbed) Kubectl() string { return filepath.Join(tb.binDir, "kubectl") }
+
 // WaitPodsReady watches the pods of namespace matching selector (label selector syntax) until
 // at least n of them are Ready and not terminating.
 func (tb *Testbed) WaitPodsReady(ctx context.Context, namespace, selector string, n int) error {

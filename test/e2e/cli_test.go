@@ -106,10 +106,7 @@ func TestStatus(t *testing.T) {
 
 // Case 4: kubectl finds the binary on PATH as a plugin and runs it against the testbed.
 func TestKubectlPlugin(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH; this test needs it to check plugin discovery (CI installs it)")
-	}
+	kubectl := bed.Kubectl() // built with the control plane: the test never depends on the machine's
 	ns := newNamespace(t)
 	createDBCluster(t, ns, webCluster, 3)
 

@@ -37,10 +37,7 @@ func TestResumeCrateDBRestart(t *testing.T) {
 }
 
 func testResumeCrateDB(t *testing.T, paste bool) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH; pasting the hint needs it (CI installs it)")
-	}
+	kubectl := bed.Kubectl() // pasting the hint goes through kubectl's plugin lookup
 	x := newCrateEnvLayout(t, true, bedwire.LayoutPodName)
 	var order []string
 	for _, g := range crateE2EGroups {
