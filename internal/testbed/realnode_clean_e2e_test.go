@@ -21,7 +21,8 @@ import (
 // TestRealNodeStopCleansHost starts real nodes with a running container (its own mounts,
 // cgroups, network namespace and shim), then checks both ways a test bed's host resources go:
 // a test bed killed with everything it started (as `go test -timeout` or kill -9 leaves it)
-// is cleaned by the next claim of a real-node slot, and Stop leaves nothing behind. Needs the
+// is cleaned by the next test bed (its start clears stale test bed folders, its claim of a
+// real-node slot clears stale claims elsewhere), and Stop leaves nothing behind. Needs the
 // binaries and root: go test -tags e2e -run TestRealNodeStopCleansHost ./internal/testbed/
 func TestRealNodeStopCleansHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
@@ -58,16 +59,16 @@ func TestRealNodeStopCleansHost(t *testing.T) {
 		t.Fatalf("after the kill the containers and mounts should still be there (the check could not fail otherwise); traces: %v", left)
 	}
 
-	// 2. The next test bed's claim cleans the killed one's slot, whichever slot it takes.
+	// 2. The next test bed cleans the killed one's slot, whichever slot it takes.
 	next := StartT(t, Options{Nodes: 1, Zones: []string{"zone-x"}})
 	st2 := startRealNodeWithPod(ctx, t, next)
 	if st2.Slot != st1.Slot {
 		if left := hostTraces(t, st1); len(left) > 0 {
-			t.Errorf("the next claim (slot %d) left the killed test bed's slot %d with: %v", st2.Slot, st1.Slot, left)
+			t.Errorf("the next test bed (slot %d) left the killed test bed's slot %d with: %v", st2.Slot, st1.Slot, left)
 		}
 	} else if left := stateDirTraces(t, st1); len(left) > 0 {
 		// Same slot, same names: only what lives under the old state folder tells them apart.
-		t.Errorf("the next claim took slot %d over but left the killed test bed's %v", st1.Slot, left)
+		t.Errorf("the next test bed took slot %d over but left the killed test bed's %v", st1.Slot, left)
 	}
 
 	// 3. Stop removes everything the real nodes held.
