@@ -132,6 +132,30 @@ func TestAuditEventsCrateDB(t *testing.T) {
 		}
 	}
 	checkEventCounts(t, x.ns, pods, sets, eventRuns, lockID)
+	// The gate's events: allocation held to primaries before each delete (on the incarnation
+	// deleted) and enabled again once the pod rejoined, on the new one, so `kubectl describe
+	// pod` shows the last run's.
+	evs := eventsByReason(t, x.ns)
+	for _, pod := range pods {
+		for _, reason := range []string{"DbopsAllocationPrimaries", "DbopsAllocationEnabled"} {
+			if n := len(evs[reason][pod]); n != eventRuns {
+				t.Errorf("pod %s has %d %s events, want %d", pod, n, reason, eventRuns)
+			}
+		}
+		live, err := bed.Client.CoreV1().Pods(x.ns).Get(t.Context(), pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var onLive int
+		for _, e := range evs["DbopsAllocationEnabled"][pod] {
+			if e.InvolvedObject.UID == live.UID {
+				onLive++
+			}
+		}
+		if onLive != 1 {
+			t.Errorf("pod %s (uid %s) has %d DbopsAllocationEnabled events on its live incarnation, want the last run's", pod, live.UID, onLive)
+		}
+	}
 }
 
 // TestAuditEventsReplicated: a replicated application of three pods, one primary (bootstrapped
