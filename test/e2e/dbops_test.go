@@ -445,6 +445,15 @@ func TestInterruptAndResume(t *testing.T) {
 	if h := holderString(lease.Spec.HolderIdentity); h != "" {
 		t.Errorf("lock still held by %q after SIGINT, want released", h)
 	}
+	// `kubectl describe sts` shows the interruption, as a Warning naming the lock ID.
+	opEvents := eventsByReason(t, ns)
+	if got := opEvents["DbopsOperationInterrupted"][webCluster]; len(got) != 1 || got[0].Type != corev1.EventTypeWarning ||
+		got[0].InvolvedObject.Kind != "StatefulSet" || !strings.Contains(got[0].Message, "lock id e2e-interrupt") {
+		t.Errorf("DbopsOperationInterrupted events on StatefulSet %s = %+v, want one Warning naming lock id e2e-interrupt", webCluster, got)
+	}
+	if n := len(opEvents["DbopsOperationSucceeded"][webCluster]); n != 0 {
+		t.Errorf("%d DbopsOperationSucceeded events after the interrupted run, want 0", n)
+	}
 
 	// Resume. The interrupted run may have deleted web-1 already (the action in flight
 	// finishes); the re-run then finds it restarted. Either way no pod is restarted twice.
@@ -484,6 +493,10 @@ func TestInterruptAndResume(t *testing.T) {
 		t.Errorf("lock still held by %q after re-run, want released", h)
 	}
 	checkRestartEvents(t, ns, "e2e-interrupt", old)
+	opEvents = eventsByReason(t, ns)
+	if n, m := len(opEvents["DbopsOperationStarted"][webCluster]), len(opEvents["DbopsOperationSucceeded"][webCluster]); n != 2 || m != 1 {
+		t.Errorf("StatefulSet %s has %d DbopsOperationStarted (want 2: run and resume) and %d DbopsOperationSucceeded (want 1)", webCluster, n, m)
+	}
 }
 
 // Case 7: bad input against the real API fails with exit 2 and one error line, changing
