@@ -56,6 +56,11 @@ and plain or JSON output for pipelines.`,
 			if err := g.LoadConfig(cmd); err != nil {
 				return err
 			}
+			// Again: -v may come from DBOPS_V or the config file. Before any client is
+			// built, as client-go decides on logging requests when it builds its transport.
+			if err := setupKlog(g.Verbosity, g.ErrOut); err != nil {
+				return err
+			}
 			if err := checkInput(cmd, args); err != nil {
 				return err
 			}

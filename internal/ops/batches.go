@@ -203,6 +203,9 @@ type restartProc struct {
 	b        batch
 	maxZones *int
 	tolerate []string
+	// deleted names the pods this run's action deleted (their restart events are recorded
+	// by verify).
+	deleted map[string]bool
 }
 
 func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, error) {
@@ -242,7 +245,36 @@ func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, err
 	// step as done is done. In a batch, pods restarted by an interrupted run are not
 	// deleted again (action skips them), but the step still runs so the gate's After is
 	// sure to have run for them.
-	return b.single && restarted == len(b.pods), nil
+	if b.single && restarted == len(b.pods) {
+		rp.auditEarlier(ctx, sc, pods.Get(b.pods[0].Name))
+		return true, nil
+	}
+	return false, nil
+}
+
+// restartRef is the audit reference of pod's incarnation cur.
+func restartRef(cur *corev1.Pod) ObjectRef {
+	return ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: cur.Namespace, Name: cur.Name, UID: string(cur.UID)}
+}
+
+// restartMessage is the text of a pod's restart event.
+func (rp *restartProc) restartMessage(name string, old types.UID, tail string) string {
+	msg := fmt.Sprintf("deleted pod %s (uid %s) for a rolling restart", name, old)
+	if !rp.b.single {
+		msg += " (" + rp.b.target + ")"
+	}
+	return msg + "; " + tail
+}
+
+// auditEarlier records the restart event of a pod an earlier, interrupted run of this request
+// deleted, on its new incarnation cur, unless that run recorded it already.
+func (rp *restartProc) auditEarlier(ctx context.Context, sc *StepContext, cur *corev1.Pod) {
+	if cur == nil {
+		return
+	}
+	old := types.UID(sc.Get(uidKey(cur.Name)))
+	sc.AuditOnce(ctx, restartRef(cur), "DbopsRestartPod",
+		rp.restartMessage(cur.Name, old, fmt.Sprintf("deleted by an interrupted run of this request, back as uid %s", cur.UID)))
 }
 
 // prepare runs as the previous step finishes: its "done" write carries these pods' UIDs, so
@@ -262,6 +294,7 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 	pods := sc.PodCache(r.Client, ns)
 	var todo []Pod
 	gone := map[string]bool{}
+	rp.deleted = map[string]bool{}
 	for _, pod := range b.pods {
 		old, restarted := recordUID(sc, pods, pod)
 		if !restarted {
@@ -296,26 +329,56 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 		if err := DeletePod(ctx, r.Client, ns, pod.Name, pod.UID); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("deleted pod %s for a rolling restart", pod.Name)
-		if !b.single {
-			msg += " (" + b.target + ")"
-		}
-		sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(pod.UID)}, "DbopsRestartPod", msg)
+		// Its event is recorded by verify, on the new incarnation (see there).
+		rp.deleted[pod.Name] = true
 	}
 	return nil
 }
 
-func (rp *restartProc) verify(ctx context.Context, sc *StepContext) error {
+// verify waits for each pod's new incarnation to be Ready, then records the pod's restart
+// event on it: `kubectl describe pod` looks events up by the pod's UID, so an event on the
+// deleted incarnation would never show once the pod is recreated. One event per restarted
+// pod, written before the step is reported done. A pod an earlier, interrupted run deleted
+// gets it only if that run did not record it. When the wait ends without the pod Ready
+// (Ctrl-C, timeout), the pods this run deleted get theirs on the incarnation that replaced
+// them if it exists by then, as a Warning (a resumed run records it otherwise).
+func (rp *restartProc) verify(ctx context.Context, sc *StepContext) (err error) {
 	r, b, ns := rp.r, rp.b, rp.c.Namespace
+	recorded := map[string]bool{}
+	defer func() {
+		if err == nil {
+			return
+		}
+		pods := sc.PodCache(r.Client, ns)
+		for _, pod := range b.pods {
+			old := types.UID(sc.Get(uidKey(pod.Name)))
+			cur := pods.Get(pod.Name)
+			if recorded[pod.Name] || !rp.deleted[pod.Name] || cur == nil || cur.UID == old {
+				continue
+			}
+			ref := restartRef(cur)
+			ref.Warning = true
+			sc.Audit(ctx, ref, "DbopsRestartPod", rp.restartMessage(pod.Name, old,
+				fmt.Sprintf("the run stopped before its new incarnation %s was Ready", cur.UID)))
+		}
+	}()
 	for i, pod := range b.pods {
 		prefix := ""
 		if !b.single {
 			prefix = pod.Name + ": "
 			sc.Progress(int64(i), int64(len(b.pods)), "pods", "waiting for "+pod.Name)
 		}
-		if err := WaitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name))), prefix); err != nil {
+		old := types.UID(sc.Get(uidKey(pod.Name)))
+		cur, err := WaitReplaced(ctx, sc, r.Client, ns, pod.Name, old, kube.PodReady, "not Ready yet", prefix)
+		if err != nil {
 			return err
 		}
+		if rp.deleted[pod.Name] {
+			sc.Audit(ctx, restartRef(cur), "DbopsRestartPod", rp.restartMessage(pod.Name, old, fmt.Sprintf("back and Ready as uid %s", cur.UID)))
+		} else {
+			rp.auditEarlier(ctx, sc, cur)
+		}
+		recorded[pod.Name] = true
 	}
 	if !b.single {
 		sc.Progress(int64(len(b.pods)), int64(len(b.pods)), "pods", "all back")

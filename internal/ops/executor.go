@@ -204,7 +204,7 @@ func (e *Executor) auditOperation(ctx context.Context, reason string, warning bo
 	if e.Auditor == nil {
 		return
 	}
-	msg := fmt.Sprintf("%s (kubectl-dbops, lock id %s)", message, e.LockID)
+	msg := fmt.Sprintf("%s (kubectl-dbops, lock id %s)", message, e.lockID())
 	for _, o := range e.Objects {
 		o.Warning = warning
 		if err := e.Auditor.Record(ctx, o, reason, msg); err != nil {
@@ -444,6 +444,12 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	}
 	e.emitStep(EventStepDone, ref, nil)
 	return nil
+}
+
+// graceContext is ctx without its cancellation, bounded by the grace period: for writes that
+// record what has already happened (journal, audit events), which Ctrl-C must not lose.
+func (e *Executor) graceContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
 }
 
 // markDoneThen records s as done and next as the current step, in one write.

@@ -157,11 +157,15 @@ func (sc *StepContext) Pods(c *Cluster) {
 	sc.exec.emit(Event{Type: EventPods, Pods: PodSummaries(c)})
 }
 
-// Audit records a Kubernetes Event on the changed object, naming the lock ID.
+// Audit records a Kubernetes Event on the changed object, naming the lock ID. It is written
+// before Audit returns (so before the step is reported done), even after Ctrl-C or the
+// timeout, within the grace period: the change it records has happened.
 func (sc *StepContext) Audit(ctx context.Context, obj ObjectRef, reason, message string) {
 	if sc.exec.Auditor == nil {
 		return
 	}
+	ctx, cancel := sc.exec.graceContext(ctx)
+	defer cancel()
 	msg := fmt.Sprintf("%s (kubectl-dbops %s, lock id %s)", message, sc.exec.plan.Operation, sc.LockID)
 	if err := sc.exec.Auditor.Record(ctx, obj, reason, msg); err != nil {
 		// An audit failure must not abort a half-done operation, but it
@@ -181,9 +185,27 @@ type ObjectRef struct {
 	UID        string
 }
 
+// AuditOnce is Audit unless obj (by UID) has an event with reason already: for a change an
+// earlier, interrupted run of the request made, which may or may not have recorded it. When
+// that cannot be read, the event is recorded: a duplicate is better than none.
+func (sc *StepContext) AuditOnce(ctx context.Context, obj ObjectRef, reason, message string) {
+	if sc.exec.Auditor == nil {
+		return
+	}
+	rctx, cancel := sc.exec.graceContext(ctx)
+	found, err := sc.exec.Auditor.Recorded(rctx, obj, reason)
+	cancel()
+	if err == nil && found {
+		return
+	}
+	sc.Audit(ctx, obj, reason, message)
+}
+
 // Auditor records Kubernetes Events for mutating steps.
 type Auditor interface {
 	Record(ctx context.Context, obj ObjectRef, reason, message string) error
+	// Recorded reports whether obj (by UID) has an event with reason.
+	Recorded(ctx context.Context, obj ObjectRef, reason string) (bool, error)
 }
 
 // PlanView is the serialisable shape of a plan, for the JSON view and

@@ -94,6 +94,8 @@ func TestRollingRestartExecutes(t *testing.T) {
 			t.Errorf("audit event should name the lock id: %q %q", ev.Reason, ev.Message)
 		}
 	}
+	// On the new incarnations, where `kubectl describe pod` finds them.
+	assertOneRestartEventPerLivePod(t, client, want...)
 	j := locker.stored(t)
 	if j.State != JournalSucceeded || len(j.Done) != len(want) {
 		t.Errorf("journal = %+v", j)
@@ -137,7 +139,8 @@ func TestRollingRestartResumesAfterCrash(t *testing.T) {
 	crashed := errors.New("killed")
 	ctx, cancel := context.WithCancel(context.Background())
 	p.Steps[1].Verify = wrapVerify(p.Steps[1].Verify, func() error { cancel(); return crashed })
-	err = (&Executor{Locker: locker, Sink: &Recorder{}}).Run(ctx, p)
+	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
+	err = (&Executor{Locker: locker, Sink: &Recorder{}, Auditor: auditor}).Run(ctx, p)
 	if ExitCode(err) != ExitInterrupted {
 		t.Fatalf("first run: %v (exit %d), want interrupted", err, ExitCode(err))
 	}
@@ -155,9 +158,12 @@ func TestRollingRestartResumesAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &Recorder{}
-	if err := (&Executor{Locker: locker, Sink: rec}).Run(context.Background(), p2); err != nil {
+	if err := (&Executor{Locker: locker, Sink: rec, Auditor: auditor}).Run(context.Background(), p2); err != nil {
 		t.Fatalf("re-run: %v", err)
 	}
+	// db-web-1, deleted by the crashed run before it recorded anything, gets its event from
+	// the re-run, on its new incarnation.
+	assertOneRestartEventPerLivePod(t, client, "db-web-0", "db-web-1", "db-web-2")
 	if got, want := ctrl.Deleted(), []string{"db-web-0", "db-web-1", "db-web-2"}; !slices.Equal(got, want) {
 		t.Errorf("deletions = %v, want each pod exactly once %v", got, want)
 	}

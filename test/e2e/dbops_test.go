@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -148,23 +150,49 @@ func restartEvents(t *testing.T, ns string) map[string][]corev1.Event {
 	return out
 }
 
-// checkRestartEvents asserts one DbopsRestartPod Event per pod, on the pod's old UID, naming
-// the lock ID.
+// describedRestartEvents returns the DbopsRestartPod events `kubectl describe pod` shows for
+// the pod's live incarnation: describe lists the namespace's events by field selector on the
+// involved object's name, namespace and UID (the kind left out), so only events on that UID.
+func describedRestartEvents(t *testing.T, ns, name string) (types.UID, []corev1.Event) {
+	t.Helper()
+	pod, err := bed.Client.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s: %v", name, err)
+	}
+	sel := fields.Set{"involvedObject.name": name, "involvedObject.namespace": ns, "involvedObject.uid": string(pod.UID)}
+	list, err := bed.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: sel.AsSelector().String()})
+	if err != nil {
+		t.Fatalf("list events of pod %s: %v", name, err)
+	}
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.Reason == "DbopsRestartPod" {
+			out = append(out, e)
+		}
+	}
+	return pod.UID, out
+}
+
+// checkRestartEvents asserts one DbopsRestartPod Event per pod, naming the lock ID and the old
+// UID, on the pod's new incarnation, where `kubectl describe pod` finds it after the restart.
 func checkRestartEvents(t *testing.T, ns, lockID string, old map[string]types.UID) {
 	t.Helper()
 	evs := restartEvents(t, ns)
-	for _, name := range webPods {
-		got := evs[name]
+	for _, name := range slices.Sorted(maps.Keys(old)) {
+		if n := len(evs[name]); n != 1 {
+			t.Errorf("pod %s has %d DbopsRestartPod events, want 1: %+v", name, n, evs[name])
+		}
+		uid, got := describedRestartEvents(t, ns, name)
 		if len(got) != 1 {
-			t.Errorf("pod %s has %d DbopsRestartPod events, want 1: %+v", name, len(got), got)
+			t.Errorf("kubectl describe pod %s (uid %s) would show %d DbopsRestartPod events, want 1", name, uid, len(got))
 			continue
 		}
 		e := got[0]
 		if e.ReportingInstance != lockID && !strings.Contains(e.Message, lockID) {
 			t.Errorf("DbopsRestartPod event of %s does not name lock ID %q: reportingInstance=%q message=%q", name, lockID, e.ReportingInstance, e.Message)
 		}
-		if e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.UID != old[name] {
-			t.Errorf("DbopsRestartPod event of %s is about %s uid %s, want Pod uid %s", name, e.InvolvedObject.Kind, e.InvolvedObject.UID, old[name])
+		if e.InvolvedObject.Kind != "Pod" || !strings.Contains(e.Message, string(old[name])) || uid == old[name] {
+			t.Errorf("DbopsRestartPod event of %s: %s %q; want on the Pod's new incarnation, naming its old uid %s", name, e.InvolvedObject.Kind, e.Message, old[name])
 		}
 		if e.Source.Component != "kubectl-dbops" {
 			t.Errorf("DbopsRestartPod event of %s has source %q, want kubectl-dbops", name, e.Source.Component)
@@ -417,6 +445,15 @@ func TestInterruptAndResume(t *testing.T) {
 	if h := holderString(lease.Spec.HolderIdentity); h != "" {
 		t.Errorf("lock still held by %q after SIGINT, want released", h)
 	}
+	// `kubectl describe sts` shows the interruption, as a Warning naming the lock ID.
+	opEvents := eventsByReason(t, ns)
+	if got := opEvents["DbopsOperationInterrupted"][webCluster]; len(got) != 1 || got[0].Type != corev1.EventTypeWarning ||
+		got[0].InvolvedObject.Kind != "StatefulSet" || !strings.Contains(got[0].Message, "lock id e2e-interrupt") {
+		t.Errorf("DbopsOperationInterrupted events on StatefulSet %s = %+v, want one Warning naming lock id e2e-interrupt", webCluster, got)
+	}
+	if n := len(opEvents["DbopsOperationSucceeded"][webCluster]); n != 0 {
+		t.Errorf("%d DbopsOperationSucceeded events after the interrupted run, want 0", n)
+	}
 
 	// Resume. The interrupted run may have deleted web-1 already (the action in flight
 	// finishes); the re-run then finds it restarted. Either way no pod is restarted twice.
@@ -456,6 +493,10 @@ func TestInterruptAndResume(t *testing.T) {
 		t.Errorf("lock still held by %q after re-run, want released", h)
 	}
 	checkRestartEvents(t, ns, "e2e-interrupt", old)
+	opEvents = eventsByReason(t, ns)
+	if n, m := len(opEvents["DbopsOperationStarted"][webCluster]), len(opEvents["DbopsOperationSucceeded"][webCluster]); n != 2 || m != 1 {
+		t.Errorf("StatefulSet %s has %d DbopsOperationStarted (want 2: run and resume) and %d DbopsOperationSucceeded (want 1)", webCluster, n, m)
+	}
 }
 
 // Case 7: bad input against the real API fails with exit 2 and one error line, changing

@@ -271,7 +271,7 @@ func (h *replaceHooks) After(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 			}
 			if changed {
 				for _, p := range batch {
-					sc.Audit(ctx, podRef(c, p), "DbopsRestoreExclusions", fmt.Sprintf("dropped allocation exclusion of %s after replacing pod %s", h.nodes.label(p.Name), p.Name))
+					sc.Audit(ctx, livePodRef(sc, e.client, c, p), "DbopsRestoreExclusions", fmt.Sprintf("dropped allocation exclusion of %s after replacing pod %s", h.nodes.label(p.Name), p.Name))
 				}
 			}
 			return sc.Set(ctx, replaceExclKey(id), "")

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -76,7 +78,7 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 	if err := e.execDB(ctx, sc, g.c, nil, sqlAllocReset); err != nil {
 		return sqlErr(sqlAllocReset, err)
 	}
-	sc.Audit(ctx, podRef(g.c, p), "DbopsAllocationEnabled",
+	sc.Audit(ctx, livePodRef(sc, g.e.client, g.c, p), "DbopsAllocationEnabled",
 		fmt.Sprintf("reset cluster.routing.allocation.enable after pod %s rejoined as %s", p.Name, node))
 	if err := e.greenInARow(ctx, sc, g.c, expectedNodes(g.c)); err != nil {
 		return err
@@ -212,4 +214,17 @@ func (e *Engine) greenInARow(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 
 func podRef(c *ops.Cluster, p ops.Pod) ops.ObjectRef {
 	return ops.ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: c.Namespace, Name: p.Name, UID: string(p.UID)}
+}
+
+// livePodRef is podRef for the pod's live incarnation (from the run's pod informer): an event
+// about a pod that came back after its restart or replacement belongs on the new UID, which
+// is what `kubectl describe pod` searches by. The discovered one when the informer lacks it.
+func livePodRef(sc *ops.StepContext, client kubernetes.Interface, c *ops.Cluster, p ops.Pod) ops.ObjectRef {
+	ref := podRef(c, p)
+	if pods := sc.PodCache(client, c.Namespace); pods != nil {
+		if cur := pods.Get(p.Name); cur != nil {
+			ref.UID = string(cur.UID)
+		}
+	}
+	return ref
 }

@@ -1,0 +1,178 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+)
+
+// listEvents returns the namespace's events with reason.
+func listEvents(t *testing.T, client *fake.Clientset, reason string) []corev1.Event {
+	t.Helper()
+	list, err := client.CoreV1().Events("prod").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// assertOneRestartEventPerLivePod checks what `kubectl describe pod` shows: each named pod's
+// live incarnation (by UID, as describe searches) has exactly one DbopsRestartPod event, and
+// no such event is left on an old incarnation.
+func assertOneRestartEventPerLivePod(t *testing.T, client *fake.Clientset, names ...string) []corev1.Event {
+	t.Helper()
+	evs := listEvents(t, client, "DbopsRestartPod")
+	if len(evs) != len(names) {
+		t.Errorf("%d DbopsRestartPod events, want %d (one per restarted pod): %+v", len(evs), len(names), evs)
+	}
+	var out []corev1.Event
+	for _, name := range names {
+		live, err := client.CoreV1().Pods("prod").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		for _, e := range evs {
+			if e.InvolvedObject.Name == name && e.InvolvedObject.UID == live.UID && e.InvolvedObject.Kind == "Pod" {
+				n++
+				out = append(out, e)
+			}
+		}
+		if n != 1 {
+			t.Errorf("pod %s (live uid %s) has %d DbopsRestartPod events on its live incarnation, want 1", name, live.UID, n)
+		}
+	}
+	return out
+}
+
+// A restart interrupted while the new incarnation is not Ready yet records the pod's event on
+// that incarnation (a Warning); the resumed run finds it there and records no second one.
+func TestRestartEventInterruptedBeforeReady(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	locker := &memLocker{id: "me"}
+	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
+	ctx, cancel := context.WithCancel(context.Background())
+	created := false
+	sink := SinkFunc(func(e Event) {
+		if e.Type != EventStepWaiting {
+			return
+		}
+		switch {
+		case strings.Contains(e.Reason, "not Ready yet"):
+			cancel() // Ctrl-C while the new incarnation starts
+		case !created:
+			// The StatefulSet controller recreates db-web-0, not Ready yet.
+			created = true
+			pod := readyPod("db-web-0", "prod", nil, "db-web-0-uid1")
+			pod.Status.Conditions[0].Status = corev1.ConditionFalse
+			go func() { _, _ = client.CoreV1().Pods("prod").Create(context.Background(), pod, metav1.CreateOptions{}) }()
+		}
+	})
+	err := (&Executor{Locker: locker, Sink: sink, Auditor: auditor}).Run(ctx, p)
+	if ExitCode(err) != ExitInterrupted {
+		t.Fatalf("first run: %v (exit %d), want interrupted", err, ExitCode(err))
+	}
+	evs := listEvents(t, client, "DbopsRestartPod")
+	if len(evs) != 1 || evs[0].InvolvedObject.UID != "db-web-0-uid1" || evs[0].Type != corev1.EventTypeWarning ||
+		!strings.Contains(evs[0].Message, "db-web-0-uid0") {
+		t.Fatalf("after the interrupted run: events %+v, want one Warning on db-web-0's new incarnation naming the old uid", evs)
+	}
+
+	// The pod becomes Ready; the resumed run restarts db-web-1 and records nothing more for db-web-0.
+	ready := readyPod("db-web-0", "prod", nil, "db-web-0-uid1")
+	if _, err := client.CoreV1().Pods("prod").UpdateStatus(context.Background(), ready, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fakecluster.Start(t, client, "prod")
+	p2, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err := (&Executor{Locker: locker, Sink: &Recorder{}, Auditor: auditor}).Run(context.Background(), p2); err != nil {
+		t.Fatalf("re-run: %v", err)
+	}
+	assertOneRestartEventPerLivePod(t, client, "db-web-0", "db-web-1")
+}
+
+// The operation's start and end are recorded on the StatefulSet, naming the lock ID, with the
+// outcome as the reason: Normal when it succeeded, Warning when it failed, was interrupted or
+// timed out.
+func TestOperationEvents(t *testing.T) {
+	waitStop := func(ctx context.Context, _ *StepContext) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	tests := []struct {
+		name    string
+		action  func(context.Context, *StepContext) error
+		verify  func(context.Context, *StepContext) error
+		cancel  bool // Ctrl-C once the step started
+		timeout time.Duration
+		reason  string
+		warning bool
+		text    string
+	}{
+		{name: "succeeded", action: func(context.Context, *StepContext) error { return nil },
+			reason: "DbopsOperationSucceeded", text: "succeeded"},
+		{name: "failed", action: func(context.Context, *StepContext) error { return errors.New("boom") },
+			reason: "DbopsOperationFailed", warning: true, text: "boom"},
+		{name: "interrupted", verify: waitStop, cancel: true,
+			reason: "DbopsOperationInterrupted", warning: true, text: "interrupted"},
+		{name: "timeout", verify: waitStop, timeout: 300 * time.Millisecond,
+			reason: "DbopsOperationTimeout", warning: true, text: "timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, client := testCluster(map[string]int{"web": 1}, []string{"web"}, "")
+			p := NewPlan("restart", c, EngineGeneric, "--rolling")
+			p.Steps = []*Step{{ID: "x/1", Target: "x", Description: "x", Mutating: true, Action: tt.action, Verify: tt.verify}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			sink := SinkFunc(func(e Event) {
+				if tt.cancel && e.Type == EventStepStarted {
+					cancel()
+				}
+			})
+			sts := ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: "prod", Name: "db-web", UID: "sts-uid"}
+			ex := &Executor{Locker: &memLocker{id: "alice"}, Sink: sink, Timeout: tt.timeout, Objects: []ObjectRef{sts},
+				Auditor: &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "alice"}}
+			err := ex.Run(ctx, p)
+			if (err == nil) != (tt.reason == "DbopsOperationSucceeded") {
+				t.Fatalf("run: %v", err)
+			}
+			for _, want := range []struct {
+				reason  string
+				warning bool
+				text    string
+			}{{"DbopsOperationStarted", false, "started"}, {tt.reason, tt.warning, tt.text}} {
+				evs := listEvents(t, client, want.reason)
+				if len(evs) != 1 {
+					t.Fatalf("%d %s events, want 1", len(evs), want.reason)
+				}
+				e := evs[0]
+				wantType := corev1.EventTypeNormal
+				if want.warning {
+					wantType = corev1.EventTypeWarning
+				}
+				if e.InvolvedObject.Kind != "StatefulSet" || e.InvolvedObject.Name != "db-web" || e.InvolvedObject.UID != types.UID("sts-uid") ||
+					e.Type != wantType || !strings.Contains(e.Message, "lock id alice") || !strings.Contains(e.Message, want.text) {
+					t.Errorf("%s event: object %+v type %s message %q; want on StatefulSet db-web, %s, naming lock id alice and %q",
+						want.reason, e.InvolvedObject, e.Type, e.Message, wantType, want.text)
+				}
+			}
+		})
+	}
+}
