@@ -14,28 +14,87 @@ import (
 
 // RealEtcd is an etcd cluster for the real nodes in the layout of
 // /work/shared/docs/realnode.md §7: a headless Service <name>-headless that publishes
-// not-ready addresses (members must resolve each other before they are Ready), the ConfigMap
-// <name>-cluster-state read through envFrom (ETCD_INITIAL_CLUSTER, ETCD_INITIAL_CLUSTER_STATE),
-// and a StatefulSet of ImageEtcd with a /readyz readiness probe and a hostPath volume.
+// not-ready addresses (members must resolve each other before they are Ready), a ConfigMap
+// the members read the initial cluster and its state from (RealEtcdStateLayout), and a
+// StatefulSet of ImageEtcd with a /readyz readiness probe, a hostPath volume and one pod per
+// zone at most apart from the others (a hard zone spread, so --mode zone restarts one member
+// at a time).
 type RealEtcd struct {
 	Service     *corev1.Service
 	ConfigMap   *corev1.ConfigMap
 	StatefulSet *appsv1.StatefulSet
 }
 
-// RealEtcdObjects returns the objects of a new etcd cluster of replicas members.
+// RealEtcdStateLayout says where the members read ETCD_INITIAL_CLUSTER and
+// ETCD_INITIAL_CLUSTER_STATE from. The zero value is the default layout: envFrom of the
+// ConfigMap <name>-cluster-state with the variables' names as keys.
+type RealEtcdStateLayout struct {
+	// ConfigMap names the ConfigMap (default <name>-cluster-state).
+	ConfigMap string
+	// Prefix is the envFrom prefix: the keys are the variables' names without it.
+	Prefix string
+	// ClusterKey and StateKey, when set, are read through configMapKeyRef into the variables
+	// INITIAL_PEERS and INITIAL_STATE, passed as --initial-cluster=$(INITIAL_PEERS)
+	// --initial-cluster-state=$(INITIAL_STATE) (no envFrom).
+	ClusterKey, StateKey string
+}
+
+// Keys returns the ConfigMap's name and the keys of the initial cluster and its state.
+func (l RealEtcdStateLayout) Keys(name string) (configMap, clusterKey, stateKey string) {
+	configMap = l.ConfigMap
+	if configMap == "" {
+		configMap = name + "-cluster-state"
+	}
+	if l.ClusterKey != "" {
+		return configMap, l.ClusterKey, l.StateKey
+	}
+	return configMap, strings.TrimPrefix("ETCD_INITIAL_CLUSTER", l.Prefix), strings.TrimPrefix("ETCD_INITIAL_CLUSTER_STATE", l.Prefix)
+}
+
+// RealEtcdPeerURL is the peer URL of pod in RealEtcdObjects' layout.
+func RealEtcdPeerURL(namespace, name, pod string) string {
+	return fmt.Sprintf("http://%s.%s-headless.%s.svc.cluster.local:2380", pod, name, namespace)
+}
+
+// RealEtcdInitialCluster is the initial-cluster string of pods <name>-0..n-1.
+func RealEtcdInitialCluster(namespace, name string, n int) string {
+	var initial []string
+	for o := range n {
+		pod := fmt.Sprintf("%s-%d", name, o)
+		initial = append(initial, pod+"="+RealEtcdPeerURL(namespace, name, pod))
+	}
+	return strings.Join(initial, ",")
+}
+
+// RealEtcdObjects returns the objects of a new etcd cluster of replicas members in the
+// default layout.
 func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
+	return RealEtcdObjectsLayout(namespace, name, replicas, RealEtcdStateLayout{})
+}
+
+// RealEtcdObjectsLayout returns the objects of a new etcd cluster of replicas members that
+// read the initial cluster as layout says.
+func RealEtcdObjectsLayout(namespace, name string, replicas int32, layout RealEtcdStateLayout) RealEtcd {
 	lbls := map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": name}
 	svc := name + "-headless"
-	peer := func(pod string) string {
-		return fmt.Sprintf("http://%s.%s.%s.svc.cluster.local:2380", pod, svc, namespace)
-	}
-	var initial []string
-	for o := range replicas {
-		pod := fmt.Sprintf("%s-%d", name, o)
-		initial = append(initial, pod+"="+peer(pod))
-	}
+	cmName, clusterKey, stateKey := layout.Keys(name)
 	self := fmt.Sprintf("$(MY_POD_NAME).%s.%s.svc.cluster.local", svc, namespace)
+	env := []corev1.EnvVar{{Name: "MY_POD_NAME", ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	var envFrom []corev1.EnvFromSource
+	var stateArgs []string
+	if layout.ClusterKey != "" {
+		ref := func(key string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, Key: key}}
+		}
+		env = append(env, corev1.EnvVar{Name: "INITIAL_PEERS", ValueFrom: ref(clusterKey)},
+			corev1.EnvVar{Name: "INITIAL_STATE", ValueFrom: ref(stateKey)})
+		stateArgs = []string{"--initial-cluster=$(INITIAL_PEERS)", "--initial-cluster-state=$(INITIAL_STATE)"}
+	} else {
+		envFrom = []corev1.EnvFromSource{{Prefix: layout.Prefix, ConfigMapRef: &corev1.ConfigMapEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}}}}
+	}
 	spec := corev1.PodSpec{
 		TerminationGracePeriodSeconds: ptr.To[int64](10),
 		Containers: []corev1.Container{{
@@ -43,7 +102,7 @@ func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
 			Image:           ImageEtcd,
 			ImagePullPolicy: corev1.PullNever,
 			Command:         []string{"etcd"},
-			Args: []string{
+			Args: append([]string{
 				"--name=$(MY_POD_NAME)",
 				"--data-dir=/var/lib/etcd/data",
 				"--listen-client-urls=http://0.0.0.0:2379",
@@ -52,12 +111,10 @@ func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
 				"--initial-advertise-peer-urls=http://" + self + ":2380",
 				"--election-timeout=2000",
 				"--heartbeat-interval=200",
-			},
-			Env: []corev1.EnvVar{{Name: "MY_POD_NAME", ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: name + "-cluster-state"}}}},
-			Ports: []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
+			}, stateArgs...),
+			Env:     env,
+			EnvFrom: envFrom,
+			Ports:   []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
 			ReadinessProbe: &corev1.Probe{
 				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(2379)}},
 				PeriodSeconds: 2,
@@ -65,6 +122,10 @@ func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
 			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
 		}},
 	}
+	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: ZoneLabel, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: lbls},
+	}}
 	OnRealNodes(&spec)
 	return RealEtcd{
 		Service: &corev1.Service{
@@ -80,10 +141,10 @@ func RealEtcdObjects(namespace, name string, replicas int32) RealEtcd {
 			},
 		},
 		ConfigMap: &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name + "-cluster-state", Namespace: namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: namespace},
 			Data: map[string]string{
-				"ETCD_INITIAL_CLUSTER":       strings.Join(initial, ","),
-				"ETCD_INITIAL_CLUSTER_STATE": "new",
+				clusterKey: RealEtcdInitialCluster(namespace, name, int(replicas)),
+				stateKey:   "new",
 			},
 		},
 		StatefulSet: &appsv1.StatefulSet{

@@ -217,14 +217,20 @@ type quorumWatch struct {
 }
 
 func (x *etcdEnv) watchQuorum() *quorumWatch {
-	ctx, cancel := context.WithCancel(x.t.Context())
+	return startQuorumWatch(x.t.Context(), x.ctlTimeouts)
+}
+
+// startQuorumWatch samples `endpoint health` through ctl (etcdctl with the given dial and
+// command timeouts, on every member's address) until stopped.
+func startQuorumWatch(parent context.Context, ctl func(ctx context.Context, dial, command string, args ...string) ([]byte, error)) *quorumWatch {
+	ctx, cancel := context.WithCancel(parent)
 	q := &quorumWatch{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(q.done)
 		lastOK := time.Now()
 		for ctx.Err() == nil {
 			// Short timeouts: addresses without a member must not slow sampling.
-			out, _ := x.ctlTimeouts(ctx, "500ms", "1500ms", "endpoint", "health", "-w", "json")
+			out, _ := ctl(ctx, "500ms", "1500ms", "endpoint", "health", "-w", "json")
 			var hs []struct {
 				Health bool `json:"health"`
 			}

@@ -87,6 +87,26 @@ func TestAssembleFromRealOutput(t *testing.T) {
 	}
 }
 
+// A voter that endpoint health calls healthy but that endpoint status did not hear from is
+// unhealthy, and the refusal says why.
+func TestAssembleVoterWithoutStatus(t *testing.T) {
+	ms := []Member{
+		{ID: "a1", Name: "e0", ClientURLs: []string{"http://e0:2379"}, PeerURLs: []string{"http://e0:2380"}},
+		{ID: "b2", Name: "e1", ClientURLs: []string{"http://e1:2379"}, PeerURLs: []string{"http://e1:2380"}},
+		{ID: "c3", Name: "e2", ClientURLs: []string{"http://e2:2379"}, PeerURLs: []string{"http://e2:2380"}},
+	}
+	ss := []EndpointStatus{{MemberID: "a1", Leader: "a1"}, {MemberID: "c3", Leader: "a1"}}
+	hs := []EndpointHealth{{Endpoint: "http://e0:2379", Healthy: true}, {Endpoint: "http://e1:2379", Healthy: true}, {Endpoint: "http://e2:2379", Healthy: true}}
+	st := assemble("e0", ms, ss, hs)
+	if st.HealthyVoters != 2 || st.Members[1].Healthy || st.Members[1].Error != "no answer to endpoint status" {
+		t.Fatalf("assembled %+v", st.Members)
+	}
+	err := checkAllHealthy(st, nil, "scale to 4")
+	if err == nil || !strings.Contains(err.Error(), "e1 (no answer to endpoint status)") {
+		t.Fatalf("refusal = %v", err)
+	}
+}
+
 func TestCtlMessage(t *testing.T) {
 	stderr := []byte(`{"level":"warn","msg":"retrying of unary invoker failed"}
 Error: etcdserver: can only promote a learner member which is in sync with leader

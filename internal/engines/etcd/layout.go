@@ -51,28 +51,42 @@ func detectStateSource(sts *appsv1.StatefulSet, c *corev1.Container, override, o
 	if src.Layout != LayoutConfigMap {
 		return src
 	}
-	// The state must come from the same ConfigMap, or be fixed to "existing".
+	// The state must come from the same ConfigMap, or be fixed to "existing". etcd takes a
+	// flag over the variable it shadows, so --initial-cluster-state wins over the env; as
+	// --initial-cluster=$(VAR), --initial-cluster-state=$(VAR) reads the variable VAR.
 	state, stateWhy := envSource(c, KeyInitialClusterState)
+	stateVar, stateArg := KeyInitialClusterState, ""
+	if v, ok := argValue(c, "initial-cluster-state"); ok {
+		stateArg = v
+		if m := envRef.FindStringSubmatch(v); m != nil && strings.TrimSpace(v) == m[0] {
+			stateVar = m[1]
+			state, stateWhy = envSource(c, stateVar)
+		} else {
+			state = envVarSource{kind: "literal", value: v}
+		}
+	}
 	switch {
 	case state.kind == "configmap" && state.cm == src.ConfigMap:
 		src.StateKey = state.key
 	case state.kind == "configmap":
 		src.refusal = fmt.Sprintf("%s comes from ConfigMap %s but %s from ConfigMap %s; keep both in one ConfigMap",
 			KeyInitialCluster, src.ConfigMap, KeyInitialClusterState, state.cm)
+	case state.kind == "literal" && state.value != "existing" && stateArg != "" && stateVar == KeyInitialClusterState:
+		src.refusal = fmt.Sprintf("--initial-cluster-state=%s is fixed in the pod template, so a new member would start a new cluster instead of joining; take it from ConfigMap %s",
+			state.value, src.ConfigMap)
 	case state.kind == "literal" && state.value != "existing":
 		src.refusal = fmt.Sprintf("%s is fixed to %q by %s, so a new member would start a new cluster instead of joining; take it from ConfigMap %s",
 			KeyInitialClusterState, state.value, stateWhy, src.ConfigMap)
 	case state.kind == "literal":
 		src.StateKey = ""
 	default:
-		if v, ok := argValue(c, "initial-cluster-state"); ok && !strings.Contains(v, "$(") {
-			if v != "existing" {
-				src.refusal = fmt.Sprintf("--initial-cluster-state=%s is fixed in the pod template, so a new member would start a new cluster instead of joining; take it from ConfigMap %s",
-					v, src.ConfigMap)
-			}
-			src.StateKey = ""
-		} else if key, ok := envFromKey(c, src.ConfigMap, KeyInitialClusterState); ok {
+		if key, ok := envFromKey(c, src.ConfigMap, stateVar); ok {
 			src.StateKey = key
+		} else if stateVar != KeyInitialClusterState {
+			// A key written elsewhere would not reach the member, which would then
+			// start with whatever $(VAR) resolves to.
+			src.refusal = fmt.Sprintf("--initial-cluster-state=%s does not come from ConfigMap %s, so the tool cannot set it to \"existing\" for a new member; take %s from ConfigMap %s",
+				stateArg, src.ConfigMap, stateVar, src.ConfigMap)
 		} else {
 			src.StateKey = KeyInitialClusterState
 		}

@@ -209,8 +209,13 @@ func assemble(via string, members []Member, statuses []EndpointStatus, health []
 				break
 			}
 		}
-		if !m.Started() && m.Error == "" {
+		switch {
+		case !m.Started() && m.Error == "":
 			m.Error = "never started"
+		case !answered && m.Error == "":
+			// Healthy by endpoint health but silent to endpoint status (a timed-out
+			// answer): say so, or a refusal would name it without a reason.
+			m.Error = "no answer to endpoint status"
 		}
 		if m.Healthy {
 			st.HealthyVoters++
