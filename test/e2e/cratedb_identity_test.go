@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -25,25 +26,43 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
-// shardState is what must survive every procedure: per table, its shards neither missing
-// nor under-replicated once the cluster settled, and the number of shard copies overall.
+// shardState is what must survive every procedure: per table, its started primary and
+// replica copies and its shards neither missing nor under-replicated once the cluster
+// settled, and the number of shard copies overall.
 type shardState struct {
-	tables map[string]string // table -> "missing=M under=U"
+	tables map[string]string // schema.table -> "primaries=P replicas=R missing=M under=U"
 	copies int
 }
 
 func (x *crateEnv) shardState() shardState {
 	x.t.Helper()
 	st := shardState{tables: map[string]string{}}
-	for _, r := range x.sql(`SELECT table_name, missing_shards, underreplicated_shards FROM sys.health`).Rows {
-		st.tables[fmt.Sprint(r[0])] = fmt.Sprintf("missing=%v under=%v", r[1], r[2])
-	}
-	for _, n := range x.sim.Nodes() {
-		if n.Up {
-			st.copies += n.Shards
+	primaries, replicas := map[string]int{}, map[string]int{}
+	for _, c := range x.sim.Shards() {
+		st.copies++
+		switch {
+		case !c.Started: // recovering or relocating: counted once it is a copy
+		case c.Primary:
+			primaries[c.Table]++
+		default:
+			replicas[c.Table]++
 		}
 	}
+	for _, r := range x.sql(`SELECT table_schema, table_name, missing_shards, underreplicated_shards FROM sys.health`).Rows {
+		table := fmt.Sprintf("%v.%v", r[0], r[1])
+		st.tables[table] = fmt.Sprintf("primaries=%d replicas=%d missing=%v under=%v", primaries[table], replicas[table], r[2], r[3])
+	}
 	return st
+}
+
+// sameAs reports whether every table of before is as it was and the copies add up.
+func (st shardState) sameAs(before shardState) bool {
+	for table, b := range before.tables {
+		if st.tables[table] != b {
+			return false
+		}
+	}
+	return st.copies == before.copies
 }
 
 func (x *crateEnv) wantSameShards(step string, before shardState) {
@@ -53,7 +72,7 @@ func (x *crateEnv) wantSameShards(step string, before shardState) {
 	// cannot be watched) until the copies settle.
 	deadline := time.Now().Add(waitTimeout)
 	after := x.shardState()
-	for after.copies != before.copies && time.Now().Before(deadline) {
+	for !after.sameAs(before) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 		after = x.shardState()
 	}
@@ -101,13 +120,26 @@ func TestCrateDBKeepsShards(t *testing.T) {
 
 // TestCrateDBUnknownNodeRefuses: a Ready pod whose CrateDB node is not in sys.nodes (its node
 // fails to start: TLS asked for without a certificate) makes scale and replace refuse with
-// exit 2, naming the pod, before the lock is taken or anything else written.
+// exit 2, naming the pod, before the lock is taken or anything else written; in both naming
+// layouts.
 func TestCrateDBUnknownNodeRefuses(t *testing.T) {
-	x := newCrateEnv(t, true)
+	for _, l := range crateLayouts {
+		t.Run(l.name, func(t *testing.T) { testCrateDBUnknownNodeRefuses(t, l.layout) })
+	}
+}
+
+func testCrateDBUnknownNodeRefuses(t *testing.T, layout bedwire.Layout) {
+	x := newCrateEnvLayout(t, true, layout)
 	ctx := t.Context()
 	sts := "crate-data-hot-" + x.name
 	pod := sts + "-2"
-	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "-Cssl.psql.enabled=true"}})
+	// The operator puts CrateDB's settings in the container's command, the pod-names
+	// layout in its args.
+	field := "args"
+	if layout == bedwire.LayoutOperator {
+		field = "command"
+	}
+	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/template/spec/containers/0/" + field + "/-", "value": "-Cssl.psql.enabled=true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,34 +299,74 @@ func TestCrateDBTLS(t *testing.T) {
 }
 
 // TestCrateDBRestartTransientErrors: master elections answer with transient errors and
-// stopped nodes stay in sys.nodes for a while; a rolling restart rides that out. A restart
-// that fails (a timeout while a pod is out) leaves shard allocation enabled.
+// stopped nodes stay in sys.nodes for a while; a rolling restart rides that out, and says
+// which errors it tolerated. A restart that fails (a timeout while a pod is out) leaves shard
+// allocation enabled.
 func TestCrateDBRestartTransientErrors(t *testing.T) {
 	x := newCrateEnvWith(t, crateSetup{systemUser: true, chaos: cratedbsim.Chaos{ElectionErrors: 3, ShutdownGrace: 2 * time.Second}})
 	before := x.shardState()
+	seq0 := x.lastSeq()
 	res := runCLI(t, x.env, x.args("restart", "--rolling", "--group", "master", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")...)
 	if res.Code != 0 {
 		t.Fatalf("restart with transient errors: want exit 0: %s", res)
 	}
 	x.wantSameShards("restart", before)
-
-	// Fails: the timeout ends the run while it waits for a pod's node; allocation must be
-	// enabled again when the command has exited.
-	res = runCLI(t, x.env, x.args("restart", "--rolling", "--group", "hot", "--yes", "--no-tui", "--timeout", "1s")...)
-	if res.Code == 0 {
-		t.Fatalf("restart with a 1s timeout succeeded: %s", res)
+	// The chaos happened to the tool's statements (the test's own would have failed it)...
+	run1 := x.toolStatements(seq0)
+	injected := 0
+	for _, s := range run1 {
+		if s.Injected {
+			injected++
+		}
 	}
+	if injected == 0 {
+		t.Errorf("the simulator injected no election error into the restart's statements; it proves nothing:\n%s", dumpStatements(run1))
+	}
+	// ... and the tool reported each error it retried (the plain view drops only a line
+	// that repeats the one before it).
+	reported := 0
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if strings.Contains(line, "waiting: database error ") && strings.Contains(line, "retrying: ") && strings.Contains(line, "MasterNotDiscoveredException") {
+			reported++
+		}
+	}
+	if reported == 0 || reported < injected {
+		t.Errorf("the tool reported %d tolerated election errors, the simulator injected %d:\n%s", reported, injected, res.Stdout)
+	}
+	t.Logf("%d election errors injected, %d reported, restart took %s", injected, reported, res.Elapsed.Round(time.Millisecond))
+
+	// Fails: the first hot pod cannot come back (its new incarnation fits no node), so the
+	// timeout ends the run while allocation is held at primaries; it must be enabled again
+	// when the command has exited, by this run itself.
+	sts, pod := "crate-data-hot-"+x.name, "crate-data-hot-"+x.name+"-0"
+	patch := []byte(`{"spec":{"template":{"spec":{"nodeSelector":{"e2e.dbops.io/no-such-node":"true"}}}}}`)
+	if _, err := bed.Client.AppsV1().StatefulSets(x.ns).Patch(t.Context(), sts, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seq1 := x.lastSeq()
+	res = runCLI(t, x.env, x.args("restart", "--rolling", "--group", "hot", "--yes", "--no-tui", "--timeout", "4s")...)
+	if res.Code == 0 {
+		t.Fatalf("restart of a pod whose node cannot start succeeded: %s", res)
+	}
+	if want := "(pod/" + pod + ": "; !strings.Contains(res.Stderr, want) || !strings.Contains(res.Stderr, "(shard allocation was re-enabled)") {
+		t.Errorf("the failed restart does not say that it failed at %s and re-enabled allocation: %s", pod, res)
+	}
+	run2 := x.toolStatements(seq1)
 	var set, reset int
-	for _, s := range x.toolStatements(0) {
+	for _, s := range run2 {
 		switch {
-		case strings.HasPrefix(s.Statement, `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable"`):
+		case s.Error != "":
+		case s.Statement == `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'`:
 			set = s.Seq
-		case strings.HasPrefix(s.Statement, `RESET GLOBAL "cluster.routing.allocation.enable"`) && s.Error == "":
+		case s.Statement == `RESET GLOBAL "cluster.routing.allocation.enable"` && set > 0:
 			reset = s.Seq
 		}
 	}
-	if set == 0 || reset < set {
-		t.Errorf("allocation held at primaries after a failed restart (last SET #%d, last RESET #%d):\n%s", set, reset, dumpStatements(x.toolStatements(0)))
+	switch {
+	case set == 0:
+		t.Errorf("the failed restart never held allocation at primaries; it proves nothing:\n%s", dumpStatements(run2))
+	case reset < set:
+		t.Errorf("allocation held at primaries after a failed restart (SET #%d, no RESET after it):\n%s", set, dumpStatements(run2))
 	}
 	res2 := x.sql(`SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`)
 	if len(res2.Rows) != 1 || fmt.Sprint(res2.Rows[0][0]) != "all" {
@@ -303,17 +375,79 @@ func TestCrateDBRestartTransientErrors(t *testing.T) {
 }
 
 // TestCrateDBReplaceFailed: replace --failed picks only the crash-looping pod (its node left
-// sys.nodes; every other pod maps to its node), in both layouts, and the shards survive.
+// sys.nodes; every other pod maps to its node), in both layouts. While that node held the only
+// copy of shards (a table without replicas) the cluster is red and the replacement, which
+// would wipe its volume, is refused with nothing written; once that table is given up, the
+// replacement runs and every other table keeps its primaries and replicas.
 func TestCrateDBReplaceFailed(t *testing.T) {
 	for _, l := range crateLayouts {
 		t.Run(l.name, func(t *testing.T) {
 			x := newCrateEnvLayout(t, true, l.layout)
+			ctx := t.Context()
 			before := x.shardState()
 			pod := "crate-data-hot-" + x.name + "-1"
+			node := x.node("hot", 1)
+			x.sql(`CREATE TABLE doc.single (id TEXT) CLUSTERED INTO 10 SHARDS WITH (number_of_replicas = '0')`)
+			x.waitGreen()
+			if !slices.ContainsFunc(x.sim.Shards(), func(c cratedbsim.ShardCopy) bool { return c.Table == "doc.single" && c.Node == node }) {
+				t.Fatalf("no shard of doc.single on %s: %+v", node, x.sim.Shards())
+			}
+			oldPod, err := bed.Client.CoreV1().Pods(x.ns).Get(ctx, pod, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			oldPVCs := pvcUIDs(t, x.ns)
 			notReadySince := crashPod(t, x.ns, pod)
+			// Its shards of doc.single had no other copy: red (polled, a database cannot
+			// be watched).
+			deadline := time.Now().Add(waitTimeout)
+			for sev, _ := x.sim.Health(); sev < 3; sev, _ = x.sim.Health() {
+				if time.Now().After(deadline) {
+					t.Fatalf("cluster not red after %s went down: severity %d", node, sev)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			// --failure-threshold 1s: the pod must have been not Ready that long.
 			time.Sleep(time.Until(notReadySince.Add(1100 * time.Millisecond)))
-			res := runCLI(t, x.env, x.args("replace", "--failed", "--failure-threshold", "1s", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")...)
+			replace := x.args("replace", "--failed", "--failure-threshold", "1s", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")
+			seq0 := x.lastSeq()
+			res := runCLI(t, x.env, replace...)
+			if want := "cannot replace " + pod + ": cluster is red"; res.Code != 5 || !strings.Contains(res.Stderr, want) || strings.Count(strings.TrimSpace(res.Stderr), "\n") > 0 {
+				t.Errorf("replace --failed on a red cluster: want exit 5 and one line with %q: %s", want, res)
+			}
+			// Nothing written: the pod and its PVC kept, no lock (the journal lives on it),
+			// no event, no allocation exclusion, no statement that changes the database.
+			if cur, err := bed.Client.CoreV1().Pods(x.ns).Get(ctx, pod, metav1.GetOptions{}); err != nil || cur.UID != oldPod.UID || cur.DeletionTimestamp != nil {
+				t.Errorf("pod %s replaced or deleted by a refused command: %v", pod, err)
+			}
+			if now := pvcUIDs(t, x.ns); !maps.Equal(now, oldPVCs) {
+				t.Errorf("PVCs changed by a refused command: %v -> %v", oldPVCs, now)
+			}
+			if leases, err := bed.Client.CoordinationV1().Leases(x.ns).List(ctx, metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+				t.Errorf("a refused command took the lock (%v): %+v", err, leases)
+			}
+			if evs, err := bed.Client.CoreV1().Events(x.ns).List(ctx, metav1.ListOptions{}); err != nil {
+				t.Fatal(err)
+			} else {
+				for _, ev := range evs.Items {
+					if strings.HasPrefix(ev.Reason, "Dbops") {
+						t.Errorf("a refused command recorded event %s: %s", ev.Reason, ev.Message)
+					}
+				}
+			}
+			if ex := x.exclusions(); ex != "" {
+				t.Errorf("a refused command excluded %q from allocation", ex)
+			}
+			for _, s := range x.toolStatements(seq0) {
+				if isMutatingStatement(s.Statement) {
+					t.Errorf("a refused command ran %s", s.Statement)
+				}
+			}
+
+			// The table is given up; the cluster heals around the missing node (yellow
+			// until the replicas it held are rebuilt elsewhere) and the replacement runs.
+			x.sql(`DROP TABLE doc.single`)
+			res = runCLI(t, x.env, replace...)
 			if res.Code != 0 || !strings.Contains(res.Stdout, pod) {
 				t.Fatalf("replace --failed: want exit 0 replacing %s: %s", pod, res)
 			}
@@ -321,6 +455,9 @@ func TestCrateDBReplaceFailed(t *testing.T) {
 				if strings.Contains(res.Stdout, other) {
 					t.Errorf("replace --failed touched healthy pod %s:\n%s", other, res.Stdout)
 				}
+			}
+			if now := pvcUIDs(t, x.ns)["data-"+pod]; now == "" || now == oldPVCs["data-"+pod] {
+				t.Errorf("PVC data-%s: uid %s before, %s after; want a new one", pod, oldPVCs["data-"+pod], now)
 			}
 			x.wantSameShards("replace --failed", before)
 		})

@@ -436,18 +436,31 @@ func TestCrateDBBootstrap(t *testing.T) {
 	t.Skip("kwok's exec never ends stdin, which crash reads to EOF before it runs password statements; covered on real nodes by TestRealNodeCrateDBBootstrap")
 }
 
-// testCrateDBBootstrap is case 1 on x (a cluster without the system user): license first
-// (before 5.3; from 5.3 --license-secret is ignored and said so), then the system user, then
-// the users with all privileges; a second run changes nothing; no secret is ever printed,
-// logged by the simulator or recorded by the API server.
-func testCrateDBBootstrap(t *testing.T, x *crateEnv, withLicense bool) {
+// testCrateDBBootstrap is case 1 on x: license first (before 5.3; from 5.3 --license-secret
+// is ignored and said so), then the system user, then the users with all privileges; a second
+// run changes nothing; no secret is ever printed, logged by the simulator or recorded by the
+// API server. With oldSysPW set the system user exists already with that other password:
+// CREATE USER fails with the version's already-exists error (UserAlreadyExistsException
+// before 5.6, RoleAlreadyExistsException from 5.6 on) and bootstrap sets the Secret's
+// password with ALTER USER; only that one logs in afterwards.
+func testCrateDBBootstrap(t *testing.T, x *crateEnv, withLicense bool, oldSysPW string) {
 	license := "LIC-" + randomHex(t, 16)
 	appPW, reportPW := "app-"+randomHex(t, 10), "rep-"+randomHex(t, 10)
 	createSecret(t, x.ns, "crate-license", map[string]string{"license": license})
 	createSecret(t, x.ns, "app-secret", map[string]string{"password": appPW})
 	createSecret(t, x.ns, "report-secret", map[string]string{"pw": reportPW})
 	secrets := []string{license, appPW, reportPW, x.sysPW}
+	if oldSysPW != "" {
+		x.sql(`CREATE USER "system" WITH (password = $1)`, oldSysPW)
+		secrets = append(secrets, oldSysPW)
+	}
 	args := x.args("bootstrap", "--license-secret", "crate-license", "--user", "app=app-secret", "--user", "report=report-secret/pw", "--yes", "--no-tui")
+	version := x.fixture().Version
+	// What bootstrap says when it skips the license at run time (the plan cannot know the
+	// version before crash read it), and what its plan says once the version is known.
+	ignoredAtRun := "--license-secret ignored: CrateDB " + version + " has no licenses (SET LICENSE exists only before 5.3)"
+	ignoredInPlan := "--license-secret is ignored: CrateDB " + version + " has no licenses (SET LICENSE exists only before 5.3)"
+	licenseStep := "set the license first (more nodes than a free license allows) (only if the version, read first with crash, is below 5.3; from 5.3 on --license-secret is ignored)"
 
 	seq0 := x.lastSeq()
 	first := runCLI(t, x.env, args...)
@@ -462,13 +475,39 @@ func testCrateDBBootstrap(t *testing.T, x *crateEnv, withLicense bool) {
 		}
 	}
 	var want []string
+	// The first run's plan has the license step, conditional on the version crash reads.
+	if !strings.Contains(first.Stdout, licenseStep) {
+		t.Errorf("first bootstrap's plan lacks the conditional license step %q: %s", licenseStep, first)
+	}
 	if withLicense {
 		want = append(want, `http crate: SET LICENSE '***'`)
-	} else if !strings.Contains(first.Stdout+first.Stderr, "--license-secret is ignored") {
-		t.Errorf("bootstrap on CrateDB %s does not say that --license-secret is ignored: %s", x.fixture().Version, first)
+		if out := first.Stdout + first.Stderr; strings.Contains(out, ignoredAtRun) || strings.Contains(out, "license-secret is ignored:") {
+			t.Errorf("bootstrap on CrateDB %s says the license is ignored: %s", version, first)
+		}
+	} else if !strings.Contains(first.Stdout, "waiting: "+ignoredAtRun) {
+		t.Errorf("bootstrap on CrateDB %s does not say at run time %q: %s", version, ignoredAtRun, first)
+	}
+	want = append(want, `http crate: CREATE USER "system" WITH (password = '***')`)
+	if oldSysPW != "" {
+		want = append(want, `http crate: ALTER USER "system" SET (password = '***')`)
+		exists := "RoleAlreadyExistsException[Role 'system' already exists]"
+		if strings.HasPrefix(version, "5.2.") {
+			exists = "UserAlreadyExistsException[User 'system' already exists]"
+		}
+		var got []string
+		for _, s := range run1 {
+			if strings.HasPrefix(s.Statement, `CREATE USER "system"`) {
+				got = append(got, s.Error)
+			}
+		}
+		if !slices.Equal(got, []string{exists}) {
+			t.Errorf("CREATE USER \"system\" on CrateDB %s answered %q, want once %q:\n%s", version, got, exists, dumpStatements(run1))
+		}
+		if err := x.canLogIn("system", oldSysPW); err == nil {
+			t.Errorf("user system still logs in with its old password")
+		}
 	}
 	want = append(want,
-		`http crate: CREATE USER "system" WITH (password = '***')`,
 		`http crate: GRANT ALL PRIVILEGES TO "system"`,
 		`pg system: CREATE USER "app" WITH (password = $1)`,
 		`pg system: GRANT ALL PRIVILEGES TO "app"`,
@@ -515,6 +554,14 @@ func testCrateDBBootstrap(t *testing.T, x *crateEnv, withLicense bool) {
 		if strings.HasPrefix(up, "SET LICENSE") {
 			t.Logf("second run set the license again (same key, no change): #%d %s", s.Seq, s.Statement)
 		}
+		if !withLicense && strings.Contains(up, "LICENSE") {
+			t.Errorf("second bootstrap on CrateDB %s sent %s", version, s.Statement)
+		}
+	}
+	// The system user works now, so the plan knows the version: from 5.3 on it says the
+	// license is ignored and has no license step to say it again.
+	if !withLicense && (!strings.Contains(second.Stdout, ignoredInPlan) || strings.Contains(second.Stdout, ignoredAtRun) || strings.Contains(second.Stdout, licenseStep)) {
+		t.Errorf("second bootstrap on CrateDB %s: want the plan note %q and no license step: %s", version, ignoredInPlan, second)
 	}
 	if len(rewrites) > 0 {
 		t.Errorf("second run wrote users again:\n  %s\nfull log:\n%s", strings.Join(rewrites, "\n  "), dumpStatements(run2))

@@ -57,22 +57,30 @@ func newRealCrateEnv(t *testing.T, cs crateSetup) *crateEnv {
 // TestRealNodeCrateDBBootstrap is bootstrap case 1 with crash in real containers: the license
 // (5.2) and the password statements reach crash on its stdin over the real kubelet's exec,
 // which delivers and closes stdin, so crash runs them; none is in an exec argument the API
-// server recorded. From 5.3 on, --license-secret is ignored as documented.
+// server recorded. From 5.3 on, --license-secret is ignored as documented. On 5.2 and on the
+// 5.10 pod-names cluster the system user exists already with another password, so crash's
+// CREATE USER fails with that version's already-exists error and bootstrap sets the password
+// with ALTER USER; the TLS cluster starts without it.
 func TestRealNodeCrateDBBootstrap(t *testing.T) {
 	for _, tc := range []struct {
 		name, version string
 		layout        bedwire.Layout
 		license       bool
 		tls           bool
+		userExists    bool
 	}{
-		{"v5-2-operator-names", "5.2.11", bedwire.LayoutOperator, true, false},
-		{"v5-10-pod-names", "5.10.3", bedwire.LayoutPodName, false, false},
+		{"v5-2-operator-names", "5.2.11", bedwire.LayoutOperator, true, false, true},
+		{"v5-10-pod-names", "5.10.3", bedwire.LayoutPodName, false, false, true},
 		// The operator's TLS settings: HTTPS and PostgreSQL TLS, passwords only over TLS.
-		{"v5-10-tls", "5.10.3", bedwire.LayoutOperator, false, true},
+		{"v5-10-tls", "5.10.3", bedwire.LayoutOperator, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newRealCrateEnv(t, crateSetup{layout: tc.layout, version: tc.version, tls: tc.tls})
-			testCrateDBBootstrap(t, x, tc.license)
+			oldSysPW := ""
+			if tc.userExists {
+				oldSysPW = "old-" + randomHex(t, 12)
+			}
+			testCrateDBBootstrap(t, x, tc.license, oldSysPW)
 		})
 	}
 }

@@ -39,7 +39,35 @@ func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.Re
 			return nil, err
 		}
 	}
-	return (&ops.Replacement{Client: e.client, Hooks: &replaceHooks{e: e, nodes: nodes}}).Plan(c, ops.EngineCrateDB, req)
+	h := &replaceHooks{e: e, nodes: nodes, drains: map[string][]ops.Pod{}}
+	p, err := (&ops.Replacement{Client: e.client, Hooks: h}).Plan(c, ops.EngineCrateDB, req)
+	if err != nil {
+		return nil, err
+	}
+	// The drain's own check, before the lock: a refusal (red, too few data
+	// nodes for a table's replicas) must write nothing, not even the Lease.
+	// A resumed run skips it as the drain does: its exclusion may hold the
+	// cluster in flux on purpose.
+	p.Preflight = func(ctx context.Context, st ops.PreflightState) error {
+		next := p.NextStep(st)
+		if next == nil || st.Resuming {
+			return nil
+		}
+		batch, ok := h.drains[next.ID]
+		if !ok {
+			return nil
+		}
+		return e.checkReplace(ctx, c, batch, podNames(batch))
+	}
+	return p, nil
+}
+
+func podNames(batch []ops.Pod) []string {
+	out := make([]string, 0, len(batch))
+	for _, p := range batch {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // checkReplaceable refuses to replace (and so wipe the data of) a pod
@@ -89,6 +117,8 @@ type replaceHooks struct {
 	e *Engine
 	// nodes is the mapping read before anything was deleted.
 	nodes *nodeMap
+	// drains maps each drain step's ID to its batch, for the preflight.
+	drains map[string][]ops.Pod
 }
 
 // present lists the nodes of the batch that are in sys.nodes (to drain),
@@ -118,13 +148,13 @@ func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 	id := ops.BatchID(batch)
 	nodes, _ := h.present(batch)
 	list := strings.Join(nodes, ",")
-	pods := make([]string, 0, len(batch))
-	for _, p := range batch {
-		pods = append(pods, p.Name)
-	}
+	pods := podNames(batch)
 	desc := fmt.Sprintf("move all shards off %s (allocation exclusion) and wait until none are left", strings.Join(nodes, ", "))
 	if len(nodes) == 0 {
 		desc = "check that the cluster can take the replacement (no node of the batch is in sys.nodes, so nothing to drain)"
+	}
+	if h.drains != nil {
+		h.drains["replace/drain/"+id] = batch
 	}
 	s := &ops.Step{ID: "replace/drain/" + id, Target: ops.BatchTarget(batch), Mutating: true,
 		Description: desc,
@@ -242,10 +272,7 @@ func (h *replaceHooks) After(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 	e := h.e
 	id := ops.BatchID(batch)
 	drained, oldIDs := h.present(batch)
-	pods := make([]string, 0, len(batch))
-	for _, p := range batch {
-		pods = append(pods, p.Name)
-	}
+	pods := podNames(batch)
 	rejoin := &ops.Step{ID: "replace/rejoin/" + id, Target: ops.BatchTarget(batch),
 		Description: fmt.Sprintf("wait for %s to rejoin sys.nodes (new node IDs, fresh data)", strings.Join(h.labels(batch), ", ")),
 		Details:     []string{sqlNodes + "  -- matched to the new pods by -Cnode.name, hostname and IP"},

@@ -151,6 +151,22 @@ func TestReplacementRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			client.ClearActions()
+			// Before the lock: nothing written at all, not even the Lease.
+			if p.Preflight == nil {
+				t.Fatal("the replacement plan has no preflight")
+			}
+			err = p.Preflight(context.Background(), ops.PreflightState{})
+			if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("preflight: err = %v, want a precondition error containing %q", err, tt.want)
+			}
+			if w := fakecluster.Writes(client); len(w) > 0 {
+				t.Errorf("refused preflight wrote %v", w)
+			}
+			// A resumed run skips it (its own exclusion may hold the cluster in flux); the
+			// drain step's precheck refuses the same way under the lock.
+			if err := p.Preflight(context.Background(), ops.PreflightState{Resuming: true}); err != nil {
+				t.Errorf("preflight of a resumed run: %v", err)
+			}
 			err = (&ops.Executor{Locker: &journalLock{}, Timeout: time.Minute}).Run(context.Background(), p)
 			if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want a precondition error containing %q", err, tt.want)

@@ -106,6 +106,9 @@ type Statement struct {
 	Protocol  string    `json:"protocol"` // "pg" or "http"
 	Statement string    `json:"statement"`
 	Error     string    `json:"error,omitempty"`
+	// Injected marks an error the simulator made up (Chaos), not one the statement earned,
+	// so tests can tell that their chaos happened.
+	Injected bool `json:"injected,omitempty"`
 }
 
 // NodeInfo describes one simulated node.
@@ -376,6 +379,41 @@ func (s *Sim) Nodes() []NodeInfo {
 	return out
 }
 
+// ShardCopy is one copy of a shard assigned to a running node.
+type ShardCopy struct {
+	Table   string `json:"table"` // schema.name
+	Shard   int    `json:"shard"`
+	Node    string `json:"node"`
+	Primary bool   `json:"primary"`
+	// Started is false while the copy recovers or relocates to Node.
+	Started bool `json:"started"`
+}
+
+// Shards lists every assigned shard copy, sorted by table, shard and node (what
+// sys.shards would list), for tests that compare tables before and after a procedure.
+func (s *Sim) Shards() []ShardCopy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ShardCopy
+	for _, t := range s.m.sortedTables() {
+		for id, copies := range t.copies {
+			for _, c := range copies {
+				out = append(out, ShardCopy{Table: t.name, Shard: id, Node: c.node, Primary: c.primary, Started: c.started})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ShardCopy) int {
+		if a.Table != b.Table {
+			return strings.Compare(a.Table, b.Table)
+		}
+		if a.Shard != b.Shard {
+			return a.Shard - b.Shard
+		}
+		return strings.Compare(a.Node, b.Node)
+	})
+	return out
+}
+
 // Health returns max(severity) of sys.health (0 when there are no tables) and the number of
 // rows of sys.nodes.
 func (s *Sim) Health() (severity, nodes int) {
@@ -476,11 +514,12 @@ func (s *Sim) execute(node, user, proto, stmt string, p *plan, args []any) (*res
 	x := &execCtx{m: s.m, user: user, caps: p.caps, variant: p.variant, args: args, version: s.versionOfLocked(node)}
 	var res *result
 	var err error
+	injected := false
 	switch {
 	case s.m.electionErrors > 0 && !p.stateless:
 		// Chaos: the cluster is electing a master.
 		s.m.electionErrors--
-		err = errNoMaster()
+		err, injected = errNoMaster(), true
 	case s.m.master == "" && !p.stateless:
 		err = errNoMaster()
 	case !s.m.recovered && !p.stateless:
@@ -488,7 +527,7 @@ func (s *Sim) execute(node, user, proto, stmt string, p *plan, args []any) (*res
 	default:
 		res, err = p.run(x)
 	}
-	s.recordLocked(node, user, proto, stmt, err)
+	s.recordEntryLocked(node, user, proto, stmt, err, injected)
 	var saveErr error
 	if err == nil && x.mutated {
 		saveErr = s.saveStateLocked()
@@ -507,8 +546,13 @@ func (s *Sim) record(node, user, proto, stmt string, err error) {
 }
 
 func (s *Sim) recordLocked(node, user, proto, stmt string, err error) {
+	s.recordEntryLocked(node, user, proto, stmt, err, false)
+}
+
+// recordEntryLocked logs a statement; injected marks a chaos error.
+func (s *Sim) recordEntryLocked(node, user, proto, stmt string, err error, injected bool) {
 	s.seq++
-	e := Statement{Seq: s.seq, Time: time.Now().UTC(), Node: node, User: user, Protocol: proto, Statement: strings.Join(strings.Fields(Redact(stmt)), " ")}
+	e := Statement{Seq: s.seq, Time: time.Now().UTC(), Node: node, User: user, Protocol: proto, Statement: strings.Join(strings.Fields(Redact(stmt)), " "), Injected: injected}
 	if err != nil {
 		e.Error = err.Error()
 	}
@@ -516,9 +560,12 @@ func (s *Sim) recordLocked(node, user, proto, stmt string, err error) {
 	if len(s.log) > maxLog {
 		s.log = slices.Delete(s.log, 0, len(s.log)-maxLog)
 	}
-	if err != nil {
+	switch {
+	case injected:
+		s.logf("cratedbsim: %s %s@%s: %s -> %v (chaos)", proto, user, node, e.Statement, err)
+	case err != nil:
 		s.logf("cratedbsim: %s %s@%s: %s -> %v", proto, user, node, e.Statement, err)
-	} else {
+	default:
 		s.logf("cratedbsim: %s %s@%s: %s", proto, user, node, e.Statement)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -331,6 +332,16 @@ func TestChaos(t *testing.T) {
 	if _, err := sim.Exec("t", "crate", `SELECT max(severity) FROM sys.health`); err != nil {
 		t.Fatalf("third statement: %v", err)
 	}
+	// The log tells the made-up errors from earned ones.
+	var injected []bool
+	for _, st := range sim.Statements() {
+		if st.Statement == `SELECT max(severity) FROM sys.health` {
+			injected = append(injected, st.Injected)
+		}
+	}
+	if !slices.Equal(injected, []bool{true, true, false}) {
+		t.Fatalf("Injected marks %v, want the two election errors marked", injected)
+	}
 	names := func() string {
 		res, err := sim.Exec("t", "crate", `SELECT name FROM sys.nodes ORDER BY name`)
 		if err != nil {
@@ -345,6 +356,64 @@ func TestChaos(t *testing.T) {
 	*now = now.Add(31 * time.Second)
 	if got := names(); strings.Contains(got, "master-0") {
 		t.Fatalf("master-0 still listed after the grace time: %s", got)
+	}
+}
+
+// TestShards: Shards lists the assigned copies per table, and a stopped node's copies leave
+// the list (a table without replicas loses its primaries with it).
+func TestShards(t *testing.T) {
+	sim, _ := startGateway(t, "", Chaos{})
+	for _, stmt := range []string{
+		`CREATE TABLE doc.r (a INT) CLUSTERED INTO 4 SHARDS WITH (number_of_replicas = 1)`,
+		`CREATE TABLE doc.s (a INT) CLUSTERED INTO 4 SHARDS WITH (number_of_replicas = 0)`,
+	} {
+		if _, err := sim.Exec("t", "crate", stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 {
+		sim.Tick()
+	}
+	count := func() map[string]string {
+		out := map[string]string{}
+		n := map[string][2]int{}
+		for _, c := range sim.Shards() {
+			if !c.Started {
+				continue
+			}
+			v := n[c.Table]
+			if c.Primary {
+				v[0]++
+			} else {
+				v[1]++
+			}
+			n[c.Table] = v
+		}
+		for k, v := range n {
+			out[k] = fmt.Sprintf("%d+%d", v[0], v[1])
+		}
+		return out
+	}
+	if got := count(); got["doc.r"] != "4+4" || got["doc.s"] != "4+0" {
+		t.Fatalf("started primaries+replicas %v, want doc.r 4+4, doc.s 4+0", got)
+	}
+	var onHot0 int
+	for _, c := range sim.Shards() {
+		if c.Node == "data-hot-0" && c.Table == "doc.s" {
+			onHot0++
+		}
+	}
+	if onHot0 == 0 {
+		t.Fatal("no copy of doc.s on data-hot-0")
+	}
+	_ = sim.SetNodeUp("data-hot-0", false)
+	if got := count(); got["doc.s"] != fmt.Sprintf("%d+0", 4-onHot0) {
+		t.Fatalf("after data-hot-0 stopped: %v, want doc.s to lose its %d primaries there", got, onHot0)
+	}
+	for _, c := range sim.Shards() {
+		if c.Node == "data-hot-0" {
+			t.Fatalf("a stopped node still holds %+v", c)
+		}
 	}
 }
 
