@@ -7,8 +7,6 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-var _ ops.RestartPreflighter = (*restartGate)(nil)
-
 // Preflight implements ops.RestartPreflighter. A rolling restart starts only
 // when every member is healthy: with a member down, restarting any other
 // one leaves a three-member cluster one failure from losing quorum, and the

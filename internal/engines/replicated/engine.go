@@ -56,12 +56,6 @@ type Engine struct {
 	Layers []*Layer
 }
 
-var (
-	_ ops.Engine       = (*Engine)(nil)
-	_ ops.Scaler       = (*Engine)(nil)
-	_ ops.Bootstrapper = (*Engine)(nil)
-)
-
 // Options are the replicated engine's settings.
 type Options struct {
 	// Layers are the configuration sources above the StatefulSet annotation, highest
