@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -236,6 +237,20 @@ func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok 
 func (p *Pods) WaitNewReady(ctx context.Context, name string, old types.UID, report func(reason string)) error {
 	_, err := p.WaitReplaced(ctx, name, old, PodReady, "not Ready yet", report)
 	return err
+}
+
+// PodOrdinal is the ordinal of a pod of StatefulSet sts ("<sts>-<n>", n written as the
+// StatefulSet controller writes it: no sign, no leading zero), or -1 when pod is not one.
+func PodOrdinal(sts, pod string) int {
+	rest, ok := strings.CutPrefix(pod, sts+"-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return -1
+	}
+	return n
 }
 
 // ShortUID is the first eight characters of a UID, for messages.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"text/template"
 
@@ -14,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -89,17 +89,7 @@ type site struct {
 func (s *site) podName(ordinal int) string { return fmt.Sprintf("%s-%d", s.sts, ordinal) }
 
 // ordinalOf returns the ordinal of a pod of this StatefulSet, or -1.
-func (s *site) ordinalOf(pod string) int {
-	rest, ok := strings.CutPrefix(pod, s.sts+"-")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || strconv.Itoa(n) != rest {
-		return -1
-	}
-	return n
-}
+func (s *site) ordinalOf(pod string) int { return kube.PodOrdinal(s.sts, pod) }
 
 // peerURL renders the peer URL of the pod with the given ordinal.
 func (s *site) peerURL(ordinal int) (string, error) {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -460,10 +461,8 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 				if err != nil {
 					return fmt.Errorf("reading PVC %s: %w", n, err)
 				}
-				uid := p.UID
-				if err := e.Client.CoreV1().PersistentVolumeClaims(s.ns).Delete(ctx, n,
-					metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					return fmt.Errorf("deleting PVC %s/%s: %w", s.ns, n, err)
+				if err := kube.DeletePVC(ctx, e.Client, s.ns, n, p.UID); err != nil {
+					return err
 				}
 			}
 			if old != "gone" {

@@ -117,17 +117,7 @@ func (s *site) dnsNames(pods []string) []string {
 }
 
 // ordinal parses "<sts>-<n>"; -1 when pod is not the StatefulSet's.
-func (s *site) ordinal(pod string) int {
-	rest, ok := strings.CutPrefix(pod, s.sts+"-")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || strconv.Itoa(n) != rest {
-		return -1
-	}
-	return n
-}
+func (s *site) ordinal(pod string) int { return kube.PodOrdinal(s.sts, pod) }
 
 func (s *site) podName(o int) string { return fmt.Sprintf("%s-%d", s.sts, o) }
 
