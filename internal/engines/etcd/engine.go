@@ -117,7 +117,7 @@ func (e *Engine) prepareFor(ctx context.Context, c *ops.Cluster, mutating bool) 
 	if err != nil {
 		return nil, nil, err
 	}
-	pods, _, err := e.livePods(ctx, s)
+	pods, _, err := e.livePods(ctx, nil, s)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // still on its way back: then only quorum is required, and each step's gate
 // waits for health as usual.
 func (g *restartGate) Preflight(ctx context.Context, c *ops.Cluster, st ops.PreflightState) error {
-	status, err := g.e.status(ctx, g.s, "")
+	status, err := g.e.status(ctx, nil, g.s, "")
 	if err != nil {
 		return &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd health of %s/%s before the rolling restart: %v", c.Namespace, c.Name, err), Err: err}
 	}

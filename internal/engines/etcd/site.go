@@ -376,17 +376,19 @@ func deriveFromSpec(c *corev1.Container) string {
 }
 
 // livePods lists the StatefulSet's pods that exist, sorted by ordinal,
-// Ready ones first (they are the best to run etcdctl in).
-func (e *Engine) livePods(ctx context.Context, s *site) ([]string, map[string]*corev1.Pod, error) {
-	list, err := e.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: s.selector})
+// Ready ones first (they are the best to run etcdctl in). Inside a run (sc, or
+// the informer ctx carries) they come from the run's pod informer, so the
+// gates' polls of etcd send no pod request; at plan time and for status, from
+// one list.
+func (e *Engine) livePods(ctx context.Context, sc *ops.StepContext, s *site) ([]string, map[string]*corev1.Pod, error) {
+	all, err := ops.ListPods(ctx, sc, e.Client, s.ns, s.selector)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing pods of %s/%s: %w", s.ns, s.sts, err)
+		return nil, nil, fmt.Errorf("pods of %s/%s: %w", s.ns, s.sts, err)
 	}
 	byName := map[string]*corev1.Pod{}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if s.ordinalOf(p.Name) >= 0 {
-			byName[p.Name] = p
+	for name, p := range all {
+		if s.ordinalOf(name) >= 0 {
+			byName[name] = p
 		}
 	}
 	if s.ctl.conn != nil {
@@ -412,9 +414,10 @@ func (e *Engine) livePods(ctx context.Context, s *site) ([]string, map[string]*c
 	return names, byName, nil
 }
 
-// status reads the live cluster state (members matched to pods).
-func (e *Engine) status(ctx context.Context, s *site, exclude string) (*Status, error) {
-	pods, _, err := e.livePods(ctx, s)
+// status reads the live cluster state (members matched to pods); sc is the
+// step asking (nil outside a run).
+func (e *Engine) status(ctx context.Context, sc *ops.StepContext, s *site, exclude string) (*Status, error) {
+	pods, _, err := e.livePods(ctx, sc, s)
 	if err != nil {
 		return nil, err
 	}
