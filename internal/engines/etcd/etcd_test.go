@@ -629,7 +629,7 @@ func TestRestartMovesLeadershipOnce(t *testing.T) {
 			}
 			// The gates poll etcd's status many times; its pods come from the run's one pod
 			// informer (one list, one watch), never a list or get of their own.
-			if got := podReads(fx.client); got != "list 1, get 0" {
+			if got := fakecluster.PodReads(fx.client); got != "list 1, get 0" {
 				t.Errorf("pod reads during the run: %s, want list 1, get 0 (the run's informer)", got)
 			}
 			if got := f.mutations(); !slices.Equal(got, []string{fmt.Sprintf("etcd-1: move-leader %x", 0xa2)}) {

@@ -373,14 +373,3 @@ func planText(t *testing.T, p *ops.Plan) []byte {
 	}
 	return []byte(b.String())
 }
-
-// podReads counts the pod lists and gets client saw.
-func podReads(client *fake.Clientset) string {
-	n := map[string]int{}
-	for _, a := range client.Actions() {
-		if a.GetResource().Resource == "pods" && a.GetSubresource() == "" {
-			n[a.GetVerb()]++
-		}
-	}
-	return fmt.Sprintf("list %d, get %d", n["list"], n["get"])
-}
