@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -66,22 +65,24 @@ func (e *toyEngine) PlanRestart(_ context.Context, c *ops.Cluster, opts ops.Rest
 	return (&ops.RollingRestart{Client: e.client, Gate: e.gate}).Plan(c, "toy", opts)
 }
 
-// toyCalls records what the gate did, in order.
-type toyCalls struct {
-	mu   sync.Mutex
-	list []string
-}
+// toyCalls records what the gate did, in order (a channel: the gate runs in the executor's
+// goroutines, the test reads after the run).
+type toyCalls struct{ ch chan string }
 
-func (c *toyCalls) add(s string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.list = append(c.list, s)
-}
+func newToyCalls() *toyCalls { return &toyCalls{ch: make(chan string, 64)} }
+
+func (c *toyCalls) add(s string) { c.ch <- s }
 
 func (c *toyCalls) get() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.list)
+	var out []string
+	for {
+		select {
+		case s := <-c.ch:
+			out = append(out, s)
+		default:
+			return out
+		}
+	}
 }
 
 // toyGate checks the database around each pod: before, a note; after, the
@@ -143,7 +144,7 @@ func TestFifthEngine(t *testing.T) {
 	t.Run("restart through the shared pipeline with the engine's gate", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "toy", webObjects()...)...)
 		ctrl := fakecluster.Start(t, h.client, "prod")
-		calls := &toyCalls{}
+		calls := newToyCalls()
 		r := h.runWith(withToy(toyOptions{Calls: calls}), "restart", "db", "--rolling", "--yes", "--lock-id", "alice@test")
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
@@ -162,7 +163,7 @@ func TestFifthEngine(t *testing.T) {
 	})
 	t.Run("an unhealthy database is refused before the lock", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "toy", webObjects()...)...)
-		calls := &toyCalls{}
+		calls := newToyCalls()
 		r := h.runWith(withToy(toyOptions{Calls: calls, Unhealthy: true}), "restart", "db", "--rolling", "--yes")
 		if r.code != ops.ExitPrecondition || !strings.Contains(r.err, "toy database prod/db is unhealthy") {
 			t.Errorf("exit %d, stderr %q", r.code, r.err)
@@ -176,21 +177,21 @@ func TestFifthEngine(t *testing.T) {
 	})
 	t.Run("dry-run shows the engine's plan", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
-		r := h.runWith(withToy(toyOptions{Calls: &toyCalls{}}), "restart", "db", "--rolling", "--engine", "toy", "--dry-run")
+		r := h.runWith(withToy(toyOptions{Calls: newToyCalls()}), "restart", "db", "--rolling", "--engine", "toy", "--dry-run")
 		if r.code != 0 || !strings.Contains(r.out, "(engine toy)") || !strings.Contains(r.out, "requires: the toy database lets db-web-0 go") {
 			t.Errorf("exit %d, stdout:\n%s\nstderr: %s", r.code, r.out, r.err)
 		}
 	})
 	t.Run("status shows its health", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "toy", webObjects()...)...)
-		r := h.runWith(withToy(toyOptions{Calls: &toyCalls{}}), "status", "db")
+		r := h.runWith(withToy(toyOptions{Calls: newToyCalls()}), "status", "db")
 		if r.code != 0 || !strings.Contains(r.out, "toy-healthy") {
 			t.Errorf("exit %d, stdout:\n%s\nstderr: %s", r.code, r.out, r.err)
 		}
 	})
 	t.Run("a capability it lacks is refused", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "toy", webObjects()...)...)
-		r := h.runWith(withToy(toyOptions{Calls: &toyCalls{}}), "scale", "db", "--replicas", "4", "--yes")
+		r := h.runWith(withToy(toyOptions{Calls: newToyCalls()}), "scale", "db", "--replicas", "4", "--yes")
 		if r.code != ops.ExitUsage || !strings.Contains(r.err, "engine toy (cluster db) cannot scale") {
 			t.Errorf("exit %d, stderr %q", r.code, r.err)
 		}

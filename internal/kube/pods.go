@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -265,20 +264,7 @@ func ShortUID(u types.UID) string {
 // DeletePod deletes a pod only if it still has the given UID; a pod already gone or already
 // replaced counts as deleted, which makes the call idempotent across re-runs.
 func DeletePod(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID) error {
-	opts := metav1.DeleteOptions{}
-	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
-	}
-	err := client.CoreV1().Pods(namespace).Delete(ctx, name, opts)
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
-		return nil
-	case apierrors.IsConflict(err) && uid != "":
-		// Precondition failed: the pod with that UID is already gone.
-		return nil
-	default:
-		return fmt.Errorf("deleting pod %s/%s: %w", namespace, name, err)
-	}
+	return deleteUID(ctx, "pod", namespace, name, uid, client.CoreV1().Pods(namespace).Delete)
 }
 
 // SetReplicas sets spec.replicas of a StatefulSet with one merge patch of that field alone
