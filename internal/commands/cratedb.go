@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -31,10 +30,9 @@ type CrateDBOptions struct {
 
 	// PollInterval paces database polls (0 = engine default); tests only.
 	PollInterval time.Duration
-	// Connector and Execer replace the port-forward/pgx and exec paths
-	// (tests use cratedbtest fakes).
+	// Connector replaces the port-forward/pgx path (tests use cratedbtest's fake; exec
+	// into pods is the Factory's Exec, as for every engine).
 	Connector cratedb.Connector
-	Execer    kube.Executor
 }
 
 // NewCrateDBOptions returns the defaults.
@@ -106,18 +104,18 @@ func (o *CrateDBOptions) refs() (crateRefs, error) {
 	return r, nil
 }
 
-// crateEngine builds the CrateDB engine from the flags. The CA Secret is
+// crateConfig is the CrateDB engine's settings from the flags. The CA Secret is
 // read here, before any plan or lock: the connection that needs it may
 // only be opened by a step.
-func (g *GlobalOptions) crateEngine(ctx context.Context, cl *Clients, c *ops.Cluster) (*cratedb.Engine, error) {
+func (g *GlobalOptions) crateConfig(ctx context.Context, cl *Clients, c *ops.Cluster) (cratedb.Config, error) {
 	o := g.CrateDB
 	if err := o.Validate(); err != nil {
-		return nil, err
+		return cratedb.Config{}, err
 	}
 	refs, _ := o.refs()
 	if !refs.ca.IsZero() {
 		if err := checkSecretKey(ctx, cl, c.Namespace, refs.ca, "--pg-ca-secret"); err != nil {
-			return nil, err
+			return cratedb.Config{}, err
 		}
 	}
 	conn := o.Connector
@@ -127,9 +125,9 @@ func (g *GlobalOptions) crateEngine(ctx context.Context, cl *Clients, c *ops.Clu
 	}
 	// crash's scheme and port come from the StatefulSet (-Cssl.http.enabled,
 	// the container's ports), not from flags.
-	return cratedb.New(ops.EngineDeps{Client: cl.Kube, Config: cl.Config, Exec: o.Execer}, cratedb.Config{Connector: conn, SystemPassword: refs.system,
+	return cratedb.Config{Connector: conn, SystemPassword: refs.system,
 		HealthChecks: o.HealthChecks, HealthInterval: o.HealthInterval, PollInterval: o.PollInterval,
-		AllowRollingUpdate: o.AllowRollingUpdate, CrashUser: o.CrashUser})
+		AllowRollingUpdate: o.AllowRollingUpdate, CrashUser: o.CrashUser}, nil
 }
 
 // closeEngine ends an engine's database connections, if it keeps any.

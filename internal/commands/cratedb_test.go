@@ -123,7 +123,7 @@ func (e *crateEnv) run(args ...string) result {
 	e.t.Helper()
 	return e.runWith(func(g *GlobalOptions) {
 		g.CrateDB.Connector = e.db.Connector()
-		g.CrateDB.Execer = e.db.Execer()
+		g.Exec = e.db.Execer()
 		g.CrateDB.PollInterval = time.Millisecond
 	}, args...)
 }

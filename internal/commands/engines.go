@@ -3,8 +3,10 @@ package commands
 import (
 	"context"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/generic"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -18,7 +20,7 @@ type EngineDeps struct {
 
 // deps are the engine packages' constructor dependencies (ops.EngineDeps) of d.
 func (d EngineDeps) deps() ops.EngineDeps {
-	return ops.EngineDeps{Client: d.Clients.Kube, Config: d.Clients.Config}
+	return ops.EngineDeps{Client: d.Clients.Kube, Config: d.Clients.Config, Exec: d.Options.Exec}
 }
 
 // EngineKind is an engine commands can build: its name (the --engine value
@@ -32,29 +34,39 @@ type EngineKind struct {
 func builtinEngines() []EngineKind {
 	return []EngineKind{
 		{ops.EngineCrateDB, func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
-			e, err := d.Options.crateEngine(ctx, d.Clients, d.Cluster)
+			cfg, err := d.Options.crateConfig(ctx, d.Clients, d.Cluster)
 			if err != nil {
 				return nil, err
 			}
-			return e, nil
+			return built(cratedb.New(d.deps(), cfg))
 		}},
 		{ops.EngineEtcd, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			if err := d.Options.Etcd.Validate(); err != nil {
 				return nil, err
 			}
-			return etcd.New(d.deps(), d.Options.Etcd.Options)
+			return built(etcd.New(d.deps(), d.Options.Etcd.Options))
 		}},
 		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			e, err := d.Options.replicatedEngine(d.Clients)
+			// A malformed configuration source is a usage error before anything runs.
+			layers, err := d.Options.replicatedLayers()
 			if err != nil {
 				return nil, err
 			}
-			return e, nil
+			return built(replicated.New(d.deps(), replicated.Options{Layers: layers}))
 		}},
 		{ops.EngineGeneric, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			return generic.New(d.deps(), generic.Options{})
+			return built(generic.New(d.deps(), generic.Options{}))
 		}},
 	}
+}
+
+// built turns an engine package's New result into the builder's: no engine (not a typed
+// nil in the interface) when it failed.
+func built[E ops.Engine](e E, err error) (ops.Engine, error) {
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // engineNames are the names of the engines this build can build.

@@ -51,9 +51,10 @@ type Factory struct {
 	IsTerminal func() bool
 	// Getenv reads the environment (BOOTSTRAP_TIMEOUT, NO_COLOR...).
 	Getenv func(string) string
-	// ReplicatedExec replaces exec into pods for the replicated engine
-	// (tests); nil = through the API server.
-	ReplicatedExec ReplicatedExecer
+	// Exec runs commands in pods for every engine (EngineDeps.deps hands it to
+	// the engines' constructors); nil = through the API server
+	// (kube.APIExecutor). Tests inject a fake here.
+	Exec kube.Executor
 	// Engines are the engines commands can build, in help order; an engine
 	// is added by adding its kind here (see docs/architecture.md).
 	Engines []EngineKind

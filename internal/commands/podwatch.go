@@ -36,17 +36,10 @@ func watchPods(ctx context.Context, pods *kube.Pods, client kubernetes.Interface
 	for _, g := range c.Groups {
 		groups[g.StatefulSet] = g.Name
 	}
-	zones := &nodeZones{client: client, zones: map[string]string{}} // node -> zone, from discovery
-	for _, p := range c.AllPods() {
-		if p.Node != "" {
-			zones.zones[p.Node] = p.Zone
-			zones.matter = zones.matter || p.Zone != ""
-		}
-	}
+	zones := newNodeZones(client, c)
 	changed, unsubscribe := pods.Subscribe()
 	go func() {
 		defer unsubscribe()
-		zones.listOnce(ctx) // before the first step deletes anything, not between two
 		if pods.Synced(ctx) != nil {
 			return
 		}
@@ -72,14 +65,29 @@ func watchPods(ctx context.Context, pods *kube.Pods, client kubernetes.Interface
 	}()
 }
 
-// nodeZones knows the zones of nodes: those discovery read, and, when the cluster uses
-// zones at all, those of nodes pods moved to since, from one node list per run (read
-// when the first such node shows up). Without zones no node is read.
+// nodeZones knows the zones of nodes: those discovery read with the run's one node list
+// (ops.Cluster.NodeZones, every node's when a pod was placed), so a pod that moves to another
+// node needs no read. Only a node discovery did not see (one that joined since) is read, with
+// one get, and only when the cluster uses zones at all; without zones no node is read.
 type nodeZones struct {
 	client kubernetes.Interface
 	zones  map[string]string
 	matter bool
-	listed bool
+}
+
+func newNodeZones(client kubernetes.Interface, c *ops.Cluster) *nodeZones {
+	z := &nodeZones{client: client, zones: make(map[string]string, len(c.NodeZones))}
+	for n, zone := range c.NodeZones {
+		z.zones[n] = zone
+		z.matter = z.matter || zone != ""
+	}
+	for _, p := range c.AllPods() {
+		if _, known := z.zones[p.Node]; p.Node != "" && !known {
+			z.zones[p.Node] = p.Zone
+			z.matter = z.matter || p.Zone != ""
+		}
+	}
+	return z
 }
 
 func (z *nodeZones) lookup(ctx context.Context, pods []*corev1.Pod) {
@@ -88,27 +96,13 @@ func (z *nodeZones) lookup(ctx context.Context, pods []*corev1.Pod) {
 		if _, known := z.zones[n]; n == "" || known {
 			continue
 		}
-		z.listOnce(ctx)
-		if _, known := z.zones[n]; !known {
-			z.zones[n] = ""
+		z.zones[n] = "" // asked once, whatever the answer
+		if !z.matter {
+			continue
 		}
-	}
-}
-
-// listOnce reads every node's zone, once per run and only when the cluster uses zones (a
-// namespace-scoped user who may not list nodes keeps the zones discovery found).
-func (z *nodeZones) listOnce(ctx context.Context) {
-	if !z.matter || z.listed {
-		return
-	}
-	z.listed = true
-	l, err := z.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return
-	}
-	for i := range l.Items {
-		if _, known := z.zones[l.Items[i].Name]; !known {
-			z.zones[l.Items[i].Name] = l.Items[i].Labels["topology.kubernetes.io/zone"]
+		// A namespace-scoped user who may not read nodes keeps the zones discovery found.
+		if node, err := z.client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
+			z.zones[n] = node.Labels["topology.kubernetes.io/zone"]
 		}
 	}
 }

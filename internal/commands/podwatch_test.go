@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -76,4 +77,35 @@ func receive(t *testing.T, ch <-chan ops.Event) ops.Event {
 		t.Fatal("no pods snapshot")
 	}
 	return ops.Event{}
+}
+
+// The pods view places pods that move with the zones discovery listed; it reads a node only
+// when the node joined after discovery and the cluster uses zones.
+func TestNodeZonesReadOnlyNewNodesWhenZonesMatter(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		nodeZones map[string]string // as discovery read them
+		moveTo    string
+		wantZone  string
+		wantGets  int
+	}{
+		{name: "a node discovery listed", nodeZones: map[string]string{"n1": "za", "n2": "zb"}, moveTo: "n2", wantZone: "zb"},
+		{name: "a node that joined since", nodeZones: map[string]string{"n1": "za", "n2": "zb"}, moveTo: "n3", wantZone: "zc", wantGets: 1},
+		{name: "no zones in the cluster", nodeZones: map[string]string{"n1": "", "n2": ""}, moveTo: "n3", wantZone: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Labels: map[string]string{"topology.kubernetes.io/zone": "zc"}}})
+			c := &ops.Cluster{NodeZones: tc.nodeZones, Groups: []*ops.NodeGroup{{Pods: []ops.Pod{{Name: "db-0", Node: "n1", Zone: tc.nodeZones["n1"]}}}}}
+			z := newNodeZones(client, c)
+			moved := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0"}, Spec: corev1.PodSpec{NodeName: tc.moveTo}}
+			z.lookup(t.Context(), []*corev1.Pod{moved})
+			z.lookup(t.Context(), []*corev1.Pod{moved}) // asked once per node
+			if got := z.zones[tc.moveTo]; got != tc.wantZone {
+				t.Errorf("zone of %s = %q, want %q", tc.moveTo, got, tc.wantZone)
+			}
+			if got := len(client.Actions()); got != tc.wantGets {
+				t.Errorf("node reads %v, want %d get(s)", client.Actions(), tc.wantGets)
+			}
+		})
+	}
 }

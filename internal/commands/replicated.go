@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -32,9 +31,6 @@ const (
 //	    stop:      {argv: [/scripts/stop], timeout: 60}
 //	    status:    {argv: [/scripts/status]}
 const configKeyReplicated = "replicated"
-
-// ReplicatedExecer runs commands in pods for the replicated engine.
-type ReplicatedExecer = kube.Executor
 
 // replicatedLayers reads the configuration sources above the StatefulSet
 // annotation, highest precedence first: environment, then config file.
@@ -69,14 +65,4 @@ func (g *GlobalOptions) replicatedLayers() ([]*replicated.Layer, error) {
 		layers = append(layers, l)
 	}
 	return layers, nil
-}
-
-// replicatedEngine builds the replicated engine with its configuration
-// sources; a malformed source is a usage error before anything runs.
-func (g *GlobalOptions) replicatedEngine(cl *Clients) (*replicated.Engine, error) {
-	layers, err := g.replicatedLayers()
-	if err != nil {
-		return nil, err
-	}
-	return replicated.New(ops.EngineDeps{Client: cl.Kube, Config: cl.Config, Exec: g.ReplicatedExec}, replicated.Options{Layers: layers})
 }

@@ -77,7 +77,7 @@ func newReplEnv(t *testing.T, replicas int, annotation string) *replEnv {
 
 func (e *replEnv) run(args ...string) result {
 	e.t.Helper()
-	return e.runWith(func(g *GlobalOptions) { g.ReplicatedExec = e.exec }, args...)
+	return e.runWith(func(g *GlobalOptions) { g.Exec = e.exec }, args...)
 }
 
 func (e *replEnv) roles() map[string]string {

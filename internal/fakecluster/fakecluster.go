@@ -95,6 +95,18 @@ func Pod(sts *appsv1.StatefulSet, o int, uid types.UID) *corev1.Pod {
 	}
 }
 
+// PodReads counts the pod lists and gets a fake clientset saw, as "list N, get M": inside a
+// run, one list (the run's pod informer's) and no get.
+func PodReads(c *fake.Clientset) string {
+	n := map[string]int{}
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == "pods" && a.GetSubresource() == "" {
+			n[a.GetVerb()]++
+		}
+	}
+	return fmt.Sprintf("list %d, get %d", n["list"], n["get"])
+}
+
 // Writes returns the non-read actions a fake clientset saw.
 func Writes(c *fake.Clientset) []string {
 	var out []string

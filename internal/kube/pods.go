@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -238,6 +238,20 @@ func (p *Pods) WaitNewReady(ctx context.Context, name string, old types.UID, rep
 	return err
 }
 
+// PodOrdinal is the ordinal of a pod of StatefulSet sts ("<sts>-<n>", n written as the
+// StatefulSet controller writes it: no sign, no leading zero), or -1 when pod is not one.
+func PodOrdinal(sts, pod string) int {
+	rest, ok := strings.CutPrefix(pod, sts+"-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return -1
+	}
+	return n
+}
+
 // ShortUID is the first eight characters of a UID, for messages.
 func ShortUID(u types.UID) string {
 	s := string(u)
@@ -250,20 +264,7 @@ func ShortUID(u types.UID) string {
 // DeletePod deletes a pod only if it still has the given UID; a pod already gone or already
 // replaced counts as deleted, which makes the call idempotent across re-runs.
 func DeletePod(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID) error {
-	opts := metav1.DeleteOptions{}
-	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
-	}
-	err := client.CoreV1().Pods(namespace).Delete(ctx, name, opts)
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
-		return nil
-	case apierrors.IsConflict(err) && uid != "":
-		// Precondition failed: the pod with that UID is already gone.
-		return nil
-	default:
-		return fmt.Errorf("deleting pod %s/%s: %w", namespace, name, err)
-	}
+	return deleteUID(ctx, "pod", namespace, name, uid, client.CoreV1().Pods(namespace).Delete)
 }
 
 // SetReplicas sets spec.replicas of a StatefulSet with one merge patch of that field alone

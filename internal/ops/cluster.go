@@ -41,6 +41,10 @@ type Cluster struct {
 	// refuse unless overridden.
 	Operator string       `json:"operator,omitempty"`
 	Groups   []*NodeGroup `json:"groups"`
+	// NodeZones are the zones discovery knows, by node name ("" for a node without one):
+	// every node's when it read them (one node list, only when a pod is placed), so the pods
+	// view places pods that move without reading nodes again. Empty when nodes were not read.
+	NodeZones map[string]string `json:"-"`
 }
 
 // NodeGroup is one StatefulSet of a cluster.

@@ -38,9 +38,11 @@ func (d EngineDeps) Executor() kube.Executor {
 // asserts the ones it has at compile time (`var _ ops.Scaler = (*Engine)(nil)`
 // in the engine's contract.go), so a drifting signature fails the build
 // instead of turning a feature into "not available for engine X". The rolling
-// restart's own hooks (RestartGate, RestartPreflighter, BatchChecker in
-// restart.go and batches.go) and ReplaceHooks (replace.go) are how an engine
-// plugs into the shared procedures.
+// restart's own hooks (RestartGate, RestartOrderer, RestartStepper,
+// RestartPreflighter in restart.go, BatchChecker in batches.go) and
+// ReplaceHooks (replace.go) are how an engine plugs into the shared
+// procedures; the optional ones are found by type assertion too, so the same
+// contract.go asserts each hook its types implement.
 type Engine interface {
 	Name() string
 	// Health reports database-level health for status and health gates;

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 )
 
 // Replace strategies (docs/procedures.md).
@@ -220,10 +222,8 @@ func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string,
 				return err
 			}
 		}
-		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-		err := r.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, opts)
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting PVC %s/%s: %w", ns, name, err)
+		if err := kube.DeletePVC(ctx, r.Client, ns, name, uid); err != nil {
+			return err
 		}
 		sc.Audit(ctx, ObjectRef{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name, UID: string(uid)},
 			"DbopsReplacePVC", fmt.Sprintf("deleted PVC %s to replace pod %s with a fresh volume", name, pod.Name))

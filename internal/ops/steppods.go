@@ -2,8 +2,12 @@ package ops
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -31,10 +35,70 @@ func (sc *StepContext) PodCache(client kubernetes.Interface, ns string) *kube.Po
 	return sc.exec.podCache(client, ns)
 }
 
+// RunPods is the run's pod informer for namespace ns: the step's (sc), else the one ctx
+// carries (kube.WithPods, for code deep in a step that has no StepContext); nil outside a run
+// (plan time, status).
+func RunPods(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns string) *kube.Pods {
+	if p := sc.PodCache(client, ns); p != nil {
+		return p
+	}
+	return kube.PodsFrom(ctx, ns)
+}
+
+// ListPods returns the pods of namespace ns that selector (a label selector string; "" for
+// all) matches, by name: inside a run from its pod informer, with no request of its own;
+// outside a run (plan time, status) with one LIST. Treat them as read-only.
+func ListPods(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns, selector string) (map[string]*corev1.Pod, error) {
+	if p := RunPods(ctx, sc, client, ns); p != nil {
+		sel, err := labels.Parse(selector)
+		if err != nil {
+			return nil, fmt.Errorf("pod selector %q: %w", selector, err)
+		}
+		if err := p.Synced(ctx); err != nil {
+			return nil, err
+		}
+		out := map[string]*corev1.Pod{}
+		for name, pod := range p.List() {
+			if sel.Matches(labels.Set(pod.Labels)) {
+				out[name] = pod
+			}
+		}
+		return out, nil
+	}
+	l, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods in %s (selector %q): %w", ns, selector, err)
+	}
+	out := make(map[string]*corev1.Pod, len(l.Items))
+	for i := range l.Items {
+		out[l.Items[i].Name] = &l.Items[i]
+	}
+	return out, nil
+}
+
+// GetPod returns the named pod (nil when it does not exist): inside a run from its pod
+// informer, outside a run with one GET. Treat it as read-only.
+func GetPod(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns, name string) (*corev1.Pod, error) {
+	if p := RunPods(ctx, sc, client, ns); p != nil {
+		if err := p.Synced(ctx); err != nil {
+			return nil, err
+		}
+		return p.Get(name), nil
+	}
+	pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
+	}
+	return pod, nil
+}
+
 // podsFor returns the run's pod informer, or (outside a run) one started for this call
 // alone and stopped by the returned function.
 func podsFor(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns string) (*kube.Pods, func()) {
-	if p := sc.PodCache(client, ns); p != nil {
+	if p := RunPods(ctx, sc, client, ns); p != nil {
 		return p, func() {}
 	}
 	pctx, cancel := context.WithCancel(ctx)

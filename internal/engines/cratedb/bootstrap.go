@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -347,7 +345,7 @@ func clip(s string, n int) string {
 // readyPod returns the first Ready pod of g.
 func (e *Engine) readyPod(ctx context.Context, c *ops.Cluster, g *ops.NodeGroup) (string, error) {
 	for _, p := range g.Pods {
-		live, err := e.client.CoreV1().Pods(c.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		live, err := ops.GetPod(ctx, nil, e.client, c.Namespace, p.Name)
 		if err == nil && ops.PodReady(live) {
 			return p.Name, nil
 		}

@@ -2,8 +2,9 @@ package cratedb
 
 import "github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 
-// The capabilities of internal/ops/engine.go this engine has, checked at
-// compile time.
+// The capabilities of internal/ops/engine.go this engine has, and the hooks of the shared
+// procedures it plugs in (ops finds the optional ones by type assertion), checked at compile
+// time: the one place per engine.
 var (
 	_ ops.Engine        = (*Engine)(nil)
 	_ ops.Scaler        = (*Engine)(nil)
@@ -12,6 +13,8 @@ var (
 	_ ops.MemberChecker = (*Engine)(nil)
 	_ ops.Closer        = (*Engine)(nil)
 
+	_ ops.RestartGate        = (*restartGate)(nil)
 	_ ops.RestartStepper     = (*restartGate)(nil)
 	_ ops.RestartPreflighter = (*restartGate)(nil)
+	_ ops.ReplaceHooks       = (*replaceHooks)(nil)
 )

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -87,13 +85,9 @@ func (p *PGConnector) Connect(ctx context.Context, c *ops.Cluster, creds Credent
 	}
 	var errs []error
 	for _, pod := range candidatePods(c, avoid) {
-		var live *corev1.Pod
-		if pods := kube.PodsFrom(ctx, c.Namespace); pods != nil {
-			live = pods.Get(pod) // the run's pod informer: no request
-		} else if live, err = p.Client.CoreV1().Pods(c.Namespace).Get(ctx, pod, metav1.GetOptions{}); err != nil {
-			continue
-		}
-		if !ops.PodReady(live) {
+		// Inside a step the run's pod informer, carried by ctx: no request.
+		live, err := ops.GetPod(ctx, nil, p.Client, c.Namespace, pod)
+		if err != nil || !ops.PodReady(live) {
 			continue
 		}
 		// The forward lives as long as the connection; its own context

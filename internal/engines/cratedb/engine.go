@@ -78,12 +78,6 @@ type Engine struct {
 	pwCache  map[string]string
 }
 
-var (
-	_ ops.Engine       = (*Engine)(nil)
-	_ ops.Scaler       = (*Engine)(nil)
-	_ ops.Bootstrapper = (*Engine)(nil)
-)
-
 // New returns a CrateDB engine: SQL through cfg.Connector, crash through deps' executor.
 func New(deps ops.EngineDeps, cfg Config) (*Engine, error) {
 	if cfg.Connector == nil {

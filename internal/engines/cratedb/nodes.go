@@ -8,10 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -373,26 +370,15 @@ func sameHost(a, b string) bool {
 // informer inside a step, else one GET each. Treat them as read-only.
 func (e *Engine) livePods(ctx context.Context, c *ops.Cluster, names []string) (map[string]*corev1.Pod, error) {
 	out := map[string]*corev1.Pod{}
-	if pods := kube.PodsFrom(ctx, c.Namespace); pods != nil {
-		if err := pods.Synced(ctx); err != nil {
+	for _, n := range names {
+		// Inside a step the informer ctx carries (ops.GetPod): no request.
+		p, err := ops.GetPod(ctx, nil, e.client, c.Namespace, n)
+		if err != nil {
 			return nil, err
 		}
-		for _, n := range names {
-			if p := pods.Get(n); p != nil {
-				out[n] = p
-			}
+		if p != nil {
+			out[n] = p
 		}
-		return out, nil
-	}
-	for _, n := range names {
-		p, err := e.client.CoreV1().Pods(c.Namespace).Get(ctx, n, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("reading pod %s/%s: %w", c.Namespace, n, err)
-		}
-		out[n] = p
 	}
 	return out, nil
 }

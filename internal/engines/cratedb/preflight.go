@@ -6,8 +6,6 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-var _ ops.RestartPreflighter = (*restartGate)(nil)
-
 // Preflight implements ops.RestartPreflighter: a rolling restart starts only
 // on a green cluster (the same gate scale applies), so a yellow or red
 // cluster is refused before the lock instead of losing a pod and then

@@ -2,14 +2,17 @@ package etcd
 
 import "github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 
-// The capabilities of internal/ops/engine.go this engine has, checked at
-// compile time.
+// The capabilities of internal/ops/engine.go this engine has, and the hooks of the shared
+// procedures it plugs in (ops finds the optional ones by type assertion), checked at compile
+// time: the one place per engine.
 var (
 	_ ops.Engine        = (*Engine)(nil)
 	_ ops.Scaler        = (*Engine)(nil)
 	_ ops.PodReplacer   = (*Engine)(nil)
 	_ ops.MemberChecker = (*Engine)(nil)
 
+	_ ops.RestartGate        = (*restartGate)(nil)
 	_ ops.RestartOrderer     = (*restartGate)(nil)
 	_ ops.RestartPreflighter = (*restartGate)(nil)
+	_ ops.BatchChecker       = (*restartGate)(nil)
 )

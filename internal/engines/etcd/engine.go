@@ -81,11 +81,6 @@ type Engine struct {
 	Forward Forwarder
 }
 
-var (
-	_ ops.Engine = (*Engine)(nil)
-	_ ops.Scaler = (*Engine)(nil)
-)
-
 // New returns an engine that runs etcdctl through deps' executor (the API server's exec),
 // and reaches members' client ports by port-forwards for the etcd API path.
 func New(deps ops.EngineDeps, opts Options) (*Engine, error) {
@@ -122,7 +117,7 @@ func (e *Engine) prepareFor(ctx context.Context, c *ops.Cluster, mutating bool) 
 	if err != nil {
 		return nil, nil, err
 	}
-	pods, _, err := e.livePods(ctx, s)
+	pods, _, err := e.livePods(ctx, nil, s)
 	if err != nil {
 		return nil, nil, err
 	}

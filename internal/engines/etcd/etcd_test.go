@@ -643,8 +643,14 @@ func TestRestartMovesLeadershipOnce(t *testing.T) {
 			if last := p.Steps[len(p.Steps)-1]; !slices.Contains(last.Pods, "etcd-1") {
 				t.Fatalf("last step %s (pods %v) does not hold the leader etcd-1", last.ID, last.Pods)
 			}
+			fx.client.ClearActions()
 			if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
 				t.Fatal(err)
+			}
+			// The gates poll etcd's status many times; its pods come from the run's one pod
+			// informer (one list, one watch), never a list or get of their own.
+			if got := fakecluster.PodReads(fx.client); got != "list 1, get 0" {
+				t.Errorf("pod reads during the run: %s, want list 1, get 0 (the run's informer)", got)
 			}
 			if got := f.mutations(); !slices.Equal(got, []string{fmt.Sprintf("etcd-1: move-leader %x", 0xa2)}) {
 				t.Fatalf("mutations = %v, want one move-leader to etcd-2 run in etcd-1", got)

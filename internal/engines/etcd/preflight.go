@@ -7,8 +7,6 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-var _ ops.RestartPreflighter = (*restartGate)(nil)
-
 // Preflight implements ops.RestartPreflighter. A rolling restart starts only
 // when every member is healthy: with a member down, restarting any other
 // one leaves a three-member cluster one failure from losing quorum, and the
@@ -19,7 +17,7 @@ var _ ops.RestartPreflighter = (*restartGate)(nil)
 // still on its way back: then only quorum is required, and each step's gate
 // waits for health as usual.
 func (g *restartGate) Preflight(ctx context.Context, c *ops.Cluster, st ops.PreflightState) error {
-	status, err := g.e.status(ctx, g.s, "")
+	status, err := g.e.status(ctx, nil, g.s, "")
 	if err != nil {
 		return &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd health of %s/%s before the rolling restart: %v", c.Namespace, c.Name, err), Err: err}
 	}

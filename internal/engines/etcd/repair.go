@@ -89,8 +89,8 @@ func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]str
 // member at once (restart --mode zone|all, replace --strategy deletion
 // --max-concurrent N): the healthy voters left while the whole batch is
 // down must still be a quorum of all voters.
-func (g *restartGate) BeforeBatch(ctx context.Context, _ *ops.StepContext, pods []ops.Pod) error {
-	st, err := g.e.status(ctx, g.s, "")
+func (g *restartGate) BeforeBatch(ctx context.Context, sc *ops.StepContext, pods []ops.Pod) error {
+	st, err := g.e.status(ctx, sc, g.s, "")
 	if err != nil {
 		return fmt.Errorf("checking etcd before restarting %d members together: %w", len(pods), err)
 	}

@@ -74,11 +74,11 @@ func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
 
 // Before implements ops.RestartGate.
 func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
-	st, err := g.e.status(ctx, g.s, p.Name)
+	st, err := g.e.status(ctx, sc, g.s, p.Name)
 	if err != nil && ctx.Err() == nil {
 		// No other member answered (a one-member cluster): ask the pod
 		// itself, so the refusal below names the real reason.
-		st, err = g.e.status(ctx, g.s, "")
+		st, err = g.e.status(ctx, sc, g.s, "")
 	}
 	if err != nil {
 		return fmt.Errorf("checking etcd before restarting %s: %w", p.Name, err)
@@ -121,7 +121,7 @@ func (g *restartGate) handOff(ctx context.Context, sc *ops.StepContext, st *Stat
 	// move-leader must reach the current leader: run it in the leader's own pod. If it
 	// fails because leadership moved meanwhile, the wait below sees the new leader anyway.
 	if _, err := g.s.ctl.run(ctx, m.Pod, "move-leader", "move-leader", to.ID); err != nil {
-		now, serr := g.e.status(ctx, g.s, "")
+		now, serr := g.e.status(ctx, sc, g.s, "")
 		if serr != nil || now.Leader() == nil || now.Leader().ID == m.ID {
 			return fmt.Errorf("moving etcd leadership from %s to %s: %w", m.Pod, to.Pod, err)
 		}
@@ -130,7 +130,7 @@ func (g *restartGate) handOff(ctx context.Context, sc *ops.StepContext, st *Stat
 	}
 	last := ""
 	err := wait.PollUntilContextCancel(ctx, g.e.pollInterval(), true, func(ctx context.Context) (bool, error) {
-		now, err := g.e.status(ctx, g.s, m.Pod)
+		now, err := g.e.status(ctx, sc, g.s, m.Pod)
 		if err != nil {
 			last = err.Error()
 			return false, nil
@@ -153,7 +153,7 @@ func (g *restartGate) handOff(ctx context.Context, sc *ops.StepContext, st *Stat
 func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
 	last := ""
 	err := wait.PollUntilContextCancel(ctx, g.e.pollInterval(), true, func(ctx context.Context) (bool, error) {
-		st, err := g.e.status(ctx, g.s, "")
+		st, err := g.e.status(ctx, sc, g.s, "")
 		reason := ""
 		switch {
 		case err != nil:

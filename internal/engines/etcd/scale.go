@@ -251,11 +251,11 @@ func (e *Engine) cleanupStep(s *site, target, current int, planned []Member) *op
 		Description:   "remove members left by an interrupted scale: " + strings.Join(names, "; "),
 		Preconditions: []string{"quorum holds after each removal"},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			st, err := e.status(ctx, s, "")
+			st, err := e.status(ctx, sc, s, "")
 			if err != nil {
 				return false, err
 			}
-			pods, _, err := e.livePods(ctx, s)
+			pods, _, err := e.livePods(ctx, sc, s)
 			if err != nil {
 				return false, err
 			}
@@ -266,11 +266,11 @@ func (e *Engine) cleanupStep(s *site, target, current int, planned []Member) *op
 			return len(staleMembers(s, st, target, current, exist)) == 0, nil
 		},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
-			st, err := e.status(ctx, s, "")
+			st, err := e.status(ctx, sc, s, "")
 			if err != nil {
 				return err
 			}
-			pods, _, err := e.livePods(ctx, s)
+			pods, _, err := e.livePods(ctx, sc, s)
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"text/template"
 
@@ -14,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -89,17 +89,7 @@ type site struct {
 func (s *site) podName(ordinal int) string { return fmt.Sprintf("%s-%d", s.sts, ordinal) }
 
 // ordinalOf returns the ordinal of a pod of this StatefulSet, or -1.
-func (s *site) ordinalOf(pod string) int {
-	rest, ok := strings.CutPrefix(pod, s.sts+"-")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || strconv.Itoa(n) != rest {
-		return -1
-	}
-	return n
-}
+func (s *site) ordinalOf(pod string) int { return kube.PodOrdinal(s.sts, pod) }
 
 // peerURL renders the peer URL of the pod with the given ordinal.
 func (s *site) peerURL(ordinal int) (string, error) {
@@ -386,17 +376,19 @@ func deriveFromSpec(c *corev1.Container) string {
 }
 
 // livePods lists the StatefulSet's pods that exist, sorted by ordinal,
-// Ready ones first (they are the best to run etcdctl in).
-func (e *Engine) livePods(ctx context.Context, s *site) ([]string, map[string]*corev1.Pod, error) {
-	list, err := e.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: s.selector})
+// Ready ones first (they are the best to run etcdctl in). Inside a run (sc, or
+// the informer ctx carries) they come from the run's pod informer, so the
+// gates' polls of etcd send no pod request; at plan time and for status, from
+// one list.
+func (e *Engine) livePods(ctx context.Context, sc *ops.StepContext, s *site) ([]string, map[string]*corev1.Pod, error) {
+	all, err := ops.ListPods(ctx, sc, e.Client, s.ns, s.selector)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing pods of %s/%s: %w", s.ns, s.sts, err)
+		return nil, nil, fmt.Errorf("pods of %s/%s: %w", s.ns, s.sts, err)
 	}
 	byName := map[string]*corev1.Pod{}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if s.ordinalOf(p.Name) >= 0 {
-			byName[p.Name] = p
+	for name, p := range all {
+		if s.ordinalOf(name) >= 0 {
+			byName[name] = p
 		}
 	}
 	if s.ctl.conn != nil {
@@ -422,9 +414,10 @@ func (e *Engine) livePods(ctx context.Context, s *site) ([]string, map[string]*c
 	return names, byName, nil
 }
 
-// status reads the live cluster state (members matched to pods).
-func (e *Engine) status(ctx context.Context, s *site, exclude string) (*Status, error) {
-	pods, _, err := e.livePods(ctx, s)
+// status reads the live cluster state (members matched to pods); sc is the
+// step asking (nil outside a run).
+func (e *Engine) status(ctx context.Context, sc *ops.StepContext, s *site, exclude string) (*Status, error) {
+	pods, _, err := e.livePods(ctx, sc, s)
 	if err != nil {
 		return nil, err
 	}

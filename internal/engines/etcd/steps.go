@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -72,7 +73,7 @@ func (e *Engine) addStep(s *site, id string, ordinal int, url string, skipHealth
 		Preconditions: []string{"quorum holds and every member is healthy", "no member has peer URL " + url},
 		Details:       []string{s.ctl.describe("member", "add", pod, "--peer-urls="+url, "--learner")},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			st, err := e.status(ctx, s, "")
+			st, err := e.status(ctx, sc, s, "")
 			if err != nil {
 				return false, err
 			}
@@ -160,7 +161,7 @@ func (e *Engine) promoteStep(s *site, id string, ordinal int, url string) *ops.S
 		Preconditions: []string{"learner " + pod + " exists"},
 		Details:       []string{s.ctl.describe("member", "promote", "<id of "+pod+">")},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			st, err := e.status(ctx, s, "")
+			st, err := e.status(ctx, sc, s, "")
 			if err != nil {
 				return false, err
 			}
@@ -171,8 +172,8 @@ func (e *Engine) promoteStep(s *site, id string, ordinal int, url string) *ops.S
 			if m.Learner || !m.Healthy {
 				return false, nil
 			}
-			p, err := e.Client.CoreV1().Pods(s.ns).Get(ctx, pod, metav1.GetOptions{})
-			if err != nil {
+			p, err := ops.GetPod(ctx, sc, e.Client, s.ns, pod)
+			if err != nil || p == nil {
 				return false, nil //nolint:nilerr // Verify waits for the pod
 			}
 			return ops.PodReady(p), nil
@@ -200,7 +201,7 @@ func (e *Engine) promoteWhenReady(ctx context.Context, sc *ops.StepContext, s *s
 	}
 	var lastErr error
 	err := wait.PollUntilContextCancel(ctx, e.pollInterval(), true, func(ctx context.Context) (bool, error) {
-		st, err := e.status(ctx, s, "")
+		st, err := e.status(ctx, sc, s, "")
 		if err != nil {
 			lastErr = err
 			report("reading etcd status: " + err.Error())
@@ -260,7 +261,7 @@ func (e *Engine) removeStep(s *site, id string, ordinal int, url, why string) *o
 		Preconditions: []string{"quorum holds after the removal", "every remaining member is healthy"},
 		Details:       []string{s.ctl.describe("member", "remove", "<id of "+pod+">")},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			st, err := e.status(ctx, s, pod)
+			st, err := e.status(ctx, sc, s, pod)
 			if err != nil {
 				return false, err
 			}
@@ -303,7 +304,7 @@ func (e *Engine) waitSettled(ctx context.Context, sc *ops.StepContext, s *site, 
 	last := ""
 	err := wait.PollUntilContextCancel(ctx, e.pollInterval(), true, func(ctx context.Context) (bool, error) {
 		reason := ""
-		st, err := e.status(ctx, s, removed)
+		st, err := e.status(ctx, sc, s, removed)
 		switch {
 		case err != nil:
 			reason = "reading etcd status: " + err.Error()
@@ -360,7 +361,7 @@ func (e *Engine) pvcStep(s *site, ordinal int) *ops.Step {
 	return &ops.Step{
 		ID: "pvc/" + pod, Group: s.group, Target: "pvc/" + strings.Join(names, ","), Mutating: true,
 		Description: fmt.Sprintf("delete the data of removed member %s", pod),
-		Precheck: func(ctx context.Context, _ *ops.StepContext) (bool, error) {
+		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 			uids, err := e.pvcUIDs(ctx, s, pod)
 			if err != nil {
 				return false, err
@@ -368,10 +369,10 @@ func (e *Engine) pvcStep(s *site, ordinal int) *ops.Step {
 			if len(uids) == 0 {
 				return true, nil
 			}
-			if _, err := e.Client.CoreV1().Pods(s.ns).Get(ctx, pod, metav1.GetOptions{}); err == nil {
+			if p, err := ops.GetPod(ctx, sc, e.Client, s.ns, pod); err != nil {
+				return false, err
+			} else if p != nil {
 				return false, ops.Preconditionf("pod %s exists again (replicas raised meanwhile?); not deleting its PVC", pod)
-			} else if !apierrors.IsNotFound(err) {
-				return false, fmt.Errorf("reading pod %s: %w", pod, err)
 			}
 			return false, nil
 		},
@@ -406,12 +407,12 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 			if old == "" {
 				return false, nil
 			}
-			p, err := e.Client.CoreV1().Pods(s.ns).Get(ctx, pod, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil // being recreated; Verify waits for it
-			}
+			p, err := ops.GetPod(ctx, sc, e.Client, s.ns, pod)
 			if err != nil {
-				return false, fmt.Errorf("reading pod %s: %w", pod, err)
+				return false, err
+			}
+			if p == nil {
+				return false, nil // being recreated; Verify waits for it
 			}
 			if string(p.UID) == old || !podRunning(p) {
 				return false, nil
@@ -429,12 +430,12 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 		},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
 			if sc.Get(podUIDKey(pod)) == "" {
-				p, err := e.Client.CoreV1().Pods(s.ns).Get(ctx, pod, metav1.GetOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("reading pod %s: %w", pod, err)
+				p, err := ops.GetPod(ctx, sc, e.Client, s.ns, pod)
+				if err != nil {
+					return err
 				}
 				uid := "gone"
-				if err == nil {
+				if p != nil {
 					uid = string(p.UID)
 				}
 				uids, err := e.pvcUIDs(ctx, s, pod)
@@ -460,10 +461,8 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 				if err != nil {
 					return fmt.Errorf("reading PVC %s: %w", n, err)
 				}
-				uid := p.UID
-				if err := e.Client.CoreV1().PersistentVolumeClaims(s.ns).Delete(ctx, n,
-					metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					return fmt.Errorf("deleting PVC %s/%s: %w", s.ns, n, err)
+				if err := kube.DeletePVC(ctx, e.Client, s.ns, n, p.UID); err != nil {
+					return err
 				}
 			}
 			if old != "gone" {

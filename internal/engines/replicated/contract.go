@@ -2,13 +2,16 @@ package replicated
 
 import "github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 
-// The capabilities of internal/ops/engine.go this engine has, checked at
-// compile time.
+// The capabilities of internal/ops/engine.go this engine has, and the hooks of the shared
+// procedures it plugs in (ops finds the optional ones by type assertion), checked at compile
+// time: the one place per engine.
 var (
 	_ ops.Engine       = (*Engine)(nil)
 	_ ops.Scaler       = (*Engine)(nil)
 	_ ops.Bootstrapper = (*Engine)(nil)
 	_ ops.PodReplacer  = (*Engine)(nil)
 
+	_ ops.RestartGate    = (*restartGate)(nil)
 	_ ops.RestartOrderer = (*restartGate)(nil)
+	_ ops.ReplaceHooks   = (*replaceHooks)(nil)
 )

@@ -56,12 +56,6 @@ type Engine struct {
 	Layers []*Layer
 }
 
-var (
-	_ ops.Engine       = (*Engine)(nil)
-	_ ops.Scaler       = (*Engine)(nil)
-	_ ops.Bootstrapper = (*Engine)(nil)
-)
-
 // Options are the replicated engine's settings.
 type Options struct {
 	// Layers are the configuration sources above the StatefulSet annotation, highest
@@ -123,17 +117,7 @@ func (s *site) dnsNames(pods []string) []string {
 }
 
 // ordinal parses "<sts>-<n>"; -1 when pod is not the StatefulSet's.
-func (s *site) ordinal(pod string) int {
-	rest, ok := strings.CutPrefix(pod, s.sts+"-")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || strconv.Itoa(n) != rest {
-		return -1
-	}
-	return n
-}
+func (s *site) ordinal(pod string) int { return kube.PodOrdinal(s.sts, pod) }
 
 func (s *site) podName(o int) string { return fmt.Sprintf("%s-%d", s.sts, o) }
 
@@ -156,15 +140,16 @@ type member struct {
 	Deleting bool
 }
 
-// members lists the StatefulSet's pods by ordinal.
-func (e *Engine) members(ctx context.Context, s *site) ([]member, error) {
-	list, err := e.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: s.selector})
+// members lists the StatefulSet's pods by ordinal: inside a run (sc, or the
+// informer ctx carries) from the run's pod informer, with no request of its
+// own; at plan time and for status with one list.
+func (e *Engine) members(ctx context.Context, sc *ops.StepContext, s *site) ([]member, error) {
+	pods, err := ops.ListPods(ctx, sc, e.Client, s.ns, s.selector)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods of StatefulSet %s/%s: %w", s.ns, s.sts, err)
+		return nil, fmt.Errorf("pods of StatefulSet %s/%s: %w", s.ns, s.sts, err)
 	}
 	var out []member
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range pods {
 		o := s.ordinal(p.Name)
 		if o < 0 {
 			continue
@@ -237,7 +222,7 @@ var errMalformed = errors.New("sequence output is not one unsigned integer")
 // sequence runs the sequence command in pod. A failing command means no
 // number; output that is not an unsigned integer is errMalformed.
 func (e *Engine) sequence(ctx context.Context, s *site, cfg *Config, pod string) (seq, error) {
-	out, _, err := e.run(ctx, s, cfg, CmdSequence, pod, nil)
+	out, _, err := e.run(ctx, nil, s, cfg, CmdSequence, pod, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return seq{}, err
@@ -284,14 +269,17 @@ func (e *Engine) sequences(ctx context.Context, s *site, cfg *Config, pods []str
 // run returns only once that incarnation is gone (its containers stopped),
 // before any other candidate is tried; the error then has PodStopped set. If
 // the pod cannot be stopped, run returns an error that stops the operation.
-func (e *Engine) run(ctx context.Context, s *site, cfg *Config, name, pod string, args []string) ([]byte, []byte, error) {
+//
+// sc is the step running it (nil outside a run): a role command's pod is read
+// from the run's pod informer.
+func (e *Engine) run(ctx context.Context, sc *ops.StepContext, s *site, cfg *Config, name, pod string, args []string) ([]byte, []byte, error) {
 	c := cfg.Commands[name]
 	if c == nil {
 		return nil, nil, fmt.Errorf("command %s is not configured", name)
 	}
 	var uid types.UID
 	if isRoleCommand(name) {
-		p, err := e.getPod(ctx, s, pod)
+		p, err := e.getPod(ctx, sc, s, pod)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -314,7 +302,7 @@ func (e *Engine) run(ctx context.Context, s *site, cfg *Config, name, pod string
 			ce.Timeout = c.Timeout
 		}
 		if ce.Timeout != 0 && isRoleCommand(name) {
-			if serr := e.stopPod(ctx, s, pod, uid); serr != nil {
+			if serr := e.stopPod(ctx, sc, s, pod, uid); serr != nil {
 				return stdout, stderr, ops.Preconditionf("%v, and its pod could not be stopped to end it (%v); stopping here so that no other pod is given a role while it may still run", ce, serr)
 			}
 			ce.PodStopped = true
@@ -337,11 +325,11 @@ func isRoleCommand(name string) bool {
 // stopPod deletes the incarnation uid of pod and watches until it is gone:
 // the kubelet removes the pod object only after its containers stopped, so
 // nothing started in it runs any more.
-func (e *Engine) stopPod(ctx context.Context, s *site, pod string, uid types.UID) error {
+func (e *Engine) stopPod(ctx context.Context, sc *ops.StepContext, s *site, pod string, uid types.UID) error {
 	if err := ops.DeletePod(ctx, e.Client, s.ns, pod, uid); err != nil {
 		return err
 	}
-	_, err := ops.WaitPod(ctx, nil, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
+	_, err := ops.WaitPod(ctx, sc, e.Client, s.ns, pod, func(p *corev1.Pod) (bool, error) {
 		return p == nil || p.UID != uid, nil
 	})
 	return err

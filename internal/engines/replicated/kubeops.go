@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,7 +17,11 @@ import (
 // setRole sets (or, with role "", removes) the role label of pod. A JSON
 // merge patch touching only that label cannot overwrite anyone else's
 // change, so it needs no resourceVersion.
-func (e *Engine) setRole(ctx context.Context, s *site, pod, role string) error {
+//
+// Inside a run, pods are read from the run's informer (members, getPod): the
+// patch returns only once the informer has seen it, so the next read (the
+// next slot's candidates, the demote loop) never acts on the old role.
+func (e *Engine) setRole(ctx context.Context, sc *ops.StepContext, s *site, pod, role string) error {
 	var v any
 	if role != "" {
 		v = role
@@ -27,8 +30,18 @@ func (e *Engine) setRole(ctx context.Context, s *site, pod, role string) error {
 	if err != nil {
 		return fmt.Errorf("encoding label patch: %w", err)
 	}
-	if _, err := e.Client.CoreV1().Pods(s.ns).Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	patched, err := e.Client.CoreV1().Pods(s.ns).Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
 		return fmt.Errorf("setting label %s=%s on pod %s/%s: %w", LabelRole, role, s.ns, pod, err)
+	}
+	pods := ops.RunPods(ctx, sc, e.Client, s.ns)
+	if pods == nil {
+		return nil
+	}
+	if _, err := pods.WaitPod(ctx, pod, func(p *corev1.Pod) (bool, error) {
+		return p == nil || p.UID != patched.UID || p.Labels[LabelRole] == role, nil
+	}); err != nil {
+		return fmt.Errorf("waiting to see label %s=%s on pod %s/%s: %w", LabelRole, role, s.ns, pod, err)
 	}
 	return nil
 }
@@ -100,14 +113,8 @@ func (e *Engine) waitRecreated(ctx context.Context, sc *ops.StepContext, s *site
 	return ops.WaitNewPodReady(ctx, sc, e.Client, s.ns, pod, uid, "pod "+pod+": ")
 }
 
-// getPod reads one pod; nil when it does not exist.
-func (e *Engine) getPod(ctx context.Context, s *site, name string) (*corev1.Pod, error) {
-	p, err := e.Client.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading pod %s/%s: %w", s.ns, name, err)
-	}
-	return p, nil
+// getPod reads one pod (nil when it does not exist): inside a run (sc, or the
+// informer ctx carries) from the run's pod informer, else with one get.
+func (e *Engine) getPod(ctx context.Context, sc *ops.StepContext, s *site, name string) (*corev1.Pod, error) {
+	return ops.GetPod(ctx, sc, e.Client, s.ns, name)
 }

@@ -36,7 +36,7 @@ func (e *Engine) prepare(ctx context.Context, c *ops.Cluster, primaries *int32) 
 	if err := cfg.Require(CmdSequence, CmdPrimary); err != nil {
 		return nil, err
 	}
-	ms, err := e.members(ctx, s)
+	ms, err := e.members(ctx, nil, s)
 	if err != nil {
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func (h *replaceHooks) rememberRole(ctx context.Context, sc *ops.StepContext, po
 	if sc.Get(replaceRoleKey(pod)) != "" {
 		return nil
 	}
-	live, err := h.e.getPod(ctx, h.s, pod)
+	live, err := h.e.getPod(ctx, sc, h.s, pod)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (h *replaceHooks) stop(ctx context.Context, sc *ops.StepContext, pod string
 	if !h.cfg.Has(CmdStop) {
 		return nil
 	}
-	live, err := h.e.getPod(ctx, h.s, pod)
+	live, err := h.e.getPod(ctx, sc, h.s, pod)
 	if err != nil || live == nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (h *replaceHooks) stop(ctx context.Context, sc *ops.StepContext, pod string
 		return nil
 	}
 	sc.Waiting("running stop in " + pod)
-	if _, _, err := h.e.run(ctx, h.s, h.cfg, CmdStop, pod, nil); err != nil {
+	if _, _, err := h.e.run(ctx, sc, h.s, h.cfg, CmdStop, pod, nil); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("stopping %s before its replacement: %w", pod, err)
 		}
@@ -143,7 +143,7 @@ func (h *replaceHooks) stop(ctx context.Context, sc *ops.StepContext, pod string
 	defer cancel()
 	// A stopped member holds no role; the label would claim it still does
 	// until the pod is gone.
-	if err := h.e.setRole(bctx, h.s, pod, ""); err != nil {
+	if err := h.e.setRole(bctx, sc, h.s, pod, ""); err != nil {
 		return err
 	}
 	sc.Audit(bctx, h.s.podRef(m), "DbopsReplicatedStop", fmt.Sprintf("ran stop in pod %s (was %s) before replacing it", pod, orDash(m.Role)))
@@ -186,7 +186,7 @@ func (h *replaceHooks) restore(ctx context.Context, sc *ops.StepContext, pod str
 	if (role != RolePrimary && role != RoleSecondary) || sc.Get(replaceRestoredKey(pod)) != "" {
 		return nil
 	}
-	ms, err := h.e.members(ctx, h.s)
+	ms, err := h.e.members(ctx, sc, h.s)
 	if err != nil {
 		return err
 	}
@@ -223,7 +223,7 @@ func (h *replaceHooks) elect(ctx context.Context, sc *ops.StepContext, pod strin
 	if err := sc.Set(ctx, slotKey(RolePrimary, 1), ""); err != nil {
 		return err
 	}
-	live, err := h.e.getPod(ctx, h.s, pod)
+	live, err := h.e.getPod(ctx, sc, h.s, pod)
 	if err != nil {
 		return err
 	}

@@ -166,7 +166,7 @@ func TestReplaceStopFailsThenResumeAfterCrash(t *testing.T) {
 	// The operator fixes the cause and runs again: the pod, already
 	// replaced, gets its journaled role back without a second replacement.
 	f.app.hook = nil
-	if err := f.eng.setRole(context.Background(), &site{ns: testNS}, "db-1", ""); err != nil {
+	if err := f.eng.setRole(context.Background(), nil, &site{ns: testNS}, "db-1", ""); err != nil {
 		t.Fatal(err)
 	}
 	deleted := len(f.deleted)

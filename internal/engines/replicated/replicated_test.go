@@ -133,8 +133,14 @@ func TestBootstrapGoldenAndRun(t *testing.T) {
 	if w := fakecluster.Writes(f.client); len(w) != 0 {
 		t.Fatalf("planning wrote %v", w)
 	}
+	f.client.ClearActions()
 	if err := f.run(p); err != nil {
 		t.Fatal(err)
+	}
+	// Each slot's candidates and each role command's pod come from the run's one pod
+	// informer, which has seen every role label set before the next slot reads it.
+	if got := fakecluster.PodReads(f.client); got != "list 1, get 0" {
+		t.Errorf("pod reads during the run: %s, want list 1, get 0 (the run's informer)", got)
 	}
 	want := []string{"db-1: seed", "db-2: primary db-1.db-hl.prod.svc", "db-0: secondary db-1.db-hl.prod.svc db-2.db-hl.prod.svc"}
 	if got := f.app.mutations(); !slices.Equal(got, want) {
@@ -337,8 +343,13 @@ func TestRestartSecondariesFirstRolesRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGolden(t, "restart-roles.txt", planText(t, p))
+	f.client.ClearActions()
 	if err := f.run(p); err != nil {
 		t.Fatal(err)
+	}
+	// Giving roles back reads the members from the run's one pod informer.
+	if got := fakecluster.PodReads(f.client); got != "list 1, get 0" {
+		t.Errorf("pod reads during the run: %s, want list 1, get 0 (the run's informer)", got)
 	}
 	if want := []string{"db-1", "db-3", "db-0", "db-2"}; !slices.Equal(f.deleted, want) {
 		t.Errorf("restart order = %v, want %v", f.deleted, want)
@@ -429,7 +440,7 @@ func TestCommandErrorText(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := newSite(f.cluster())
-	_, _, err = f.eng.run(context.Background(), s, cfg, CmdSeed, "db-0", []string{"x"})
+	_, _, err = f.eng.run(context.Background(), nil, s, cfg, CmdSeed, "db-0", []string{"x"})
 	var ce *CommandError
 	if !errors.As(err, &ce) || ce.Code != 1 {
 		t.Fatalf("err = %#v", err)

@@ -98,7 +98,7 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 // names of the other running primaries, and labels it; after is what
 // recreated it (for messages). A failing command marks the pod failed.
 func (e *Engine) giveRole(ctx context.Context, sc *ops.StepContext, s *site, cfg *Config, pod, role, after string) error {
-	ms, err := e.members(ctx, s)
+	ms, err := e.members(ctx, sc, s)
 	if err != nil {
 		return err
 	}
@@ -123,10 +123,10 @@ func (e *Engine) giveRole(ctx context.Context, sc *ops.StepContext, s *site, cfg
 		cmd = CmdSecondary
 	}
 	sc.Waiting(fmt.Sprintf("running %s in %s", cmd, pod))
-	if _, _, err := e.run(ctx, s, cfg, cmd, pod, args); err != nil {
+	if _, _, err := e.run(ctx, sc, s, cfg, cmd, pod, args); err != nil {
 		if ctx.Err() == nil {
 			bctx, cancel := bookkeeping(ctx)
-			if e.setRole(bctx, s, pod, RoleFailed) == nil {
+			if e.setRole(bctx, sc, s, pod, RoleFailed) == nil {
 				sc.Audit(bctx, s.podRef(m), "DbopsReplicatedFailed", fmt.Sprintf("%v after the %s; pod %s marked failed", err, after, pod))
 			}
 			cancel()
@@ -135,7 +135,7 @@ func (e *Engine) giveRole(ctx context.Context, sc *ops.StepContext, s *site, cfg
 	}
 	bctx, cancel := bookkeeping(ctx)
 	defer cancel()
-	if err := e.setRole(bctx, s, pod, role); err != nil {
+	if err := e.setRole(bctx, sc, s, pod, role); err != nil {
 		return err
 	}
 	sc.Audit(bctx, s.podRef(m), "DbopsReplicatedRole", fmt.Sprintf("ran %s in pod %s after its %s; it is %s again", cmd, pod, after, role))
@@ -149,7 +149,7 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 	if err != nil {
 		return &ops.Health{Status: "unknown", Message: err.Error()}, nil
 	}
-	ms, err := e.members(ctx, s)
+	ms, err := e.members(ctx, nil, s)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 			status = "not Ready"
 		}
 		if cfg.Has(CmdStatus) && m.Ready {
-			out, _, err := e.run(ctx, s, cfg, CmdStatus, m.Name, nil)
+			out, _, err := e.run(ctx, nil, s, cfg, CmdStatus, m.Name, nil)
 			if err != nil {
 				status = "status failed: " + shortErr(err)
 			} else if l := lastLine(out); l != "" {

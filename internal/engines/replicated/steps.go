@@ -116,7 +116,7 @@ func (e *Engine) fillStep(s *site, cfg *Config, role string, k, of, desired int,
 			fmt.Sprintf("if the command fails: label it %s=%s, run stop (delete the pod if stop fails too) and try the next candidate", LabelRole, RoleFailed),
 		},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			ms, err := e.members(ctx, s)
+			ms, err := e.members(ctx, sc, s)
 			if err != nil {
 				return false, err
 			}
@@ -136,7 +136,7 @@ func (e *Engine) fillStep(s *site, cfg *Config, role string, k, of, desired int,
 func (e *Engine) fill(ctx context.Context, sc *ops.StepContext, s *site, cfg *Config, role string, k, desired int) error {
 	key := slotKey(role, k)
 	for {
-		ms, err := e.members(ctx, s)
+		ms, err := e.members(ctx, sc, s)
 		if err != nil {
 			return err
 		}
@@ -167,10 +167,10 @@ func (e *Engine) fill(ctx context.Context, sc *ops.StepContext, s *site, cfg *Co
 		}
 		cmd, args := roleCommand(s, cfg, role, primaries)
 		sc.Waiting(fmt.Sprintf("running %s in %s", cmd, m.Name))
-		_, _, runErr := e.run(ctx, s, cfg, cmd, m.Name, args)
+		_, _, runErr := e.run(ctx, sc, s, cfg, cmd, m.Name, args)
 		if runErr == nil {
 			bctx, cancel := bookkeeping(ctx)
-			err := e.setRole(bctx, s, m.Name, role)
+			err := e.setRole(bctx, sc, s, m.Name, role)
 			if err == nil {
 				sc.Audit(bctx, s.podRef(m), "DbopsReplicatedRole", fmt.Sprintf("ran %s in pod %s; it is now %s", cmd, m.Name, role))
 			}
@@ -226,7 +226,7 @@ func (e *Engine) fail(ctx context.Context, sc *ops.StepContext, s *site, cfg *Co
 		return nil
 	}
 	bctx, cancel := bookkeeping(ctx)
-	err := e.setRole(bctx, s, m.Name, RoleFailed)
+	err := e.setRole(bctx, sc, s, m.Name, RoleFailed)
 	if err == nil {
 		sc.Audit(bctx, s.podRef(m), "DbopsReplicatedFailed", fmt.Sprintf("%v; pod %s marked failed and excluded", cause, m.Name))
 	}
@@ -237,7 +237,7 @@ func (e *Engine) fail(ctx context.Context, sc *ops.StepContext, s *site, cfg *Co
 	sc.Waiting(fmt.Sprintf("%v; %s marked failed, cleaning up", cause, m.Name))
 	why := "no stop command is configured"
 	if cfg.Has(CmdStop) {
-		_, _, serr := e.run(ctx, s, cfg, CmdStop, m.Name, nil)
+		_, _, serr := e.run(ctx, sc, s, cfg, CmdStop, m.Name, nil)
 		if serr == nil {
 			bctx, cancel := bookkeeping(ctx)
 			sc.Audit(bctx, s.podRef(m), "DbopsReplicatedStop", fmt.Sprintf("ran stop in failed pod %s", m.Name))
@@ -267,7 +267,7 @@ func (e *Engine) demoteStep(s *site, cfg *Config, k, desired int, planned string
 		Description: fmt.Sprintf("leave %d primaries: run stop on the primary with the lowest sequence number (planned: %s, sequence %s) and remove its role", k, planned, plannedSeq),
 		Details:     []string{fmt.Sprintf("if stop fails: label it %s=%s and delete the pod for the StatefulSet to recreate it", LabelRole, RoleFailed)},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			ms, err := e.members(ctx, s)
+			ms, err := e.members(ctx, sc, s)
 			if err != nil {
 				return false, err
 			}
@@ -276,7 +276,7 @@ func (e *Engine) demoteStep(s *site, cfg *Config, k, desired int, planned string
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
 			key := demoteKey(k)
 			for {
-				ms, err := e.members(ctx, s)
+				ms, err := e.members(ctx, sc, s)
 				if err != nil {
 					return err
 				}
@@ -307,11 +307,11 @@ func (e *Engine) demoteStep(s *site, cfg *Config, k, desired int, planned string
 // marked failed; with recreate its pod is deleted and recreated.
 func (e *Engine) stopMember(ctx context.Context, sc *ops.StepContext, s *site, cfg *Config, m member, recreate bool) error {
 	sc.Waiting("running stop in " + m.Name)
-	_, _, err := e.run(ctx, s, cfg, CmdStop, m.Name, nil)
+	_, _, err := e.run(ctx, sc, s, cfg, CmdStop, m.Name, nil)
 	if err == nil {
 		bctx, cancel := bookkeeping(ctx)
 		defer cancel()
-		if err := e.setRole(bctx, s, m.Name, ""); err != nil {
+		if err := e.setRole(bctx, sc, s, m.Name, ""); err != nil {
 			return err
 		}
 		sc.Audit(bctx, s.podRef(m), "DbopsReplicatedStop", fmt.Sprintf("ran stop in pod %s (was %s)", m.Name, m.Role))
@@ -337,7 +337,7 @@ func (e *Engine) stopMember(ctx context.Context, sc *ops.StepContext, s *site, c
 		return nil
 	}
 	bctx, cancel := bookkeeping(ctx)
-	lerr := e.setRole(bctx, s, m.Name, RoleFailed)
+	lerr := e.setRole(bctx, sc, s, m.Name, RoleFailed)
 	if lerr == nil {
 		sc.Audit(bctx, s.podRef(m), "DbopsReplicatedFailed", fmt.Sprintf("%v; pod %s marked failed", err, m.Name))
 	}
@@ -365,14 +365,14 @@ func (e *Engine) stopBeyondStep(s *site, cfg *Config, m member) *ops.Step {
 		ID: "stop/" + m.Name, Group: s.sts, Target: "pod/" + m.Name, Mutating: true,
 		Description: fmt.Sprintf("run stop on %s %s before the StatefulSet removes it", m.Role, m.Name),
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			p, err := e.getPod(ctx, s, m.Name)
+			p, err := e.getPod(ctx, sc, s, m.Name)
 			if err != nil {
 				return false, err
 			}
 			return p == nil || (p.Labels[LabelRole] != RolePrimary && p.Labels[LabelRole] != RoleSecondary), nil
 		},
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
-			p, err := e.getPod(ctx, s, m.Name)
+			p, err := e.getPod(ctx, sc, s, m.Name)
 			if err != nil || p == nil {
 				return err
 			}
@@ -397,7 +397,7 @@ func (e *Engine) replicasStep(s *site, from, n int) *ops.Step {
 			if err != nil || r != n {
 				return false, err
 			}
-			ms, err := e.members(ctx, s)
+			ms, err := e.members(ctx, sc, s)
 			if err != nil {
 				return false, err
 			}

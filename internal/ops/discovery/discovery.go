@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -118,7 +119,7 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	c := &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: engine, Layout: layout}
+	c := &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: engine, Layout: layout, NodeZones: zones}
 	assemble(c, specs, objs.Pods, zones)
 	return c, nil
 }
@@ -157,7 +158,7 @@ func Refresh(ctx context.Context, client kubernetes.Interface, c *ops.Cluster) (
 	if err != nil {
 		return nil, err
 	}
-	out := &ops.Cluster{Name: c.Name, Namespace: c.Namespace, Engine: c.Engine, Layout: c.Layout}
+	out := &ops.Cluster{Name: c.Name, Namespace: c.Namespace, Engine: c.Engine, Layout: c.Layout, NodeZones: zones}
 	assemble(out, specs, pods, zones)
 	return out, nil
 }
@@ -309,43 +310,26 @@ func listPods(ctx context.Context, client kubernetes.Interface, ns string, stss 
 	return out, nil
 }
 
-// nodeGetLimit is how many nodes are fetched one by one before a single
-// list is cheaper than that many round trips.
-const nodeGetLimit = 32
-
-// nodeZones returns node name → zone for the nodes the pods run on,
-// starting from known. Missing nodes are skipped, and RBAC Forbidden on
-// nodes (common for namespace-scoped users) leaves zones empty.
+// nodeZones returns node name → zone ("" for a node without one), starting from known. When
+// a pod runs on a node known does not cover, it reads every node's zone with one (paged) node
+// list: the run's one read of nodes, which the pods view reuses (ops.Cluster.NodeZones) for
+// pods that move. RBAC Forbidden on nodes (common for namespace-scoped users) leaves zones
+// as known.
 func nodeZones(ctx context.Context, client kubernetes.Interface, pods []corev1.Pod, known map[string]string) (map[string]string, error) {
-	zones := make(map[string]string, len(known))
-	for n, z := range known {
-		zones[n] = z
+	zones := maps.Clone(known)
+	if zones == nil {
+		zones = map[string]string{}
 	}
-	want := make(map[string]struct{})
+	need := false
 	for i := range pods {
-		n := pods[i].Spec.NodeName
-		if _, ok := zones[n]; n != "" && !ok {
-			want[n] = struct{}{}
-		}
-	}
-	if len(want) == 0 {
-		return zones, nil
-	}
-	if len(want) <= nodeGetLimit {
-		for n := range want {
-			node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			switch {
-			case apierrors.IsForbidden(err):
-				return zones, nil
-			case apierrors.IsNotFound(err):
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("reading node %q for its zone: %w", n, err)
-			}
-			if z := nodeZone(node); z != "" {
-				zones[n] = z
+		if n := pods[i].Spec.NodeName; n != "" {
+			if _, ok := zones[n]; !ok {
+				need = true
+				break
 			}
 		}
+	}
+	if !need {
 		return zones, nil
 	}
 	lo := metav1.ListOptions{Limit: listPageSize}
@@ -358,10 +342,8 @@ func nodeZones(ctx context.Context, client kubernetes.Interface, pods []corev1.P
 			return nil, fmt.Errorf("listing nodes for zones: %w", err)
 		}
 		for i := range l.Items {
-			if _, ok := want[l.Items[i].Name]; ok {
-				if z := nodeZone(&l.Items[i]); z != "" {
-					zones[l.Items[i].Name] = z
-				}
+			if _, ok := zones[l.Items[i].Name]; !ok {
+				zones[l.Items[i].Name] = nodeZone(&l.Items[i])
 			}
 		}
 		if l.Continue == "" {

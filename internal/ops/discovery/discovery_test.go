@@ -596,29 +596,62 @@ func TestDiscoverAPIErrorKeepsCause(t *testing.T) {
 	}
 }
 
-func TestDiscoverManyNodesUsesOneList(t *testing.T) {
-	s := mkSTS("foo", nodeGetLimit+8)
-	objs := []runtime.Object{s}
-	for i := 0; i < nodeGetLimit+8; i++ {
-		n := fmt.Sprintf("n%d", i)
-		objs = append(objs, mkNode(n, "z"+n), mkPod(s, i, onNode(n)))
+// Nodes are read once per run, with one list, and only when a pod is placed: the pods view
+// reuses what it read (Cluster.NodeZones) for pods that move to another node.
+func TestDiscoverReadsNodesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pods      int
+		placed    bool
+		wantReads string
+	}{
+		{name: "three pods on three nodes", pods: 3, placed: true, wantReads: "list 1, get 0"},
+		{name: "forty pods on forty nodes", pods: 40, placed: true, wantReads: "list 1, get 0"},
+		{name: "no pod placed yet", pods: 3, placed: false, wantReads: "list 0, get 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mkSTS("foo", int32(tc.pods))
+			// A spare node, one without a zone: listed too, for pods moving there.
+			objs := []runtime.Object{s, mkNode("spare", "zspare"), mkNode("bare", "")}
+			for i := range tc.pods {
+				n := fmt.Sprintf("n%d", i)
+				var mods []podMod
+				if tc.placed {
+					mods = append(mods, onNode(n))
+				}
+				objs = append(objs, mkNode(n, "z"+n), mkPod(s, i, mods...))
+			}
+			client := fake.NewClientset(objs...)
+			c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads := map[string]int{}
+			for _, a := range client.Actions() {
+				if a.GetResource().Resource == "nodes" {
+					reads[a.GetVerb()]++
+				}
+			}
+			if got := fmt.Sprintf("list %d, get %d", reads["list"], reads["get"]); got != tc.wantReads {
+				t.Errorf("node reads: %s, want %s", got, tc.wantReads)
+			}
+			for _, p := range c.Groups[0].Pods {
+				if tc.placed && p.Zone != "z"+p.Node {
+					t.Errorf("%s on %s: zone %q", p.Name, p.Node, p.Zone)
+				}
+			}
+			if z, ok := c.NodeZones["spare"]; tc.placed && (!ok || z != "zspare") {
+				t.Errorf("NodeZones[spare] = %q, %v; want the listed node's zone", z, ok)
+			}
+			if z, ok := c.NodeZones["bare"]; tc.placed && (!ok || z != "") {
+				t.Errorf("NodeZones[bare] = %q, %v; want listed, with no zone", z, ok)
+			}
+			if !tc.placed && len(c.NodeZones) != 0 {
+				t.Errorf("NodeZones = %v without a node read", c.NodeZones)
+			}
+			assertReadOnly(t, client.Actions())
+		})
 	}
-	client := fake.NewClientset(objs...)
-	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range c.Groups[0].Pods {
-		if p.Zone != "z"+p.Node {
-			t.Errorf("%s on %s: zone %q", p.Name, p.Node, p.Zone)
-		}
-	}
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
-			t.Fatalf("fetched nodes one by one: %v", a)
-		}
-	}
-	assertReadOnly(t, client.Actions())
 }
 
 func TestRefresh(t *testing.T) {
