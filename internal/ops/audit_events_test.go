@@ -36,9 +36,17 @@ func listEvents(t *testing.T, client *fake.Clientset, reason string) []corev1.Ev
 // no such event is left on an old incarnation.
 func assertOneRestartEventPerLivePod(t *testing.T, client *fake.Clientset, names ...string) []corev1.Event {
 	t.Helper()
-	evs := listEvents(t, client, "DbopsRestartPod")
+	return assertOneEventPerLivePod(t, client, "DbopsRestartPod", names...)
+}
+
+// assertOneEventPerLivePod checks that each named pod's live incarnation has exactly one event
+// with reason, and that there is no other such event (none on an old incarnation). It returns
+// the events found, in the order of names.
+func assertOneEventPerLivePod(t *testing.T, client *fake.Clientset, reason string, names ...string) []corev1.Event {
+	t.Helper()
+	evs := listEvents(t, client, reason)
 	if len(evs) != len(names) {
-		t.Errorf("%d DbopsRestartPod events, want %d (one per restarted pod): %+v", len(evs), len(names), evs)
+		t.Errorf("%d %s events, want %d (one per pod): %+v", len(evs), reason, len(names), evs)
 	}
 	var out []corev1.Event
 	for _, name := range names {
@@ -54,7 +62,7 @@ func assertOneRestartEventPerLivePod(t *testing.T, client *fake.Clientset, names
 			}
 		}
 		if n != 1 {
-			t.Errorf("pod %s (live uid %s) has %d DbopsRestartPod events on its live incarnation, want 1", name, live.UID, n)
+			t.Errorf("pod %s (live uid %s) has %d %s events on its live incarnation, want 1", name, live.UID, n, reason)
 		}
 	}
 	return out
@@ -174,5 +182,68 @@ func TestOperationEvents(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A replacement interrupted while the new incarnation is not Ready yet records the pod's
+// DbopsReplacePod event on that incarnation (a Warning naming the old UID and the PVC); the
+// resumed run finds it there and records no second one, and the next pod gets one on its
+// new incarnation.
+func TestReplaceEventInterruptedBeforeReady(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
+	withPVCs(t, c, client)
+	req := ReplaceRequest{Pods: []string{"db-web-0", "db-web-1"}, MaxConcurrent: 1}
+	p, err := (&Replacement{Client: client}).Plan(c, EngineGeneric, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locker := &memLocker{id: "me"}
+	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
+	ctx, cancel := context.WithCancel(context.Background())
+	created := false
+	sink := SinkFunc(func(e Event) {
+		if e.Type != EventStepWaiting {
+			return
+		}
+		switch {
+		case strings.Contains(e.Reason, "not Ready yet"):
+			cancel() // Ctrl-C while the new incarnation starts
+		case !created:
+			// The StatefulSet controller recreates db-web-0 (and its PVC), not Ready yet.
+			created = true
+			pod := readyPod("db-web-0", "prod", nil, "db-web-0-uid1")
+			pod.Status.Conditions[0].Status = corev1.ConditionFalse
+			go func() { _, _ = client.CoreV1().Pods("prod").Create(context.Background(), pod, metav1.CreateOptions{}) }()
+		}
+	})
+	err = (&Executor{Locker: locker, Sink: sink, Auditor: auditor}).Run(ctx, p)
+	if ExitCode(err) != ExitInterrupted {
+		t.Fatalf("first run: %v (exit %d), want interrupted", err, ExitCode(err))
+	}
+	evs := listEvents(t, client, "DbopsReplacePod")
+	if len(evs) != 1 || evs[0].InvolvedObject.UID != "db-web-0-uid1" || evs[0].Type != corev1.EventTypeWarning ||
+		!strings.Contains(evs[0].Message, "db-web-0-uid0") || !strings.Contains(evs[0].Message, "PVC data-db-web-0") {
+		t.Fatalf("after the interrupted run: events %+v, want one Warning on db-web-0's new incarnation naming the old uid and the PVC", evs)
+	}
+
+	// The pod becomes Ready; the resumed run replaces db-web-1 and records nothing more for db-web-0.
+	ready := readyPod("db-web-0", "prod", nil, "db-web-0-uid1")
+	if _, err := client.CoreV1().Pods("prod").UpdateStatus(context.Background(), ready, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fakecluster.Start(t, client, "prod")
+	p2, err := (&Replacement{Client: client}).Plan(c, EngineGeneric, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Executor{Locker: locker, Sink: &Recorder{}, Auditor: auditor}).Run(context.Background(), p2); err != nil {
+		t.Fatalf("re-run: %v", err)
+	}
+	got := assertOneEventPerLivePod(t, client, "DbopsReplacePod", "db-web-0", "db-web-1")
+	if len(got) == 2 {
+		if e := got[1]; e.Type != corev1.EventTypeNormal || !strings.Contains(e.Message, "db-web-1-uid0") ||
+			!strings.Contains(e.Message, "PVC data-db-web-1 (old uid data-db-web-1-uid0, new uid data-db-web-1-new") {
+			t.Errorf("db-web-1's event: %s %q; want Normal, naming the old pod uid and the PVC's old and new uids", e.Type, e.Message)
+		}
 	}
 }

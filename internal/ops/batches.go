@@ -252,8 +252,8 @@ func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, err
 	return false, nil
 }
 
-// restartRef is the audit reference of pod's incarnation cur.
-func restartRef(cur *corev1.Pod) ObjectRef {
+// incarnationRef is the audit reference of pod's incarnation cur.
+func incarnationRef(cur *corev1.Pod) ObjectRef {
 	return ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: cur.Namespace, Name: cur.Name, UID: string(cur.UID)}
 }
 
@@ -273,7 +273,7 @@ func (rp *restartProc) auditEarlier(ctx context.Context, sc *StepContext, cur *c
 		return
 	}
 	old := types.UID(sc.Get(uidKey(cur.Name)))
-	sc.AuditOnce(ctx, restartRef(cur), "DbopsRestartPod",
+	sc.AuditOnce(ctx, incarnationRef(cur), "DbopsRestartPod",
 		rp.restartMessage(cur.Name, old, fmt.Sprintf("deleted by an interrupted run of this request, back as uid %s", cur.UID)))
 }
 
@@ -356,7 +356,7 @@ func (rp *restartProc) verify(ctx context.Context, sc *StepContext) (err error) 
 			if recorded[pod.Name] || !rp.deleted[pod.Name] || cur == nil || cur.UID == old {
 				continue
 			}
-			ref := restartRef(cur)
+			ref := incarnationRef(cur)
 			ref.Warning = true
 			sc.Audit(ctx, ref, "DbopsRestartPod", rp.restartMessage(pod.Name, old,
 				fmt.Sprintf("the run stopped before its new incarnation %s was Ready", cur.UID)))
@@ -374,7 +374,7 @@ func (rp *restartProc) verify(ctx context.Context, sc *StepContext) (err error) 
 			return err
 		}
 		if rp.deleted[pod.Name] {
-			sc.Audit(ctx, restartRef(cur), "DbopsRestartPod", rp.restartMessage(pod.Name, old, fmt.Sprintf("back and Ready as uid %s", cur.UID)))
+			sc.Audit(ctx, incarnationRef(cur), "DbopsRestartPod", rp.restartMessage(pod.Name, old, fmt.Sprintf("back and Ready as uid %s", cur.UID)))
 		} else {
 			rp.auditEarlier(ctx, sc, cur)
 		}

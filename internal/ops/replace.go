@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -146,14 +147,20 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 		}
 		return false, nil
 	}
+	// deleted names the pods this run's action deleted; verify records their events on the
+	// new incarnations (see replaceEvents).
+	var deleted map[string]bool
 	s.Action = func(ctx context.Context, sc *StepContext) error {
+		deleted = map[string]bool{}
 		for _, pod := range b {
 			if sc.Get(replacedKey(pod.Name)) != "" {
 				continue
 			}
-			if err := r.deleteOne(ctx, sc, ns, pod); err != nil {
+			did, err := r.deleteOne(ctx, sc, ns, pod)
+			if err != nil {
 				return err
 			}
+			deleted[pod.Name] = did
 		}
 		return nil
 	}
@@ -166,9 +173,13 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 			errs []error
 			back int
 		)
+		ev := &replaceEvents{sc: sc, pods: sc.PodCache(r.Client, ns), deleted: deleted, recorded: map[string]bool{}}
 		for _, pod := range b {
 			wg.Go(func() {
-				err := r.waitOne(ctx, sc, ns, pod)
+				cur, newPVCs, err := r.waitOne(ctx, sc, ns, pod)
+				if err == nil {
+					ev.back(ctx, pod, cur, newPVCs)
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -181,6 +192,7 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 		}
 		wg.Wait()
 		if err := JoinOneLine(errs...); err != nil {
+			ev.stopped(ctx, b)
 			return err
 		}
 		for _, pod := range b {
@@ -197,15 +209,19 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 // the pod. The PVCs first: their protection finalizer keeps them until
 // the pod is gone, and the StatefulSet controller does not recreate the
 // pod on a PVC being deleted, so the new pod always gets a fresh one.
-func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string, pod Pod) error {
-	old, restarted := recordUID(sc, sc.PodCache(r.Client, ns), pod)
+// It reports whether it deleted a live incarnation: false when an earlier,
+// interrupted run of the request had deleted it already.
+func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string, pod Pod) (bool, error) {
+	pods := sc.PodCache(r.Client, ns)
+	old, restarted := recordUID(sc, pods, pod)
 	if restarted {
 		// Recreated by an earlier run; its PVCs were deleted before it.
-		return nil
+		return false, nil
 	}
+	fresh := !oldGone(pods, pod.Name, old)
 	// Persist before deleting: after a crash the re-run must know which UID was the old one.
 	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
-		return err
+		return false, err
 	}
 	for _, name := range pod.PVCs {
 		uid := types.UID(sc.Get(pvcUIDKey(name)))
@@ -215,44 +231,125 @@ func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string,
 			case apierrors.IsNotFound(err):
 				continue
 			case err != nil:
-				return fmt.Errorf("reading PVC %s: %w", name, err)
+				return false, fmt.Errorf("reading PVC %s: %w", name, err)
 			}
 			uid = pvc.UID
 			if err := sc.Set(ctx, pvcUIDKey(name), string(uid)); err != nil {
-				return err
+				return false, err
 			}
 		}
 		if err := kube.DeletePVC(ctx, r.Client, ns, name, uid); err != nil {
-			return err
+			return false, err
 		}
 		sc.Audit(ctx, ObjectRef{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name, UID: string(uid)},
 			"DbopsReplacePVC", fmt.Sprintf("deleted PVC %s to replace pod %s with a fresh volume", name, pod.Name))
 	}
 	if err := DeletePod(ctx, r.Client, ns, pod.Name, old); err != nil {
-		return err
+		return false, err
 	}
-	sc.Audit(ctx, ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod.Name, UID: string(old)},
-		"DbopsReplacePod", fmt.Sprintf("deleted pod %s to replace it with a fresh volume", pod.Name))
-	return nil
+	// Its DbopsReplacePod event is recorded once it is back, on the new incarnation (replaceEvents).
+	return fresh, nil
+}
+
+// replaceEvents records each replaced pod's DbopsReplacePod event on its new incarnation:
+// `kubectl describe pod` looks events up by the live pod's UID, so an event on the deleted
+// incarnation never shows once the pod is recreated. One event per replaced pod, written
+// before the step is reported done: a pod this run deleted gets it when it is back Ready; a
+// pod an earlier, interrupted run deleted gets it only if that run did not record it
+// (AuditOnce: one list, on the resume path only). When the wait ends first (Ctrl-C, timeout,
+// another pod failed), the pods this run deleted get theirs on the incarnation that replaced
+// them if it exists by then, as a Warning (a resumed run records it otherwise).
+type replaceEvents struct {
+	sc      *StepContext
+	pods    *kube.Pods
+	deleted map[string]bool // read-only here
+
+	mu       sync.Mutex
+	recorded map[string]bool
+}
+
+// replaceMessage is the text of pod's replace event: the old incarnation's UID, that its PVCs
+// were replaced (with their old and, when known, new UIDs), and tail.
+func replaceMessage(sc *StepContext, pod Pod, newPVCs map[string]types.UID, tail string) string {
+	msg := fmt.Sprintf("replaced pod %s (old uid %s)", pod.Name, sc.Get(uidKey(pod.Name)))
+	if len(pod.PVCs) == 0 {
+		msg += "; it has no PVC, only the pod was recreated"
+	} else {
+		var vols []string
+		for _, name := range pod.PVCs {
+			v := "PVC " + name
+			if o := sc.Get(pvcUIDKey(name)); o != "" {
+				v += " (old uid " + o
+				if n := newPVCs[name]; n != "" {
+					v += ", new uid " + string(n)
+				}
+				v += ")"
+			}
+			vols = append(vols, v)
+		}
+		msg += " with a fresh volume: " + strings.Join(vols, ", ") + " replaced by a new one"
+	}
+	return msg + "; " + tail
+}
+
+// back records pod's event once it is back Ready as cur.
+func (e *replaceEvents) back(ctx context.Context, pod Pod, cur *corev1.Pod, newPVCs map[string]types.UID) {
+	sc := e.sc
+	if e.deleted[pod.Name] {
+		sc.Audit(ctx, incarnationRef(cur), "DbopsReplacePod", replaceMessage(sc, pod, newPVCs, fmt.Sprintf("back and Ready as uid %s", cur.UID)))
+	} else {
+		sc.AuditOnce(ctx, incarnationRef(cur), "DbopsReplacePod",
+			replaceMessage(sc, pod, newPVCs, fmt.Sprintf("deleted by an interrupted run of this request, back and Ready as uid %s", cur.UID)))
+	}
+	e.mu.Lock()
+	e.recorded[pod.Name] = true
+	e.mu.Unlock()
+}
+
+// stopped records, as Warnings, the events of the pods of b this run deleted that are not
+// recorded yet, on their new incarnations if those exist.
+func (e *replaceEvents) stopped(ctx context.Context, b []Pod) {
+	if e.pods == nil {
+		return
+	}
+	sc := e.sc
+	for _, pod := range b {
+		e.mu.Lock()
+		done := e.recorded[pod.Name]
+		e.mu.Unlock()
+		old := types.UID(sc.Get(uidKey(pod.Name)))
+		cur := e.pods.Get(pod.Name)
+		if done || !e.deleted[pod.Name] || cur == nil || cur.UID == old {
+			continue
+		}
+		ref := incarnationRef(cur)
+		ref.Warning = true
+		sc.Audit(ctx, ref, "DbopsReplacePod", replaceMessage(sc, pod, nil,
+			fmt.Sprintf("the run stopped before its new incarnation %s was confirmed Ready on a new PVC", cur.UID)))
+	}
 }
 
 // waitOne waits for pod to be back Ready with a new UID, then checks that
-// each of its PVCs is a new one.
-func (r *Replacement) waitOne(ctx context.Context, sc *StepContext, ns string, pod Pod) error {
-	if err := WaitNewPodReady(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name))), pod.Name+": "); err != nil {
-		return err
+// each of its PVCs is a new one. It returns the new incarnation and the
+// PVCs' new UIDs.
+func (r *Replacement) waitOne(ctx context.Context, sc *StepContext, ns string, pod Pod) (*corev1.Pod, map[string]types.UID, error) {
+	cur, err := WaitReplaced(ctx, sc, r.Client, ns, pod.Name, types.UID(sc.Get(uidKey(pod.Name))), kube.PodReady, "not Ready yet", pod.Name+": ")
+	if err != nil {
+		return nil, nil, err
 	}
+	newPVCs := map[string]types.UID{}
 	for _, name := range pod.PVCs {
 		old := types.UID(sc.Get(pvcUIDKey(name)))
 		pvc, err := r.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			return Preconditionf("pod %s is Ready but its PVC %s does not exist", pod.Name, name)
+			return nil, nil, Preconditionf("pod %s is Ready but its PVC %s does not exist", pod.Name, name)
 		case err != nil:
-			return fmt.Errorf("reading PVC %s: %w", name, err)
+			return nil, nil, fmt.Errorf("reading PVC %s: %w", name, err)
 		case old != "" && pvc.UID == old:
-			return Preconditionf("pod %s came back on its old PVC %s (UID %s): the volume was not replaced", pod.Name, name, shortUID(old))
+			return nil, nil, Preconditionf("pod %s came back on its old PVC %s (UID %s): the volume was not replaced", pod.Name, name, shortUID(old))
 		}
+		newPVCs[name] = pvc.UID
 	}
-	return nil
+	return cur, newPVCs, nil
 }

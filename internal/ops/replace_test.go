@@ -145,6 +145,16 @@ func TestReplacementNewPVCsAndMaxConcurrent(t *testing.T) {
 			t.Errorf("pod %s not recreated and Ready: %v %v", name, pod, err)
 		}
 	}
+	// `kubectl describe pod` shows each replaced pod's event: on the live incarnation, once,
+	// naming the old pod UID and that the PVC was replaced, and the lock ID.
+	for i, e := range assertOneEventPerLivePod(t, client, "DbopsReplacePod", pods...) {
+		name := e.InvolvedObject.Name
+		if name != pods[i] || e.Type != corev1.EventTypeNormal || !strings.Contains(e.Message, name+"-uid0") ||
+			!strings.Contains(e.Message, "PVC data-"+name+" (old uid data-"+name+"-uid0, new uid data-"+name+"-new") ||
+			!strings.Contains(e.Message, "replaced by a new one") || !strings.Contains(e.Message, "lock id alice@api:6443") {
+			t.Errorf("DbopsReplacePod event of %s: %s %q; want Normal, naming the old uid, the replaced PVC and the lock ID", pods[i], e.Type, e.Message)
+		}
+	}
 	untouched, _ := client.CoreV1().PersistentVolumeClaims("prod").Get(ctx, "data-db-cold-0", metav1.GetOptions{})
 	if untouched.UID != "data-db-cold-0-uid0" {
 		t.Errorf("a PVC of a pod not asked for was replaced: %s", untouched.UID)

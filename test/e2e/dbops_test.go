@@ -151,9 +151,16 @@ func restartEvents(t *testing.T, ns string) map[string][]corev1.Event {
 }
 
 // describedRestartEvents returns the DbopsRestartPod events `kubectl describe pod` shows for
-// the pod's live incarnation: describe lists the namespace's events by field selector on the
-// involved object's name, namespace and UID (the kind left out), so only events on that UID.
+// the pod's live incarnation.
 func describedRestartEvents(t *testing.T, ns, name string) (types.UID, []corev1.Event) {
+	t.Helper()
+	return describedPodEvents(t, ns, name, "DbopsRestartPod")
+}
+
+// describedPodEvents returns the events with reason that `kubectl describe pod` shows for the
+// pod's live incarnation: describe lists the namespace's events by field selector on the
+// involved object's name, namespace and UID (the kind left out), so only events on that UID.
+func describedPodEvents(t *testing.T, ns, name, reason string) (types.UID, []corev1.Event) {
 	t.Helper()
 	pod, err := bed.Client.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
@@ -166,11 +173,36 @@ func describedRestartEvents(t *testing.T, ns, name string) (types.UID, []corev1.
 	}
 	var out []corev1.Event
 	for _, e := range list.Items {
-		if e.Reason == "DbopsRestartPod" {
+		if e.Reason == reason {
 			out = append(out, e)
 		}
 	}
 	return pod.UID, out
+}
+
+// checkReplaceEvents asserts the audit trail of a replacement: each pod of old (name -> the
+// UID it had before) has exactly one event with reason (DbopsReplacePod, DbopsEtcdReplace),
+// on its new incarnation, where `kubectl describe pod` finds it, from kubectl-dbops, naming a
+// lock ID, the old UID and the pod's replaced PVC data-<pod>.
+func checkReplaceEvents(t *testing.T, ns, reason string, old map[string]types.UID) {
+	t.Helper()
+	all := eventsByReason(t, ns)[reason]
+	for _, name := range slices.Sorted(maps.Keys(old)) {
+		if n := len(all[name]); n != 1 {
+			t.Errorf("pod %s has %d %s events, want 1: %+v", name, n, reason, all[name])
+		}
+		uid, got := describedPodEvents(t, ns, name, reason)
+		if len(got) != 1 {
+			t.Errorf("kubectl describe pod %s (uid %s) would show %d %s events, want 1", name, uid, len(got), reason)
+			continue
+		}
+		e := got[0]
+		if uid == old[name] || !strings.Contains(e.Message, string(old[name])) || !strings.Contains(e.Message, "PVC data-"+name) ||
+			!strings.Contains(e.Message, "lock id ") || e.Source.Component != "kubectl-dbops" || e.Type != corev1.EventTypeNormal {
+			t.Errorf("%s event of %s: %s from %q %q; want a Normal event from kubectl-dbops on the new incarnation, naming the old uid %s, PVC data-%s and the lock ID",
+				reason, name, e.Type, e.Source.Component, e.Message, old[name], name)
+		}
+	}
 }
 
 // checkRestartEvents asserts one DbopsRestartPod Event per pod, naming the lock ID and the old

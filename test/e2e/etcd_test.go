@@ -19,6 +19,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
@@ -416,6 +417,10 @@ func TestEtcdRepair(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plan repair: %v", err)
 	}
+	oldPod, err := bed.Client.CoreV1().Pods(x.ns).Get(ctx, "etcd-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	q := x.watchQuorum()
 	err = x.executor(ops.SinkFunc(func(e ops.Event) { etcdLogEvent(t, e) })).Run(ctx, plan)
 	q.stop(t, "repair")
@@ -428,6 +433,7 @@ func TestEtcdRepair(t *testing.T) {
 		t.Fatalf("etcd-2 after repair: %+v (old ID %s), want a new voting member", m, old.ID)
 	}
 	x.checkKeys()
+	checkReplaceEvents(t, x.ns, "DbopsEtcdReplace", map[string]types.UID{"etcd-2": oldPod.UID})
 }
 
 func TestEtcdRollingRestart(t *testing.T) {

@@ -128,6 +128,7 @@ func TestReplaceFailedCrashedAndTainted(t *testing.T) {
 			t.Errorf("healthy pod %s was touched: %s", c.Name, c)
 		}
 	}
+	checkReplaceEvents(t, ns, "DbopsReplacePod", map[string]types.UID{crashed.Name: old[crashed.Name], tainted.Name: old[tainted.Name]})
 	// Every pod is Ready again, the crashed one as a fresh pod without the
 	// crash label.
 	back := waitPods(t, ns, labels.SelectorFromSet(labels.Set{"app": webCluster}), 3, func(p *corev1.Pod) bool {

@@ -79,6 +79,7 @@ func TestReplaceGeneric(t *testing.T) {
 			t.Errorf("pod %s was touched: %s", c.Name, c)
 		}
 	}
+	checkReplaceEvents(t, ns, "DbopsReplacePod", map[string]types.UID{"web-1": old["web-1"]})
 }
 
 // --max-concurrent 2: three pods replaced in batches of two, never more than two down at once.
@@ -249,6 +250,10 @@ func testCrateDBReplace(t *testing.T, layout bedwire.Layout) {
 	const pod, claim = "crate-data-hot-" + crateE2ECluster + "-1", "data-crate-data-hot-" + crateE2ECluster + "-1"
 	node := x.node("hot", 1)
 	oldPVC := pvcUIDs(t, x.ns)[claim]
+	oldPod, err := bed.Client.CoreV1().Pods(x.ns).Get(t.Context(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The database cannot be watched: sample its health while the command runs.
 	stop := make(chan struct{})
@@ -304,5 +309,6 @@ func testCrateDBReplace(t *testing.T, layout bedwire.Layout) {
 	if !sawExclude {
 		t.Errorf("the tool never excluded %s from allocation:\n%s", node, dumpStatements(x.toolStatements(0)))
 	}
+	checkReplaceEvents(t, x.ns, "DbopsReplacePod", map[string]types.UID{pod: oldPod.UID})
 	x.waitGreen()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -394,10 +395,14 @@ func (e *Engine) pvcStep(s *site, ordinal int) *ops.Step {
 
 // recreateStep deletes a pod together with its claims so the StatefulSet
 // recreates it with empty data, and waits for the new pod to run (it is a
-// learner until promoteStep, so a /readyz probe keeps it un-Ready).
+// learner until promoteStep, so a /readyz probe keeps it un-Ready). Its
+// DbopsEtcdReplace event is recorded on the new incarnation once it runs
+// (recreateEvent).
 func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 	pod := s.podName(ordinal)
 	names := s.pvcNames(pod)
+	// deleted: this run's action deleted the pod's live incarnation.
+	var deleted bool
 	return &ops.Step{
 		ID: "recreate/" + pod, Group: s.group, Target: "pod/" + pod, Mutating: true,
 		Description: fmt.Sprintf("delete %s and its PVC so it starts with empty data, wait for it to run", pod),
@@ -426,9 +431,13 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 					return false, nil
 				}
 			}
+			// Recreated by an earlier run that stopped before the step was done: its event
+			// is recorded unless that run did.
+			recreateEvent(ctx, sc, s, pod, names, p, false, false)
 			return true, nil
 		},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
+			deleted = false
 			if sc.Get(podUIDKey(pod)) == "" {
 				p, err := ops.GetPod(ctx, sc, e.Client, s.ns, pod)
 				if err != nil {
@@ -466,12 +475,18 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 				}
 			}
 			if old != "gone" {
+				// An incarnation an interrupted run deleted already (gone, or terminating)
+				// is not this run's deletion: its event may be recorded already.
+				cur, err := ops.GetPod(ctx, sc, e.Client, s.ns, pod)
+				if err != nil {
+					return err
+				}
+				live := cur != nil && string(cur.UID) == old && cur.DeletionTimestamp == nil
 				if err := ops.DeletePod(ctx, e.Client, s.ns, pod, types.UID(old)); err != nil {
 					return err
 				}
+				deleted = live
 			}
-			sc.Audit(ctx, ops.ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: s.ns, Name: pod, UID: old},
-				"DbopsEtcdReplace", "deleted pod "+pod+" and its PVC to rejoin etcd with empty data")
 			return nil
 		},
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
@@ -482,9 +497,50 @@ func (e *Engine) recreateStep(s *site, ordinal int) *ops.Step {
 			if err := e.waitPVCsGone(ctx, s, names, old); err != nil {
 				return err
 			}
-			_, err := waitPodRunning(ctx, sc, e, s, pod, sc.Get(podUIDKey(pod)))
-			return err
+			cur, err := waitPodRunning(ctx, sc, e, s, pod, sc.Get(podUIDKey(pod)))
+			if err != nil {
+				if deleted {
+					// Stopped first (Ctrl-C, timeout): on the new incarnation if it exists.
+					if p, gerr := ops.GetPod(ctx, sc, e.Client, s.ns, pod); gerr == nil && p != nil && string(p.UID) != sc.Get(podUIDKey(pod)) {
+						recreateEvent(ctx, sc, s, pod, names, p, true, true)
+					}
+				}
+				return err
+			}
+			recreateEvent(ctx, sc, s, pod, names, cur, deleted, false)
+			return nil
 		},
+	}
+}
+
+// recreateEvent records pod's DbopsEtcdReplace event on its new incarnation cur: `kubectl
+// describe pod` looks events up by the live pod's UID, so an event on the deleted incarnation
+// never shows once the pod is recreated. One per recreated pod: when an earlier, interrupted
+// run deleted it (deleted false), only if that run did not record it (ops.StepContext.AuditOnce,
+// one list on that path only). stopped: the run ends before cur runs (a Warning).
+func recreateEvent(ctx context.Context, sc *ops.StepContext, s *site, pod string, pvcs []string, cur *corev1.Pod, deleted, stopped bool) {
+	var vols []string
+	for _, n := range pvcs {
+		v := "PVC " + n
+		if u := sc.Get(pvcUIDKey(n)); u != "" {
+			v += " (old uid " + u + ")"
+		}
+		vols = append(vols, v)
+	}
+	old := sc.Get(podUIDKey(pod))
+	msg := fmt.Sprintf("replaced pod %s (old uid %s) and its %s with fresh ones so it rejoins etcd with empty data", pod, old, strings.Join(vols, ", "))
+	if old == "gone" {
+		msg = fmt.Sprintf("pod %s was gone; replaced its %s with a fresh one so it rejoins etcd with empty data", pod, strings.Join(vols, ", "))
+	}
+	ref := ops.ObjectRef{Kind: "Pod", APIVersion: "v1", Namespace: s.ns, Name: pod, UID: string(cur.UID)}
+	switch {
+	case stopped:
+		ref.Warning = true
+		sc.Audit(ctx, ref, "DbopsEtcdReplace", msg+fmt.Sprintf("; the run stopped before its new incarnation %s was running", cur.UID))
+	case deleted:
+		sc.Audit(ctx, ref, "DbopsEtcdReplace", msg+fmt.Sprintf("; back as uid %s, running as a learner", cur.UID))
+	default:
+		sc.AuditOnce(ctx, ref, "DbopsEtcdReplace", msg+fmt.Sprintf("; recreated by an interrupted run of this request, back as uid %s", cur.UID))
 	}
 }
 
