@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -24,19 +23,28 @@ anyone else may take over a lock held by a denied ID. Use it to stop a runaway
 pipeline or a colleague's stuck session. Who denied or allowed, when and why is
 recorded on the lock object.`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return ops.Usagef("unknown %s subcommand %q; allowed: %s", cmd.Name(), args[0], "add, allow, list")
-			}
-			return cmd.Help()
-		},
+		RunE: groupRunE("add, allow, list"),
 	}
 	cmd.AddCommand(newDenyAddCmd(g), newDenyAllowCmd(g), newDenyListCmd(g))
 	return cmd
 }
 
+// DenyOptions holds `deny add` and `deny allow` flags: the same command for both actions.
+type DenyOptions struct {
+	*LockOptions
+	// Action is deny or allow.
+	Action string
+	// Target is the lock ID to deny or allow; the lock manager acts as the caller.
+	Target string
+}
+
+// NewDenyOptions returns options for action (deny or allow) bound to the shared flags.
+func NewDenyOptions(g *GlobalOptions, action string) *DenyOptions {
+	return &DenyOptions{LockOptions: NewLockOptions(g), Action: action}
+}
+
 func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockOptions(g)
+	o := NewDenyOptions(g, "deny")
 	cmd := &cobra.Command{
 		Use:         "add CLUSTER ID [--reason R]",
 		Annotations: documentAnnotations(),
@@ -52,16 +60,14 @@ func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
 			}
 			return completeHolder(g)(cmd, args, toComplete)
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.denyOrAllow(commandContext(cmd), args, "deny")
-		},
+		RunE: runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is denied (recorded)")
 	return cmd
 }
 
 func newDenyAllowCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockOptions(g)
+	o := NewDenyOptions(g, "allow")
 	cmd := &cobra.Command{
 		Use:               "allow CLUSTER ID [--reason R]",
 		Annotations:       documentAnnotations(),
@@ -69,29 +75,34 @@ func newDenyAllowCmd(g *GlobalOptions) *cobra.Command {
 		Example:           `  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"`,
 		Args:              rangeArgs(2, 2, "CLUSTER and ID"),
 		ValidArgsFunction: completeDenied(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.denyOrAllow(commandContext(cmd), args, "allow")
-		},
+		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is allowed again (recorded)")
 	return cmd
 }
 
-func (o *LockOptions) denyOrAllow(ctx context.Context, args []string, action string) error {
-	o.Cluster, o.ID = args[0], strings.TrimSpace(args[1])
-	if o.ID == "" {
+// Complete fills in arguments.
+func (o *DenyOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster, o.Target = args[0], strings.TrimSpace(args[1])
+	return nil
+}
+
+// Validate checks the ID and the flags without touching the API.
+func (o *DenyOptions) Validate() error {
+	if o.Target == "" {
 		return ops.Usagef("ID must not be empty")
 	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	target := o.ID
-	// The manager acts as the caller, not as the ID being denied.
-	o.ID = ""
+	return o.LockOptions.Validate()
+}
+
+// Run denies or allows the ID, or says what it would do (--dry-run).
+func (o *DenyOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
 	m, err := o.manager(ctx)
 	if err != nil {
 		return err
 	}
+	action, target := o.Action, o.Target
 	verb := map[string]string{"deny": "denied", "allow": "allowed"}[action]
 	print := func(a DenyAction, text func(io.Writer) error) error {
 		doc, err := document(a, "DenyAction", m.Cluster, m.Namespace)
@@ -130,8 +141,16 @@ type DenyAction struct {
 	DryRun bool   `json:"dryRun,omitempty"`
 }
 
+// DenyListOptions holds `deny list` flags.
+type DenyListOptions struct{ *LockOptions }
+
+// NewDenyListOptions returns options bound to the shared flags.
+func NewDenyListOptions(g *GlobalOptions) *DenyListOptions {
+	return &DenyListOptions{LockOptions: NewLockOptions(g)}
+}
+
 func newDenyListCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockOptions(g)
+	o := NewDenyListOptions(g)
 	cmd := &cobra.Command{
 		Use:               "list CLUSTER",
 		Annotations:       documentAnnotations(),
@@ -139,40 +158,45 @@ func newDenyListCmd(g *GlobalOptions) *cobra.Command {
 		Example:           "  kubectl dbops deny list mycrate -o yaml",
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			ctx := commandContext(cmd)
-			m, err := o.manager(ctx)
-			if err != nil {
-				return err
-			}
-			list, err := m.DenyList(ctx)
-			if err != nil {
-				return err
-			}
-			doc, err := documentList(list, "DenyList", "DeniedID", m.Cluster, m.Namespace, func(d lock.DenyEntry) string { return d.ID })
-			if err != nil {
-				return err
-			}
-			return o.printDocument(o.Out, doc, func(w io.Writer) error {
-				if len(list) == 0 {
-					_, err := ops.Fprintf(w, "no denied IDs on %s/%s\n", m.Namespace, m.Cluster)
-					return err
-				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				if !o.NoHeaders {
-					fmt.Fprintln(tw, "ID\tDENIED BY\tAT\tREASON")
-				}
-				for _, d := range list {
-					ops.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.ID, d.By, d.At.UTC().Format(time.RFC3339), dash(d.Reason))
-				}
-				return tw.Flush()
-			})
-		},
+		RunE:              runOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the table's column headers (-o text)")
 	return cmd
+}
+
+// Complete fills in arguments.
+func (o *DenyListOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Run reads and prints the deny list.
+func (o *DenyListOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	m, err := o.manager(ctx)
+	if err != nil {
+		return err
+	}
+	list, err := m.DenyList(ctx)
+	if err != nil {
+		return err
+	}
+	doc, err := documentList(list, "DenyList", "DeniedID", m.Cluster, m.Namespace, func(d lock.DenyEntry) string { return d.ID })
+	if err != nil {
+		return err
+	}
+	return o.printDocument(o.Out, doc, func(w io.Writer) error {
+		if len(list) == 0 {
+			_, err := ops.Fprintf(w, "no denied IDs on %s/%s\n", m.Namespace, m.Cluster)
+			return err
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		if !o.NoHeaders {
+			fmt.Fprintln(tw, "ID\tDENIED BY\tAT\tREASON")
+		}
+		for _, d := range list {
+			ops.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.ID, d.By, d.At.UTC().Format(time.RFC3339), dash(d.Reason))
+		}
+		return tw.Flush()
+	})
 }

@@ -13,11 +13,13 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
-// LockOptions holds `lock` and `deny` subcommand flags.
+// LockOptions holds what the `lock` and `deny` subcommands share: the cluster, the lock ID to
+// act as, and the flags some of them bind. Each subcommand's options embed it and add
+// Complete and Run (Validate is this one's).
 type LockOptions struct {
 	*GlobalOptions
 	Cluster  string
-	ID       string // --id: act as this lock ID (lock) / the ID to deny or allow (deny)
+	ID       string // --id: act as this lock ID (lock acquire|release)
 	Duration time.Duration
 	Reason   string
 	// NoHeaders leaves out the table header (deny list).
@@ -44,19 +46,22 @@ coordination.k8s.io Lease named dbops-<cluster>). Use these commands to see who
 holds it, to hold it by hand across several commands (e.g. during an incident),
 and to release it.`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return ops.Usagef("unknown %s subcommand %q; allowed: %s", cmd.Name(), args[0], "status, acquire, release")
-			}
-			return cmd.Help()
-		},
+		RunE: groupRunE("status, acquire, release"),
 	}
 	cmd.AddCommand(newLockStatusCmd(g), newLockAcquireCmd(g), newLockReleaseCmd(g))
 	return cmd
 }
 
+// LockStatusOptions holds `lock status` flags.
+type LockStatusOptions struct{ *LockOptions }
+
+// NewLockStatusOptions returns options bound to the shared flags.
+func NewLockStatusOptions(g *GlobalOptions) *LockStatusOptions {
+	return &LockStatusOptions{LockOptions: NewLockOptions(g)}
+}
+
 func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockOptions(g)
+	o := NewLockStatusOptions(g)
 	return &cobra.Command{
 		Use:               "status CLUSTER",
 		Annotations:       documentAnnotations(),
@@ -64,36 +69,50 @@ func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
 		Example:           "  kubectl dbops lock status mycrate\n  kubectl dbops lock status mycrate -o json",
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			m, err := o.manager(commandContext(cmd))
-			if err != nil {
-				return err
-			}
-			st, err := m.Status(commandContext(cmd))
-			if err != nil {
-				return err
-			}
-			doc, err := document(st, "LockStatus", st.Cluster, st.Namespace)
-			if err != nil {
-				return err
-			}
-			return o.printDocument(o.Out, doc, func(w io.Writer) error {
-				var b strings.Builder
-				ops.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
-				writeLockText(&b, st)
-				_, err := fmt.Fprint(w, b.String())
-				return err
-			})
-		},
+		RunE:              runOptions(o),
 	}
 }
 
+// Complete fills in arguments.
+func (o *LockStatusOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Run reads and prints the lock's state.
+func (o *LockStatusOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	m, err := o.manager(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	doc, err := document(st, "LockStatus", st.Cluster, st.Namespace)
+	if err != nil {
+		return err
+	}
+	return o.printDocument(o.Out, doc, func(w io.Writer) error {
+		var b strings.Builder
+		ops.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
+		writeLockText(&b, st)
+		_, err := fmt.Fprint(w, b.String())
+		return err
+	})
+}
+
+// LockAcquireOptions holds `lock acquire` flags.
+type LockAcquireOptions struct{ *LockOptions }
+
+// NewLockAcquireOptions returns options bound to the shared flags.
+func NewLockAcquireOptions(g *GlobalOptions) *LockAcquireOptions {
+	return &LockAcquireOptions{LockOptions: NewLockOptions(g)}
+}
+
 func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockOptions(g)
+	o := NewLockAcquireOptions(g)
 	cmd := &cobra.Command{
 		Use:         "acquire CLUSTER [--id ID] [--duration D] [--reason R]",
 		Annotations: documentAnnotations(),
@@ -102,34 +121,7 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
   kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			ctx := commandContext(cmd)
-			m, err := o.manager(ctx)
-			if err != nil {
-				return err
-			}
-			if o.DryRun {
-				return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: "manual lock"}, DryRun: true},
-					func(w io.Writer) error {
-						_, err := ops.Fprintf(w, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
-						return err
-					})
-			}
-			held, err := m.AcquireWithReason(ctx, "manual lock", o.Reason)
-			if err != nil {
-				return err
-			}
-			info := held.Info()
-			return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
-				_, err := ops.Fprintf(w, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
-					info.Expires.UTC().Format(time.RFC3339))
-				return err
-			})
-		},
+		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to act as (default: --lock-id or <user>@<host>)")
 	cmd.Flags().DurationVar(&o.Duration, "duration", 0, "How long to hold the lock (default --lock-duration, 10m)")
@@ -137,8 +129,48 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 	return cmd
 }
 
+// Complete fills in arguments.
+func (o *LockAcquireOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Run takes (or extends) the lock, or says what it would do (--dry-run).
+func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	m, err := o.manager(ctx)
+	if err != nil {
+		return err
+	}
+	if o.DryRun {
+		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: "manual lock"}, DryRun: true},
+			func(w io.Writer) error {
+				_, err := ops.Fprintf(w, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
+				return err
+			})
+	}
+	held, err := m.AcquireWithReason(ctx, "manual lock", o.Reason)
+	if err != nil {
+		return err
+	}
+	info := held.Info()
+	return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
+		_, err := ops.Fprintf(w, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
+			info.Expires.UTC().Format(time.RFC3339))
+		return err
+	})
+}
+
+// LockReleaseOptions holds `lock release` flags.
+type LockReleaseOptions struct{ *LockOptions }
+
+// NewLockReleaseOptions returns options bound to the shared flags.
+func NewLockReleaseOptions(g *GlobalOptions) *LockReleaseOptions {
+	return &LockReleaseOptions{LockOptions: NewLockOptions(g)}
+}
+
 func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockOptions(g)
+	o := NewLockReleaseOptions(g)
 	cmd := &cobra.Command{
 		Use:               "release CLUSTER [--id ID]",
 		Annotations:       documentAnnotations(),
@@ -146,35 +178,40 @@ func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
 		Example:           "  kubectl dbops lock release mycrate",
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			ctx := commandContext(cmd)
-			m, err := o.manager(ctx)
-			if err != nil {
-				return err
-			}
-			if o.DryRun {
-				return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "release", Holder: m.ID}, DryRun: true},
-					func(w io.Writer) error {
-						_, err := ops.Fprintf(w, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
-						return err
-					})
-			}
-			if err := m.Release(ctx); err != nil {
-				return err
-			}
-			return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "released", Holder: m.ID}}, func(w io.Writer) error {
-				_, err := ops.Fprintf(w, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
-				return err
-			})
-		},
+		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to release as (default: --lock-id or <user>@<host>)")
 	_ = cmd.RegisterFlagCompletionFunc("id", completeHolder(g))
 	return cmd
+}
+
+// Complete fills in arguments.
+func (o *LockReleaseOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Run releases the lock, or says what it would do (--dry-run).
+func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	m, err := o.manager(ctx)
+	if err != nil {
+		return err
+	}
+	if o.DryRun {
+		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "release", Holder: m.ID}, DryRun: true},
+			func(w io.Writer) error {
+				_, err := ops.Fprintf(w, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
+				return err
+			})
+	}
+	if err := m.Release(ctx); err != nil {
+		return err
+	}
+	return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "released", Holder: m.ID}}, func(w io.Writer) error {
+		_, err := ops.Fprintf(w, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
+		return err
+	})
 }
 
 // printLockAction prints what lock acquire|release did (or would do).
@@ -186,7 +223,7 @@ func (o *LockOptions) printLockAction(m *lock.Manager, a LockAction, text func(i
 	return o.printDocument(o.Out, doc, text)
 }
 
-// Validate checks flags.
+// Validate checks flags without touching the API.
 func (o *LockOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err

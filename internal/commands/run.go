@@ -47,14 +47,31 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	return cl, c, nil
 }
 
-// commandOptions is how every mutating command's options work, as in
-// kubectl: Complete takes what the command line gave, Validate checks it
-// without the API, Run does the work.
+// commandOptions is how every command's options work, as in kubectl:
+// Complete takes what the command line gave (and fills in defaults),
+// Validate checks it without the API, Run does the work. Mutating commands
+// run them through runE, the others through runOptions.
 type commandOptions interface {
 	Complete(cmd *cobra.Command, args []string) error
 	Validate() error
 	Run(cmd *cobra.Command) error
 }
+
+// Every command's options have the Complete/Validate/Run shape.
+var (
+	_ commandOptions = (*BootstrapOptions)(nil)
+	_ commandOptions = (*ScaleOptions)(nil)
+	_ commandOptions = (*RestartOptions)(nil)
+	_ commandOptions = (*ReplaceOptions)(nil)
+	_ commandOptions = (*ResumeOptions)(nil)
+	_ commandOptions = (*StatusOptions)(nil)
+	_ commandOptions = (*LockStatusOptions)(nil)
+	_ commandOptions = (*LockAcquireOptions)(nil)
+	_ commandOptions = (*LockReleaseOptions)(nil)
+	_ commandOptions = (*DenyOptions)(nil)
+	_ commandOptions = (*DenyListOptions)(nil)
+	_ commandOptions = (*VersionOptions)(nil)
+)
 
 // runE is a mutating command's RunE: Complete, then every check that needs
 // no API in one place (the shared flags, the CrateDB flags, the command's
@@ -74,6 +91,32 @@ func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) er
 			return err
 		}
 		return o.Run(cmd)
+	}
+}
+
+// runOptions is the RunE of a command that reads or changes only the lock or prints
+// documents (lock, deny, status, version): Complete, Validate (which checks the shared flags
+// too), Run. It has no engine flags to check, unlike runE.
+func runOptions(o commandOptions) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd)
+	}
+}
+
+// groupRunE is the RunE of a command that only groups subcommands (lock, deny): its help, or
+// a usage error naming an unknown subcommand and the allowed ones.
+func groupRunE(allowed string) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return ops.Usagef("unknown %s subcommand %q; allowed: %s", cmd.Name(), args[0], allowed)
+		}
+		return cmd.Help()
 	}
 }
 

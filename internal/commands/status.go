@@ -58,20 +58,20 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
   kubectl dbops status mycrate --watch -o json --timeout 30m`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Cluster = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(commandContext(cmd))
-		},
+		RunE:              runOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets and the lock) until Ctrl-C or --timeout; exit 0")
 	return cmd
 }
 
-// Validate checks flags.
+// Complete fills in arguments.
+func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Validate checks flags without touching the API.
 func (o *StatusOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
@@ -82,8 +82,9 @@ func (o *StatusOptions) Validate() error {
 	return nil
 }
 
-// Run reads and prints the status.
-func (o *StatusOptions) Run(ctx context.Context) error {
+// Run reads and prints the status (and, with --watch, each change).
+func (o *StatusOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
 	if o.Watch {
 		return o.watch(ctx)
 	}

@@ -55,31 +55,57 @@ func versionInfo(read func() (*debug.BuildInfo, bool)) VersionInfo {
 	return info
 }
 
+// VersionOptions holds `version` flags.
+type VersionOptions struct {
+	*GlobalOptions
+	// Info is the build information to print (Complete).
+	Info VersionInfo
+	// readBuildInfo reads the Go build information (debug.ReadBuildInfo).
+	readBuildInfo func() (*debug.BuildInfo, bool)
+}
+
+// NewVersionOptions returns options bound to the shared flags.
+func NewVersionOptions(g *GlobalOptions) *VersionOptions {
+	return &VersionOptions{GlobalOptions: g, readBuildInfo: debug.ReadBuildInfo}
+}
+
 // NewVersionCmd prints build information.
 func NewVersionCmd(g *GlobalOptions) *cobra.Command {
+	o := NewVersionOptions(g)
 	return &cobra.Command{
 		Use:         "version",
 		Short:       "Print the kubectl-dbops version",
 		Annotations: documentAnnotations(),
 		Args:        noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.Validate(); err != nil {
-				return err
-			}
-			info := versionInfo(debug.ReadBuildInfo)
-			doc, err := document(info, "Version", "", "")
-			if err != nil {
-				return err
-			}
-			return g.printDocument(g.Out, doc, func(w io.Writer) error {
-				dirty := ""
-				if info.Dirty {
-					dirty = ", modified"
-				}
-				_, err := fmt.Fprintf(w, "kubectl-dbops %s (commit %s%s, built %s, %s, %s)\n",
-					info.Version, info.Commit, dirty, info.Date, info.GoVersion, info.Platform)
-				return err
-			})
-		},
+		RunE:        runOptions(o),
 	}
+}
+
+// Complete gathers the build information.
+func (o *VersionOptions) Complete(_ *cobra.Command, _ []string) error {
+	o.Info = versionInfo(o.readBuildInfo)
+	return nil
+}
+
+// Validate checks the shared flags (-o) without touching the API.
+func (o *VersionOptions) Validate() error {
+	return o.GlobalOptions.Validate()
+}
+
+// Run prints the build information.
+func (o *VersionOptions) Run(_ *cobra.Command) error {
+	info := o.Info
+	doc, err := document(info, "Version", "", "")
+	if err != nil {
+		return err
+	}
+	return o.printDocument(o.Out, doc, func(w io.Writer) error {
+		dirty := ""
+		if info.Dirty {
+			dirty = ", modified"
+		}
+		_, err := fmt.Fprintf(w, "kubectl-dbops %s (commit %s%s, built %s, %s, %s)\n",
+			info.Version, info.Commit, dirty, info.Date, info.GoVersion, info.Platform)
+		return err
+	})
 }
