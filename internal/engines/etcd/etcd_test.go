@@ -661,3 +661,54 @@ func TestRestartMovesLeadershipOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRecreateEventOnNewIncarnation: member repair's recreate step (what `replace` runs for
+// etcd) records one DbopsEtcdReplace event, on the pod's new incarnation where `kubectl
+// describe pod` finds it (by the live UID), naming the old pod and PVC UIDs; none on the
+// deleted incarnation.
+func TestRecreateEventOnNewIncarnation(t *testing.T) {
+	fx := newFixture(t, 3, newFakeEtcd(3, 0), nil)
+	ctx := context.Background()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-etcd-1", Namespace: testNS, UID: "pvc-uid-1"}}
+	if _, err := fx.client.CoreV1().PersistentVolumeClaims(testNS).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fakecluster.Start(t, fx.client, testNS)
+	s, err := fx.eng.newSite(fx.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ops.NewPlan("repair", fx.c, ops.EngineEtcd, "--member etcd-1")
+	p.Steps = []*ops.Step{fx.eng.recreateStep(s, 1)}
+	ex := &ops.Executor{LockID: "test", Auditor: &ops.KubeAuditor{Client: fx.client, Clock: ops.RealClock{}, Instance: "test"}}
+	if err := ex.Run(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	live, err := fx.client.CoreV1().Pods(testNS).Get(ctx, "etcd-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.UID == "uid-1" {
+		t.Fatalf("etcd-1 was not recreated (uid %s)", live.UID)
+	}
+	list, err := fx.client.CoreV1().Events(testNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []corev1.Event
+	for _, e := range list.Items {
+		if e.Reason == "DbopsEtcdReplace" {
+			got = append(got, e)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d DbopsEtcdReplace events, want 1: %+v", len(got), got)
+	}
+	e := got[0]
+	if e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Name != "etcd-1" || e.InvolvedObject.UID != live.UID ||
+		!strings.Contains(e.Message, "old uid uid-1") || !strings.Contains(e.Message, "PVC data-etcd-1 (old uid pvc-uid-1)") ||
+		!strings.Contains(e.Message, "lock id test") {
+		t.Errorf("event on %s %s uid %s: %q; want on etcd-1's live incarnation %s, naming the old pod and PVC uids and the lock id",
+			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.InvolvedObject.UID, e.Message, live.UID)
+	}
+}
