@@ -2,8 +2,10 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,4 +248,88 @@ func TestReplaceEventInterruptedBeforeReady(t *testing.T) {
 			t.Errorf("db-web-1's event: %s %q; want Normal, naming the old pod uid and the PVC's old and new uids", e.Type, e.Message)
 		}
 	}
+}
+
+// The restart event on a pod's new incarnation is written while the executor writes the
+// step's "done" to the journal, not before it (a remote API server's round trip between one
+// pod Ready and the next delete), and the step is reported done only once the event is
+// written. The auditor holds each restart event until the journal is written: written one
+// after the other, the run would stall on it.
+func TestRestartEventWrittenBesideJournal(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saves := make(chan int, 100)
+	locker := &memLocker{id: "alice@api:6443", onSave: func(n int) { saves <- n }}
+	sink := &Recorder{}
+	aud := &journalWaitingAuditor{locker: locker, saves: saves, sink: sink}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := (&Executor{Locker: locker, Sink: sink, Auditor: aud, Timeout: time.Minute}).Run(ctx, p); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	aud.mu.Lock()
+	defer aud.mu.Unlock()
+	if aud.restarts != 3 {
+		t.Errorf("%d restart events, want 3", aud.restarts)
+	}
+	for _, p := range aud.problems {
+		t.Error(p)
+	}
+}
+
+// journalWaitingAuditor records nothing; it holds each DbopsRestartPod event until the
+// journal has the pod's step done (bounded), and notes whether the step was already reported
+// done by then.
+type journalWaitingAuditor struct {
+	locker   *memLocker
+	saves    chan int
+	sink     *Recorder
+	mu       sync.Mutex
+	restarts int
+	problems []string
+}
+
+func (a *journalWaitingAuditor) Record(ctx context.Context, obj ObjectRef, reason, _ string) error {
+	if reason != "DbopsRestartPod" {
+		return nil
+	}
+	step := "restart/" + obj.Name
+	journaled := func() bool {
+		a.locker.mu.Lock()
+		defer a.locker.mu.Unlock()
+		var j Journal
+		return json.Unmarshal(a.locker.journal, &j) == nil && j.IsDone(step)
+	}
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	problem := ""
+	for !journaled() && problem == "" {
+		select {
+		case <-a.saves: // look again
+		case <-timeout.C:
+			problem = "the event on " + obj.Name + " held the journal write of its step's done: they were written one after the other"
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, ev := range a.sink.Events() {
+		if ev.Type == EventStepDone && ev.Step != nil && ev.Step.ID == step {
+			problem = "step " + step + " was reported done before its restart event was written"
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.restarts++
+	if problem != "" {
+		a.problems = append(a.problems, problem)
+	}
+	return nil
+}
+
+func (a *journalWaitingAuditor) Recorded(context.Context, ObjectRef, string) (bool, error) {
+	return false, nil
 }

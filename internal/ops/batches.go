@@ -374,7 +374,7 @@ func (rp *restartProc) verify(ctx context.Context, sc *StepContext) (err error) 
 			return err
 		}
 		if rp.deleted[pod.Name] {
-			sc.Audit(ctx, incarnationRef(cur), "DbopsRestartPod", rp.restartMessage(pod.Name, old, fmt.Sprintf("back and Ready as uid %s", cur.UID)))
+			sc.AuditAsync(ctx, incarnationRef(cur), "DbopsRestartPod", rp.restartMessage(pod.Name, old, fmt.Sprintf("back and Ready as uid %s", cur.UID)))
 		} else {
 			rp.auditEarlier(ctx, sc, cur)
 		}

@@ -383,6 +383,7 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 
 func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef, next *Step) error {
 	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
+	defer sc.waitAudits() // a failed step's events too, before the run reports it
 	// Code deep inside a step (a database connector picking a Ready pod) reads the run's
 	// pod informer from the context instead of getting pods one by one.
 	ctx = kube.WithPods(ctx, e.Pods)
@@ -442,6 +443,7 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	if err != nil {
 		return err
 	}
+	sc.waitAudits() // written beside the journal write above; "done" only once both are
 	e.emitStep(EventStepDone, ref, nil)
 	return nil
 }

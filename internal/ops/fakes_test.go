@@ -24,6 +24,8 @@ type memLocker struct {
 	saves    int
 	released int
 	refuse   error
+	// onSave, if set, is told the number of saves after each journal write.
+	onSave func(saves int)
 }
 
 func (m *memLocker) Acquire(_ context.Context, op string) (HeldLock, error) {
@@ -78,6 +80,9 @@ func (h *memHeld) SaveJournal(_ context.Context, j *Journal) error {
 	defer h.m.mu.Unlock()
 	h.m.journal = b
 	h.m.saves++
+	if h.m.onSave != nil {
+		h.m.onSave(h.m.saves)
+	}
 	return nil
 }
 

@@ -122,6 +122,8 @@ type StepContext struct {
 	// (e.g. the UID a pod had before it was deleted).
 	journal *Journal
 	exec    *Executor
+	// pending are the events AuditAsync is writing; the executor waits for them.
+	pending []*pendingAudit
 }
 
 // Get reads a journal value ("" when unset).
@@ -166,10 +168,52 @@ func (sc *StepContext) Audit(ctx context.Context, obj ObjectRef, reason, message
 	}
 	ctx, cancel := sc.exec.graceContext(ctx)
 	defer cancel()
-	msg := fmt.Sprintf("%s (kubectl-dbops %s, lock id %s)", message, sc.exec.plan.Operation, sc.LockID)
-	if err := sc.exec.Auditor.Record(ctx, obj, reason, msg); err != nil {
-		// An audit failure must not abort a half-done operation, but it
-		// must be visible.
+	sc.auditFailed(obj, sc.exec.Auditor.Record(ctx, obj, reason, sc.auditMessage(message)))
+}
+
+// AuditAsync is Audit without waiting: the event is written while the executor writes the
+// step's "done" to the journal, and the executor waits for it before it reports the step done
+// (a restart's event on the new incarnation would otherwise add a round trip between one pod
+// Ready and the next delete).
+func (sc *StepContext) AuditAsync(ctx context.Context, obj ObjectRef, reason, message string) {
+	if sc.exec.Auditor == nil {
+		return
+	}
+	gctx, cancel := sc.exec.graceContext(ctx)
+	p := &pendingAudit{obj: obj, done: make(chan struct{})}
+	msg := sc.auditMessage(message)
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		p.err = sc.exec.Auditor.Record(gctx, obj, reason, msg)
+	}()
+	sc.pending = append(sc.pending, p)
+}
+
+// pendingAudit is an event AuditAsync is writing.
+type pendingAudit struct {
+	obj  ObjectRef
+	done chan struct{}
+	err  error
+}
+
+// waitAudits waits for the events AuditAsync is writing and reports their failures.
+func (sc *StepContext) waitAudits() {
+	for _, p := range sc.pending {
+		<-p.done
+		sc.auditFailed(p.obj, p.err)
+	}
+	sc.pending = nil
+}
+
+func (sc *StepContext) auditMessage(message string) string {
+	return fmt.Sprintf("%s (kubectl-dbops %s, lock id %s)", message, sc.exec.plan.Operation, sc.LockID)
+}
+
+// auditFailed reports err, if any: an audit failure must not abort a half-done operation, but
+// it must be visible.
+func (sc *StepContext) auditFailed(obj ObjectRef, err error) {
+	if err != nil {
 		sc.exec.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not record audit event on %s/%s: %v", obj.Kind, obj.Name, err)})
 	}
 }
