@@ -77,27 +77,7 @@ func TestRestartEventInterruptedBeforeReady(t *testing.T) {
 	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
 	locker := &memLocker{id: "me"}
 	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
-	ctx, cancel := context.WithCancel(context.Background())
-	created := false
-	sink := SinkFunc(func(e Event) {
-		if e.Type != EventStepWaiting {
-			return
-		}
-		switch {
-		case strings.Contains(e.Reason, "not Ready yet"):
-			cancel() // Ctrl-C while the new incarnation starts
-		case !created:
-			// The StatefulSet controller recreates db-web-0, not Ready yet.
-			created = true
-			pod := readyPod("db-web-0", "prod", nil, "db-web-0-uid1")
-			pod.Status.Conditions[0].Status = corev1.ConditionFalse
-			go func() { _, _ = client.CoreV1().Pods("prod").Create(context.Background(), pod, metav1.CreateOptions{}) }()
-		}
-	})
-	err := (&Executor{Locker: locker, Sink: sink, Auditor: auditor}).Run(ctx, p)
-	if ExitCode(err) != ExitInterrupted {
-		t.Fatalf("first run: %v (exit %d), want interrupted", err, ExitCode(err))
-	}
+	runInterruptedBeforeReady(t, client, locker, auditor, p)
 	evs := listEvents(t, client, "DbopsRestartPod")
 	if len(evs) != 1 || evs[0].InvolvedObject.UID != "db-web-0-uid1" || evs[0].Type != corev1.EventTypeWarning ||
 		!strings.Contains(evs[0].Message, "db-web-0-uid0") {
@@ -115,6 +95,34 @@ func TestRestartEventInterruptedBeforeReady(t *testing.T) {
 		t.Fatalf("re-run: %v", err)
 	}
 	assertOneRestartEventPerLivePod(t, client, "db-web-0", "db-web-1")
+}
+
+// runInterruptedBeforeReady runs p until it waits for db-web-0 to come back, creates db-web-0's
+// new incarnation not Ready (as the StatefulSet controller would), and interrupts the run
+// (Ctrl-C) while it waits for that incarnation to be Ready.
+func runInterruptedBeforeReady(t *testing.T, client *fake.Clientset, locker *memLocker, auditor Auditor, p *Plan) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	created := false
+	sink := SinkFunc(func(e Event) {
+		if e.Type != EventStepWaiting {
+			return
+		}
+		switch {
+		case strings.Contains(e.Reason, "not Ready yet"):
+			cancel() // Ctrl-C while the new incarnation starts
+		case !created:
+			created = true
+			pod := readyPod("db-web-0", "prod", nil, "db-web-0-uid1")
+			pod.Status.Conditions[0].Status = corev1.ConditionFalse
+			go func() { _, _ = client.CoreV1().Pods("prod").Create(context.Background(), pod, metav1.CreateOptions{}) }()
+		}
+	})
+	err := (&Executor{Locker: locker, Sink: sink, Auditor: auditor}).Run(ctx, p)
+	if ExitCode(err) != ExitInterrupted {
+		t.Fatalf("first run: %v (exit %d), want interrupted", err, ExitCode(err))
+	}
 }
 
 // The operation's start and end are recorded on the StatefulSet, naming the lock ID, with the
@@ -201,27 +209,7 @@ func TestReplaceEventInterruptedBeforeReady(t *testing.T) {
 	}
 	locker := &memLocker{id: "me"}
 	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
-	ctx, cancel := context.WithCancel(context.Background())
-	created := false
-	sink := SinkFunc(func(e Event) {
-		if e.Type != EventStepWaiting {
-			return
-		}
-		switch {
-		case strings.Contains(e.Reason, "not Ready yet"):
-			cancel() // Ctrl-C while the new incarnation starts
-		case !created:
-			// The StatefulSet controller recreates db-web-0 (and its PVC), not Ready yet.
-			created = true
-			pod := readyPod("db-web-0", "prod", nil, "db-web-0-uid1")
-			pod.Status.Conditions[0].Status = corev1.ConditionFalse
-			go func() { _, _ = client.CoreV1().Pods("prod").Create(context.Background(), pod, metav1.CreateOptions{}) }()
-		}
-	})
-	err = (&Executor{Locker: locker, Sink: sink, Auditor: auditor}).Run(ctx, p)
-	if ExitCode(err) != ExitInterrupted {
-		t.Fatalf("first run: %v (exit %d), want interrupted", err, ExitCode(err))
-	}
+	runInterruptedBeforeReady(t, client, locker, auditor, p)
 	evs := listEvents(t, client, "DbopsReplacePod")
 	if len(evs) != 1 || evs[0].InvolvedObject.UID != "db-web-0-uid1" || evs[0].Type != corev1.EventTypeWarning ||
 		!strings.Contains(evs[0].Message, "db-web-0-uid0") || !strings.Contains(evs[0].Message, "PVC data-db-web-0") {
