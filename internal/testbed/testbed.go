@@ -47,6 +47,12 @@ const (
 	KwokNodeAnnotation = "kwok.x-k8s.io/node"
 )
 
+// PodStartDelayAnnotation, set on a pod (or a pod template) to a Go duration such as "1s",
+// makes a pod on a kwok node become Ready that long after kwok first sees it scheduled, as a
+// container that takes time to start would (assets/stages/pod-ready.yaml). Pods without it are
+// Ready at once.
+const PodStartDelayAnnotation = "pod-ready.stage.kwok.x-k8s.io/delay"
+
 // CrashLabel set to "true" on a Running, Ready pod makes kwok's
 // pod-container-crash stage crash its containers about 1-2 s later
 // (annotation CrashLabel+"/delay" overrides the delay): the pod stays

@@ -18,14 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // TestCompareRolloutRestart measures a generic `restart --rolling` against what `kubectl
 // rollout restart` + `rollout status` do (patch the pod template's restartedAt annotation,
-// then wait for the StatefulSet controller's rollout) on one 30-pod StatefulSet, alternating
-// runs, and logs the wall times and their ratio. A measurement, not an assertion; it takes a
-// few minutes, so it runs only with DBOPS_E2E_COMPARE=1 (DBOPS_E2E_COMPARE_RUNS sets the runs
-// per side, 3 by default).
+// then wait for the StatefulSet controller's rollout) on one 30-pod StatefulSet whose pods take
+// 1 s to start, alternating runs, and logs the wall times and their ratio. A measurement, not
+// an assertion; it takes a few minutes, so it runs only with DBOPS_E2E_COMPARE=1.
+// DBOPS_E2E_COMPARE_RUNS sets the runs per side (3 by default) and DBOPS_E2E_COMPARE_START the
+// pods' start time (a Go duration, 1s by default; 0s for kwok's immediate Ready).
 func TestCompareRolloutRestart(t *testing.T) {
 	if os.Getenv("DBOPS_E2E_COMPARE") != "1" {
 		t.Skip("set DBOPS_E2E_COMPARE=1 to measure restart --rolling against the StatefulSet controller's rollout")
@@ -34,9 +37,22 @@ func TestCompareRolloutRestart(t *testing.T) {
 	if n, err := fmt.Sscan(os.Getenv("DBOPS_E2E_COMPARE_RUNS"), &runs); n != 1 || err != nil {
 		runs = 3
 	}
+	start := time.Second
+	if v := os.Getenv("DBOPS_E2E_COMPARE_START"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			t.Fatalf("DBOPS_E2E_COMPARE_START=%q: want a Go duration such as 1s or 0s", v)
+		}
+		start = d
+	}
 	const replicas = 30
 	ns := newNamespace(t)
-	createDBCluster(t, ns, webCluster, replicas)
+	createDBCluster(t, ns, webCluster, replicas, func(s *appsv1.StatefulSet) {
+		if start > 0 {
+			s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: start.String()}
+		}
+	})
+	t.Logf("pods take %s to start (%s)", start, testbed.PodStartDelayAnnotation)
 	env := cliEnv(t)
 	pods := recordPodWatch(t, ns)
 	var tool, rollout, waits, spans []time.Duration

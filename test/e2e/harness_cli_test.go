@@ -333,9 +333,12 @@ func stepsOf(evs []ndEvent, typ string) []string {
 // createDBCluster creates a 'generic' database cluster: a StatefulSet carrying the dbops.io
 // labels, and waits until its pods are Ready, its claims Bound and its status settled, so that
 // later snapshots of the namespace are not disturbed by controllers catching up.
-func createDBCluster(t *testing.T, ns, name string, replicas int32) []*corev1.Pod {
+func createDBCluster(t *testing.T, ns, name string, replicas int32, mutate ...func(*appsv1.StatefulSet)) []*corev1.Pod {
 	t.Helper()
 	sts := statefulSet(name, replicas)
+	for _, m := range mutate {
+		m(sts)
+	}
 	// statefulSet shares one map between labels and selector: copy before adding.
 	sts.Labels = maps.Clone(sts.Labels)
 	maps.Copy(sts.Labels, map[string]string{
