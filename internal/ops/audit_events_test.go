@@ -250,10 +250,10 @@ func TestRestartEventWrittenBesideJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saves := make(chan int, 100)
-	locker := &memLocker{id: "alice@api:6443", onSave: func(n int) { saves <- n }}
+	saved := newBroadcast()
+	locker := &memLocker{id: "alice@api:6443", onSave: func(int) { saved.notify() }}
 	sink := &Recorder{}
-	aud := &journalWaitingAuditor{locker: locker, saves: saves, sink: sink}
+	aud := &journalWaitingAuditor{locker: locker, saved: saved, sink: sink}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := (&Executor{Locker: locker, Sink: sink, Auditor: aud, Timeout: time.Minute}).Run(ctx, p); err != nil {
@@ -274,7 +274,7 @@ func TestRestartEventWrittenBesideJournal(t *testing.T) {
 // done by then.
 type journalWaitingAuditor struct {
 	locker   *memLocker
-	saves    chan int
+	saved    *broadcast
 	sink     *Recorder
 	mu       sync.Mutex
 	restarts int
@@ -295,9 +295,15 @@ func (a *journalWaitingAuditor) Record(ctx context.Context, obj ObjectRef, reaso
 	timeout := time.NewTimer(5 * time.Second)
 	defer timeout.Stop()
 	problem := ""
-	for !journaled() && problem == "" {
+	for problem == "" {
+		// Several events may wait at once (a step runs while the previous step's "done" is
+		// written): each save wakes them all.
+		next := a.saved.wait()
+		if journaled() {
+			break
+		}
 		select {
-		case <-a.saves: // look again
+		case <-next: // look again
 		case <-timeout.C:
 			problem = "the event on " + obj.Name + " held the journal write of its step's done: they were written one after the other"
 		case <-ctx.Done():
@@ -320,4 +326,26 @@ func (a *journalWaitingAuditor) Record(ctx context.Context, obj ObjectRef, reaso
 
 func (a *journalWaitingAuditor) Recorded(context.Context, ObjectRef, string) (bool, error) {
 	return false, nil
+}
+
+// broadcast wakes every waiter at each notify.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next notify.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
 }

@@ -206,11 +206,32 @@ type restartProc struct {
 	// deleted names the pods this run's action deleted (their restart events are recorded
 	// by verify).
 	deleted map[string]bool
+	// ahead are the UIDs this run's prepare staged, by pod name, before this step began
+	// (while an earlier step ran).
+	ahead map[string]types.UID
 }
 
 func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, error) {
 	r, c, b, ns := rp.r, rp.c, rp.b, rp.c.Namespace
 	pods := sc.PodCache(r.Client, ns)
+	if err := pods.Synced(ctx); err != nil {
+		return false, err
+	}
+	for _, pod := range b.pods {
+		// This run staged the pod's UID ahead, while an earlier step ran, and has not deleted
+		// it: if that incarnation is gone, someone else replaced the pod meanwhile. The step
+		// still restarts it: the incarnation that replaced it, once Ready.
+		old := types.UID(sc.Get(uidKey(pod.Name)))
+		if old == "" || rp.ahead[pod.Name] != old || !oldGone(pods, pod.Name, old) {
+			continue
+		}
+		cur, err := WaitReplaced(ctx, sc, r.Client, ns, pod.Name, old, kube.PodReady, "not Ready yet", "replaced by someone else meanwhile: ")
+		if err != nil {
+			return false, err
+		}
+		sc.Stage(uidKey(pod.Name), string(cur.UID))
+		delete(rp.ahead, pod.Name)
+	}
 	if rp.maxZones != nil {
 		if err := waitZones(ctx, sc, pods, c, b.pods, *rp.maxZones); err != nil {
 			return false, err
@@ -273,19 +294,38 @@ func (rp *restartProc) auditEarlier(ctx context.Context, sc *StepContext, cur *c
 		return
 	}
 	old := types.UID(sc.Get(uidKey(cur.Name)))
+	by := "deleted by an interrupted run of this request"
+	if sc.exec != nil && sc.exec.resumedAt != "" && sc.exec.resumedAt != sc.Step.ID {
+		// That run had not journaled this step as started: it deleted the pod as the step
+		// before it finished (its UID was staged ahead), or someone else did meanwhile.
+		by = "deleted by an interrupted run of this request as the step before it finished, or by someone else after that run staged it"
+	}
 	sc.AuditOnce(ctx, incarnationRef(cur), "DbopsRestartPod",
-		rp.restartMessage(cur.Name, old, fmt.Sprintf("deleted by an interrupted run of this request, back as uid %s", cur.UID)))
+		rp.restartMessage(cur.Name, old, fmt.Sprintf("%s, back as uid %s", by, cur.UID)))
 }
 
-// prepare runs as the previous step finishes: its "done" write carries these pods' UIDs, so
-// this step writes nothing before its delete. The precheck still decides.
+// prepare runs before this step, while the step before it runs (Step.Prepare): a journal
+// write already on its way carries these pods' UIDs, so this step writes nothing before its
+// delete and may delete as soon as the step before it is done. Only a live, Ready pod's UID is
+// staged here; the precheck still decides, and stages what is missing.
 func (rp *restartProc) prepare(sc *StepContext) {
 	pods := sc.PodCache(rp.r.Client, rp.c.Namespace)
 	if pods == nil || !pods.HasSynced() {
 		return
 	}
 	for _, pod := range rp.b.pods {
-		recordUID(sc, pods, pod)
+		if sc.Get(uidKey(pod.Name)) != "" {
+			continue // staged already (by this run, or by the run it resumes)
+		}
+		cur := pods.Get(pod.Name)
+		if cur == nil || cur.DeletionTimestamp != nil || !PodReady(cur) {
+			continue
+		}
+		sc.Stage(uidKey(pod.Name), string(cur.UID))
+		if rp.ahead == nil {
+			rp.ahead = map[string]types.UID{}
+		}
+		rp.ahead[pod.Name] = cur.UID
 	}
 }
 
@@ -307,7 +347,7 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 		}
 	}
 	// Normally written with the step's start already; this covers a UID first seen now.
-	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
+	if err := sc.exec.flushJournal(ctx, sc.journal, sc.Step); err != nil {
 		return err
 	}
 	if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {

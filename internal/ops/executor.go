@@ -63,6 +63,25 @@ type Executor struct {
 	// lastWrite is when the lease was last written (journal saves renew it too), so the
 	// renewal skips a period that a save already covered.
 	lastWrite time.Time
+	// pending is a step's "done" write still in flight while the next step runs (see
+	// runStep); every other journal write waits for it first (joinLocked), so writes stay in
+	// order. seq numbers the journal writes, landed is the last one known written, and
+	// prepared maps a step to the first write that carried what its Prepare staged (0: the
+	// next write): that step may act before the write in flight lands once its own is in.
+	pending  *pendingSave
+	seq      int
+	landed   int
+	prepared map[string]int
+	// resumedAt is the step the journal named current when this run resumed it.
+	resumedAt string
+	// stepsCancel stops the running step when the previous step's "done" write failed.
+	stepsCancel context.CancelCauseFunc
+
+	// emitMu orders events: while a step's "done" is written in the background, the next
+	// step's events are held, and sent after that step's done (holding).
+	emitMu  sync.Mutex
+	holding bool
+	heldEvs []Event
 
 	podsMu  sync.Mutex
 	podsCtx context.Context
@@ -245,6 +264,7 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 		}
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("resuming %s started %s by %s: %d step(s) already done",
 			prev.Operation, prev.Started.UTC().Format(time.RFC3339), by, len(prev.Done))})
+		e.resumedAt = prev.Current
 		prev.State = JournalRunning
 		prev.Holder = held.ID()
 		prev.Steps = len(p.Steps)
@@ -354,7 +374,17 @@ func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseF
 	return func() { close(done); wg.Wait() }
 }
 
-func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
+func (e *Executor) runSteps(ctx context.Context, j *Journal) (err error) {
+	// A step may run while the previous step's "done" is still being written (runStep); when
+	// that write fails, the running step is stopped and the run fails with the write's error.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	e.stepsCancel = cancel
+	defer func() {
+		if serr := e.settle(); serr != nil {
+			err = serr
+		}
+	}()
 	total, ran := len(e.plan.Steps), 0
 	for i, s := range e.plan.Steps {
 		ref := StepRef{Index: i + 1, Total: total, ID: s.ID, Target: s.Target, Description: s.Description}
@@ -368,11 +398,20 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 		if err := e.Pacing.Pace(ctx, ran, s, e.emit); err != nil {
 			return err
 		}
-		var next *Step
+		var next, after *Step
 		if i+1 < total {
 			next = e.plan.Steps[i+1]
 		}
-		if err := e.runStep(ctx, j, s, ref, next); err != nil {
+		if i+2 < total {
+			after = e.plan.Steps[i+2]
+		}
+		if err := e.runStep(ctx, j, s, ref, next, after); err != nil {
+			if serr := e.settle(); serr != nil {
+				// The previous step's "done" write failed while this step ran: that is
+				// why it stopped.
+				e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = "stopped: " + serr.Error() })
+				return serr
+			}
 			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = err.Error() })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
@@ -381,9 +420,14 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 	return nil
 }
 
-func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef, next *Step) error {
+func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef, next, after *Step) error {
 	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
-	defer sc.waitAudits() // a failed step's events too, before the run reports it
+	async := false
+	defer func() {
+		if !async {
+			sc.waitAudits() // a failed step's events too, before the run reports it
+		}
+	}()
 	// Code deep inside a step (a database connector picking a Ready pod) reads the run's
 	// pod informer from the context instead of getting pods one by one.
 	ctx = kube.WithPods(ctx, e.Pods)
@@ -414,7 +458,15 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		if err := e.flushJournal(ctx, j); err != nil {
+		// A start write that happens anyway also carries what the next step stages, so that
+		// step can act as soon as this one is done (see below).
+		e.mu.Lock()
+		dirty := e.dirty
+		e.mu.Unlock()
+		if dirty && next != nil {
+			e.prepare(j, next)
+		}
+		if err := e.flushJournal(ctx, j, s); err != nil {
 			return err
 		}
 		// The action is not cut short by Ctrl-C: a half-sent change is worse
@@ -432,20 +484,171 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		}
 	}
 	// Durable first: a consumer told "done" must find it in the journal. The same write
-	// carries what the next step stages for its start, and names it current.
-	var err error
+	// carries what the next step stages for its start, and names it current; and what the
+	// step after it stages, so that one will not need to wait either.
 	if next != nil && next.Prepare != nil && !j.IsDone(next.ID) && context.Cause(ctx) == nil {
-		next.Prepare(&StepContext{Step: next, LockID: e.lockID(), journal: j, exec: e})
-		err = e.markDoneThen(ctx, j, s, next.ID)
-	} else {
-		err = e.markDone(ctx, j, s)
-	}
-	if err != nil {
+		e.prepare(j, next)
+		if after != nil && after.Prepare != nil && !j.IsDone(after.ID) {
+			e.prepare(j, after)
+		}
+		j.Done = append(j.Done, s.ID)
+		j.Current = next.ID
+		if e.canOverlap() {
+			// The next step staged what it needs in an earlier write: it may act while this
+			// write is in flight. Its events wait for this step's "done" (doneAsync).
+			async = true
+			e.doneAsync(ctx, j, sc, ref)
+			return nil
+		}
+		if err := e.saveGrace(ctx, j); err != nil {
+			return err
+		}
+	} else if err := e.markDone(ctx, j, s); err != nil {
 		return err
 	}
 	sc.waitAudits() // written beside the journal write above; "done" only once both are
 	e.emitStep(EventStepDone, ref, nil)
 	return nil
+}
+
+// prepare runs step's Prepare, staging into j what it must have journaled before its action,
+// and notes that the next journal write carries it.
+func (e *Executor) prepare(j *Journal, step *Step) {
+	if step.Prepare == nil {
+		return
+	}
+	step.Prepare(&StepContext{Step: step, LockID: e.lockID(), journal: j, exec: e})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.prepared == nil {
+		e.prepared = map[string]int{}
+	}
+	if _, ok := e.prepared[step.ID]; !ok {
+		e.prepared[step.ID] = 0
+	}
+}
+
+// canOverlap reports whether a step's "done" may be written while the next step runs: only
+// with a lock to write to (without one the journal lives in memory and a write costs nothing).
+func (e *Executor) canOverlap() bool {
+	return e.held != nil
+}
+
+// pendingSave is a journal write in flight that the executor did not wait for.
+type pendingSave struct {
+	seq  int
+	done chan struct{}
+	at   time.Time
+	err  error
+}
+
+// doneAsync writes the journal j (s done, the next step current) in the background, then
+// reports s done, after the events AuditAsync wrote beside it; until then the next step's
+// events are held, so every view still sees step s done before the next step starts. When the
+// write fails, s is reported failed and the running step is stopped (runSteps).
+func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, ref StepRef) {
+	e.mu.Lock()
+	if err := e.joinLocked(); err != nil {
+		// Cannot happen in practice: the previous step's write is joined before this step's
+		// action (flushJournal) or it failed and stopped the run already.
+		e.mu.Unlock()
+		e.asyncFailed(sc, ref, err)
+		return
+	}
+	snap, seq := e.snapshotLocked(j)
+	p := &pendingSave{seq: seq, done: make(chan struct{})}
+	e.pending = p
+	e.dirty = false
+	e.mu.Unlock()
+	e.emitMu.Lock()
+	e.holding = true
+	e.emitMu.Unlock()
+	gctx, cancel := e.graceContext(ctx)
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		err := e.held.SaveJournal(gctx, snap)
+		p.at = e.Clock.Now()
+		if err != nil {
+			p.err = fmt.Errorf("step %d/%d (%s: %s): saving the operation journal: %w", ref.Index, ref.Total, ref.Target, ref.Description, err)
+			e.asyncFailed(sc, ref, p.err)
+			return
+		}
+		e.release(sc, func() { e.sink(e.stamp(Event{Type: EventStepDone, Step: &ref})) })
+	}()
+}
+
+// asyncFailed reports the step whose "done" write failed, and stops the step running after it.
+func (e *Executor) asyncFailed(sc *StepContext, ref StepRef, err error) {
+	e.release(sc, func() { e.sink(e.stamp(Event{Type: EventStepFailed, Step: &ref, Error: err.Error()})) })
+	if e.stepsCancel != nil {
+		e.stepsCancel(err)
+	}
+}
+
+// release waits for sc's audit events, reports their failures and then report, and sends the
+// events held meanwhile.
+func (e *Executor) release(sc *StepContext, report func()) {
+	var failed []Event
+	for _, p := range sc.pending {
+		<-p.done
+		if p.err != nil {
+			failed = append(failed, e.stamp(auditFailedEvent(p.obj, p.err)))
+		}
+	}
+	sc.pending = nil
+	e.emitMu.Lock()
+	defer e.emitMu.Unlock()
+	for _, ev := range failed {
+		e.sink(ev)
+	}
+	report()
+	for _, ev := range e.heldEvs {
+		e.sink(ev)
+	}
+	e.heldEvs, e.holding = nil, false
+}
+
+// settle waits for a "done" write in flight and returns its error, if it failed.
+func (e *Executor) settle() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.joinLocked()
+}
+
+// joinLocked waits for the write in flight, if any (e.mu held).
+func (e *Executor) joinLocked() error {
+	p := e.pending
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	e.pending = nil
+	if p.err != nil {
+		return p.err
+	}
+	e.landed = max(e.landed, p.seq)
+	e.lastWrite = p.at
+	return nil
+}
+
+// snapshotLocked stamps j and returns a copy to write, with the write's sequence number; the
+// steps prepared since the last write are carried by this one (e.mu held).
+func (e *Executor) snapshotLocked(j *Journal) (*Journal, int) {
+	j.Updated = e.Clock.Now()
+	e.seq++
+	for id, seq := range e.prepared {
+		if seq == 0 {
+			e.prepared[id] = e.seq
+		}
+	}
+	return j.clone(), e.seq
+}
+
+// durableLocked reports whether what step id's Prepare staged is known written (e.mu held).
+func (e *Executor) durableLocked(id string) bool {
+	seq, ok := e.prepared[id]
+	return ok && seq != 0 && seq <= e.landed
 }
 
 // graceContext is ctx without its cancellation, bounded by the grace period: for writes that
@@ -454,20 +657,16 @@ func (e *Executor) graceContext(ctx context.Context) (context.Context, context.C
 	return context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
 }
 
-// markDoneThen records s as done and next as the current step, in one write.
-func (e *Executor) markDoneThen(ctx context.Context, j *Journal, s *Step, next string) error {
-	j.Done = append(j.Done, s.ID)
-	j.Current = next
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
-	defer cancel()
-	return e.saveJournal(sctx, j)
-}
-
 func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {
 	j.Done = append(j.Done, s.ID)
 	j.Current = ""
-	// Saving "done" must not be lost to a Ctrl-C that arrives just now.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
+	return e.saveGrace(ctx, j)
+}
+
+// saveGrace saves j even after Ctrl-C, within the grace period: saving "done" must not be
+// lost to a Ctrl-C that arrives just now.
+func (e *Executor) saveGrace(ctx context.Context, j *Journal) error {
+	sctx, cancel := e.graceContext(ctx)
 	defer cancel()
 	return e.saveJournal(sctx, j)
 }
@@ -485,10 +684,18 @@ func (e *Executor) saveJournal(ctx context.Context, j *Journal) error {
 	return e.saveLocked(ctx, j)
 }
 
-// flushJournal writes the journal if it holds a change not written yet.
-func (e *Executor) flushJournal(ctx context.Context, j *Journal) error {
+// flushJournal writes the journal if it holds a change not written yet, before step s acts.
+// When the previous step's "done" is still being written, s waits for it only if s needs
+// something that write carries: not when s's Prepare was carried by an earlier write.
+func (e *Executor) flushJournal(ctx context.Context, j *Journal, s *Step) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !e.dirty && s != nil && e.durableLocked(s.ID) {
+		return nil
+	}
+	if err := e.joinLocked(); err != nil {
+		return err
+	}
 	if !e.dirty {
 		return nil
 	}
@@ -496,15 +703,20 @@ func (e *Executor) flushJournal(ctx context.Context, j *Journal) error {
 }
 
 func (e *Executor) saveLocked(ctx context.Context, j *Journal) error {
-	j.Updated = e.Clock.Now()
+	if err := e.joinLocked(); err != nil {
+		return err
+	}
+	snap, seq := e.snapshotLocked(j)
 	if e.held == nil {
 		e.dirty = false
+		e.landed = seq
 		return nil
 	}
-	if err := e.held.SaveJournal(ctx, j); err != nil {
+	if err := e.held.SaveJournal(ctx, snap); err != nil {
 		return fmt.Errorf("saving the operation journal: %w", err)
 	}
 	e.dirty = false
+	e.landed = seq
 	e.lastWrite = e.Clock.Now()
 	return nil
 }
@@ -543,6 +755,18 @@ func (e *Executor) podCache(client kubernetes.Interface, ns string) *kube.Pods {
 }
 
 func (e *Executor) emit(ev Event) {
+	ev = e.stamp(ev)
+	e.emitMu.Lock()
+	defer e.emitMu.Unlock()
+	if e.holding {
+		e.heldEvs = append(e.heldEvs, ev)
+		return
+	}
+	e.sink(ev)
+}
+
+// stamp fills in the event's time and run.
+func (e *Executor) stamp(ev Event) Event {
 	if ev.Time.IsZero() {
 		ev.Time = e.Clock.Now()
 	}
@@ -552,6 +776,14 @@ func (e *Executor) emit(ev Event) {
 	}
 	if !e.start.IsZero() {
 		ev.Elapsed = ev.Time.Sub(e.start)
+	}
+	return ev
+}
+
+// sink sends ev to the views (e.emitMu held, or from a run's own goroutine before any other).
+func (e *Executor) sink(ev Event) {
+	if e.Sink == nil {
+		return
 	}
 	e.Sink.Emit(ev)
 }

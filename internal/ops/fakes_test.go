@@ -26,6 +26,9 @@ type memLocker struct {
 	refuse   error
 	// onSave, if set, is told the number of saves after each journal write.
 	onSave func(saves int)
+	// beforeSave, if set, sees each journal before it is written (outside mu) and may fail
+	// the write.
+	beforeSave func(j *Journal) error
 }
 
 func (m *memLocker) Acquire(_ context.Context, op string) (HeldLock, error) {
@@ -72,6 +75,11 @@ func (h *memHeld) Release(context.Context) error {
 	return nil
 }
 func (h *memHeld) SaveJournal(_ context.Context, j *Journal) error {
+	if h.m.beforeSave != nil {
+		if err := h.m.beforeSave(j); err != nil {
+			return err
+		}
+	}
 	b, err := json.Marshal(j)
 	if err != nil {
 		return err

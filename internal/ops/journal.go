@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -153,6 +154,15 @@ func (r *Request) ResumeCommand() string {
 // Resumable reports whether j is an unfinished run of the same request.
 func (j *Journal) Resumable(operation, args string) bool {
 	return j != nil && j.State != JournalSucceeded && j.Operation == operation && j.Args == args
+}
+
+// clone returns a copy of j that later changes to j do not touch (the Request is shared: it
+// is not changed once the run started).
+func (j *Journal) clone() *Journal {
+	c := *j
+	c.Done = slices.Clone(j.Done)
+	c.Data = maps.Clone(j.Data)
+	return &c
 }
 
 // IsDone reports whether step id completed in an earlier or this run.

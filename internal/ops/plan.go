@@ -214,8 +214,12 @@ func (sc *StepContext) auditMessage(message string) string {
 // it must be visible.
 func (sc *StepContext) auditFailed(obj ObjectRef, err error) {
 	if err != nil {
-		sc.exec.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not record audit event on %s/%s: %v", obj.Kind, obj.Name, err)})
+		sc.exec.emit(auditFailedEvent(obj, err))
 	}
+}
+
+func auditFailedEvent(obj ObjectRef, err error) Event {
+	return Event{Type: EventWarning, Message: fmt.Sprintf("could not record audit event on %s/%s: %v", obj.Kind, obj.Name, err)}
 }
 
 // ObjectRef names an object for audit events.

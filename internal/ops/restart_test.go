@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -394,8 +398,10 @@ func TestRollingRestartMissingPod(t *testing.T) {
 }
 
 // TestRollingRestartJournalWrites: a restart of n pods writes the journal n+3 times: the run's
-// start, the first step's start (with the UID it deletes), each step's done (carrying the next
-// pod's UID), and the end; and every UID is journaled before its pod is deleted.
+// start, the first step's start (with the UIDs of the first two pods), each step's done
+// (carrying the UID of the pod two steps on), and the end; and every UID is journaled before
+// its pod is deleted. The step need not be: a pod's delete may overlap the write of the
+// previous step's done (TestRestartDeletesWhileDoneIsWritten).
 func TestRollingRestartJournalWrites(t *testing.T) {
 	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
 	ctrl := fakecluster.Start(t, client, "prod")
@@ -410,7 +416,7 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 		locker.mu.Lock()
 		defer locker.mu.Unlock()
 		var j Journal
-		if err := json.Unmarshal(locker.journal, &j); err != nil || j.Data[uidKey(name)] == "" || j.Current != "restart/"+name {
+		if err := json.Unmarshal(locker.journal, &j); err != nil || j.Data[uidKey(name)] == "" {
 			unjournaled = append(unjournaled, name)
 		}
 		return false, nil, nil
@@ -425,6 +431,241 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 		t.Errorf("journal written %d times, want %d", locker.saves, want)
 	}
 	if len(unjournaled) > 0 {
-		t.Errorf("pods deleted before their UID and step were journaled: %v", unjournaled)
+		t.Errorf("pods deleted before their UID was journaled: %v", unjournaled)
+	}
+}
+
+// A pod's delete does not wait for the journal write of the previous step's done: the pod's
+// UID was journaled a step earlier, so the delete goes out as soon as the previous pod is
+// Ready, while that write is in flight (the StatefulSet controller's own pace). The views
+// still see each step done before the next one starts. The write of step 1's done is held
+// until db-hot-1 is deleted: one after the other, the run would stall on it.
+func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := map[string]chan struct{}{"db-hot-1": make(chan struct{}), "db-hot-2": make(chan struct{})}
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if ch, ok := deleted[a.(k8stesting.DeleteActionImpl).Name]; ok {
+			close(ch)
+		}
+		return false, nil, nil
+	})
+	var mu sync.Mutex
+	var problems []string
+	locker := &memLocker{id: "alice@api:6443", beforeSave: func(j *Journal) error {
+		for i, next := range []string{"db-hot-1", "db-hot-2"} {
+			step := fmt.Sprintf("restart/db-hot-%d", i)
+			if j.Current != "restart/"+next || !j.IsDone(step) {
+				continue
+			}
+			select {
+			case <-deleted[next]:
+			case <-time.After(5 * time.Second):
+				mu.Lock()
+				problems = append(problems, next+" was deleted only after "+step+"'s done was written")
+				mu.Unlock()
+			}
+		}
+		return nil
+	}}
+	sink := &Recorder{}
+	if err := (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	// Each step: started, then done, in plan order, with nothing of the next step before.
+	var order []string
+	for _, ev := range sink.Events() {
+		if ev.Step != nil && (ev.Type == EventStepStarted || ev.Type == EventStepDone) {
+			order = append(order, fmt.Sprintf("%s %d", ev.Type, ev.Step.Index))
+		}
+	}
+	want := []string{"step-started 1", "step-done 1", "step-started 2", "step-done 2", "step-started 3", "step-done 3"}
+	if !slices.Equal(order, want) {
+		t.Errorf("step events %v, want %v", order, want)
+	}
+	j := locker.stored(t)
+	if j.State != JournalSucceeded || len(j.Done) != 3 {
+		t.Errorf("journal %s with %d step(s) done, want succeeded with 3", j.State, len(j.Done))
+	}
+}
+
+// When the journal write of a step's done fails while the next step runs (here: the lock was
+// taken over), the run stops: the step whose write failed is reported failed with that error,
+// the running step as stopped by it, and the run exits as a lost lock.
+func TestRestartDoneWriteFailsWhileNextStepRuns(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := false
+	locker := &memLocker{id: "alice@api:6443", beforeSave: func(j *Journal) error {
+		if !failed && j.IsDone("restart/db-hot-0") && j.State == JournalRunning {
+			failed = true
+			return Lockedf("the lock was taken over by bob")
+		}
+		return nil
+	}}
+	sink := &Recorder{}
+	err = (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p)
+	if ExitCode(err) != ExitLocked || !strings.Contains(err.Error(), "step 1/3") || !strings.Contains(err.Error(), "taken over by bob") {
+		t.Fatalf("run = %v (exit %d), want step 1/3's journal write failing as a lost lock (exit %d)", err, ExitCode(err), ExitLocked)
+	}
+	var got []string
+	for _, ev := range sink.Events() {
+		if ev.Step == nil {
+			continue
+		}
+		switch ev.Type {
+		case EventStepDone:
+			got = append(got, fmt.Sprintf("done %d", ev.Step.Index))
+		case EventStepFailed:
+			stopped := strings.HasPrefix(ev.Error, "stopped: ")
+			got = append(got, fmt.Sprintf("failed %d stopped=%v", ev.Step.Index, stopped))
+		}
+	}
+	if want := []string{"failed 1 stopped=false", "failed 2 stopped=true"}; !slices.Equal(got, want) {
+		t.Errorf("step outcomes %v, want %v", got, want)
+	}
+	if j := locker.stored(t); j.State != JournalFailed {
+		t.Errorf("journal %s, want failed", j.State)
+	}
+}
+
+// A pod replaced by someone else after this run staged its UID ahead (while the step before it
+// ran) is still restarted by its own step: the run restarts the incarnation it finds, rather
+// than count the other replacement as its own.
+func TestRestartAheadStagedPodReplacedMeanwhile(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once the write that stages db-hot-1's UID ahead is done (step 1's start, before db-hot-0
+	// is deleted), db-hot-1 is replaced by someone else: deleted, and recreated Ready with a
+	// new UID by the fake controller.
+	foreign := types.UID("")
+	locker := &memLocker{id: "me", beforeSave: func(j *Journal) error {
+		if foreign != "" || j.Current != "restart/db-hot-0" || j.Data[uidKey("db-hot-1")] == "" {
+			return nil
+		}
+		foreign = types.UID(j.Data[uidKey("db-hot-1")])
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		w, err := client.CoreV1().Pods("prod").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		if err := client.CoreV1().Pods("prod").Delete(ctx, "db-hot-1", metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				if cur, ok := ev.Object.(*corev1.Pod); ok && cur.Name == "db-hot-1" && cur.UID != foreign && PodReady(cur) {
+					return nil
+				}
+			case <-ctx.Done():
+				return fmt.Errorf("db-hot-1 not recreated Ready: %w", ctx.Err())
+			}
+		}
+	}}
+	if err := (&Executor{Locker: locker, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if foreign == "" {
+		t.Fatal("the journal never staged db-hot-1's UID before db-hot-0's restart")
+	}
+	var hot1 int
+	for _, d := range ctrl.Deleted() {
+		if strings.HasPrefix(d, "db-hot-1") {
+			hot1++
+		}
+	}
+	if hot1 != 2 {
+		t.Errorf("db-hot-1 deleted %d time(s) (the first by someone else, uid %s), want 2: the run must restart it itself; deletions %v", hot1, foreign, ctrl.Deleted())
+	}
+}
+
+// A run killed after it deleted a pod but before the write of the previous step's done landed
+// (they overlap) leaves a journal naming the previous step current, with the deleted pod's UID
+// staged: the resumed run counts that pod as restarted by the interrupted run, deletes nothing
+// twice, and its restart event says that run may not have been the one that deleted it.
+func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot1Deleted := make(chan struct{})
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.DeleteActionImpl).Name == "db-hot-1" {
+			close(hot1Deleted)
+		}
+		return false, nil, nil
+	})
+	// The "kill": step 1's done write waits until db-hot-1 is deleted, then neither it nor
+	// any later write lands.
+	var killed atomic.Bool
+	locker := &memLocker{id: "me", beforeSave: func(j *Journal) error {
+		if !killed.Load() && !(j.IsDone("restart/db-hot-0") && j.Current == "restart/db-hot-1") {
+			return nil
+		}
+		if !killed.Swap(true) {
+			select {
+			case <-hot1Deleted:
+			case <-time.After(5 * time.Second):
+				t.Error("db-hot-1 was not deleted while step 1's done was written")
+			}
+		}
+		return errors.New("killed")
+	}}
+	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
+	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), p); err == nil {
+		t.Fatal("the killed run succeeded")
+	}
+	if j := locker.stored(t); j.Current != "restart/db-hot-0" || len(j.Done) != 0 || j.Data[uidKey("db-hot-1")] == "" {
+		t.Fatalf("journal left by the killed run: current %q, done %v, data %v; want step 1 current, nothing done, db-hot-1's UID staged", j.Current, j.Done, j.Data)
+	}
+	// The events the killed run wrote are not part of the check: a real kill loses some.
+	for _, ev := range listEvents(t, client, "DbopsRestartPod") {
+		if err := client.CoreV1().Events("prod").Delete(context.Background(), ev.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locker.beforeSave = nil
+	p2, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	count := map[string]int{}
+	for _, d := range ctrl.Deleted() {
+		count[d]++
+	}
+	if count["db-hot-0"] != 1 || count["db-hot-1"] != 1 || count["db-hot-2"] != 1 {
+		t.Errorf("deletions %v, want each pod deleted once", ctrl.Deleted())
+	}
+	evs := assertOneEventPerLivePod(t, client, "DbopsRestartPod", "db-hot-0", "db-hot-1", "db-hot-2")
+	if len(evs) == 3 {
+		if m := evs[1].Message; !strings.Contains(m, "or by someone else after that run staged it") {
+			t.Errorf("db-hot-1's event %q: want it to say the interrupted run may not have been the one", m)
+		}
+		if m := evs[0].Message; !strings.Contains(m, "deleted by an interrupted run of this request, back as") {
+			t.Errorf("db-hot-0's event %q: want it attributed to the interrupted run", m)
+		}
 	}
 }

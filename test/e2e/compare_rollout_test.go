@@ -55,45 +55,78 @@ func TestCompareRolloutRestart(t *testing.T) {
 	t.Logf("pods take %s to start (%s)", start, testbed.PodStartDelayAnnotation)
 	env := cliEnv(t)
 	pods := recordPodWatch(t, ns)
-	var tool, rollout, waits, spans []time.Duration
+	var tool, rollout []time.Duration
+	var toolWaits, rolloutWaits []restartWaits
 	for i := range 2 * runs {
+		from := len(pods.snapshot())
 		if i%2 == 0 {
-			from := len(pods.snapshot())
 			res := runCLI(t, env, "restart", webCluster, "-n", ns, "--rolling", "--yes", "--no-tui", "--timeout", "10m")
 			if res.Code != 0 {
 				t.Fatalf("restart: %s", res)
 			}
-			w, span := unavoidableWaits(t, podTransitions(pods.snapshot()[from:]), replicas)
-			tool, waits, spans = append(tool, res.Elapsed), append(waits, w), append(spans, span)
-			t.Logf("run %d: restart --rolling %s; its pods' delete -> new incarnation Ready sum to %s (ratio %.3f); first delete -> last Ready %s (ratio %.3f)",
-				i/2+1, res.Elapsed.Round(time.Millisecond), w.Round(time.Millisecond), float64(res.Elapsed)/float64(w),
-				span.Round(time.Millisecond), float64(span)/float64(w))
+			w := unavoidableWaits(t, podTransitions(pods.snapshot()[from:]), replicas)
+			tool, toolWaits = append(tool, res.Elapsed), append(toolWaits, w)
+			t.Logf("run %d: restart --rolling %s; %s", i/2+1, res.Elapsed.Round(time.Millisecond), w.describe(res.Elapsed))
 			continue
 		}
 		d := rolloutRestart(t, ns, webCluster)
-		rollout = append(rollout, d)
-		t.Logf("run %d: rollout restart + status %s", i/2+1, d.Round(time.Millisecond))
+		// The controller's last Ready may reach the test's watch after its status did.
+		wctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		err := pods.waitUntil(wctx, func(evs []recordedEvent) bool {
+			return countReplaced(podTransitions(evs[from:])) == replicas
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for the test's watch to see every pod replaced: %v", err)
+		}
+		w := unavoidableWaits(t, podTransitions(pods.snapshot()[from:]), replicas)
+		rollout, rolloutWaits = append(rollout, d), append(rolloutWaits, w)
+		t.Logf("run %d: rollout restart + status %s; %s", i/2+1, d.Round(time.Millisecond), w.describe(d))
 	}
 	mt, mr := median(tool), median(rollout)
 	t.Logf("%d-pod StatefulSet, %d runs each, alternating: restart --rolling median %s, rollout restart median %s, ratio %.3f",
 		replicas, runs, mt.Round(time.Millisecond), mr.Round(time.Millisecond), float64(mt)/float64(mr))
-	ratios := make([]time.Duration, len(tool)) // ratio x 1e6, to reuse median
-	spanRatios := make([]time.Duration, len(tool))
-	for i := range tool {
-		ratios[i] = time.Duration(1e6 * float64(tool[i]) / float64(waits[i]))
-		spanRatios[i] = time.Duration(1e6 * float64(spans[i]) / float64(waits[i]))
+	summary := func(name string, whole []time.Duration, ws []restartWaits) {
+		ratios := make([]time.Duration, len(whole)) // ratio x 1e6, to reuse median
+		spanRatios := make([]time.Duration, len(whole))
+		var gaps []time.Duration
+		for i := range whole {
+			ratios[i] = time.Duration(1e6 * float64(whole[i]) / float64(ws[i].sum))
+			spanRatios[i] = time.Duration(1e6 * float64(ws[i].span) / float64(ws[i].sum))
+			gaps = append(gaps, ws[i].gaps...)
+		}
+		t.Logf("%s against the sum of its unavoidable waits (each pod's delete -> new incarnation Ready): median ratio %.3f for the whole run, %.3f from the first delete to the last Ready; pod Ready -> next pod deleted: median %s",
+			name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6, median(gaps).Round(100*time.Microsecond))
 	}
-	t.Logf("restart --rolling against the sum of its unavoidable waits (each pod's delete -> new incarnation Ready): median ratio %.3f for the whole run, %.3f from the first delete to the last Ready",
-		float64(median(ratios))/1e6, float64(median(spanRatios))/1e6)
+	summary("restart --rolling", tool, toolWaits)
+	summary("rollout restart", rollout, rolloutWaits)
 }
 
-// unavoidableWaits sums, over the n pods a rolling restart replaced, the time from the old
-// incarnation's deletion (first seen terminating or deleted) to its successor's first Ready,
-// as the test's own watch saw them: what no restart procedure can save. span is the time from
-// the first deletion to the last Ready: the procedure without the run's fixed costs (process
-// start, discovery, RBAC checks, the lock).
-func unavoidableWaits(t *testing.T, trs []podTransition, n int) (sum, span time.Duration) {
+// restartWaits is what the test's own watch saw of a one-pod-at-a-time rolling restart.
+type restartWaits struct {
+	// sum is, over the pods replaced, the time from the old incarnation's deletion (first
+	// seen terminating or deleted) to its successor's first Ready: what no restart procedure
+	// can save.
+	sum time.Duration
+	// span is the time from the first deletion to the last Ready: the procedure without the
+	// run's fixed costs (process start, discovery, RBAC checks, the lock).
+	span time.Duration
+	// gaps are the times from a successor's Ready to the next deletion: the procedure's own
+	// time per pod.
+	gaps []time.Duration
+}
+
+func (w restartWaits) describe(whole time.Duration) string {
+	return fmt.Sprintf("its pods' delete -> new incarnation Ready sum to %s (ratio %.3f); first delete -> last Ready %s (ratio %.3f); pod Ready -> next pod deleted median %s",
+		w.sum.Round(time.Millisecond), float64(whole)/float64(w.sum), w.span.Round(time.Millisecond), float64(w.span)/float64(w.sum),
+		median(w.gaps).Round(100*time.Microsecond))
+}
+
+// unavoidableWaits measures the n pods a rolling restart replaced, one at a time (see
+// restartWaits).
+func unavoidableWaits(t *testing.T, trs []podTransition, n int) restartWaits {
 	t.Helper()
+	var w restartWaits
 	deleted := map[string]podTransition{}
 	var first, last time.Time
 	done := 0
@@ -105,8 +138,11 @@ func unavoidableWaits(t *testing.T, trs []podTransition, n int) (sum, span time.
 			if first.IsZero() {
 				first = tr.At
 			}
+			if !last.IsZero() && len(deleted) == 1 {
+				w.gaps = append(w.gaps, tr.At.Sub(last))
+			}
 		case seen && tr.Ready && tr.UID != d.UID && !tr.Terminating:
-			sum += tr.At.Sub(d.At)
+			w.sum += tr.At.Sub(d.At)
 			last = tr.At
 			delete(deleted, tr.Name)
 			done++
@@ -115,7 +151,25 @@ func unavoidableWaits(t *testing.T, trs []podTransition, n int) (sum, span time.
 	if done != n {
 		t.Fatalf("saw %d pods replaced and Ready again, want %d", done, n)
 	}
-	return sum, last.Sub(first)
+	w.span = last.Sub(first)
+	return w
+}
+
+// countReplaced counts the pods seen deleted and then Ready as a new incarnation.
+func countReplaced(trs []podTransition) int {
+	deleted := map[string]types.UID{}
+	n := 0
+	for _, tr := range trs {
+		old, seen := deleted[tr.Name]
+		switch {
+		case tr.Terminating && !seen:
+			deleted[tr.Name] = tr.UID
+		case seen && tr.Ready && tr.UID != old && !tr.Terminating:
+			delete(deleted, tr.Name)
+			n++
+		}
+	}
+	return n
 }
 
 func median(ds []time.Duration) time.Duration {
