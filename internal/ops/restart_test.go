@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
@@ -435,18 +436,29 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 	}
 }
 
+// hotRestart plans a rolling restart of a generic 3-pod group (db-hot-0..2) served by a fake
+// StatefulSet controller; replan plans it again (a resumed run).
+func hotRestart(t *testing.T) (*fake.Clientset, *fakecluster.Controller, *Plan, func() *Plan) {
+	t.Helper()
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	replan := func() *Plan {
+		p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return client, ctrl, replan(), replan
+}
+
 // A pod's delete does not wait for the journal write of the previous step's done: the pod's
 // UID was journaled a step earlier, so the delete goes out as soon as the previous pod is
 // Ready, while that write is in flight (the StatefulSet controller's own pace). The views
 // still see each step done before the next one starts. The write of step 1's done is held
 // until db-hot-1 is deleted: one after the other, the run would stall on it.
 func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
-	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
-	fakecluster.Start(t, client, "prod")
-	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, _, p, _ := hotRestart(t)
 	deleted := map[string]chan struct{}{"db-hot-1": make(chan struct{}), "db-hot-2": make(chan struct{})}
 	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if ch, ok := deleted[a.(k8stesting.DeleteActionImpl).Name]; ok {
@@ -500,12 +512,7 @@ func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
 // taken over), the run stops: the step whose write failed is reported failed with that error,
 // the running step as stopped by it, and the run exits as a lost lock.
 func TestRestartDoneWriteFailsWhileNextStepRuns(t *testing.T) {
-	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
-	fakecluster.Start(t, client, "prod")
-	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, p, _ := hotRestart(t)
 	failed := false
 	locker := &memLocker{id: "alice@api:6443", beforeSave: func(j *Journal) error {
 		if !failed && j.IsDone("restart/db-hot-0") && j.State == JournalRunning {
@@ -515,7 +522,7 @@ func TestRestartDoneWriteFailsWhileNextStepRuns(t *testing.T) {
 		return nil
 	}}
 	sink := &Recorder{}
-	err = (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p)
+	err := (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p)
 	if ExitCode(err) != ExitLocked || !strings.Contains(err.Error(), "step 1/3") || !strings.Contains(err.Error(), "taken over by bob") {
 		t.Fatalf("run = %v (exit %d), want step 1/3's journal write failing as a lost lock (exit %d)", err, ExitCode(err), ExitLocked)
 	}
@@ -544,12 +551,7 @@ func TestRestartDoneWriteFailsWhileNextStepRuns(t *testing.T) {
 // ran) is still restarted by its own step: the run restarts the incarnation it finds, rather
 // than count the other replacement as its own.
 func TestRestartAheadStagedPodReplacedMeanwhile(t *testing.T) {
-	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
-	ctrl := fakecluster.Start(t, client, "prod")
-	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, ctrl, p, _ := hotRestart(t)
 	// Once the write that stages db-hot-1's UID ahead is done (step 1's start, before db-hot-0
 	// is deleted), db-hot-1 is replaced by someone else: deleted, and recreated Ready with a
 	// new UID by the fake controller.
@@ -602,12 +604,7 @@ func TestRestartAheadStagedPodReplacedMeanwhile(t *testing.T) {
 // staged: the resumed run counts that pod as restarted by the interrupted run, deletes nothing
 // twice, and its restart event says that run may not have been the one that deleted it.
 func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
-	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
-	ctrl := fakecluster.Start(t, client, "prod")
-	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, ctrl, p, replan := hotRestart(t)
 	hot1Deleted := make(chan struct{})
 	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.DeleteActionImpl).Name == "db-hot-1" {
@@ -645,11 +642,7 @@ func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
 		}
 	}
 	locker.beforeSave = nil
-	p2, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
+	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), replan()); err != nil {
 		t.Fatalf("resumed run: %v", err)
 	}
 	count := map[string]int{}
