@@ -474,6 +474,7 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
 		err := s.Action(actx, sc)
 		acancel()
+		e.openGate()
 		if err != nil {
 			return err
 		}
@@ -500,11 +501,15 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 			e.doneAsync(ctx, j, sc, ref)
 			return nil
 		}
+		sc.startAudits()
 		if err := e.saveGrace(ctx, j); err != nil {
 			return err
 		}
-	} else if err := e.markDone(ctx, j, s); err != nil {
-		return err
+	} else {
+		sc.startAudits()
+		if err := e.markDone(ctx, j, s); err != nil {
+			return err
+		}
 	}
 	sc.waitAudits() // written beside the journal write above; "done" only once both are
 	e.emitStep(EventStepDone, ref, nil)
@@ -536,14 +541,17 @@ func (e *Executor) canOverlap() bool {
 
 // pendingSave is a journal write in flight that the executor did not wait for.
 type pendingSave struct {
-	seq  int
-	done chan struct{}
-	at   time.Time
-	err  error
+	seq int
+	// start opens (once) when the write may go out (openGate).
+	start chan struct{}
+	once  sync.Once
+	done  chan struct{}
+	at    time.Time
+	err   error
 }
 
-// doneAsync writes the journal j (s done, the next step current) in the background, then
-// reports s done, after the events AuditAsync wrote beside it; until then the next step's
+// doneAsync writes the journal j (s done, the next step current) in the background, once the
+// next step's action is sent (openGate), then reports s done, after the events AuditAsync wrote beside it; until then the next step's
 // events are held, so every view still sees step s done before the next step starts. When the
 // write fails, s is reported failed and the running step is stopped (runSteps).
 func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, ref StepRef) {
@@ -556,7 +564,7 @@ func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, r
 		return
 	}
 	snap, seq := e.snapshotLocked(j)
-	p := &pendingSave{seq: seq, done: make(chan struct{})}
+	p := &pendingSave{seq: seq, done: make(chan struct{}), start: make(chan struct{})}
 	e.pending = p
 	e.dirty = false
 	e.mu.Unlock()
@@ -567,6 +575,8 @@ func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, r
 	go func() {
 		defer close(p.done)
 		defer cancel()
+		<-p.start
+		sc.startAudits()
 		err := e.held.SaveJournal(gctx, snap)
 		p.at = e.Clock.Now()
 		if err != nil {
@@ -589,6 +599,7 @@ func (e *Executor) asyncFailed(sc *StepContext, ref StepRef, err error) {
 // release waits for sc's audit events, reports their failures and then report, and sends the
 // events held meanwhile.
 func (e *Executor) release(sc *StepContext, report func()) {
+	sc.startAudits()
 	var failed []Event
 	for _, p := range sc.pending {
 		<-p.done
@@ -609,6 +620,18 @@ func (e *Executor) release(sc *StepContext, report func()) {
 	e.heldEvs, e.holding = nil, false
 }
 
+// openGate lets the previous step's "done" write (and its events) go out: once this step's
+// action was sent, or once it waits for something (StepContext.Waiting), or when anything
+// else joins the write. Sent right after the next step's delete rather than beside it, they
+// do not compete with it at the API server.
+func (e *Executor) openGate() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.pending; p != nil {
+		p.once.Do(func() { close(p.start) })
+	}
+}
+
 // settle waits for a "done" write in flight and returns its error, if it failed.
 func (e *Executor) settle() error {
 	e.mu.Lock()
@@ -622,6 +645,7 @@ func (e *Executor) joinLocked() error {
 	if p == nil {
 		return nil
 	}
+	p.once.Do(func() { close(p.start) }) // else it would wait for itself
 	<-p.done
 	e.pending = nil
 	if p.err != nil {

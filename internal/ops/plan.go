@@ -151,6 +151,7 @@ func (sc *StepContext) Progress(done, total int64, unit, msg string) {
 
 // Waiting reports what the step waits for.
 func (sc *StepContext) Waiting(reason string) {
+	sc.exec.openGate() // nothing to send now: the previous step's "done" may go out
 	sc.exec.emitStep(EventStepWaiting, sc.Ref, func(e *Event) { e.Reason = reason })
 }
 
@@ -174,31 +175,48 @@ func (sc *StepContext) Audit(ctx context.Context, obj ObjectRef, reason, message
 // AuditAsync is Audit without waiting: the event is written while the executor writes the
 // step's "done" to the journal, and the executor waits for it before it reports the step done
 // (a restart's event on the new incarnation would otherwise add a round trip between one pod
-// Ready and the next delete).
+// Ready and the next delete). When the next step overlaps that write, both start once the
+// next step's action is sent (Executor.doneAsync).
 func (sc *StepContext) AuditAsync(ctx context.Context, obj ObjectRef, reason, message string) {
 	if sc.exec.Auditor == nil {
 		return
 	}
-	gctx, cancel := sc.exec.graceContext(ctx)
 	p := &pendingAudit{obj: obj, done: make(chan struct{})}
 	msg := sc.auditMessage(message)
-	go func() {
-		defer close(p.done)
-		defer cancel()
-		p.err = sc.exec.Auditor.Record(gctx, obj, reason, msg)
-	}()
+	p.start = func() {
+		gctx, cancel := sc.exec.graceContext(ctx)
+		go func() {
+			defer close(p.done)
+			defer cancel()
+			p.err = sc.exec.Auditor.Record(gctx, obj, reason, msg)
+		}()
+	}
 	sc.pending = append(sc.pending, p)
 }
 
-// pendingAudit is an event AuditAsync is writing.
+// pendingAudit is an event AuditAsync is writing, or will write once started.
 type pendingAudit struct {
-	obj  ObjectRef
-	done chan struct{}
-	err  error
+	obj   ObjectRef
+	start func() // nil once started
+	done  chan struct{}
+	err   error
+}
+
+// startAudits starts writing the events AuditAsync queued: with the step's "done" journal
+// write, so neither goes out before the next step's delete when the steps overlap.
+func (sc *StepContext) startAudits() {
+	for _, p := range sc.pending {
+		if p.start != nil {
+			start := p.start
+			p.start = nil
+			start()
+		}
+	}
 }
 
 // waitAudits waits for the events AuditAsync is writing and reports their failures.
 func (sc *StepContext) waitAudits() {
+	sc.startAudits()
 	for _, p := range sc.pending {
 		<-p.done
 		sc.auditFailed(p.obj, p.err)

@@ -454,9 +454,9 @@ func hotRestart(t *testing.T) (*fake.Clientset, *fakecluster.Controller, *Plan, 
 
 // A pod's delete does not wait for the journal write of the previous step's done: the pod's
 // UID was journaled a step earlier, so the delete goes out as soon as the previous pod is
-// Ready, while that write is in flight (the StatefulSet controller's own pace). The views
-// still see each step done before the next one starts. The write of step 1's done is held
-// until db-hot-1 is deleted: one after the other, the run would stall on it.
+// Ready (the StatefulSet controller's own pace), and that write and the previous pod's restart
+// event go out right after it, not before or beside it. The views still see each step done
+// before the next one starts.
 func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
 	client, _, p, _ := hotRestart(t)
 	deleted := map[string]chan struct{}{"db-hot-1": make(chan struct{}), "db-hot-2": make(chan struct{})}
@@ -476,16 +476,29 @@ func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
 			}
 			select {
 			case <-deleted[next]:
-			case <-time.After(5 * time.Second):
+			default:
 				mu.Lock()
-				problems = append(problems, next+" was deleted only after "+step+"'s done was written")
+				problems = append(problems, step+"'s done was written before "+next+" was deleted")
 				mu.Unlock()
 			}
 		}
 		return nil
 	}}
+	aud := &recordingAuditor{record: func(obj ObjectRef) {
+		next := map[string]string{"db-hot-0": "db-hot-1", "db-hot-1": "db-hot-2"}[obj.Name]
+		if next == "" {
+			return
+		}
+		select {
+		case <-deleted[next]:
+		default:
+			mu.Lock()
+			problems = append(problems, obj.Name+"'s restart event was written before "+next+" was deleted")
+			mu.Unlock()
+		}
+	}}
 	sink := &Recorder{}
-	if err := (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+	if err := (&Executor{Locker: locker, Sink: sink, Auditor: aud, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	for _, p := range problems {
@@ -661,4 +674,18 @@ func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
 			t.Errorf("db-hot-0's event %q: want it attributed to the interrupted run", m)
 		}
 	}
+}
+
+// recordingAuditor records nothing; record sees each DbopsRestartPod event's object.
+type recordingAuditor struct{ record func(ObjectRef) }
+
+func (a *recordingAuditor) Record(_ context.Context, obj ObjectRef, reason, _ string) error {
+	if reason == "DbopsRestartPod" {
+		a.record(obj)
+	}
+	return nil
+}
+
+func (a *recordingAuditor) Recorded(context.Context, ObjectRef, string) (bool, error) {
+	return false, nil
 }
