@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -348,19 +349,14 @@ func TestCrateDBSimFullRestartRecoverAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sts := range []string{hot.Name, master.Name} {
-		s, err := bed.Client.AppsV1().StatefulSets(ns).Get(ctx, sts, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &s.Spec.Template.Spec.Containers[0]
-		for i, a := range c.Command {
-			if strings.HasPrefix(a, "-Cgateway.recover_after_data_nodes=") {
-				c.Command[i] = "-Cgateway.recover_after_data_nodes=4"
+		updateStatefulSet(ctx, t, ns, sts, func(s *appsv1.StatefulSet) {
+			c := &s.Spec.Template.Spec.Containers[0]
+			for i, a := range c.Command {
+				if strings.HasPrefix(a, "-Cgateway.recover_after_data_nodes=") {
+					c.Command[i] = "-Cgateway.recover_after_data_nodes=4"
+				}
 			}
-		}
-		if _, err := bed.Client.AppsV1().StatefulSets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	if err := bed.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
@@ -372,19 +368,14 @@ func TestCrateDBSimFullRestartRecoverAfter(t *testing.T) {
 	}
 	// Fixed to the quorum again and restarted: recovers, the table is back.
 	for _, sts := range []string{hot.Name, master.Name} {
-		s, err := bed.Client.AppsV1().StatefulSets(ns).Get(ctx, sts, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &s.Spec.Template.Spec.Containers[0]
-		for i, a := range c.Command {
-			if strings.HasPrefix(a, "-Cgateway.recover_after_data_nodes=") {
-				c.Command[i] = fmt.Sprintf("-Cgateway.recover_after_data_nodes=%d", bedwire.Quorum(3))
+		updateStatefulSet(ctx, t, ns, sts, func(s *appsv1.StatefulSet) {
+			c := &s.Spec.Template.Spec.Containers[0]
+			for i, a := range c.Command {
+				if strings.HasPrefix(a, "-Cgateway.recover_after_data_nodes=") {
+					c.Command[i] = fmt.Sprintf("-Cgateway.recover_after_data_nodes=%d", bedwire.Quorum(3))
+				}
 			}
-		}
-		if _, err := bed.Client.AppsV1().StatefulSets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	if err := bed.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
@@ -174,4 +175,23 @@ func waitPVCsBound(t *testing.T, ns string, want int) []*corev1.PersistentVolume
 		t.Fatalf("wait for %d bound claims in %s: %v", want, ns, err)
 	}
 	return bound
+}
+
+// updateStatefulSet changes StatefulSet name with mutate, read and written again on a conflict:
+// its controller writes the same object (status) all the time.
+func updateStatefulSet(ctx context.Context, t *testing.T, ns, name string, mutate func(*appsv1.StatefulSet)) {
+	t.Helper()
+	api := bed.Client.AppsV1().StatefulSets(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(s)
+		_, err = api.Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating StatefulSet %s/%s: %v", ns, name, err)
+	}
 }

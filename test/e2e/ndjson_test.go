@@ -148,15 +148,10 @@ func TestNDJSONDocumented(t *testing.T) {
 	// A step that fails: the restarted pod can never be scheduled again (the StatefulSet's
 	// template asks for a node that does not exist; OnDelete keeps the controller from
 	// replacing the others), so the run times out waiting for it.
-	sts, err := bed.Client.AppsV1().StatefulSets(ns).Get(t.Context(), webCluster, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
-	sts.Spec.Template.Spec.NodeSelector = map[string]string{"dbops.io/e2e-no-such-node": "true"}
-	if _, err := bed.Client.AppsV1().StatefulSets(ns).Update(t.Context(), sts, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateStatefulSet(t.Context(), t, ns, webCluster, func(sts *appsv1.StatefulSet) {
+		sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+		sts.Spec.Template.Spec.NodeSelector = map[string]string{"dbops.io/e2e-no-such-node": "true"}
+	})
 	run(4, restart("--yes", "--lock-id", "alice", "--timeout", "8s")...)
 
 	for typ, fields := range doc {
