@@ -133,7 +133,10 @@ func Writes(c *fake.Clientset) []string {
 // so recreations are held back until the next watch is opened or Flush is
 // called; that keeps tests deterministic without sleeps.
 type Controller struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// flushMu makes Flush wait for a Flush in progress (one started by a deletion), so a
+	// test's Flush returns only once every pod deleted so far exists again.
+	flushMu sync.Mutex
 	client  *fake.Clientset
 	ns      string
 	deleted []string
@@ -218,6 +221,8 @@ func (c *Controller) SetHold(h bool) {
 
 // Flush creates the pods deleted so far.
 func (c *Controller) Flush() {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = nil
