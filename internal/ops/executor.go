@@ -68,10 +68,12 @@ type Executor struct {
 	// order. seq numbers the journal writes, landed is the last one known written, and
 	// prepared maps a step to the first write that carried what its Prepare staged (0: the
 	// next write): that step may act before the write in flight lands once its own is in.
-	pending  *pendingSave
-	seq      int
-	landed   int
-	prepared map[string]int
+	pending *pendingSave
+	// doneFailed is the error of a "done" write that failed in the background.
+	doneFailed error
+	seq        int
+	landed     int
+	prepared   map[string]int
 	// resumedAt is the step the journal named current when this run resumed it.
 	resumedAt string
 	// stepsCancel stops the running step when the previous step's "done" write failed.
@@ -497,8 +499,10 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		if e.canOverlap() {
 			// The next step staged what it needs in an earlier write: it may act while this
 			// write is in flight. Its events wait for this step's "done" (doneAsync).
+			if err := e.doneAsync(ctx, j, sc, ref); err != nil {
+				return err
+			}
 			async = true
-			e.doneAsync(ctx, j, sc, ref)
 			return nil
 		}
 		sc.startAudits()
@@ -554,14 +558,13 @@ type pendingSave struct {
 // next step's action is sent (openGate), then reports s done, after the events AuditAsync wrote beside it; until then the next step's
 // events are held, so every view still sees step s done before the next step starts. When the
 // write fails, s is reported failed and the running step is stopped (runSteps).
-func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, ref StepRef) {
+func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, ref StepRef) error {
 	e.mu.Lock()
 	if err := e.joinLocked(); err != nil {
-		// Cannot happen in practice: the previous step's write is joined before this step's
-		// action (flushJournal) or it failed and stopped the run already.
+		// The previous step's write failed while this step ran: runSteps reports this step
+		// as stopped by it.
 		e.mu.Unlock()
-		e.asyncFailed(sc, ref, err)
-		return
+		return err
 	}
 	snap, seq := e.snapshotLocked(j)
 	p := &pendingSave{seq: seq, done: make(chan struct{}), start: make(chan struct{})}
@@ -586,6 +589,7 @@ func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, r
 		}
 		e.release(sc, func() { e.sink(e.stamp(Event{Type: EventStepDone, Step: &ref})) })
 	}()
+	return nil
 }
 
 // asyncFailed reports the step whose "done" write failed, and stops the step running after it.
@@ -632,11 +636,15 @@ func (e *Executor) openGate() {
 	}
 }
 
-// settle waits for a "done" write in flight and returns its error, if it failed.
+// settle waits for a "done" write in flight and returns the error of the one that failed, if
+// any did (whoever joined it first).
 func (e *Executor) settle() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.joinLocked()
+	if err := e.joinLocked(); err != nil {
+		return err
+	}
+	return e.doneFailed
 }
 
 // joinLocked waits for the write in flight, if any (e.mu held).
@@ -649,6 +657,7 @@ func (e *Executor) joinLocked() error {
 	<-p.done
 	e.pending = nil
 	if p.err != nil {
+		e.doneFailed = p.err
 		return p.err
 	}
 	e.landed = max(e.landed, p.seq)

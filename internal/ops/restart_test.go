@@ -655,6 +655,8 @@ func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
 		}
 	}
 	locker.beforeSave = nil
+	ctrl.WaitDeleted(t, 2)
+	ctrl.Flush() // the StatefulSet controller brought db-hot-1 back meanwhile
 	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), replan()); err != nil {
 		t.Fatalf("resumed run: %v", err)
 	}
