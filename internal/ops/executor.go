@@ -74,6 +74,7 @@ type Executor struct {
 	seq        int
 	landed     int
 	prepared   map[string]int
+	unwritten  []string // prepared steps no write has carried yet (not a scan of prepared per write)
 	// resumedAt is the step the journal named current when this run resumed it.
 	resumedAt string
 	// stepsCancel stops the running step when the previous step's "done" write failed.
@@ -534,6 +535,7 @@ func (e *Executor) prepare(j *Journal, step *Step) {
 	}
 	if _, ok := e.prepared[step.ID]; !ok {
 		e.prepared[step.ID] = 0
+		e.unwritten = append(e.unwritten, step.ID)
 	}
 }
 
@@ -670,11 +672,10 @@ func (e *Executor) joinLocked() error {
 func (e *Executor) snapshotLocked(j *Journal) (*Journal, int) {
 	j.Updated = e.Clock.Now()
 	e.seq++
-	for id, seq := range e.prepared {
-		if seq == 0 {
-			e.prepared[id] = e.seq
-		}
+	for _, id := range e.unwritten {
+		e.prepared[id] = e.seq
 	}
+	e.unwritten = e.unwritten[:0]
 	return j.clone(), e.seq
 }
 
