@@ -153,8 +153,16 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	if done > 0 {
 		started = fmt.Sprintf("%s %s resumed: %d of %d step(s) already done", p.Operation, p.Args, done, len(p.Steps))
 	}
-	e.auditOperation(ctx, "DbopsOperationStarted", false, started)
 	e.emit(Event{Type: EventPlan, Plan: view, Timeout: e.Timeout})
+	// Written while the first step runs (it is not what the first step waits for); the run's
+	// last event waits for it, so the audit trail still reads started ... succeeded.
+	startedAudit := make(chan struct{})
+	go func() {
+		defer close(startedAudit)
+		gctx, cancel := e.graceContext(ctx) // a Ctrl-C meanwhile must not lose it
+		defer cancel()
+		e.auditOperation(gctx, "DbopsOperationStarted", false, started)
+	}()
 
 	// Tell every view at once that a stop was asked for, not only at the
 	// end: the current action may take up to the grace period to finish.
@@ -165,6 +173,7 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 			context.Cause(runCtx))})
 	})
 	err = e.runSteps(runCtx, journal)
+	<-startedAudit
 	if !stopNotice() {
 		<-noticed // the notice is on its way: let it reach the views before the outcome
 	}
@@ -193,10 +202,20 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		journal.State = JournalFailed
 		journal.Error = err.Error()
 	}
-	if serr := e.saveJournal(finCtx, journal); serr != nil && err == nil {
+	var serr error
+	released := false
+	if jr, ok := e.held.(JournalReleaser); ok && !e.keepLock {
+		serr = e.saveAndRelease(finCtx, journal, jr)
+		released = serr == nil
+	} else {
+		serr = e.saveJournal(finCtx, journal)
+	}
+	if serr != nil && err == nil {
 		err = fmt.Errorf("operation finished but its record could not be saved: %w", serr)
 	}
 	switch {
+	case released:
+		e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockReleased, Holder: e.held.ID()}})
 	case e.held != nil && e.keepLock:
 		if derr := e.held.Detach(finCtx); derr != nil {
 			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not hand the lock back to your hold: %v", derr)})
@@ -221,16 +240,22 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	return err
 }
 
-// auditOperation records an operation-level event on each of e.Objects.
+// auditOperation records an operation-level event on each of e.Objects, all at once.
 func (e *Executor) auditOperation(ctx context.Context, reason string, warning bool, message string) {
 	if e.Auditor == nil {
 		return
 	}
 	msg := fmt.Sprintf("%s (kubectl-dbops, lock id %s)", message, e.lockID())
-	for _, o := range e.Objects {
+	errs := make([]error, len(e.Objects))
+	var wg sync.WaitGroup
+	for i, o := range e.Objects {
 		o.Warning = warning
-		if err := e.Auditor.Record(ctx, o, reason, msg); err != nil {
-			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not record audit event on %s/%s: %v", o.Kind, o.Name, err)})
+		wg.Go(func() { errs[i] = e.Auditor.Record(ctx, o, reason, msg) })
+	}
+	wg.Wait()
+	for i, o := range e.Objects {
+		if errs[i] != nil {
+			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not record audit event on %s/%s: %v", o.Kind, o.Name, errs[i])})
 		}
 	}
 }
@@ -278,6 +303,21 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 	case prev != nil && prev.State != JournalSucceeded:
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("an earlier %s %s was left %s; its record is replaced by this %s",
 			prev.Operation, prev.Args, prev.State, p.Operation)})
+		fallthrough
+	default:
+		// A fresh journal's first write already carries the first step's start (and what the
+		// first two steps stage), as a "done" write carries the next step's: the first step
+		// then acts without a write of its own.
+		// The run's pod informer, started before the lock was asked for, has usually listed
+		// by now; without it the steps stage nothing here and write their own start.
+		if e.Pods != nil {
+			_ = e.Pods.Synced(ctx) // its error is the step's to report
+		}
+		fresh.Current = p.Steps[0].ID
+		e.prepare(fresh, p.Steps[0])
+		if len(p.Steps) > 1 {
+			e.prepare(fresh, p.Steps[1])
+		}
 	}
 	if err := e.saveJournal(ctx, fresh); err != nil {
 		_ = held.Release(context.WithoutCancel(ctx))
@@ -689,6 +729,24 @@ func (e *Executor) durableLocked(id string) bool {
 // record what has already happened (journal, audit events), which Ctrl-C must not lose.
 func (e *Executor) graceContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
+}
+
+// saveAndRelease writes the run's last journal and releases the lock in one write, after the
+// writes in flight.
+func (e *Executor) saveAndRelease(ctx context.Context, j *Journal, jr JournalReleaser) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.joinLocked(); err != nil {
+		return err
+	}
+	snap, seq := e.snapshotLocked(j)
+	if err := jr.SaveJournalAndRelease(ctx, snap); err != nil {
+		return fmt.Errorf("saving the operation journal: %w", err)
+	}
+	e.dirty = false
+	e.landed = seq
+	e.lastWrite = e.Clock.Now()
+	return nil
 }
 
 func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {

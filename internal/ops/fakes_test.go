@@ -29,6 +29,11 @@ type memLocker struct {
 	// beforeSave, if set, sees each journal before it is written (outside mu) and may fail
 	// the write.
 	beforeSave func(j *Journal) error
+	// oneWriteEnd makes the held lock a JournalReleaser; finals counts its
+	// SaveJournalAndRelease calls (counted in saves and released too) and finalErr fails them.
+	oneWriteEnd bool
+	finals      int
+	finalErr    error
 }
 
 func (m *memLocker) Acquire(_ context.Context, op string) (HeldLock, error) {
@@ -52,8 +57,33 @@ func (m *memLocker) Acquire(_ context.Context, op string) (HeldLock, error) {
 			return nil, err
 		}
 	}
-	return &memHeld{m: m, j: j, info: LockInfo{Action: action, Holder: m.id, Operation: op,
-		Expires: time.Date(2026, 11, 22, 10, 10, 0, 0, time.UTC)}}, nil
+	h := &memHeld{m: m, j: j, info: LockInfo{Action: action, Holder: m.id, Operation: op,
+		Expires: time.Date(2026, 11, 22, 10, 10, 0, 0, time.UTC)}}
+	if m.oneWriteEnd {
+		return &memReleasingHeld{h}, nil
+	}
+	return h, nil
+}
+
+// memReleasingHeld is a memHeld that saves the last journal and releases in one write.
+type memReleasingHeld struct{ *memHeld }
+
+func (h *memReleasingHeld) SaveJournalAndRelease(ctx context.Context, j *Journal) error {
+	h.m.mu.Lock()
+	err := h.m.finalErr
+	h.m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := h.SaveJournal(ctx, j); err != nil {
+		return err
+	}
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.m.finals++
+	h.m.holder = ""
+	h.m.released++
+	return nil
 }
 
 type memHeld struct {

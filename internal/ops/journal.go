@@ -185,6 +185,12 @@ type LockWaiter interface {
 	WaitChange(ctx context.Context) error
 }
 
+// JournalReleaser is a HeldLock that can save the last journal and release the lock in one
+// write; the executor uses it at a run's end when the lock does not stay held.
+type JournalReleaser interface {
+	SaveJournalAndRelease(ctx context.Context, j *Journal) error
+}
+
 // HeldLock is a lock this process holds. It carries the journal.
 type HeldLock interface {
 	// ID is the lock ID this process acts as.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -107,13 +108,24 @@ func (r SelfAccessReview) Allowed(ctx context.Context, namespace string, p Permi
 // It runs before the lock is taken, so a run never stops half-way (or
 // leaves the lock held) for lack of RBAC.
 func CheckPermissions(ctx context.Context, ac AccessChecker, namespace string, needs []NeedFor) error {
-	var missing []string
-	for _, n := range needs {
-		ok, err := ac.Allowed(ctx, namespace, n.Permission)
-		if err != nil {
+	// Asked all at once (a dozen reviews one after the other cost a dozen round trips before
+	// every run); the answers keep the order of needs.
+	allowed := make([]bool, len(needs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(accessReviewsInFlight)
+	for i, n := range needs {
+		g.Go(func() error {
+			ok, err := ac.Allowed(gctx, namespace, n.Permission)
+			allowed[i] = ok
 			return err
-		}
-		if !ok {
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	var missing []string
+	for i, n := range needs {
+		if !allowed[i] {
 			missing = append(missing, fmt.Sprintf("%s (for %s)", n.Permission, n.For))
 		}
 	}
@@ -123,6 +135,10 @@ func CheckPermissions(ctx context.Context, ac AccessChecker, namespace string, n
 	return Forbiddenf("permission denied in namespace %s: you may not %s; see the RBAC section of the README",
 		namespace, strings.Join(missing, ", "))
 }
+
+// accessReviewsInFlight bounds the reviews CheckPermissions sends at once: below the client's
+// burst (internal/commands/factory.go), so they are not throttled.
+const accessReviewsInFlight = 16
 
 // SortedPermissions returns perms ordered for stable output.
 func SortedPermissions(perms []Permission) []Permission {

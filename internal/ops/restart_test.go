@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 )
 
 var (
@@ -398,10 +399,10 @@ func TestRollingRestartMissingPod(t *testing.T) {
 	}
 }
 
-// TestRollingRestartJournalWrites: a restart of n pods writes the journal n+3 times: the run's
-// start, the first step's start (with the UIDs of the first two pods), each step's done
-// (carrying the UID of the pod two steps on), and the end; and every UID is journaled before
-// its pod is deleted. The step need not be: a pod's delete may overlap the write of the
+// TestRollingRestartJournalWrites: a restart of n pods writes the journal n+2 times: the run's
+// start (naming the first step current, with the UIDs of the first two pods, read from the
+// run's pod informer), each step's done (carrying the UID of the pod two steps on), and the
+// end; and every UID is journaled before its pod is deleted. The step need not be: a pod's delete may overlap the write of the
 // previous step's done (TestRestartDeletesWhileDoneIsWritten).
 func TestRollingRestartJournalWrites(t *testing.T) {
 	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
@@ -422,17 +423,75 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := (&Executor{Locker: locker, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+	pods := kube.StartPods(t.Context(), client, "prod", "") // as the CLI starts it (internal/commands/view.go)
+	if err := (&Executor{Locker: locker, Timeout: time.Minute, Pods: pods}).Run(context.Background(), p); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if got := len(ctrl.Deleted()); got != 3 {
 		t.Fatalf("deleted %d pods, want 3", got)
 	}
-	if want := 3 + 3; locker.saves != want {
+	if want := 3 + 2; locker.saves != want {
 		t.Errorf("journal written %d times, want %d", locker.saves, want)
 	}
 	if len(unjournaled) > 0 {
 		t.Errorf("pods deleted before their UID was journaled: %v", unjournaled)
+	}
+}
+
+// TestRunEndsInOneWrite: with a lock that can save the last journal and release in one write,
+// a run's end is that one write; when it fails, the lock is still released and the run says
+// its record was not saved.
+func TestRunEndsInOneWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		finalErr error
+		wantErr  string
+	}{
+		{name: "one write"},
+		{name: "failed", finalErr: errors.New("etcdserver: request timed out"),
+			wantErr: "operation finished but its record could not be saved: saving the operation journal: etcdserver: request timed out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+			fakecluster.Start(t, client, "prod")
+			p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			locker := &memLocker{id: "alice@api:6443", oneWriteEnd: true, finalErr: tc.finalErr}
+			var evs []Event
+			var mu sync.Mutex
+			sink := SinkFunc(func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
+			err = (&Executor{Locker: locker, Timeout: time.Minute, Sink: sink,
+				Pods: kube.StartPods(t.Context(), client, "prod", "")}).Run(context.Background(), p)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr) {
+				t.Fatalf("run: %v, want %q", err, tc.wantErr)
+			}
+			if locker.released != 1 || locker.holder != "" {
+				t.Errorf("released %d times, holder %q: want released once", locker.released, locker.holder)
+			}
+			released := 0
+			for _, e := range evs {
+				if e.Type == EventLock && e.Lock.Action == LockReleased {
+					released++
+				}
+			}
+			if released != 1 {
+				t.Errorf("%d lock-released events, want 1", released)
+			}
+			if tc.finalErr != nil {
+				if got := locker.stored(t).State; got == JournalSucceeded {
+					t.Errorf("journal state %s although its last write failed", got)
+				}
+				return
+			}
+			if locker.finals != 1 || locker.saves != 3+2 {
+				t.Errorf("%d one-write ends and %d journal writes, want 1 and %d", locker.finals, locker.saves, 3+2)
+			}
+			if got := locker.stored(t); got.State != JournalSucceeded || len(got.Done) != 3 {
+				t.Errorf("journal %+v, want succeeded with 3 steps done", got)
+			}
+		})
 	}
 }
 

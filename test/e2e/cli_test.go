@@ -110,20 +110,12 @@ func TestKubectlPlugin(t *testing.T) {
 	ns := newNamespace(t)
 	createDBCluster(t, ns, webCluster, 3)
 
-	// A PATH with only the plugin and kubectl, so no other kubectl-dbops can shadow ours.
-	pluginDir := t.TempDir()
-	plugin := filepath.Join(pluginDir, "kubectl-dbops")
-	if err := os.Symlink(dbopsBinary(t), plugin); err != nil {
-		t.Fatalf("symlink plugin: %v", err)
-	}
-	kubectlDir := t.TempDir()
-	if err := os.Symlink(kubectl, filepath.Join(kubectlDir, "kubectl")); err != nil {
-		t.Fatalf("symlink kubectl: %v", err)
-	}
-	env := cliEnv(t)
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			env[i] = "PATH=" + pluginDir + string(os.PathListSeparator) + kubectlDir
+	env := kubectlEnv(t)
+	var plugin string // the plugin's path as kubectl plugin list shows it
+	for _, kv := range env {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			dir, _, _ := strings.Cut(path, string(os.PathListSeparator))
+			plugin = filepath.Join(dir, "kubectl-dbops")
 		}
 	}
 	run := func(args ...string) (string, string, int) {

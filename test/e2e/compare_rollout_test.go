@@ -22,10 +22,12 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
-// TestCompareRolloutRestart measures a generic `restart --rolling` against what `kubectl
-// rollout restart` + `rollout status` do (patch the pod template's restartedAt annotation,
-// then wait for the StatefulSet controller's rollout) on one 30-pod StatefulSet whose pods take
-// 1 s to start, alternating runs, and logs the wall times and their ratio. A measurement, not
+// TestCompareRolloutRestart measures a generic `kubectl dbops restart --rolling` against
+// `kubectl rollout restart` + `kubectl rollout status` (the real kubectl binaries, as #15
+// measured it) and against the StatefulSet controller alone (the same patch of the pod
+// template's restartedAt annotation and the same status watch, made in the test process) on
+// one 30-pod StatefulSet whose pods take 1 s to start, in turn, and logs the wall times and
+// their ratios. A measurement, not
 // an assertion; it takes a few minutes, so it runs only with DBOPS_E2E_COMPARE=1.
 // DBOPS_E2E_COMPARE_RUNS sets the runs per side (3 by default) and DBOPS_E2E_COMPARE_START the
 // pods' start time (a Go duration, 1s by default; 0s for kwok's immediate Ready).
@@ -53,23 +55,46 @@ func TestCompareRolloutRestart(t *testing.T) {
 		}
 	})
 	t.Logf("pods take %s to start (%s)", start, testbed.PodStartDelayAnnotation)
-	env := cliEnv(t)
+	env := kubectlEnv(t)
+	kubectl := bed.Kubectl()
+	// kubectl's discovery cache warm, as on a user's machine.
+	if res := runKubectl(t, kubectl, env, "get", "statefulset", webCluster, "-n", ns); res.Code != 0 {
+		t.Fatalf("kubectl get: %s", res)
+	}
 	pods := recordPodWatch(t, ns)
-	var tool, rollout []time.Duration
-	var toolWaits, rolloutWaits []restartWaits
-	for i := range 2 * runs {
-		from := len(pods.snapshot())
-		if i%2 == 0 {
-			res := runCLI(t, env, "restart", webCluster, "-n", ns, "--rolling", "--yes", "--no-tui", "--timeout", "10m")
+	// Three sides, in turn: the plugin as users type it, the two kubectl commands #15 measured
+	// it against, and the controller alone (the patch and the status watch in this process:
+	// no process starts, so the stricter reference).
+	sides := []struct {
+		name string
+		run  func() time.Duration
+	}{
+		{"kubectl dbops restart --rolling", func() time.Duration {
+			res := runKubectl(t, kubectl, env, "dbops", "restart", webCluster, "-n", ns, "--rolling", "--yes", "--no-tui", "--timeout", "10m")
 			if res.Code != 0 {
 				t.Fatalf("restart: %s", res)
 			}
-			w := unavoidableWaits(t, podTransitions(pods.snapshot()[from:]), replicas)
-			tool, toolWaits = append(tool, res.Elapsed), append(toolWaits, w)
-			t.Logf("run %d: restart --rolling %s; %s", i/2+1, res.Elapsed.Round(time.Millisecond), w.describe(res.Elapsed))
-			continue
-		}
-		d := rolloutRestart(t, ns, webCluster)
+			return res.Elapsed
+		}},
+		{"kubectl rollout restart + rollout status", func() time.Duration {
+			res := runKubectl(t, kubectl, env, "rollout", "restart", "statefulset/"+webCluster, "-n", ns)
+			if res.Code != 0 {
+				t.Fatalf("rollout restart: %s", res)
+			}
+			st := runKubectl(t, kubectl, env, "rollout", "status", "statefulset/"+webCluster, "-n", ns, "--timeout", "10m")
+			if st.Code != 0 {
+				t.Fatalf("rollout status: %s", st)
+			}
+			return res.Elapsed + st.Elapsed
+		}},
+		{"controller alone (patch + status watch in the test)", func() time.Duration { return rolloutRestart(t, ns, webCluster) }},
+	}
+	whole := make([][]time.Duration, len(sides))
+	waits := make([][]restartWaits, len(sides))
+	for i := range len(sides) * runs {
+		k := i % len(sides)
+		from := len(pods.snapshot())
+		d := sides[k].run()
 		// The controller's last Ready may reach the test's watch after its status did.
 		wctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 		err := pods.waitUntil(wctx, func(evs []recordedEvent) bool {
@@ -80,26 +105,30 @@ func TestCompareRolloutRestart(t *testing.T) {
 			t.Fatalf("waiting for the test's watch to see every pod replaced: %v", err)
 		}
 		w := unavoidableWaits(t, podTransitions(pods.snapshot()[from:]), replicas)
-		rollout, rolloutWaits = append(rollout, d), append(rolloutWaits, w)
-		t.Logf("run %d: rollout restart + status %s; %s", i/2+1, d.Round(time.Millisecond), w.describe(d))
+		whole[k], waits[k] = append(whole[k], d), append(waits[k], w)
+		t.Logf("run %d: %s %s; %s", i/len(sides)+1, sides[k].name, d.Round(time.Millisecond), w.describe(d))
 	}
-	mt, mr := median(tool), median(rollout)
-	t.Logf("%d-pod StatefulSet, %d runs each, alternating: restart --rolling median %s, rollout restart median %s, ratio %.3f",
-		replicas, runs, mt.Round(time.Millisecond), mr.Round(time.Millisecond), float64(mt)/float64(mr))
-	summary := func(name string, whole []time.Duration, ws []restartWaits) {
-		ratios := make([]time.Duration, len(whole)) // ratio x 1e6, to reuse median
-		spanRatios := make([]time.Duration, len(whole))
+	m := make([]time.Duration, len(sides))
+	for k := range sides {
+		m[k] = median(whole[k])
+	}
+	for k := 1; k < len(sides); k++ {
+		t.Logf("%d-pod StatefulSet, %d runs each, in turn: %s median %s, %s median %s, ratio %.3f",
+			replicas, runs, sides[0].name, m[0].Round(time.Millisecond), sides[k].name, m[k].Round(time.Millisecond), float64(m[0])/float64(m[k]))
+	}
+	for k := range sides {
+		ws := waits[k]
+		ratios := make([]time.Duration, len(ws)) // ratio x 1e6, to reuse median
+		spanRatios := make([]time.Duration, len(ws))
 		var gaps []time.Duration
-		for i := range whole {
-			ratios[i] = time.Duration(1e6 * float64(whole[i]) / float64(ws[i].sum))
+		for i := range ws {
+			ratios[i] = time.Duration(1e6 * float64(whole[k][i]) / float64(ws[i].sum))
 			spanRatios[i] = time.Duration(1e6 * float64(ws[i].span) / float64(ws[i].sum))
 			gaps = append(gaps, ws[i].gaps...)
 		}
 		t.Logf("%s against the sum of its unavoidable waits (each pod's delete -> new incarnation Ready): median ratio %.3f for the whole run, %.3f from the first delete to the last Ready; pod Ready -> next pod deleted: median %s",
-			name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6, median(gaps).Round(100*time.Microsecond))
+			sides[k].name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6, median(gaps).Round(100*time.Microsecond))
 	}
-	summary("restart --rolling", tool, toolWaits)
-	summary("rollout restart", rollout, rolloutWaits)
 }
 
 // restartWaits is what the test's own watch saw of a one-pod-at-a-time rolling restart.

@@ -155,6 +155,51 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	return res
 }
 
+// kubectlEnv is cliEnv with a PATH holding only this build as the kubectl-dbops plugin and
+// the test bed's kubectl, so `kubectl dbops` finds ours and no other kubectl-dbops shadows it.
+func kubectlEnv(t *testing.T) []string {
+	t.Helper()
+	return pluginPath(t, cliEnv(t))
+}
+
+// pluginPath returns env with its PATH replaced as kubectlEnv describes.
+func pluginPath(t *testing.T, env []string) []string {
+	t.Helper()
+	pluginDir, kubectlDir := t.TempDir(), t.TempDir()
+	if err := os.Symlink(dbopsBinary(t), filepath.Join(pluginDir, "kubectl-dbops")); err != nil {
+		t.Fatalf("symlink plugin: %v", err)
+	}
+	if err := os.Symlink(bed.Kubectl(), filepath.Join(kubectlDir, "kubectl")); err != nil {
+		t.Fatalf("symlink kubectl: %v", err)
+	}
+	env = slices.Clone(env)
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			env[i] = "PATH=" + pluginDir + string(os.PathListSeparator) + kubectlDir
+		}
+	}
+	return env
+}
+
+// runKubectl runs kubectl (the path given) with args and env, as runCLI runs the plugin.
+func runKubectl(t *testing.T, kubectl string, env []string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectl, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	res := cliResult{Args: append([]string{"(kubectl)"}, args...), Code: cliExitCode(t, err), Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
+	if ctx.Err() != nil {
+		t.Fatalf("kubectl did not finish within %s: %s", cliTimeout, res)
+	}
+	t.Logf("kubectl %s: exit %d in %s", strings.Join(args, " "), res.Code, res.Elapsed.Round(time.Millisecond))
+	return res
+}
+
 // ndEvent is the part of an NDJSON event the tests look at.
 type ndEvent struct {
 	Type string `json:"type"`

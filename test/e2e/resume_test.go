@@ -9,9 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -196,19 +194,7 @@ func resumeHintOf(t *testing.T, res cliResult) string {
 // confirmation belongs to one run).
 func runPasted(t *testing.T, env []string, kubectl, line string) cliResult {
 	t.Helper()
-	pluginDir, kubectlDir := t.TempDir(), t.TempDir()
-	if err := os.Symlink(dbopsBinary(t), filepath.Join(pluginDir, "kubectl-dbops")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(kubectl, filepath.Join(kubectlDir, "kubectl")); err != nil {
-		t.Fatal(err)
-	}
-	env = slices.Clone(env)
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			env[i] = "PATH=" + pluginDir + string(os.PathListSeparator) + kubectlDir
-		}
-	}
+	env = pluginPath(t, env)
 	env = append(env, "DBOPS_YES=true")
 	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
 	defer cancel()

@@ -564,6 +564,65 @@ func TestHeldRelease(t *testing.T) {
 	}
 }
 
+// TestSaveJournalAndRelease: a run's end writes its last journal and frees the lock in one
+// update, keeping what others wrote meanwhile; a lock lost meanwhile gets neither.
+func TestSaveJournalAndRelease(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	held, err := f.manager(me).Acquire(ctx, "restart --rolling")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jr, ok := held.(ops.JournalReleaser)
+	if !ok {
+		t.Fatal("the held lock cannot save its journal and release in one write")
+	}
+	j := &ops.Journal{Operation: "restart", Args: "--rolling", Holder: me, State: ops.JournalSucceeded,
+		Started: t0, Updated: t0.Add(time.Minute), Steps: 2, Done: []string{"pod-0", "pod-1"}}
+	f.beforeUpdate = func() { f.put(func(l *coordinationv1.Lease) { setAnnotation(l, "other", "x") }) }
+	f.cs.ClearActions()
+	if err := jr.SaveJournalAndRelease(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	f.beforeUpdate = nil
+	if got := f.verbs(); strings.Count(strings.Join(got, " "), "update") != 2 {
+		// The interfering write conflicts once; the retry is the second update.
+		t.Errorf("requests %v, want one update and its retry after the conflict", got)
+	}
+	l := f.stored()
+	if holderOf(l) != "" || l.Spec.RenewTime != nil || l.Annotations[AnnotationOperation] != "" || l.Annotations["other"] != "x" {
+		t.Errorf("not released, or another's write lost: %+v %v", l.Spec, l.Annotations)
+	}
+	st, err := f.manager(bob).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !journalsEqual(st.Journal, j) {
+		t.Errorf("journal = %+v, want %+v", st.Journal, j)
+	}
+
+	for name, interfere := range map[string]func(*coordinationv1.Lease){
+		"taken over": heldBy(bob, "restart", t0, 600),
+		"denied":     withDenied(DenyEntry{ID: me, By: bob, At: t0, Reason: "stop"}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			held, err := f.manager(me).Acquire(ctx, "scale")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.put(interfere)
+			rv := f.stored().ResourceVersion
+			f.cs.ClearActions()
+			err = held.(ops.JournalReleaser).SaveJournalAndRelease(ctx, &ops.Journal{Operation: "scale", State: ops.JournalSucceeded})
+			if !errors.Is(err, ops.ErrLocked) {
+				t.Fatalf("err = %v, want ErrLocked", err)
+			}
+			f.assertUnchanged(rv)
+		})
+	}
+}
+
 func TestManagerRelease(t *testing.T) {
 	tests := []struct {
 		name     string
