@@ -30,6 +30,16 @@ type Clients struct {
 	Clock ops.Clock
 	// Requests counts the API requests sent through Config (nil: not counted).
 	Requests *kube.RequestCounter
+
+	accessCache *ops.CachedAccess
+}
+
+// access is the command's access checker: SelfSubjectAccessReviews, each asked once.
+func (cl *Clients) access() *ops.CachedAccess {
+	if cl.accessCache == nil {
+		cl.accessCache = &ops.CachedAccess{Checker: ops.SelfAccessReview{Client: cl.Kube}}
+	}
+	return cl.accessCache
 }
 
 // ClientsFunc builds Clients; Factory.NewClients defaults to one that

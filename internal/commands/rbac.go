@@ -66,7 +66,21 @@ func (g *GlobalOptions) checkPermissions(ctx context.Context, cl *Clients, plan 
 	for _, p := range engineNeeds[plan.Engine][plan.Operation] {
 		extra = append(extra, ops.NeedFor{Permission: p, For: plan.Engine + " " + plan.Operation})
 	}
-	return ops.CheckPermissions(ctx, ops.SelfAccessReview{Client: cl.Kube}, plan.Namespace, plan.Needs(extra))
+	return ops.CheckPermissions(ctx, cl.access(), plan.Namespace, plan.Needs(extra))
+}
+
+// likelyRunNeeds are what checkPermissions will probably ask after planning operation (the
+// lock, the audit trail, the engine's calls, pod deletes and waits): asked ahead, with the
+// planning check, so that check finds its answers there.
+func (g *GlobalOptions) likelyRunNeeds(engine, operation string) []ops.Permission {
+	var out []ops.Permission
+	if !g.DisableLocks {
+		out = append(out, ops.LockNeeds...)
+	}
+	out = append(out, ops.AuditNeeds...)
+	out = append(out, engineNeeds[engine][operation]...)
+	out = append(out, ops.PodWaitNeeds...)
+	return append(out, ops.Need("", "pods", "", "delete")...)
 }
 
 // planNeeds are what computing a plan from live state reads, by engine:
@@ -88,11 +102,15 @@ func (g *GlobalOptions) planNeeds(engine string) []ops.Permission {
 	return base
 }
 
-// checkPlanPermissions is the RBAC check before planning (dry-run too).
-func (g *GlobalOptions) checkPlanPermissions(ctx context.Context, cl *Clients, c *ops.Cluster) error {
+// checkPlanPermissions is the RBAC check before planning (dry-run too). Unless this is a dry
+// run, what running operation will probably need is asked at the same time.
+func (g *GlobalOptions) checkPlanPermissions(ctx context.Context, cl *Clients, c *ops.Cluster, operation string) error {
 	var needs []ops.NeedFor
 	for _, p := range g.planNeeds(c.Engine) {
 		needs = append(needs, ops.NeedFor{Permission: p, For: "planning from live state"})
 	}
-	return ops.CheckPermissions(ctx, ops.SelfAccessReview{Client: cl.Kube}, c.Namespace, needs)
+	if !g.DryRun && operation != "" {
+		cl.access().Prefetch(ctx, c.Namespace, g.likelyRunNeeds(c.Engine, operation))
+	}
+	return ops.CheckPermissions(ctx, cl.access(), c.Namespace, needs)
 }

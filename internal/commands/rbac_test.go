@@ -67,6 +67,15 @@ func TestRBACPreflight(t *testing.T) {
 		if slices.Contains(h.reviewed, "delete persistentvolumeclaims") {
 			t.Errorf("restart asked for delete persistentvolumeclaims: %v", h.reviewed)
 		}
+		// Each question once: the check before the lock finds the answers the one before
+		// planning asked ahead.
+		seen := map[string]bool{}
+		for _, r := range h.reviewed {
+			if seen[r] {
+				t.Errorf("asked %q twice: %v", r, h.reviewed)
+			}
+			seen[r] = true
+		}
 	})
 	t.Run("dry-run checks only what planning reads", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)

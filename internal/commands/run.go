@@ -161,7 +161,11 @@ func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
 	if err != nil {
 		return err
 	}
-	if err := g.checkPlanPermissions(ctx, cl, c); err != nil {
+	operation := ""
+	if len(op.req.Command) > 0 {
+		operation = op.req.Command[0]
+	}
+	if err := g.checkPlanPermissions(ctx, cl, c, operation); err != nil {
 		return err
 	}
 	p, err := op.plan(ctx, cl, c, eng, op.req)

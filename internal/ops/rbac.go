@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -101,6 +102,69 @@ func (r SelfAccessReview) Allowed(ctx context.Context, namespace string, p Permi
 		return false, fmt.Errorf("checking permission to %s: %w", p, err)
 	}
 	return res.Status.Allowed, nil
+}
+
+// CachedAccess is an AccessChecker that asks each question once per command and can ask
+// ahead (Prefetch): the checks before planning and before the lock then cost one round of
+// reviews, not two. Errors are not kept: a question that failed is asked again.
+type CachedAccess struct {
+	Checker AccessChecker
+
+	mu      sync.Mutex
+	answers map[accessQuestion]*accessAnswer
+}
+
+type accessQuestion struct {
+	namespace string
+	Permission
+}
+
+type accessAnswer struct {
+	done    chan struct{}
+	allowed bool
+	err     error
+}
+
+// Allowed implements AccessChecker: the answer given before, the one on its way, or a new one.
+func (c *CachedAccess) Allowed(ctx context.Context, namespace string, p Permission) (bool, error) {
+	q := accessQuestion{namespace, p}
+	c.mu.Lock()
+	if c.answers == nil {
+		c.answers = map[accessQuestion]*accessAnswer{}
+	}
+	a, asked := c.answers[q]
+	if !asked {
+		a = &accessAnswer{done: make(chan struct{})}
+		c.answers[q] = a
+	}
+	c.mu.Unlock()
+	if asked {
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return false, fmt.Errorf("checking permission to %s: %w", p, context.Cause(ctx))
+		}
+		if a.err == nil {
+			return a.allowed, nil
+		}
+		return c.Checker.Allowed(ctx, namespace, p) // that attempt failed: ask again
+	}
+	a.allowed, a.err = c.Checker.Allowed(ctx, namespace, p)
+	if a.err != nil {
+		c.mu.Lock()
+		delete(c.answers, q)
+		c.mu.Unlock()
+	}
+	close(a.done)
+	return a.allowed, a.err
+}
+
+// Prefetch asks the questions a later check will probably ask, without waiting for the
+// answers (ctx bounds them); a later Allowed waits for the one on its way.
+func (c *CachedAccess) Prefetch(ctx context.Context, namespace string, perms []Permission) {
+	for _, p := range perms {
+		go func() { _, _ = c.Allowed(ctx, namespace, p) }()
+	}
 }
 
 // CheckPermissions refuses, with one line naming every missing verb and

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -72,5 +73,58 @@ func TestCheckPermissionsAsksAtOnce(t *testing.T) {
 				t.Fatalf("CheckPermissions: %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// countingChecker counts the reviews asked, failing the first one of fail.
+type countingChecker struct {
+	mu     sync.Mutex
+	asked  map[string]int
+	denied map[string]bool
+	fail   string
+}
+
+func (c *countingChecker) Allowed(_ context.Context, ns string, p Permission) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := ns + "/" + p.String()
+	c.asked[k]++
+	if p.String() == c.fail && c.asked[k] == 1 {
+		return false, errors.New("review failed")
+	}
+	return !c.denied[p.String()], nil
+}
+
+// TestCachedAccess: each question is asked once per command, prefetched answers serve the
+// later check, and a failed review is asked again.
+func TestCachedAccess(t *testing.T) {
+	ctx := t.Context()
+	cc := &countingChecker{asked: map[string]int{}, denied: map[string]bool{"delete pods": true}, fail: "create events"}
+	a := &CachedAccess{Checker: cc}
+	get := Permission{Verb: "get", Resource: "pods"}
+	del := Permission{Verb: "delete", Resource: "pods"}
+	ev := Permission{Verb: "create", Resource: "events"}
+	a.Prefetch(ctx, "ns", []Permission{get, del})
+	if err := CheckPermissions(ctx, a, "ns", []NeedFor{{Permission: get, For: "planning"}}); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckPermissions(ctx, a, "ns", []NeedFor{{Permission: get, For: "planning"}, {Permission: del, For: "step 1"}})
+	if err == nil || !strings.Contains(err.Error(), "you may not delete pods (for step 1)") {
+		t.Fatalf("check = %v, want delete pods refused", err)
+	}
+	if _, err := a.Allowed(ctx, "ns", ev); err == nil {
+		t.Fatal("the first events review should fail")
+	}
+	if ok, err := a.Allowed(ctx, "ns", ev); err != nil || !ok {
+		t.Fatalf("events asked again: %v %v", ok, err)
+	}
+	if ok, err := a.Allowed(ctx, "other", get); err != nil || !ok {
+		t.Fatalf("another namespace: %v %v", ok, err)
+	}
+	want := map[string]int{"ns/get pods": 1, "ns/delete pods": 1, "ns/create events": 2, "other/get pods": 1}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if !maps.Equal(cc.asked, want) {
+		t.Errorf("asked %v, want %v", cc.asked, want)
 	}
 }
