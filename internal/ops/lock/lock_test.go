@@ -500,29 +500,37 @@ func TestSaveJournal(t *testing.T) {
 
 func TestSaveJournalRefusedWhenLockLost(t *testing.T) {
 	ctx := context.Background()
+	writes := map[string]func(ops.HeldLock, *ops.Journal) error{
+		"save": func(h ops.HeldLock, j *ops.Journal) error { return h.SaveJournal(ctx, j) },
+		"save and release": func(h ops.HeldLock, j *ops.Journal) error {
+			return h.(ops.JournalReleaser).SaveJournalAndRelease(ctx, j)
+		},
+	}
 	for name, interfere := range map[string]func(*coordinationv1.Lease){
 		"taken over": heldBy(bob, "restart", t0, 600),
 		"denied":     withDenied(DenyEntry{ID: me, By: bob, At: t0, Reason: "stop"}),
 		"released":   clearHolder,
 	} {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			held, err := f.manager(me).Acquire(ctx, "scale")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.put(interfere)
-			rv := f.stored().ResourceVersion
-			f.cs.ClearActions()
-			err = held.SaveJournal(ctx, &ops.Journal{Operation: "scale", State: ops.JournalRunning})
-			if !errors.Is(err, ops.ErrLocked) {
-				t.Fatalf("err = %v, want ErrLocked", err)
-			}
-			f.assertUnchanged(rv)
-			if _, ok := f.stored().Annotations[AnnotationJournal]; ok {
-				t.Error("journal written to a lock that is not ours")
-			}
-		})
+		for wname, write := range writes {
+			t.Run(name+"/"+wname, func(t *testing.T) {
+				f := newFixture(t)
+				held, err := f.manager(me).Acquire(ctx, "scale")
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.put(interfere)
+				rv := f.stored().ResourceVersion
+				f.cs.ClearActions()
+				err = write(held, &ops.Journal{Operation: "scale", State: ops.JournalRunning})
+				if !errors.Is(err, ops.ErrLocked) {
+					t.Fatalf("err = %v, want ErrLocked", err)
+				}
+				f.assertUnchanged(rv)
+				if _, ok := f.stored().Annotations[AnnotationJournal]; ok {
+					t.Error("journal written to a lock that is not ours")
+				}
+			})
+		}
 	}
 }
 
@@ -565,7 +573,8 @@ func TestHeldRelease(t *testing.T) {
 }
 
 // TestSaveJournalAndRelease: a run's end writes its last journal and frees the lock in one
-// update, keeping what others wrote meanwhile; a lock lost meanwhile gets neither.
+// update, keeping what others wrote meanwhile (a lock lost meanwhile gets neither:
+// TestSaveJournalRefusedWhenLockLost).
 func TestSaveJournalAndRelease(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
@@ -601,26 +610,6 @@ func TestSaveJournalAndRelease(t *testing.T) {
 		t.Errorf("journal = %+v, want %+v", st.Journal, j)
 	}
 
-	for name, interfere := range map[string]func(*coordinationv1.Lease){
-		"taken over": heldBy(bob, "restart", t0, 600),
-		"denied":     withDenied(DenyEntry{ID: me, By: bob, At: t0, Reason: "stop"}),
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			held, err := f.manager(me).Acquire(ctx, "scale")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.put(interfere)
-			rv := f.stored().ResourceVersion
-			f.cs.ClearActions()
-			err = held.(ops.JournalReleaser).SaveJournalAndRelease(ctx, &ops.Journal{Operation: "scale", State: ops.JournalSucceeded})
-			if !errors.Is(err, ops.ErrLocked) {
-				t.Fatalf("err = %v, want ErrLocked", err)
-			}
-			f.assertUnchanged(rv)
-		})
-	}
 }
 
 func TestManagerRelease(t *testing.T) {
