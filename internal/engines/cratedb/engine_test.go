@@ -7,12 +7,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
@@ -419,4 +422,78 @@ func TestRestartTransientErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRestartInterruptedWhilePodShutsDown: Ctrl-C after a pod's delete was sent (the action
+// finishes regardless) re-enables shard allocation only once that pod is gone: primaries
+// is held for the node's shutdown, which is still going on.
+func TestRestartInterruptedWhilePodShutsDown(t *testing.T) {
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3})
+	deleted := make(chan struct{})
+	var once sync.Once
+	// Deleting marks the pod terminating, as a kubelet with a grace period does; the test
+	// removes it later.
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		da := a.(k8stesting.DeleteActionImpl)
+		obj, err := client.Tracker().Get(a.GetResource(), da.Namespace, da.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		pod := obj.(*corev1.Pod).DeepCopy()
+		now := metav1.Now()
+		pod.DeletionTimestamp = &now
+		if err := client.Tracker().Update(a.GetResource(), pod, da.Namespace); err != nil {
+			return true, nil, err
+		}
+		once.Do(func() { close(deleted) })
+		return true, nil, nil
+	})
+	e := engine(client, db, nil)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Groups: []string{"master"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan string, 1)
+	sink := ops.SinkFunc(func(ev ops.Event) {
+		if ev.Type == ops.EventStepWaiting && strings.Contains(ev.Reason, "to finish shutting down") {
+			db.Do(func(d *cratedbtest.DB) {
+				select {
+				case waiting <- d.Allocation:
+				default:
+				}
+			})
+		}
+	})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- (&ops.Executor{Locker: &journalLock{}, Sink: sink, Timeout: time.Minute}).Run(ctx, p)
+	}()
+	<-deleted
+	cancel() // Ctrl-C
+	select {
+	case alloc := <-waiting:
+		if alloc != "primaries" {
+			t.Errorf("allocation %q while the pod shuts down, want primaries", alloc)
+		}
+	case err := <-errc:
+		t.Fatalf("run ended (%v) without waiting for the pod being deleted", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wait for the pod being deleted")
+	}
+	first := p.Steps[0].Target
+	name := strings.TrimPrefix(first, "pod/")
+	if err := client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "prod", name); err != nil {
+		t.Fatal(err)
+	}
+	err = <-errc
+	if ops.ExitCode(err) != ops.ExitInterrupted || !strings.Contains(err.Error(), "shard allocation was re-enabled") {
+		t.Fatalf("run = %v, want interrupted with allocation re-enabled", err)
+	}
+	db.Do(func(d *cratedbtest.DB) {
+		if d.Allocation != "" {
+			t.Errorf("allocation left at %q", d.Allocation)
+		}
+	})
 }

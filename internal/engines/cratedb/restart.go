@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -158,6 +160,7 @@ func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err e
 	// The step's context may be cancelled already.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), allocResetTimeout)
 	defer cancel()
+	g.waitDeletedGone(rctx, sc)
 	if rerr := g.e.execDB(rctx, sc, g.c, nil, sqlAllocReset); rerr != nil {
 		// One line: the step's error, then what is left to do by hand.
 		return fmt.Errorf("%w; shard allocation is still 'primaries', re-enable it with %s (that failed too: %v)", err, sqlAllocReset, rerr)
@@ -165,6 +168,27 @@ func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err e
 	sc.Audit(rctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: g.c.Namespace, Name: g.c.Groups[0].StatefulSet},
 		"DbopsAllocationEnabled", "reset cluster.routing.allocation.enable after a failed or interrupted restart step")
 	return fmt.Errorf("%w (shard allocation was re-enabled)", err)
+}
+
+// waitDeletedGone waits, within ctx, for each gated pod that is being deleted (its delete was
+// sent: a step's action finishes after Ctrl-C) to be gone: allocation is held at primaries
+// for exactly that, so it is not re-enabled while the node still shuts down. The pod is read
+// with a GET, which sees a delete the API server has answered even before the informer does.
+func (g *restartGate) waitDeletedGone(ctx context.Context, sc *ops.StepContext) {
+	ns := g.c.Namespace
+	for _, p := range g.c.AllPods() {
+		if sc.Get(gateKey(p.Name)) == "" {
+			continue
+		}
+		live, err := g.e.client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil || live.DeletionTimestamp == nil {
+			continue // gone already, or not being deleted: nothing to wait for
+		}
+		sc.Waiting(fmt.Sprintf("stopping: waiting for pod %s to finish shutting down before re-enabling shard allocation (at most %s)", p.Name, allocResetTimeout))
+		_, _ = ops.WaitPod(ctx, sc, g.e.client, ns, p.Name, func(cur *corev1.Pod) (bool, error) {
+			return cur == nil || cur.UID != live.UID, nil
+		}) // at the bound, allocation is re-enabled anyway
+	}
 }
 
 // pending reports a pod whose gate set allocation to primaries and has not
