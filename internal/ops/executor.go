@@ -736,17 +736,7 @@ func (e *Executor) graceContext(ctx context.Context) (context.Context, context.C
 func (e *Executor) saveAndRelease(ctx context.Context, j *Journal, jr JournalReleaser) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.joinLocked(); err != nil {
-		return err
-	}
-	snap, seq := e.snapshotLocked(j)
-	if err := jr.SaveJournalAndRelease(ctx, snap); err != nil {
-		return fmt.Errorf("saving the operation journal: %w", err)
-	}
-	e.dirty = false
-	e.landed = seq
-	e.lastWrite = e.Clock.Now()
-	return nil
+	return e.writeLocked(ctx, j, jr.SaveJournalAndRelease)
 }
 
 func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {
@@ -795,21 +785,28 @@ func (e *Executor) flushJournal(ctx context.Context, j *Journal, s *Step) error 
 }
 
 func (e *Executor) saveLocked(ctx context.Context, j *Journal) error {
+	var write func(context.Context, *Journal) error // without a lock the journal lives in memory
+	if e.held != nil {
+		write = e.held.SaveJournal
+	}
+	return e.writeLocked(ctx, j, write)
+}
+
+// writeLocked writes j with write (nil: nothing to write to), after the write in flight
+// (e.mu held).
+func (e *Executor) writeLocked(ctx context.Context, j *Journal, write func(context.Context, *Journal) error) error {
 	if err := e.joinLocked(); err != nil {
 		return err
 	}
 	snap, seq := e.snapshotLocked(j)
-	if e.held == nil {
-		e.dirty = false
-		e.landed = seq
-		return nil
-	}
-	if err := e.held.SaveJournal(ctx, snap); err != nil {
-		return fmt.Errorf("saving the operation journal: %w", err)
+	if write != nil {
+		if err := write(ctx, snap); err != nil {
+			return fmt.Errorf("saving the operation journal: %w", err)
+		}
+		e.lastWrite = e.Clock.Now()
 	}
 	e.dirty = false
 	e.landed = seq
-	e.lastWrite = e.Clock.Now()
 	return nil
 }
 
