@@ -44,7 +44,7 @@ func TestWatchPodsEmitsSnapshots(t *testing.T) {
 	got := make(chan ops.Event, 16)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	pods := kube.StartPods(ctx, client, "prod", clusterSelector(c))
+	pods := kube.StartPods(ctx, client, "prod", clusterSelector(c), "")
 	watchPods(ctx, pods, client, c, fixedClock{testNow}, ops.SinkFunc(func(e ops.Event) { got <- e }))
 
 	first := receive(t, got)

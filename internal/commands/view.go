@@ -28,7 +28,7 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 	// and the pods table all read it (one LIST and one WATCH per run).
 	podsCtx, stopInformer := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInformer()
-	pods := kube.StartPods(podsCtx, cl.Kube, c.Namespace, clusterSelector(c))
+	pods := kube.StartPods(podsCtx, cl.Kube, c.Namespace, clusterSelector(c), c.PodsResourceVersion)
 	exec.Pods = pods
 	exec.Requests = cl.Requests
 	if cl.Requests != nil && g.Verbosity > 0 {

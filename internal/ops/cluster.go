@@ -45,6 +45,10 @@ type Cluster struct {
 	// every node's when it read them (one node list, only when a pod is placed), so the pods
 	// view places pods that move without reading nodes again. Empty when nodes were not read.
 	NodeZones map[string]string `json:"-"`
+	// PodsResourceVersion is the resourceVersion of discovery's newest pod list (empty when
+	// unknown): the run's pod informer starts from a state not older than it instead of a
+	// consistent read of its own (internal/ops/discovery/discovery.go says why).
+	PodsResourceVersion string `json:"-"`
 }
 
 // NodeGroup is one StatefulSet of a cluster.

@@ -838,7 +838,7 @@ func (e *Executor) podCache(client kubernetes.Interface, ns string) *kube.Pods {
 	if e.ownPods == nil {
 		e.ownPods = map[string]*kube.Pods{}
 	}
-	p := kube.StartPods(e.podsCtx, client, ns, "")
+	p := kube.StartPods(e.podsCtx, client, ns, "", "")
 	e.ownPods[ns] = p
 	return p
 }

@@ -423,7 +423,7 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	pods := kube.StartPods(t.Context(), client, "prod", "") // as the CLI starts it (internal/commands/view.go)
+	pods := kube.StartPods(t.Context(), client, "prod", "", "") // as the CLI starts it (internal/commands/view.go)
 	if err := (&Executor{Locker: locker, Timeout: time.Minute, Pods: pods}).Run(context.Background(), p); err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -463,7 +463,7 @@ func TestRunEndsInOneWrite(t *testing.T) {
 			var mu sync.Mutex
 			sink := SinkFunc(func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
 			err = (&Executor{Locker: locker, Timeout: time.Minute, Sink: sink,
-				Pods: kube.StartPods(t.Context(), client, "prod", "")}).Run(context.Background(), p)
+				Pods: kube.StartPods(t.Context(), client, "prod", "", "")}).Run(context.Background(), p)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr) {
 				t.Fatalf("run: %v, want %q", err, tc.wantErr)
 			}

@@ -102,7 +102,7 @@ func podsFor(ctx context.Context, sc *StepContext, client kubernetes.Interface, 
 		return p, func() {}
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	return kube.StartPods(pctx, client, ns, ""), cancel
+	return kube.StartPods(pctx, client, ns, "", ""), cancel
 }
 
 // WaitPod waits, on the run's pod informer, until cond holds for the named pod (nil while it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -725,3 +727,84 @@ func TestMasterEligibleNonCrate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPodListsNotOlderThanTheFirst: only the first pod list is a consistent read; the other
+// StatefulSets' lists ask for a state not older than it (a second consistent read right after
+// the first can wait up to 100 ms at the API server), continued pages carry only their token,
+// and the cluster records the newest list's resourceVersion for the run's pod informer. So
+// does Refresh.
+func TestPodListsNotOlderThanTheFirst(t *testing.T) {
+	master, hot, cold := crateMaster(), crateData("hot"), crateData("cold")
+	objs := []runtime.Object{master, hot, cold}
+	for _, s := range []*appsv1.StatefulSet{master, hot, cold} {
+		for i := range int(*s.Spec.Replicas) {
+			objs = append(objs, mkPod(s, i))
+		}
+	}
+	client := fake.NewClientset(objs...)
+	var got []metav1.ListOptions
+	rv := 100
+	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o := a.(k8stesting.ListActionImpl).ListOptions
+		got = append(got, o)
+		// The second StatefulSet's pods come back in two pages.
+		l := &corev1.PodList{}
+		sel, err := labels.Parse(o.LabelSelector)
+		if err != nil {
+			return true, nil, err
+		}
+		all, err := client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), ns)
+		if err != nil {
+			return true, nil, err
+		}
+		for _, p := range all.(*corev1.PodList).Items {
+			if sel.Matches(labels.Set(p.Labels)) {
+				l.Items = append(l.Items, p)
+			}
+		}
+		switch {
+		case len(got) == 2:
+			l.Items, l.Continue = l.Items[:1], "page-2"
+		case o.Continue == "page-2":
+			l.Items = l.Items[1:]
+		}
+		if o.Continue == "" {
+			rv++
+		}
+		l.ResourceVersion = strconv.Itoa(rv)
+		return true, l, nil
+	})
+	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(c *ops.Cluster, first int) {
+		t.Helper()
+		if n := len(c.Groups[0].Pods) + len(c.Groups[1].Pods) + len(c.Groups[2].Pods); n != 7 {
+			t.Errorf("discovered %d pods, want 7", n)
+		}
+		want := []string{
+			`rv "" match "" continue ""`,
+			fmt.Sprintf(`rv "%d" match "NotOlderThan" continue ""`, first),
+			`rv "" match "" continue "page-2"`,
+			fmt.Sprintf(`rv "%d" match "NotOlderThan" continue ""`, first+1),
+		}
+		var lists []string
+		for _, o := range got {
+			lists = append(lists, fmt.Sprintf("rv %q match %q continue %q", o.ResourceVersion, o.ResourceVersionMatch, o.Continue))
+		}
+		if !slices.Equal(lists, want) {
+			t.Errorf("pod lists:\n got %q\nwant %q", lists, want)
+		}
+		if want := strconv.Itoa(first + 2); c.PodsResourceVersion != want {
+			t.Errorf("PodsResourceVersion %q, want %q (the newest list's)", c.PodsResourceVersion, want)
+		}
+	}
+	check(c, 101)
+	got = nil
+	r, err := Refresh(context.Background(), client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r, 104)
+}

@@ -1,0 +1,136 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+// requests records the options of every pod list and watch a fake client makes, as
+// "list|watch rv=… match=…".
+type requests struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *requests) add(verb string, o metav1.ListOptions) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, fmt.Sprintf("%s rv=%s match=%s", verb, o.ResourceVersion, o.ResourceVersionMatch))
+}
+
+func (r *requests) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// recordRequests records client's pod lists and watches; reactors added before it answer after
+// it has recorded.
+func recordRequests(client *fake.Clientset) *requests {
+	r := &requests{}
+	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r.add("list", a.(k8stesting.ListActionImpl).ListOptions)
+		return false, nil, nil
+	})
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		r.add("watch", a.(k8stesting.WatchActionImpl).ListOptions)
+		return false, nil, nil
+	})
+	return r
+}
+
+// TestPodsListWatchFloor: the first list ("0") or watch-list ("") asks for a state not older
+// than the floor; nothing else is changed, so a consistent re-read after an expired
+// resourceVersion stays consistent and a continued page carries only its token.
+func TestPodsListWatchFloor(t *testing.T) {
+	watchList := metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true}
+	list0 := metav1.ListOptions{ResourceVersion: "0"}
+	consistent := metav1.ListOptions{}
+	page := metav1.ListOptions{Continue: "page-2"}
+	for _, tc := range []struct {
+		name  string
+		floor string
+		calls []string // list0, watchList, consistent, page (in that order of calling)
+		want  []string
+	}{
+		{"no floor", "", []string{"watchList", "list0"}, []string{"watch rv= match=NotOlderThan", "list rv=0 match="}},
+		{"watch-list first", "42", []string{"watchList", "watchList", "list0"},
+			[]string{"watch rv=42 match=NotOlderThan", "watch rv= match=NotOlderThan", "list rv=0 match="}},
+		{"list first (a client without watch-lists)", "42", []string{"list0", "consistent", "list0"},
+			[]string{"list rv=42 match=NotOlderThan", "list rv= match=", "list rv=0 match="}},
+		{"continued page", "42", []string{"page", "list0"}, []string{"list rv= match=", "list rv=42 match=NotOlderThan"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			got := recordRequests(client)
+			lw := podsListWatch(client.CoreV1().Pods("prod"), "app=db", tc.floor)
+			for _, c := range tc.calls {
+				var err error
+				switch c {
+				case "watchList":
+					var w watch.Interface
+					w, err = lw.WatchFuncWithContext(t.Context(), watchList)
+					if w != nil {
+						w.Stop()
+					}
+				case "list0":
+					_, err = lw.ListWithContextFunc(t.Context(), list0)
+				case "consistent":
+					_, err = lw.ListWithContextFunc(t.Context(), consistent)
+				case "page":
+					_, err = lw.ListWithContextFunc(t.Context(), page)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := got.list(); !slices.Equal(got, tc.want) {
+				t.Errorf("requests:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPodsInformerStartsNotOlderThan runs the informer as the CLI does against a client
+// without watch-lists: its first list carries the floor, and after the API server answers
+// that it expired the reflector's consistent re-list is left alone.
+func TestPodsInformerStartsNotOlderThan(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "prod", Labels: map[string]string{"app": "db"}}}
+	client := fake.NewClientset(pod)
+	var expired atomic.Bool
+	expired.Store(true)
+	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if expired.Swap(false) {
+			return true, nil, apierrors.NewResourceExpired("too old resource version: 42")
+		}
+		return false, nil, nil
+	})
+	got := recordRequests(client)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	p := StartPods(ctx, client, "prod", "app=db", "42")
+	if err := p.Synced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Get("db-0") == nil {
+		t.Fatal("informer does not hold db-0")
+	}
+	cancel()
+	want := []string{"list rv=42 match=NotOlderThan", "list rv= match="}
+	if got := got.list(); len(got) < 2 || !slices.Equal(got[:2], want) {
+		t.Errorf("requests %q, want them to start with %q", got, want)
+	}
+}
