@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -120,14 +122,17 @@ func TestCompareRolloutRestart(t *testing.T) {
 		ws := waits[k]
 		ratios := make([]time.Duration, len(ws)) // ratio x 1e6, to reuse median
 		spanRatios := make([]time.Duration, len(ws))
-		var gaps []time.Duration
+		var all restartWaits // every run's pods together
 		for i := range ws {
 			ratios[i] = time.Duration(1e6 * float64(whole[k][i]) / float64(ws[i].sum))
 			spanRatios[i] = time.Duration(1e6 * float64(ws[i].span) / float64(ws[i].sum))
-			gaps = append(gaps, ws[i].gaps...)
+			all.gaps = append(all.gaps, ws[i].gaps...)
+			for p := range phaseNames {
+				all.phases[p] = append(all.phases[p], ws[i].phases[p]...)
+			}
 		}
-		t.Logf("%s against the sum of its unavoidable waits (each pod's delete -> new incarnation Ready): median ratio %.3f for the whole run, %.3f from the first delete to the last Ready; pod Ready -> next pod deleted: median %s",
-			sides[k].name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6, median(gaps).Round(100*time.Microsecond))
+		t.Logf("%s against the sum of its unavoidable waits (each pod's delete -> new incarnation Ready): median ratio %.3f for the whole run, %.3f from the first delete to the last Ready; pod Ready -> next pod deleted: median %s; per pod (medians): %s",
+			sides[k].name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6, median(all.gaps).Round(100*time.Microsecond), all.phaseMedians())
 	}
 }
 
@@ -143,12 +148,30 @@ type restartWaits struct {
 	// gaps are the times from a successor's Ready to the next deletion: the procedure's own
 	// time per pod.
 	gaps []time.Duration
+	// phases are, per stage of a pod's replacement (phaseNames), the times the pods spent in
+	// it: where the unavoidable wait goes.
+	phases [len(phaseNames)][]time.Duration
+}
+
+// phaseNames are the stages of one pod's replacement as a watch sees them: the old incarnation
+// terminating until it is gone, the successor created, scheduled, running, and Ready.
+var phaseNames = [...]string{"terminating->gone", "gone->created", "created->scheduled", "scheduled->running", "running->Ready"}
+
+// phaseMedians renders the median time per stage.
+func (w restartWaits) phaseMedians() string {
+	parts := make([]string, 0, len(phaseNames))
+	for i, n := range phaseNames {
+		if len(w.phases[i]) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", n, median(w.phases[i]).Round(100*time.Microsecond)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (w restartWaits) describe(whole time.Duration) string {
-	return fmt.Sprintf("its pods' delete -> new incarnation Ready sum to %s (ratio %.3f); first delete -> last Ready %s (ratio %.3f); pod Ready -> next pod deleted median %s",
+	return fmt.Sprintf("its pods' delete -> new incarnation Ready sum to %s (ratio %.3f); first delete -> last Ready %s (ratio %.3f); pod Ready -> next pod deleted median %s; per pod (medians): %s",
 		w.sum.Round(time.Millisecond), float64(whole)/float64(w.sum), w.span.Round(time.Millisecond), float64(w.span)/float64(w.sum),
-		median(w.gaps).Round(100*time.Microsecond))
+		median(w.gaps).Round(100*time.Microsecond), w.phaseMedians())
 }
 
 // unavoidableWaits measures the n pods a rolling restart replaced, one at a time (see
@@ -157,6 +180,8 @@ func unavoidableWaits(t *testing.T, trs []podTransition, n int) restartWaits {
 	t.Helper()
 	var w restartWaits
 	deleted := map[string]podTransition{}
+	// stage[name] holds when each stage of the pod's replacement began (zero: not yet).
+	stage := map[string]*[len(phaseNames) + 1]time.Time{}
 	var first, last time.Time
 	done := 0
 	for _, tr := range trs {
@@ -164,17 +189,36 @@ func unavoidableWaits(t *testing.T, trs []podTransition, n int) restartWaits {
 		switch {
 		case tr.Terminating && !seen:
 			deleted[tr.Name] = tr
+			stage[tr.Name] = &[len(phaseNames) + 1]time.Time{tr.At}
 			if first.IsZero() {
 				first = tr.At
 			}
 			if !last.IsZero() && len(deleted) == 1 {
 				w.gaps = append(w.gaps, tr.At.Sub(last))
 			}
-		case seen && tr.Ready && tr.UID != d.UID && !tr.Terminating:
-			w.sum += tr.At.Sub(d.At)
-			last = tr.At
-			delete(deleted, tr.Name)
-			done++
+		case seen && tr.UID == d.UID && tr.Type == watch.Deleted:
+			mark(stage[tr.Name], 1, tr.At)
+		case seen && tr.UID != d.UID:
+			st := stage[tr.Name]
+			mark(st, 2, tr.At)
+			if tr.Node != "" {
+				mark(st, 3, tr.At)
+			}
+			if tr.Phase == corev1.PodRunning {
+				mark(st, 4, tr.At)
+			}
+			if tr.Ready && !tr.Terminating {
+				mark(st, 5, tr.At)
+				for i := range phaseNames {
+					if !st[i].IsZero() && !st[i+1].IsZero() {
+						w.phases[i] = append(w.phases[i], st[i+1].Sub(st[i]))
+					}
+				}
+				w.sum += tr.At.Sub(d.At)
+				last = tr.At
+				delete(deleted, tr.Name)
+				done++
+			}
 		}
 	}
 	if done != n {
@@ -182,6 +226,13 @@ func unavoidableWaits(t *testing.T, trs []podTransition, n int) restartWaits {
 	}
 	w.span = last.Sub(first)
 	return w
+}
+
+// mark records when stage i began, the first time it is seen.
+func mark(st *[len(phaseNames) + 1]time.Time, i int, at time.Time) {
+	if st[i].IsZero() {
+		st[i] = at
+	}
 }
 
 // countReplaced counts the pods seen deleted and then Ready as a new incarnation.
