@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,6 +95,40 @@ func GetPod(ctx context.Context, sc *StepContext, client kubernetes.Interface, n
 	}
 	return pod, nil
 }
+
+// GetPods returns the named pods that exist, by name: inside a run from its pod informer,
+// outside a run (plan time) with one GET each, sent all at once (a plan reading a large
+// cluster's pods one after another waited a round trip per pod). Treat them as read-only.
+func GetPods(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns string, names []string) (map[string]*corev1.Pod, error) {
+	got := make([]*corev1.Pod, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	if RunPods(ctx, sc, client, ns) == nil {
+		g.SetLimit(getPodsInFlight)
+	} else {
+		g.SetLimit(1) // no request: the informer answers
+	}
+	for i, name := range names {
+		g.Go(func() error {
+			p, err := GetPod(gctx, sc, client, ns, name)
+			got[i] = p
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*corev1.Pod, len(names))
+	for i, p := range got {
+		if p != nil {
+			out[names[i]] = p
+		}
+	}
+	return out, nil
+}
+
+// getPodsInFlight bounds GetPods' requests in flight: below the client's burst (40), so they
+// go out at once without starving the rest of the command.
+const getPodsInFlight = 16
 
 // podsFor returns the run's pod informer, or (outside a run) one started for this call
 // alone and stopped by the returned function.

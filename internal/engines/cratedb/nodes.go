@@ -367,20 +367,10 @@ func sameHost(a, b string) bool {
 }
 
 // livePods reads c's pods as they are now, by name (missing ones absent): from the run's pod
-// informer inside a step, else one GET each. Treat them as read-only.
+// informer inside a step, else one GET each, all at once (ops.GetPods). Treat them as
+// read-only.
 func (e *Engine) livePods(ctx context.Context, c *ops.Cluster, names []string) (map[string]*corev1.Pod, error) {
-	out := map[string]*corev1.Pod{}
-	for _, n := range names {
-		// Inside a step the informer ctx carries (ops.GetPod): no request.
-		p, err := ops.GetPod(ctx, nil, e.client, c.Namespace, n)
-		if err != nil {
-			return nil, err
-		}
-		if p != nil {
-			out[n] = p
-		}
-	}
-	return out, nil
+	return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
 }
 
 // mapNodes maps every existing pod of c to its node. Problems are
