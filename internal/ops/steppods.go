@@ -101,21 +101,27 @@ func GetPod(ctx context.Context, sc *StepContext, client kubernetes.Interface, n
 // cluster's pods one after another waited a round trip per pod). Treat them as read-only.
 func GetPods(ctx context.Context, sc *StepContext, client kubernetes.Interface, ns string, names []string) (map[string]*corev1.Pod, error) {
 	got := make([]*corev1.Pod, len(names))
-	g, gctx := errgroup.WithContext(ctx)
-	if RunPods(ctx, sc, client, ns) == nil {
-		g.SetLimit(getPodsInFlight)
-	} else {
-		g.SetLimit(1) // no request: the informer answers
-	}
-	for i, name := range names {
-		g.Go(func() error {
-			p, err := GetPod(gctx, sc, client, ns, name)
+	if RunPods(ctx, sc, client, ns) != nil {
+		for i, name := range names { // no request: the informer answers
+			p, err := GetPod(ctx, sc, client, ns, name)
+			if err != nil {
+				return nil, err
+			}
 			got[i] = p
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+		}
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(getPodsInFlight)
+		for i, name := range names {
+			g.Go(func() error {
+				p, err := GetPod(gctx, sc, client, ns, name)
+				got[i] = p
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
 	}
 	out := make(map[string]*corev1.Pod, len(names))
 	for i, p := range got {
