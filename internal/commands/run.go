@@ -215,7 +215,8 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
 	// The journal as an interrupted run left it (read without the lock):
 	// resumed when it is the same request, else replaced and its progress lost.
-	prev, busy := g.journalState(ctx, cl, c)
+	st := g.lockState(ctx, cl, c)
+	prev, busy := journalOf(st)
 	resuming := prev.Resumable(plan.Operation, plan.Args)
 	// A run in progress under a held lock is not replaced: taking the lock
 	// refuses (exit 3) and says who holds it.
@@ -296,6 +297,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 	} else {
 		m := lock.NewManager(cl.Kube, c.Namespace, c.Name, lockID, cl.Clock)
 		m.Duration, m.Session = g.LockDuration, newSession()
+		m.Seen(st) // the lease as read above: taking the lock need not read it again
 		exec.Locker = m
 	}
 	return g.runWithView(ctx, exec, plan, cl, c)
@@ -391,11 +393,26 @@ func (g *GlobalOptions) unfinishedJournal(ctx context.Context, cl *Clients, c *o
 // journalState is unfinishedJournal, and whether that journal's run is in
 // progress: it says running and its lock is held.
 func (g *GlobalOptions) journalState(ctx context.Context, cl *Clients, c *ops.Cluster) (j *ops.Journal, busy bool) {
+	return journalOf(g.lockState(ctx, cl, c))
+}
+
+// lockState reads the cluster's lock without taking it; nil when locks are disabled or it
+// cannot be read.
+func (g *GlobalOptions) lockState(ctx context.Context, cl *Clients, c *ops.Cluster) *lock.State {
 	if g.DisableLocks {
-		return nil, false
+		return nil
 	}
 	st, err := lock.NewManager(cl.Kube, c.Namespace, c.Name, "reader", cl.Clock).Status(ctx)
-	if err != nil || st.Journal == nil || st.Journal.State == ops.JournalSucceeded {
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+// journalOf is the unfinished journal on the lock as st read it, and whether its run is in
+// progress (see journalState).
+func journalOf(st *lock.State) (j *ops.Journal, busy bool) {
+	if st == nil || st.Journal == nil || st.Journal.State == ops.JournalSucceeded {
 		return nil, false
 	}
 	return st.Journal, st.Journal.State == ops.JournalRunning && st.Held

@@ -261,75 +261,146 @@ func (e *Executor) auditOperation(ctx context.Context, reason string, warning bo
 }
 
 // acquire takes the lock and returns the journal to run with: the stored one
-// when this is a re-run of the same request, else a fresh one.
+// when this is a re-run of the same request, else a fresh one. With a JournalAcquirer, that
+// journal is stored by the write that takes the lock.
 func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 	p := e.plan
-	now := e.Clock.Now()
-	fresh := &Journal{Operation: p.Operation, Args: p.Args, Holder: e.LockID, State: JournalRunning,
-		Started: now, Updated: now, Steps: len(p.Steps), Request: p.Request}
 	if e.Locker == nil {
+		now := e.Clock.Now()
 		e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockDisabled, Holder: e.LockID}})
-		return fresh, nil
+		return &Journal{Operation: p.Operation, Args: p.Args, Holder: e.LockID, State: JournalRunning,
+			Started: now, Updated: now, Steps: len(p.Steps), Request: p.Request}, nil
 	}
-	held, err := e.waitForLock(ctx, p)
+	var first *firstJournal // decided by the acquiring write, when it stored it
+	held, err := e.waitForLock(ctx, p, &first)
 	if err != nil {
 		return nil, fmt.Errorf("taking the lock on %s/%s: %w", p.Namespace, p.Cluster, err)
 	}
 	e.held = held
 	info := held.Info()
 	e.emit(Event{Type: EventLock, Lock: &info})
-	fresh.Holder = held.ID()
-
 	prev := held.Journal()
 	e.keepLock = info.Action == LockExtended && (prev == nil || prev.State == JournalSucceeded)
-	switch {
-	case prev.Resumable(p.Operation, p.Args):
-		// Named before the holder becomes this run's: resuming someone
-		// else's run says whose it was.
-		by := prev.Holder
-		if by != held.ID() {
-			by += " (now resumed as " + held.ID() + ")"
+	if first != nil {
+		e.firstDecided(first)
+		e.mu.Lock()
+		e.seq++
+		for _, id := range first.staged {
+			e.prepared[id] = e.seq
 		}
-		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("resuming %s started %s by %s: %d step(s) already done",
-			prev.Operation, prev.Started.UTC().Format(time.RFC3339), by, len(prev.Done))})
-		e.resumedAt = prev.Current
+		e.landed, e.lastWrite, e.dirty = e.seq, e.Clock.Now(), false
+		e.mu.Unlock()
+		return first.j, nil
+	}
+	d := e.decideFirst(ctx, prev, held.ID())
+	e.firstDecided(d)
+	e.mu.Lock()
+	e.unwritten = append(e.unwritten, d.staged...)
+	e.mu.Unlock()
+	if err := e.saveJournal(ctx, d.j); err != nil {
+		_ = held.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return d.j, nil
+}
+
+// firstJournal is the journal a run starts with, decided from the one found on the lock.
+type firstJournal struct {
+	j *Journal
+	// resumed is the journal found, when this run resumes it; replaced, when this run replaces
+	// an unfinished one.
+	resumed, replaced *Journal
+	// resumedBy names who started the resumed run.
+	resumedBy string
+	// staged are the steps whose Prepare staged into j.
+	staged []string
+}
+
+// decideFirst decides the journal to start with from prev, the one found on the lock taken
+// as holder. It changes nothing but its result (JournalAcquirer may call it more than once).
+func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string) *firstJournal {
+	p := e.plan
+	now := e.Clock.Now()
+	if prev.Resumable(p.Operation, p.Args) {
+		// Named before the holder becomes this run's: resuming someone else's run says
+		// whose it was.
+		by := prev.Holder
+		if by != holder {
+			by += " (now resumed as " + holder + ")"
+		}
+		resumed := prev.clone()
 		prev.State = JournalRunning
-		prev.Holder = held.ID()
+		prev.Holder = holder
 		prev.Steps = len(p.Steps)
 		if p.Request != nil {
 			prev.Request = p.Request
 		}
-		fresh = prev
-	case prev != nil && prev.State != JournalSucceeded:
+		return &firstJournal{j: prev, resumed: resumed, resumedBy: by}
+	}
+	d := &firstJournal{j: &Journal{Operation: p.Operation, Args: p.Args, Holder: holder, State: JournalRunning,
+		Started: now, Updated: now, Steps: len(p.Steps), Request: p.Request}}
+	if prev != nil && prev.State != JournalSucceeded {
+		d.replaced = prev
+	}
+	// A fresh journal's first write already carries the first step's start (and what the
+	// first two steps stage), as a "done" write carries the next step's: the first step then
+	// acts without a write of its own. The run's pod informer, started before the lock was
+	// asked for, has usually listed by now; without it the steps stage nothing here and write
+	// their own start.
+	if e.Pods != nil && p.Steps[0].Prepare != nil {
+		_ = e.Pods.Synced(ctx) // its error is the step's to report
+	}
+	d.j.Current = p.Steps[0].ID
+	for _, s := range p.Steps[:min(2, len(p.Steps))] {
+		if s.Prepare != nil {
+			s.Prepare(&StepContext{Step: s, LockID: holder, journal: d.j, exec: e})
+			d.staged = append(d.staged, s.ID)
+		}
+	}
+	return d
+}
+
+// firstDecided reports and records what decideFirst decided, once the journal is this run's.
+func (e *Executor) firstDecided(d *firstJournal) {
+	switch {
+	case d.resumed != nil:
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("resuming %s started %s by %s: %d step(s) already done",
+			d.resumed.Operation, d.resumed.Started.UTC().Format(time.RFC3339), d.resumedBy, len(d.resumed.Done))})
+		e.resumedAt = d.resumed.Current
+	case d.replaced != nil:
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("an earlier %s %s was left %s; its record is replaced by this %s",
-			prev.Operation, prev.Args, prev.State, p.Operation)})
-		fallthrough
-	default:
-		// A fresh journal's first write already carries the first step's start (and what the
-		// first two steps stage), as a "done" write carries the next step's: the first step
-		// then acts without a write of its own.
-		// The run's pod informer, started before the lock was asked for, has usually listed
-		// by now; without it the steps stage nothing here and write their own start.
-		if e.Pods != nil && p.Steps[0].Prepare != nil {
-			_ = e.Pods.Synced(ctx) // its error is the step's to report
-		}
-		fresh.Current = p.Steps[0].ID
-		e.prepare(fresh, p.Steps[0])
-		if len(p.Steps) > 1 {
-			e.prepare(fresh, p.Steps[1])
-		}
+			d.replaced.Operation, d.replaced.Args, d.replaced.State, e.plan.Operation)})
 	}
-	if err := e.saveJournal(ctx, fresh); err != nil {
-		_ = held.Release(context.WithoutCancel(ctx))
-		return nil, err
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.prepared == nil {
+		e.prepared = map[string]int{}
 	}
-	return fresh, nil
+	for _, id := range d.staged {
+		e.prepared[id] = 0
+	}
 }
 
 // waitForLock acquires the lock; with WaitForLock set, a lock held by someone else is
-// waited for (watching it) and tried again each time it changes.
-func (e *Executor) waitForLock(ctx context.Context, p *Plan) (HeldLock, error) {
-	held, err := e.Locker.Acquire(ctx, lockOperation(p))
+// waited for (watching it) and tried again each time it changes. With a JournalAcquirer, the
+// acquiring write stores the run's first journal, decided into *first.
+func (e *Executor) waitForLock(ctx context.Context, p *Plan, first **firstJournal) (HeldLock, error) {
+	try := func() (HeldLock, error) {
+		ja, ok := e.Locker.(JournalAcquirer)
+		if !ok {
+			return e.Locker.Acquire(ctx, lockOperation(p))
+		}
+		var d *firstJournal
+		held, err := ja.AcquireJournal(ctx, lockOperation(p), func(prev *Journal, holder string) (*Journal, error) {
+			d = e.decideFirst(ctx, prev, holder)
+			return d.j, nil
+		})
+		if err == nil {
+			*first = d
+		}
+		return held, err
+	}
+	held, err := try()
 	w, canWait := e.Locker.(LockWaiter)
 	if err == nil || e.WaitForLock == 0 || !canWait || !errors.Is(err, ErrLocked) {
 		return held, err
@@ -353,7 +424,7 @@ func (e *Executor) waitForLock(ctx context.Context, p *Plan) (HeldLock, error) {
 			}
 			return nil, fmt.Errorf("%w (waited %s with --wait-for-lock)", err, e.Clock.Now().Sub(start).Round(time.Second))
 		}
-		held, err = e.Locker.Acquire(ctx, lockOperation(p))
+		held, err = try()
 	}
 	return held, err
 }

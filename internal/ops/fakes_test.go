@@ -165,3 +165,40 @@ func testCluster(groups map[string]int, order []string, masters string) (*Cluste
 	client.ClearActions()
 	return c, client
 }
+
+// memJournalLocker is a memLocker that stores the run's first journal with the write that
+// takes the lock (JournalAcquirer); acquireWrites counts those writes (not in saves).
+type memJournalLocker struct {
+	*memLocker
+	acquireWrites int
+	// firstCalls counts the calls of the executor's first, calls asks for that many per
+	// acquisition (a conflict makes the lock call it again).
+	firstCalls, calls int
+}
+
+func (m *memJournalLocker) AcquireJournal(ctx context.Context, op string, first func(prev *Journal, holder string) (*Journal, error)) (HeldLock, error) {
+	held, err := m.Acquire(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	var j *Journal
+	for range max(1, m.calls) {
+		var prev *Journal
+		if p := held.Journal(); p != nil {
+			prev = p.clone()
+		}
+		m.firstCalls++
+		if j, err = first(prev, m.id); err != nil {
+			return nil, err
+		}
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.journal = b
+	m.acquireWrites++
+	return held, nil
+}

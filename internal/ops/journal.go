@@ -177,6 +177,15 @@ type Locker interface {
 	Acquire(ctx context.Context, operation string) (HeldLock, error)
 }
 
+// JournalAcquirer is a Locker that stores the run's first journal with the write that takes
+// the lock, so a run's start costs one write, not two. first gets the journal found on the
+// lock (nil when there is none) and the lock ID taking it, and returns the journal to store;
+// it is called again when the write has to be decided again on a fresh read (a conflict), so
+// it must not act on anything but its result.
+type JournalAcquirer interface {
+	AcquireJournal(ctx context.Context, operation string, first func(prev *Journal, holder string) (*Journal, error)) (HeldLock, error)
+}
+
 // LockWaiter is a Locker that can wait, with a watch, for the lock to change (released,
 // taken, expired, or its holder's session gone), so --wait-for-lock retries only then.
 type LockWaiter interface {

@@ -750,3 +750,103 @@ func (a *recordingAuditor) Record(_ context.Context, obj ObjectRef, reason, _ st
 func (a *recordingAuditor) Recorded(context.Context, ObjectRef, string) (bool, error) {
 	return false, nil
 }
+
+// With a lock that stores the first journal with the write that takes it (JournalAcquirer),
+// a run's start is that one write: a restart of n pods then writes n+1 more (each step's done
+// and the end), every UID still journaled before its pod is deleted. The journal decided is
+// the same whether the lock asks for it once or again after a conflict.
+func TestRunStartsInOneWrite(t *testing.T) {
+	for _, calls := range []int{1, 2} {
+		t.Run(fmt.Sprintf("first called %d times", calls), func(t *testing.T) {
+			client, ctrl, p, _ := hotRestart(t)
+			locker := &memJournalLocker{memLocker: &memLocker{id: "alice@api:6443"}, calls: calls}
+			var unjournaled []string
+			client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				name := a.(k8stesting.DeleteActionImpl).Name
+				locker.mu.Lock()
+				defer locker.mu.Unlock()
+				var j Journal
+				if err := json.Unmarshal(locker.journal, &j); err != nil || j.Data[uidKey(name)] == "" {
+					unjournaled = append(unjournaled, name)
+				}
+				return false, nil, nil
+			})
+			var first *Journal
+			locker.onSave = func(saves int) {
+				if saves == 1 {
+					first = &Journal{}
+					_ = json.Unmarshal(locker.journal, first)
+				}
+			}
+			pods := kube.StartPods(t.Context(), client, "prod", "", "")
+			if err := (&Executor{Locker: locker, Timeout: time.Minute, Pods: pods}).Run(context.Background(), p); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if got := len(ctrl.Deleted()); got != 3 {
+				t.Fatalf("deleted %d pods, want 3", got)
+			}
+			if locker.acquireWrites != 1 || locker.firstCalls != calls {
+				t.Errorf("%d acquiring writes, first called %d times; want 1 and %d", locker.acquireWrites, locker.firstCalls, calls)
+			}
+			if want := 3 + 1; locker.saves != want {
+				t.Errorf("journal written %d times after the acquisition, want %d", locker.saves, want)
+			}
+			if len(unjournaled) > 0 {
+				t.Errorf("pods deleted before their UID was journaled: %v", unjournaled)
+			}
+			// The first save after the acquisition is db-hot-0's done: the acquiring write
+			// carried the run's start.
+			if first == nil || !slices.Equal(first.Done, []string{"restart/db-hot-0"}) {
+				t.Errorf("first save after acquiring = %+v, want restart/db-hot-0 done", first)
+			}
+			if got := locker.stored(t); got.State != JournalSucceeded || len(got.Done) != 3 {
+				t.Errorf("journal %+v, want succeeded with 3 steps done", got)
+			}
+		})
+	}
+}
+
+// A run resuming through a JournalAcquirer says so, keeps the steps done and does not do them
+// again; one replacing another request's unfinished journal warns that it does.
+func TestRunStartsInOneWriteResumes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		op       string
+		warning  string
+		skipped  int
+		restarts int
+	}{
+		{name: "same request", op: "restart", warning: "resuming restart started", skipped: 1, restarts: 2},
+		{name: "another request", op: "scale", warning: "was left interrupted; its record is replaced by this restart", restarts: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctrl, p, _ := hotRestart(t)
+			prev, err := json.Marshal(&Journal{Operation: tc.op, Args: p.Args, Holder: "bob@api:6443", State: JournalInterrupted,
+				Started: time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC), Steps: 3, Done: []string{"restart/db-hot-0"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			locker := &memJournalLocker{memLocker: &memLocker{id: "alice@api:6443", journal: prev}}
+			rec := &Recorder{}
+			if err := (&Executor{Locker: locker, Timeout: time.Minute, Sink: rec}).Run(context.Background(), p); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			warned, skipped := false, 0
+			for _, e := range rec.Events() {
+				warned = warned || (e.Type == EventWarning && strings.Contains(e.Message, tc.warning))
+				if e.Type == EventStepSkipped {
+					skipped++
+				}
+			}
+			if !warned {
+				t.Errorf("no warning containing %q", tc.warning)
+			}
+			if skipped != tc.skipped || len(ctrl.Deleted()) != tc.restarts {
+				t.Errorf("%d steps skipped, %d pods restarted; want %d and %d", skipped, len(ctrl.Deleted()), tc.skipped, tc.restarts)
+			}
+			if got := locker.stored(t); got.State != JournalSucceeded || len(got.Done) != 3 || got.Holder != "alice@api:6443" {
+				t.Errorf("journal %+v, want alice's, succeeded with 3 steps done", got)
+			}
+		})
+	}
+}

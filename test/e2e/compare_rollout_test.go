@@ -96,6 +96,7 @@ func TestCompareRolloutRestart(t *testing.T) {
 	for i := range len(sides) * runs {
 		k := i % len(sides)
 		from := len(pods.snapshot())
+		began := time.Now()
 		d := sides[k].run()
 		// The controller's last Ready may reach the test's watch after its status did.
 		wctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
@@ -107,6 +108,8 @@ func TestCompareRolloutRestart(t *testing.T) {
 			t.Fatalf("waiting for the test's watch to see every pod replaced: %v", err)
 		}
 		w := unavoidableWaits(t, podTransitions(pods.snapshot()[from:]), replicas)
+		w.lead = w.first.Sub(began)
+		w.tail = d - w.lead - w.span
 		whole[k], waits[k] = append(whole[k], d), append(waits[k], w)
 		t.Logf("run %d: %s %s; %s", i/len(sides)+1, sides[k].name, d.Round(time.Millisecond), w.describe(d))
 	}
@@ -122,17 +125,20 @@ func TestCompareRolloutRestart(t *testing.T) {
 		ws := waits[k]
 		ratios := make([]time.Duration, len(ws)) // ratio x 1e6, to reuse median
 		spanRatios := make([]time.Duration, len(ws))
+		leads, tails := make([]time.Duration, len(ws)), make([]time.Duration, len(ws))
 		var all restartWaits // every run's pods together
 		for i := range ws {
 			ratios[i] = time.Duration(1e6 * float64(whole[k][i]) / float64(ws[i].sum))
 			spanRatios[i] = time.Duration(1e6 * float64(ws[i].span) / float64(ws[i].sum))
+			leads[i], tails[i] = ws[i].lead, ws[i].tail
 			all.gaps = append(all.gaps, ws[i].gaps...)
 			for p := range phaseNames {
 				all.phases[p] = append(all.phases[p], ws[i].phases[p]...)
 			}
 		}
-		t.Logf("%s against the sum of its unavoidable waits (each pod's delete -> new incarnation Ready): median ratio %.3f for the whole run, %.3f from the first delete to the last Ready; pod Ready -> next pod deleted: median %s; per pod (medians): %s",
-			sides[k].name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6, median(all.gaps).Round(100*time.Microsecond), all.phaseMedians())
+		t.Logf("%s against the sum of its unavoidable waits (each pod's delete -> new incarnation Ready): median ratio %.3f for the whole run, %.3f from the first delete to the last Ready; start -> first delete %s, last Ready -> end %s (medians); pod Ready -> next pod deleted: median %s; per pod (medians): %s",
+			sides[k].name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6,
+			median(leads).Round(100*time.Microsecond), median(tails).Round(100*time.Microsecond), median(all.gaps).Round(100*time.Microsecond), all.phaseMedians())
 	}
 }
 
@@ -145,6 +151,11 @@ type restartWaits struct {
 	// span is the time from the first deletion to the last Ready: the procedure without the
 	// run's fixed costs (process start, discovery, RBAC checks, the lock).
 	span time.Duration
+	// first and last are the first deletion and the last Ready; lead is the time from the
+	// side's start to the first deletion, tail the rest of the run after the last Ready: the
+	// fixed costs at either end.
+	first, last time.Time
+	lead, tail  time.Duration
 	// gaps are the times from a successor's Ready to the next deletion: the procedure's own
 	// time per pod.
 	gaps []time.Duration
@@ -169,9 +180,9 @@ func (w restartWaits) phaseMedians() string {
 }
 
 func (w restartWaits) describe(whole time.Duration) string {
-	return fmt.Sprintf("its pods' delete -> new incarnation Ready sum to %s (ratio %.3f); first delete -> last Ready %s (ratio %.3f); pod Ready -> next pod deleted median %s; per pod (medians): %s",
+	return fmt.Sprintf("its pods' delete -> new incarnation Ready sum to %s (ratio %.3f); first delete -> last Ready %s (ratio %.3f); start -> first delete %s, last Ready -> end %s; pod Ready -> next pod deleted median %s; per pod (medians): %s",
 		w.sum.Round(time.Millisecond), float64(whole)/float64(w.sum), w.span.Round(time.Millisecond), float64(w.span)/float64(w.sum),
-		median(w.gaps).Round(100*time.Microsecond), w.phaseMedians())
+		w.lead.Round(100*time.Microsecond), w.tail.Round(100*time.Microsecond), median(w.gaps).Round(100*time.Microsecond), w.phaseMedians())
 }
 
 // unavoidableWaits measures the n pods a rolling restart replaced, one at a time (see
@@ -224,7 +235,7 @@ func unavoidableWaits(t *testing.T, trs []podTransition, n int) restartWaits {
 	if done != n {
 		t.Fatalf("saw %d pods replaced and Ready again, want %d", done, n)
 	}
-	w.span = last.Sub(first)
+	w.span, w.first, w.last = last.Sub(first), first, last
 	return w
 }
 

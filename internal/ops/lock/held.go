@@ -33,7 +33,7 @@ func (h *heldLock) modify(ctx context.Context, mutate func(l *coordinationv1.Lea
 	h.mu.Lock()
 	cached := h.lease
 	h.mu.Unlock()
-	lease, err := h.m.modifyFrom(ctx, cached, mutate)
+	lease, err := h.m.modifyFrom(ctx, cached, false, mutate)
 	h.mu.Lock()
 	if err == nil && lease != nil && lease.ResourceVersion != "" {
 		h.lease = lease

@@ -89,6 +89,11 @@ type Manager struct {
 	// judged by the server's time, not the local one. Nil means the local
 	// clock.
 	Clock ops.Clock
+
+	// seen is the lease as a Status read it (Seen): the next acquisition decides and writes
+	// from it instead of reading it again.
+	seen        *coordinationv1.Lease
+	seenMissing bool
 }
 
 var _ ops.Locker = (*Manager)(nil)
@@ -130,11 +135,33 @@ type State struct {
 	DenyList    []DenyEntry  `json:"denyList"`
 	DenyHistory []DenyRecord `json:"denyHistory"`
 	Journal     *ops.Journal `json:"journal"`
+
+	// lease is the lease as read (a new one when missing: leaseMissing), for Manager.Seen.
+	lease        *coordinationv1.Lease
+	leaseMissing bool
 }
 
 // Acquire takes the lock for operation (see AcquireWithReason).
 func (m *Manager) Acquire(ctx context.Context, operation string) (ops.HeldLock, error) {
-	return m.AcquireWithReason(ctx, operation, "")
+	return m.acquire(ctx, operation, "", nil)
+}
+
+// AcquireJournal takes the lock for operation, as Acquire does, and stores the journal first
+// returns in the same write (ops.JournalAcquirer). The held lock's Journal is the one found.
+func (m *Manager) AcquireJournal(ctx context.Context, operation string, first func(prev *ops.Journal, holder string) (*ops.Journal, error)) (ops.HeldLock, error) {
+	return m.acquire(ctx, operation, "", first)
+}
+
+// Seen hands m the lease as st, a Status of the same lock, read it: the next acquisition
+// decides and writes from that copy instead of reading the lease again (a round trip less
+// before a run's first step). The write carries the copy's resourceVersion, so if anyone
+// changed the lease since, the API server refuses it (a conflict, or "already exists" for a
+// lease that was missing) and the acquisition is decided again on a fresh read; a refusal
+// decided from the copy is checked on a fresh read too.
+func (m *Manager) Seen(st *State) {
+	if st != nil && st.lease != nil && st.Namespace == m.Namespace && st.Cluster == m.Cluster {
+		m.seen, m.seenMissing = st.lease.DeepCopy(), st.leaseMissing
+	}
 }
 
 // AcquireWithReason takes the lock for operation, recording reason (the
@@ -144,6 +171,11 @@ func (m *Manager) Acquire(ctx context.Context, operation string) (ops.HeldLock, 
 // never acquires, even when it holds the lock. A refused acquisition writes
 // nothing.
 func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason string) (ops.HeldLock, error) {
+	return m.acquire(ctx, operation, reason, nil)
+}
+
+// acquire is AcquireWithReason; with first, the same write stores the journal first returns.
+func (m *Manager) acquire(ctx context.Context, operation, reason string, first func(prev *ops.Journal, holder string) (*ops.Journal, error)) (ops.HeldLock, error) {
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
@@ -152,13 +184,18 @@ func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason strin
 		previous string
 		journal  *ops.Journal
 	)
-	lease, err := m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+	seen, seenMissing := m.seen, m.seenMissing
+	m.seen, m.seenMissing = nil, false
+	calls, refusedFromSeen := 0, false
+	mutate := func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		calls++
 		now := m.now()
 		denies, err := decodeDenyList(l)
 		if err != nil {
 			return false, err
 		}
 		if action, err = m.decide(l, denies, now); err != nil {
+			refusedFromSeen = seen != nil && calls == 1
 			return false, err
 		}
 		previous = holderOf(l)
@@ -166,8 +203,32 @@ func (m *Manager) AcquireWithReason(ctx context.Context, operation, reason strin
 			return false, err
 		}
 		m.take(l, exists, action, operation, reason, now)
-		return true, nil
-	})
+		if first == nil {
+			return true, nil
+		}
+		// decodeJournal's copy is the held lock's Journal: first gets its own.
+		prev, err := decodeJournal(l)
+		if err != nil {
+			return false, err
+		}
+		j, err := first(prev, m.ID)
+		if err != nil {
+			return false, err
+		}
+		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
+	}
+	var (
+		lease *coordinationv1.Lease
+		err   error
+	)
+	if seen != nil {
+		// From the earlier read; a refusal decided on it is decided again on a fresh one.
+		if lease, err = m.modifyFrom(ctx, seen, seenMissing, mutate); err != nil && refusedFromSeen {
+			lease, err = m.modify(ctx, mutate)
+		}
+	} else {
+		lease, err = m.modify(ctx, mutate)
+	}
 	if err != nil {
 		return nil, m.wrap("acquiring", err)
 	}
@@ -257,7 +318,8 @@ func (m *Manager) Status(ctx context.Context) (*State, error) {
 		return nil, err
 	}
 	l, err := m.get(ctx)
-	if apierrors.IsNotFound(err) {
+	missing := apierrors.IsNotFound(err)
+	if missing {
 		l, err = m.newLease(), nil
 	}
 	if err != nil {
@@ -278,7 +340,7 @@ func (m *Manager) Status(ctx context.Context) (*State, error) {
 	}
 	s := &State{
 		Namespace: m.Namespace, Cluster: m.Cluster, Lease: LeaseName(m.Cluster), Self: m.ID,
-		ServerTime: now.UTC(), DenyList: denies, DenyHistory: history, Journal: journal,
+		ServerTime: now.UTC(), DenyList: denies, DenyHistory: history, Journal: journal, lease: l, leaseMissing: missing,
 	}
 	if s.DenyList == nil {
 		s.DenyList = []DenyEntry{}
@@ -309,14 +371,17 @@ func (m *Manager) Status(ctx context.Context) (*State, error) {
 // new object with exists false. mutate returns false to write nothing. The
 // lease returned is the one written, or the one read when nothing was.
 func (m *Manager) modify(ctx context.Context, mutate func(l *coordinationv1.Lease, exists bool) (bool, error)) (*coordinationv1.Lease, error) {
-	return m.modifyFrom(ctx, nil, mutate)
+	return m.modifyFrom(ctx, nil, false, mutate)
 }
 
 // modifyFrom is modify starting from cached, the lease as this process last wrote or read
 // it, instead of a fresh read: the write carries cached's resourceVersion, so if anyone
 // changed the lease since, the API server answers 409 and the next attempt re-reads it and
 // decides again. A held lock's renewals and journal saves thus cost one request, not two.
-func (m *Manager) modifyFrom(ctx context.Context, cached *coordinationv1.Lease, mutate func(l *coordinationv1.Lease, exists bool) (bool, error)) (*coordinationv1.Lease, error) {
+//
+// cachedMissing says cached stands for a lease that did not exist when read (a new one to
+// create).
+func (m *Manager) modifyFrom(ctx context.Context, cached *coordinationv1.Lease, cachedMissing bool, mutate func(l *coordinationv1.Lease, exists bool) (bool, error)) (*coordinationv1.Lease, error) {
 	leases := m.Client.CoordinationV1().Leases(m.Namespace)
 	var out *coordinationv1.Lease
 	fromCache := false
@@ -333,7 +398,7 @@ func (m *Manager) modifyFrom(ctx context.Context, cached *coordinationv1.Lease, 
 		} else {
 			l, err = m.get(ctx)
 		}
-		exists := err == nil
+		exists := err == nil && !(fromCache && cachedMissing)
 		switch {
 		case apierrors.IsNotFound(err):
 			l = m.newLease()
