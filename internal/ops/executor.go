@@ -79,6 +79,9 @@ type Executor struct {
 	resumedAt string
 	// stepsCancel stops the running step when the previous step's "done" write failed.
 	stepsCancel context.CancelCauseFunc
+	// lastDone is the plan's last step when its "done" is left to the run's final write
+	// (endsInOneWrite): reported once that write landed.
+	lastDone *deferredDone
 
 	// emitMu orders events: while a step's "done" is written in the background, the next
 	// step's events are held, and sent after that step's done (holding).
@@ -209,6 +212,16 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		released = serr == nil
 	} else {
 		serr = e.saveJournal(finCtx, journal)
+	}
+	if d := e.lastDone; d != nil {
+		// The last step's "done" went out with that write.
+		if serr != nil {
+			e.release(d.sc, func() {
+				e.sink(e.stamp(Event{Type: EventStepFailed, Step: &d.ref, Error: "saving the operation journal: " + serr.Error()}))
+			})
+		} else {
+			e.release(d.sc, func() { e.sink(e.stamp(Event{Type: EventStepDone, Step: &d.ref})) })
+		}
 	}
 	if serr != nil && err == nil {
 		err = fmt.Errorf("operation finished but its record could not be saved: %w", serr)
@@ -621,6 +634,16 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		if err := e.saveGrace(ctx, j); err != nil {
 			return err
 		}
+	} else if next == nil && e.endsInOneWrite() && context.Cause(ctx) == nil {
+		// The plan's last step: its "done" goes out with the run's final write, which
+		// releases the lock (Run), and is reported once that landed; its events are written
+		// meanwhile.
+		j.Done = append(j.Done, s.ID)
+		j.Current = ""
+		sc.startAudits()
+		e.lastDone = &deferredDone{sc: sc, ref: ref}
+		async = true
+		return nil
 	} else {
 		sc.startAudits()
 		if err := e.markDone(ctx, j, s); err != nil {
@@ -648,6 +671,19 @@ func (e *Executor) prepare(j *Journal, step *Step) {
 		e.prepared[step.ID] = 0
 		e.unwritten = append(e.unwritten, step.ID)
 	}
+}
+
+// deferredDone is a step whose "done" a later write carries.
+type deferredDone struct {
+	sc  *StepContext
+	ref StepRef
+}
+
+// endsInOneWrite reports whether the run's final write also releases the lock, so the last
+// step's "done" can go out with it: one write fewer between the last pod Ready and the end.
+func (e *Executor) endsInOneWrite() bool {
+	_, ok := e.held.(JournalReleaser)
+	return ok && !e.keepLock
 }
 
 // canOverlap reports whether a step's "done" may be written while the next step runs: only

@@ -439,8 +439,9 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 }
 
 // TestRunEndsInOneWrite: with a lock that can save the last journal and release in one write,
-// a run's end is that one write; when it fails, the lock is still released and the run says
-// its record was not saved.
+// a run's end is that one write, and it carries the last step's done too: that step is
+// reported done only once it landed, before the lock's release. When it fails, the lock is
+// still released, the last step is reported failed and the run says its record was not saved.
 func TestRunEndsInOneWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -479,14 +480,27 @@ func TestRunEndsInOneWrite(t *testing.T) {
 			if released != 1 {
 				t.Errorf("%d lock-released events, want 1", released)
 			}
+			var last []EventType // the last step's outcome and what follows it
+			for _, e := range evs {
+				if len(last) > 0 || (e.Step != nil && e.Step.Index == 3 && (e.Type == EventStepDone || e.Type == EventStepFailed)) {
+					last = append(last, e.Type)
+				}
+			}
 			if tc.finalErr != nil {
 				if got := locker.stored(t).State; got == JournalSucceeded {
 					t.Errorf("journal state %s although its last write failed", got)
 				}
+				if len(last) == 0 || last[0] != EventStepFailed {
+					t.Errorf("events from the last step's outcome on: %v, want it failed", last)
+				}
 				return
 			}
-			if locker.finals != 1 || locker.saves != 3+2 {
-				t.Errorf("%d one-write ends and %d journal writes, want 1 and %d", locker.finals, locker.saves, 3+2)
+			if want := []EventType{EventStepDone, EventLock, EventDone}; !slices.Equal(last, want) {
+				t.Errorf("events from the last step's outcome on: %v, want %v", last, want)
+			}
+			// The run's start, the first two steps' done, and the end carrying the third's.
+			if locker.finals != 1 || locker.saves != 3+1 {
+				t.Errorf("%d one-write ends and %d journal writes, want 1 and %d", locker.finals, locker.saves, 3+1)
 			}
 			if got := locker.stored(t); got.State != JournalSucceeded || len(got.Done) != 3 {
 				t.Errorf("journal %+v, want succeeded with 3 steps done", got)
