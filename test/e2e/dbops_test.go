@@ -14,11 +14,14 @@ import (
 	"syscall"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 const webCluster = "web"
@@ -447,7 +450,11 @@ func TestConcurrentInvocationsAreLocked(t *testing.T) {
 // lock released); re-running resumes without restarting that pod again.
 func TestInterruptAndResume(t *testing.T) {
 	ns := newNamespace(t)
-	old := uidsByName(createDBCluster(t, ns, webCluster, 3))
+	// Pods take 2s to start, as real ones take longer: the SIGINT sent on web-0's done then
+	// lands while the run waits for web-1, which it deleted just before reporting web-0 done.
+	old := uidsByName(createDBCluster(t, ns, webCluster, 3, func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "2s"}
+	}))
 	pods := recordPodWatch(t, ns)
 	env := cliEnv(t)
 	args := []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json", "--lock-id", "e2e-interrupt"}
