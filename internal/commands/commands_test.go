@@ -2,15 +2,24 @@ package commands
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
@@ -394,5 +403,92 @@ func TestBadInputWritesNothing(t *testing.T) {
 				t.Errorf("bad input wrote to the API: %v", w)
 			}
 		})
+	}
+}
+
+// A run asks, while discovery runs, what it asks whatever discovery finds: the lock's lease
+// and the engine-independent permission reviews. The stand-in API server answers discovery's
+// StatefulSet list only once it has seen both (else after 10s), so a run that asks them only
+// after discovery fails.
+func TestRunAsksAheadWhileDiscovering(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	both := make(chan struct{})
+	note := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[what] = true
+		if seen["lease"] && seen["review"] && !seen["both"] {
+			seen["both"] = true
+			close(both)
+		}
+	}
+	var early atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/apis/coordination.k8s.io/v1/namespaces/prod/leases/dbops-db":
+			note("lease")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+			body, _ := io.ReadAll(r.Body)
+			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil) // JSON or protobuf
+			review, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
+			if err != nil || !ok {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			if review.Spec.ResourceAttributes != nil && review.Spec.ResourceAttributes.Resource == "leases" {
+				note("review")
+			}
+			review.Status.Allowed = true
+			review.APIVersion, review.Kind = "authorization.k8s.io/v1", "SelfSubjectAccessReview"
+			_ = json.NewEncoder(w).Encode(review)
+		case r.URL.Path == "/apis/apps/v1/namespaces/prod/statefulsets":
+			select {
+			case <-both:
+				early.Store(true)
+			case <-time.After(10 * time.Second):
+			}
+			_, _ = w.Write([]byte(`{"kind":"StatefulSetList","apiVersion":"apps/v1","items":[]}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+		}
+	}))
+	defer srv.Close()
+	h := newHarness(t)
+	r := h.runWith(func(g *GlobalOptions) {
+		g.NewClients = func() (*Clients, error) {
+			cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+			return &Clients{Kube: cs, Clock: h.clock}, err
+		}
+	}, "restart", "db", "--rolling", "--yes", "--lock-id", "ci@test")
+	if r.code == 0 {
+		t.Fatalf("restart of a cluster the stand-in does not have succeeded: %s", r.out)
+	}
+	if !early.Load() {
+		t.Errorf("the lease read and the lock's permission review were not sent while discovery ran (seen: %v)", seen)
+	}
+}
+
+// A run reads the lock's lease once before it takes the lock: the journal check before
+// planning (scale, replace), the one before the prompt and the acquisition share that read.
+// (The fake clientset sets no resourceVersion, so the held lock reads again after it.)
+func TestRunReadsTheLeaseOnce(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	fakecluster.Start(t, h.client, "prod")
+	if r := h.run("restart", "db", "--rolling", "--yes", "--lock-id", "ci@test"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var calls []string
+	for _, a := range h.client.Actions() {
+		if a.GetResource().Resource == "leases" {
+			calls = append(calls, a.GetVerb())
+		}
+	}
+	if len(calls) < 2 || calls[0] != "get" || calls[1] != "create" {
+		t.Errorf("lease calls %v, want one get, then the create that takes the lock", calls)
 	}
 }

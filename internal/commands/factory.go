@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -32,6 +33,9 @@ type Clients struct {
 	Requests *kube.RequestCounter
 
 	accessCache *ops.CachedAccess
+
+	lockMu    sync.Mutex
+	lockReads map[string]*lockRead // by namespace/cluster (readLockAhead)
 }
 
 // access is the command's access checker: SelfSubjectAccessReviews, each asked once.

@@ -143,6 +143,11 @@ type operation struct {
 // cluster, get its engine, plan from live state, then dry-run, or confirm,
 // lock and execute within the timeout with the chosen view.
 func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
+	operation := ""
+	if len(op.req.Command) > 0 {
+		operation = op.req.Command[0]
+	}
+	g.askAhead(ctx, op.req.Cluster, operation)
 	cl, c, err := g.discover(ctx, op.req.Cluster, true)
 	if err != nil {
 		return err
@@ -160,10 +165,6 @@ func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
 	timeout, err := g.timeoutOr(op.timeoutEnv, op.defaultTimeout)
 	if err != nil {
 		return err
-	}
-	operation := ""
-	if len(op.req.Command) > 0 {
-		operation = op.req.Command[0]
 	}
 	if err := g.checkPlanPermissions(ctx, cl, c, operation); err != nil {
 		return err
@@ -397,16 +398,72 @@ func (g *GlobalOptions) journalState(ctx context.Context, cl *Clients, c *ops.Cl
 }
 
 // lockState reads the cluster's lock without taking it; nil when locks are disabled or it
-// cannot be read.
+// cannot be read. A read askAhead started is used, once it is in.
 func (g *GlobalOptions) lockState(ctx context.Context, cl *Clients, c *ops.Cluster) *lock.State {
 	if g.DisableLocks {
 		return nil
 	}
-	st, err := lock.NewManager(cl.Kube, c.Namespace, c.Name, "reader", cl.Clock).Status(ctx)
+	return cl.readLock(ctx, c.Namespace, c.Name).wait(ctx)
+}
+
+// askAhead sends, while discovery runs, what a run asks whatever discovery finds: the read of
+// the lock of the cluster named (namespace and name as given; used only when discovery finds
+// that cluster), and the permission reviews that do not depend on the engine (not for a dry
+// run). Errors are left to discovery, which meets them too.
+func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) {
+	cl, err := g.Clients()
 	if err != nil {
+		return
+	}
+	ns, err := g.Namespace()
+	if err != nil {
+		return
+	}
+	if !g.DisableLocks {
+		cl.readLock(ctx, ns, name)
+	}
+	if !g.DryRun && operation != "" {
+		cl.access().Prefetch(ctx, ns, append(g.planNeeds(""), g.likelyRunNeeds("", operation)...))
+	}
+}
+
+// lockRead is a read of a cluster's lock, in flight or done.
+type lockRead struct {
+	done chan struct{}
+	st   *lock.State
+}
+
+// readLock starts reading the lock of cluster name in ns, unless a read of it was started
+// already, and returns that read. One per command: every reader gets the same state.
+func (cl *Clients) readLock(ctx context.Context, ns, name string) *lockRead {
+	cl.lockMu.Lock()
+	defer cl.lockMu.Unlock()
+	key := ns + "/" + name
+	if r := cl.lockReads[key]; r != nil {
+		return r
+	}
+	r := &lockRead{done: make(chan struct{})}
+	if cl.lockReads == nil {
+		cl.lockReads = map[string]*lockRead{}
+	}
+	cl.lockReads[key] = r
+	go func() {
+		defer close(r.done)
+		if st, err := lock.NewManager(cl.Kube, ns, name, "reader", cl.Clock).Status(ctx); err == nil {
+			r.st = st
+		}
+	}()
+	return r
+}
+
+// wait returns the state read, nil when it could not be read (or ctx ended first).
+func (r *lockRead) wait(ctx context.Context) *lock.State {
+	select {
+	case <-r.done:
+		return r.st
+	case <-ctx.Done():
 		return nil
 	}
-	return st
 }
 
 // journalOf is the unfinished journal on the lock as st read it, and whether its run is in
