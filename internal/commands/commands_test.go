@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -407,22 +408,35 @@ func TestBadInputWritesNothing(t *testing.T) {
 }
 
 // A run asks, while discovery runs, what it asks whatever discovery finds: the lock's lease
-// and the engine-independent permission reviews. The stand-in API server answers discovery's
-// StatefulSet list only once it has seen both (else after 10s), so a run that asks them only
-// after discovery fails.
+// and the engine-independent permission reviews, once discovery's first request was answered
+// (on its connection, not each on a connection of its own). The stand-in API server answers
+// discovery's pod list only once it has seen both (else after 10s), so a run that asks them
+// only after discovery fails, and one that sends them before the StatefulSet list was
+// answered fails too.
 func TestRunAsksAheadWhileDiscovering(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]bool{}
+	var problems []string
 	both := make(chan struct{})
 	note := func(what string) {
 		mu.Lock()
 		defer mu.Unlock()
+		if !seen["sts answered"] {
+			problems = append(problems, what+" sent before discovery's first answer")
+		}
 		seen[what] = true
 		if seen["lease"] && seen["review"] && !seen["both"] {
 			seen["both"] = true
 			close(both)
 		}
 	}
+	var stsList appsv1.StatefulSetList
+	for _, o := range fakecluster.Objects("prod", "db", "", webObjects()...) {
+		if sts, ok := o.(*appsv1.StatefulSet); ok {
+			stsList.Items = append(stsList.Items, *sts)
+		}
+	}
+	stsList.APIVersion, stsList.Kind = "apps/v1", "StatefulSetList"
 	var early atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -446,12 +460,17 @@ func TestRunAsksAheadWhileDiscovering(t *testing.T) {
 			review.APIVersion, review.Kind = "authorization.k8s.io/v1", "SelfSubjectAccessReview"
 			_ = json.NewEncoder(w).Encode(review)
 		case r.URL.Path == "/apis/apps/v1/namespaces/prod/statefulsets":
+			mu.Lock()
+			seen["sts answered"] = true
+			mu.Unlock()
+			_ = json.NewEncoder(w).Encode(&stsList)
+		case r.URL.Path == "/api/v1/namespaces/prod/pods":
 			select {
 			case <-both:
 				early.Store(true)
 			case <-time.After(10 * time.Second):
 			}
-			_, _ = w.Write([]byte(`{"kind":"StatefulSetList","apiVersion":"apps/v1","items":[]}`))
+			_, _ = w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","items":[]}`))
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
@@ -459,17 +478,21 @@ func TestRunAsksAheadWhileDiscovering(t *testing.T) {
 	}))
 	defer srv.Close()
 	h := newHarness(t)
-	r := h.runWith(func(g *GlobalOptions) {
+	h.runWith(func(g *GlobalOptions) {
 		g.NewClients = func() (*Clients, error) {
-			cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-			return &Clients{Kube: cs, Clock: h.clock}, err
+			cfg, answered := &rest.Config{Host: srv.URL}, newFirstAnswer()
+			cfg.Wrap(answered.WrapTransport)
+			cs, err := kubernetes.NewForConfig(cfg)
+			return &Clients{Kube: cs, Clock: h.clock, answered: answered}, err
 		}
 	}, "restart", "db", "--rolling", "--yes", "--lock-id", "ci@test")
-	if r.code == 0 {
-		t.Fatalf("restart of a cluster the stand-in does not have succeeded: %s", r.out)
-	}
 	if !early.Load() {
 		t.Errorf("the lease read and the lock's permission review were not sent while discovery ran (seen: %v)", seen)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Errorf("%v", problems)
 	}
 }
 

@@ -406,10 +406,11 @@ func (g *GlobalOptions) lockState(ctx context.Context, cl *Clients, c *ops.Clust
 	return cl.readLock(ctx, c.Namespace, c.Name).wait(ctx)
 }
 
-// askAhead sends, while discovery runs, what a run asks whatever discovery finds: the read of
-// the lock of the cluster named (namespace and name as given; used only when discovery finds
-// that cluster), and the permission reviews that do not depend on the engine (not for a dry
-// run). Errors are left to discovery, which meets them too.
+// askAhead sends, while discovery runs (once its first request was answered, on the same
+// connection), what a run asks whatever discovery finds: the read of the lock of the cluster
+// named (namespace and name as given; used only when discovery finds that cluster), and the
+// permission reviews that do not depend on the engine (not for a dry run). Errors are left to
+// discovery, which meets them too.
 func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) {
 	cl, err := g.Clients()
 	if err != nil {
@@ -423,7 +424,11 @@ func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) {
 		cl.readLock(ctx, ns, name)
 	}
 	if !g.DryRun && operation != "" {
-		cl.access().Prefetch(ctx, ns, append(g.planNeeds(""), g.likelyRunNeeds("", operation)...))
+		access, needs := cl.access(), append(g.planNeeds(""), g.likelyRunNeeds("", operation)...)
+		go func() {
+			cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
+			access.Prefetch(ctx, ns, needs)
+		}()
 	}
 }
 
@@ -449,6 +454,7 @@ func (cl *Clients) readLock(ctx context.Context, ns, name string) *lockRead {
 	cl.lockReads[key] = r
 	go func() {
 		defer close(r.done)
+		cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
 		if st, err := lock.NewManager(cl.Kube, ns, name, "reader", cl.Clock).Status(ctx); err == nil {
 			r.st = st
 		}
