@@ -412,17 +412,7 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	locker := &memLocker{id: "alice@api:6443"}
-	var unjournaled []string
-	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		name := a.(k8stesting.DeleteActionImpl).Name
-		locker.mu.Lock()
-		defer locker.mu.Unlock()
-		var j Journal
-		if err := json.Unmarshal(locker.journal, &j); err != nil || j.Data[uidKey(name)] == "" {
-			unjournaled = append(unjournaled, name)
-		}
-		return false, nil, nil
-	})
+	unjournaled := recordUnjournaledDeletes(client, locker)
 	pods := kube.StartPods(t.Context(), client, "prod", "", "") // as the CLI starts it (internal/commands/view.go)
 	if err := (&Executor{Locker: locker, Timeout: time.Minute, Pods: pods}).Run(context.Background(), p); err != nil {
 		t.Fatalf("run: %v", err)
@@ -433,8 +423,8 @@ func TestRollingRestartJournalWrites(t *testing.T) {
 	if want := 3 + 2; locker.saves != want {
 		t.Errorf("journal written %d times, want %d", locker.saves, want)
 	}
-	if len(unjournaled) > 0 {
-		t.Errorf("pods deleted before their UID was journaled: %v", unjournaled)
+	if u := unjournaled(); len(u) > 0 {
+		t.Errorf("pods deleted before their UID was journaled: %v", u)
 	}
 }
 
@@ -844,17 +834,7 @@ func TestRunStartsInOneWrite(t *testing.T) {
 		t.Run(fmt.Sprintf("first called %d times", calls), func(t *testing.T) {
 			client, ctrl, p, _ := hotRestart(t)
 			locker := &memJournalLocker{memLocker: &memLocker{id: "alice@api:6443"}, calls: calls}
-			var unjournaled []string
-			client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				name := a.(k8stesting.DeleteActionImpl).Name
-				locker.mu.Lock()
-				defer locker.mu.Unlock()
-				var j Journal
-				if err := json.Unmarshal(locker.journal, &j); err != nil || j.Data[uidKey(name)] == "" {
-					unjournaled = append(unjournaled, name)
-				}
-				return false, nil, nil
-			})
+			unjournaled := recordUnjournaledDeletes(client, locker.memLocker)
 			var first *Journal
 			locker.onSave = func(saves int) {
 				if saves == 1 {
@@ -875,8 +855,8 @@ func TestRunStartsInOneWrite(t *testing.T) {
 			if want := 3 + 1; locker.saves != want {
 				t.Errorf("journal written %d times after the acquisition, want %d", locker.saves, want)
 			}
-			if len(unjournaled) > 0 {
-				t.Errorf("pods deleted before their UID was journaled: %v", unjournaled)
+			if u := unjournaled(); len(u) > 0 {
+				t.Errorf("pods deleted before their UID was journaled: %v", u)
 			}
 			// The first save after the acquisition is db-hot-0's done: the acquiring write
 			// carried the run's start.
@@ -932,5 +912,26 @@ func TestRunStartsInOneWriteResumes(t *testing.T) {
 				t.Errorf("journal %+v, want alice's, succeeded with 3 steps done", got)
 			}
 		})
+	}
+}
+
+// recordUnjournaledDeletes notes each pod deleted while locker's stored journal does not hold
+// its UID; the returned function lists them.
+func recordUnjournaledDeletes(client *fake.Clientset, locker *memLocker) func() []string {
+	var out []string
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.DeleteActionImpl).Name
+		locker.mu.Lock()
+		defer locker.mu.Unlock()
+		var j Journal
+		if err := json.Unmarshal(locker.journal, &j); err != nil || j.Data[uidKey(name)] == "" {
+			out = append(out, name)
+		}
+		return false, nil, nil
+	})
+	return func() []string {
+		locker.mu.Lock()
+		defer locker.mu.Unlock()
+		return slices.Clone(out)
 	}
 }
