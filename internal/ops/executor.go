@@ -342,7 +342,10 @@ type firstJournal struct {
 }
 
 // decideFirst decides the journal to start with from prev, the one found on the lock taken
-// as holder. It changes nothing but its result (JournalAcquirer may call it more than once).
+// as holder (prev is the caller's copy). JournalAcquirer may call it more than once, so
+// besides its result it changes only what the steps' Prepare note about what they staged
+// (a restart's staged UIDs), which the next call stages again; firstDecided records the
+// decision once it is this run's.
 func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string) *firstJournal {
 	p := e.plan
 	now := e.Clock.Now()
