@@ -333,3 +333,46 @@ func TestResolveLockID(t *testing.T) {
 		})
 	}
 }
+
+// A run of `restart --group hot` killed after it deleted the second pod but before it could
+// journal the first step done leaves that pod missing (its journaled UID gone). Re-running the
+// request resumes: the preflight reads the journal's UIDs, so it does not refuse for the pod
+// this request deleted, and neither pod is deleted again.
+func TestResumeWhileThisRequestsPodIsDown(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
+	j := interruptedJournal(t, h, "alice@test", "hot")
+	first, second := j.Done[0], ""
+	r := h.run("restart", "db", "--rolling", "--group", "hot", "--dry-run", "-o", "json")
+	for _, id := range []string{"restart/db-hot-0", "restart/db-hot-1"} {
+		if !strings.Contains(r.out, `"id":"`+id+`"`) {
+			t.Fatalf("the plan has no step %s:\n%s", id, r.out)
+		}
+		if id != first {
+			second = id
+		}
+	}
+	pod := func(id string) string { return strings.TrimPrefix(id, "restart/") }
+	live, err := h.client.CoreV1().Pods("prod").Get(t.Context(), pod(second), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Done, j.Current = nil, first
+	j.Data = map[string]string{"restart.uid/" + pod(first): "uid-before-the-killed-run", "restart.uid/" + pod(second): string(live.UID)}
+	putJournal(t, h, j)
+	ctrl := fakecluster.Start(t, h.client, "prod")
+	// The killed run's delete: the StatefulSet controller brings it back only once the re-run
+	// watches.
+	if err := h.client.CoreV1().Pods("prod").Delete(t.Context(), pod(second), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = h.run("restart", "db", "--rolling", "--group", "hot", "--yes", "--lock-id", "bob@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	if got, want := ctrl.Deleted(), []string{pod(second)}; !slices.Equal(got, want) {
+		t.Errorf("deleted %v, want only the killed run's delete %v", got, want)
+	}
+	if j := readJournal(t, h); j.State != ops.JournalSucceeded || len(j.Done) != 2 {
+		t.Errorf("journal after the re-run = %+v", j)
+	}
+}

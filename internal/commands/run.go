@@ -312,7 +312,7 @@ func (g *GlobalOptions) preflight(ctx context.Context, plan *ops.Plan, prev *ops
 	}
 	st := ops.PreflightState{}
 	if prev.Resumable(plan.Operation, plan.Args) {
-		st.Done = prev.IsDone
+		st.Done, st.Data = prev.IsDone, prev.Data
 		st.Resuming = len(prev.Done) > 0 || prev.Current != ""
 	}
 	return plan.Preflight(ctx, st)

@@ -232,14 +232,21 @@ func (rp *restartProc) precheck(ctx context.Context, sc *StepContext) (bool, err
 		sc.Stage(uidKey(pod.Name), string(cur.UID))
 		delete(rp.ahead, pod.Name)
 	}
-	if rp.maxZones != nil {
+	// An interrupted run of this request deleted every pod of the step already (it may have
+	// deleted the next step's pod too before it could journal this one done): the step
+	// deletes nothing and only waits for them, so other pods being down is no reason to
+	// refuse or wait here; the next step that deletes checks again.
+	earlier := true
+	for _, pod := range b.pods {
+		earlier = earlier && oldGone(pods, pod.Name, types.UID(sc.Get(uidKey(pod.Name))))
+	}
+	switch {
+	case earlier:
+	case rp.maxZones != nil:
 		if err := waitZones(ctx, sc, pods, c, b.pods, *rp.maxZones); err != nil {
 			return false, err
 		}
-	} else {
-		if err := pods.Synced(ctx); err != nil {
-			return false, err
-		}
+	default:
 		in := make(map[string]bool, len(b.pods)+len(rp.tolerate))
 		for _, p := range b.pods {
 			in[p.Name] = true

@@ -64,6 +64,9 @@ type PreflightState struct {
 	Resuming bool
 	// Done reports the steps that run finished.
 	Done func(stepID string) bool
+	// Data is that run's step data (read-only), e.g. the UIDs of the pods it
+	// journaled before deleting them.
+	Data map[string]string
 }
 
 // NextStep is the first step of p not done yet, or nil.

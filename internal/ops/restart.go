@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -131,13 +132,15 @@ type RestartPreflighter interface {
 // preflight refuses, before anything is written, what the first step still
 // to do would refuse after taking the lock: another pod of the cluster not
 // Ready (unless --max-unavailable-zones lets steps wait for it), or the
-// engine's health.
+// engine's health. A step whose pods the interrupted run already deleted
+// deletes nothing and only waits for them, so it refuses no other pod down
+// (see restartProc.precheck in batches.go).
 func (r *RollingRestart) preflight(ctx context.Context, c *Cluster, p *Plan, st PreflightState, stepPods map[string][]string, opts RestartOptions) error {
 	next := p.NextStep(st)
 	if next == nil {
 		return nil
 	}
-	if opts.MaxUnavailableZones == nil {
+	if opts.MaxUnavailableZones == nil && !deletedEarlier(c, st.Data, stepPods[next.ID]) {
 		mine := map[string]bool{}
 		for _, n := range stepPods[next.ID] {
 			mine[n] = true
@@ -161,6 +164,22 @@ func (r *RollingRestart) preflight(ctx context.Context, c *Cluster, p *Plan, st 
 		return g.Preflight(ctx, c, st)
 	}
 	return nil
+}
+
+// deletedEarlier reports whether an interrupted run of this request deleted every one of
+// pods already, as far as discovery saw them (c): each has a journaled UID (data) that is no
+// longer live, or is terminating. Its step then deletes nothing.
+func deletedEarlier(c *Cluster, data map[string]string, pods []string) bool {
+	for _, name := range pods {
+		old := types.UID(data[uidKey(name)])
+		if old == "" {
+			return false
+		}
+		if _, p := c.Pod(name); p != nil && p.UID == old && !p.Deleting {
+			return false
+		}
+	}
+	return len(pods) > 0
 }
 
 // groupPods are the pods of g in ordinal order, with the ordinals below the StatefulSet's

@@ -741,6 +741,110 @@ func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
 	}
 }
 
+// The run killed while step 1's done is written, as above, but resumed before the StatefulSet
+// controller brought db-hot-1 back: that pod was deleted by this request (its UID is journaled
+// and gone), so neither the preflight nor step 1's precheck refuses for it. Step 1 is seen
+// done, step 2 deletes nothing and waits for db-hot-1, and step 3 deletes db-hot-2 only once
+// db-hot-1 is Ready.
+func TestRestartResumeAfterKillWhileNextPodDown(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot1Deleted := make(chan struct{})
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.DeleteActionImpl).Name == "db-hot-1" {
+			ctrl.SetHold(true) // db-hot-1 stays down until the resumed run's precheck is past
+			close(hot1Deleted)
+		}
+		return false, nil, nil
+	})
+	var killed atomic.Bool
+	locker := &memLocker{id: "me", beforeSave: func(j *Journal) error {
+		if !killed.Load() && !(j.IsDone("restart/db-hot-0") && j.Current == "restart/db-hot-1") {
+			return nil
+		}
+		if !killed.Swap(true) {
+			select {
+			case <-hot1Deleted:
+			case <-time.After(5 * time.Second):
+				t.Error("db-hot-1 was not deleted while step 1's done was written")
+			}
+		}
+		return errors.New("killed")
+	}}
+	if err := (&Executor{Locker: locker, Timeout: time.Minute}).Run(context.Background(), p); err == nil {
+		t.Fatal("the killed run succeeded")
+	}
+	j := locker.stored(t)
+	if j.Current != "restart/db-hot-0" || len(j.Done) != 0 || j.Data[uidKey("db-hot-1")] != "db-hot-1-uid0" {
+		t.Fatalf("journal left by the killed run: current %q, done %v, data %v; want step 1 current, nothing done, db-hot-1's UID staged", j.Current, j.Done, j.Data)
+	}
+	locker.beforeSave = nil
+
+	// What a re-run's discovery sees: db-hot-0 back with a new UID, db-hot-1 missing.
+	live, err := client.CoreV1().Pods("prod").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := &Cluster{Name: c.Name, Namespace: c.Namespace, Engine: c.Engine, Layout: c.Layout}
+	g := *c.Groups[0]
+	g.Pods = nil
+	for _, lp := range live.Items {
+		if lp.Name == "db-hot-1" {
+			t.Fatalf("db-hot-1 is back (%s) before the resumed run", lp.UID)
+		}
+		for _, dp := range c.Groups[0].Pods {
+			if dp.Name == lp.Name {
+				dp.UID = lp.UID
+				g.Pods = append(g.Pods, dp)
+			}
+		}
+	}
+	fresh.Groups = []*NodeGroup{&g}
+	p2, err := (&RollingRestart{Client: client}).Plan(fresh, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Preflight(context.Background(), PreflightState{Resuming: true, Done: j.IsDone, Data: j.Data}); err != nil {
+		t.Fatalf("resumed preflight: %v", err)
+	}
+	// Without the journal's UIDs the same state is refused: db-hot-1 could be anyone's.
+	if err := p2.Preflight(context.Background(), PreflightState{Resuming: true, Done: j.IsDone}); ExitCode(err) != ExitPrecondition || !strings.Contains(err.Error(), "db-hot-1") {
+		t.Fatalf("preflight without the journal's UIDs = %v, want a refusal naming db-hot-1", err)
+	}
+
+	// db-hot-1 comes back only once the resumed run has decided step 1.
+	rec := &Recorder{}
+	sink := SinkFunc(func(e Event) {
+		rec.Emit(e)
+		if e.Step != nil && e.Step.ID == "restart/db-hot-0" && (e.Type == EventStepSkipped || e.Type == EventStepDone) {
+			ctrl.SetHold(false)
+			go ctrl.Flush()
+		}
+	})
+	if err := (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	if got, want := ctrl.Deleted(), []string{"db-hot-0", "db-hot-1", "db-hot-2"}; !slices.Equal(got, want) {
+		t.Errorf("deletions %v, want each pod deleted once, in order %v", got, want)
+	}
+	var skipped []string
+	for _, e := range rec.Events() {
+		if e.Type == EventStepSkipped {
+			skipped = append(skipped, e.Step.ID)
+		}
+	}
+	if want := []string{"restart/db-hot-0"}; !slices.Equal(skipped, want) {
+		t.Errorf("skipped %v, want %v", skipped, want)
+	}
+	if j := locker.stored(t); j.State != JournalSucceeded {
+		t.Errorf("journal state %s, want succeeded", j.State)
+	}
+}
+
 // recordingAuditor records nothing; record sees each DbopsRestartPod event's object.
 type recordingAuditor struct{ record func(ObjectRef) }
 
