@@ -244,9 +244,10 @@ func (p *Pods) WaitPod(ctx context.Context, name string, cond func(*corev1.Pod) 
 
 // WaitReplaced waits until the named pod exists with a UID other than old and ok holds for it
 // (Ready, for a restart): the StatefulSet recreated a deleted pod. report hears, once per
-// change, what it still waits for ("" prefix-free reasons such as "old pod terminating");
-// notYet describes a new pod that does not satisfy ok yet.
-func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok func(*corev1.Pod) bool, notYet string, report func(reason string)) (*corev1.Pod, error) {
+// change, what it still waits for ("" prefix-free reasons such as "old pod terminating"), and
+// whether the new incarnation was handed to its node (created and scheduled: what is left is
+// the node's work); notYet describes a scheduled new pod that does not satisfy ok yet.
+func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok func(*corev1.Pod) bool, notYet string, report func(reason string, handedOver bool)) (*corev1.Pod, error) {
 	last := ""
 	return p.WaitPod(ctx, name, func(pod *corev1.Pod) (bool, error) {
 		reason := ""
@@ -255,21 +256,23 @@ func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok 
 			reason = "old pod gone; waiting for the StatefulSet to recreate it"
 		case old != "" && pod.UID == old:
 			reason = "old pod terminating"
-		case !ok(pod):
-			reason = fmt.Sprintf("new pod %s (UID %s) %s", strings.ToLower(string(pod.Status.Phase)), ShortUID(pod.UID), notYet)
-		default:
+		case ok(pod):
 			return true, nil
+		case pod.Spec.NodeName == "":
+			reason = fmt.Sprintf("new pod %s (UID %s) not scheduled yet", strings.ToLower(string(pod.Status.Phase)), ShortUID(pod.UID))
+		default:
+			reason = fmt.Sprintf("new pod %s (UID %s) %s", strings.ToLower(string(pod.Status.Phase)), ShortUID(pod.UID), notYet)
 		}
 		if reason != last && report != nil {
 			last = reason
-			report(reason)
+			report(reason, pod != nil && pod.UID != old && pod.Spec.NodeName != "")
 		}
 		return false, nil
 	})
 }
 
 // WaitNewReady is WaitReplaced for a restart: a new incarnation that is Ready.
-func (p *Pods) WaitNewReady(ctx context.Context, name string, old types.UID, report func(reason string)) error {
+func (p *Pods) WaitNewReady(ctx context.Context, name string, old types.UID, report func(reason string, handedOver bool)) error {
 	_, err := p.WaitReplaced(ctx, name, old, PodReady, "not Ready yet", report)
 	return err
 }

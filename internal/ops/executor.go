@@ -49,6 +49,18 @@ type Executor struct {
 	// by the pods view (the commands start it with the view). When nil, the first step that
 	// needs one starts it for the rest of the run.
 	Pods *kube.Pods
+	// HandoverQuiet bounds how long, after a step's action, the previous step's "done" write
+	// (and its events) waits for that step to wait on something quiet. A restart's delete is
+	// followed by a burst of writes at the API server: the old pod terminating, recreated by
+	// its StatefulSet, scheduled; the write would slow that down (and the pod's restart with
+	// it), so it goes out once the new incarnation is on its node (steppods.go WaitReplaced)
+	// or any other wait begins (StepContext.Waiting). A real pod's graceful termination takes
+	// longer than the bound: then the write goes out at the bound, during it. Zero:
+	// DefaultHandoverQuiet.
+	HandoverQuiet time.Duration
+
+	// noHold: "done" writes go out right after the next step's action (armGate).
+	noHold bool
 
 	plan  *Plan
 	held  HeldLock
@@ -604,7 +616,11 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
 		err := s.Action(actx, sc)
 		acancel()
-		e.openGate()
+		if err != nil {
+			e.openGate()
+		} else {
+			e.armGate(e.handoverQuiet())
+		}
 		if err != nil {
 			return err
 		}
@@ -701,9 +717,11 @@ type pendingSave struct {
 	// start opens (once) when the write may go out (openGate).
 	start chan struct{}
 	once  sync.Once
-	done  chan struct{}
-	at    time.Time
-	err   error
+	// held: the write was held back after the next step's action (armGate).
+	held bool
+	done chan struct{}
+	at   time.Time
+	err  error
 }
 
 // doneAsync writes the journal j (s done, the next step current) in the background, once the
@@ -777,14 +795,46 @@ func (e *Executor) release(sc *StepContext, report func()) {
 }
 
 // openGate lets the previous step's "done" write (and its events) go out: once this step's
-// action was sent, or once it waits for something (StepContext.Waiting), or when anything
-// else joins the write. Sent right after the next step's delete rather than beside it, they
-// do not compete with it at the API server.
+// action failed, or it waits for something quiet (StepContext.Waiting), or HandoverQuiet
+// after its action (armGate), or when anything else joins the write. Sent after the next
+// step's delete and its aftermath rather than beside them, they do not compete with them at
+// the API server.
 func (e *Executor) openGate() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p := e.pending; p != nil {
 		p.once.Do(func() { close(p.start) })
+	}
+}
+
+// DefaultHandoverQuiet is Executor.HandoverQuiet's default.
+const DefaultHandoverQuiet = 250 * time.Millisecond
+
+// handoverQuiet returns HandoverQuiet, or its default.
+func (e *Executor) handoverQuiet() time.Duration {
+	if e.HandoverQuiet > 0 {
+		return e.HandoverQuiet
+	}
+	return DefaultHandoverQuiet
+}
+
+// armGate opens the gate of the write in flight, if any, once d passed, unless the step's
+// waiting opens it earlier (StepContext.waiting).
+//
+// Once a held write was still in flight when the step after it ended (pods that start faster
+// than a journal write lands: holding it put it in that step's way), writes are no longer
+// held for the rest of the run (noHold, joinLocked).
+func (e *Executor) armGate(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.pending
+	switch {
+	case p == nil:
+	case e.noHold:
+		p.once.Do(func() { close(p.start) })
+	default:
+		p.held = true
+		time.AfterFunc(d, func() { p.once.Do(func() { close(p.start) }) })
 	}
 }
 
@@ -806,7 +856,14 @@ func (e *Executor) joinLocked() error {
 		return nil
 	}
 	p.once.Do(func() { close(p.start) }) // else it would wait for itself
-	<-p.done
+	select {
+	case <-p.done:
+	default:
+		if p.held {
+			e.noHold = true // see armGate
+		}
+		<-p.done
+	}
 	e.pending = nil
 	if p.err != nil {
 		e.doneFailed = p.err

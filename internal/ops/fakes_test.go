@@ -138,6 +138,7 @@ func (m *memLocker) stored(t *testing.T) *Journal {
 func readyPod(name, ns string, labels map[string]string, uid types.UID) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid, Labels: labels},
+		Spec:       corev1.PodSpec{NodeName: "node-0"}, // running, so scheduled
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}

@@ -154,7 +154,15 @@ func (sc *StepContext) Progress(done, total int64, unit, msg string) {
 
 // Waiting reports what the step waits for.
 func (sc *StepContext) Waiting(reason string) {
-	sc.exec.openGate() // nothing to send now: the previous step's "done" may go out
+	sc.waiting(reason, true)
+}
+
+// waiting reports what the step waits for; with quiet, nothing the step does now competes
+// with the previous step's "done" write, which may go out (openGate).
+func (sc *StepContext) waiting(reason string, quiet bool) {
+	if quiet {
+		sc.exec.openGate()
+	}
 	sc.exec.emitStep(EventStepWaiting, sc.Ref, func(e *Event) { e.Reason = reason })
 }
 

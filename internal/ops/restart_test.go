@@ -584,6 +584,76 @@ func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
 	}
 }
 
+// The previous step's "done" write waits, after the next pod's delete, until that pod's new
+// incarnation is on its node (the API server is busy with the old pod's deletion and the
+// controller's recreation until then), but no longer than HandoverQuiet: a pod that takes
+// long to terminate or come back (held here) does not hold the write back.
+func TestRestartDoneWriteWaitsForHandover(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		quiet time.Duration
+		// written: step 1's done write goes out while db-hot-1 has not come back.
+		written bool
+	}{
+		{name: "until the new pod is on its node", quiet: time.Hour},
+		{name: "at most HandoverQuiet", quiet: time.Millisecond, written: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, ctrl, p, _ := hotRestart(t)
+			ctrl.SetHold(true)
+			doneWritten := make(chan bool, 1) // whether db-hot-1 was back when step 1's done went out
+			locker := &memLocker{id: "alice@api:6443", beforeSave: func(j *Journal) error {
+				if j.IsDone("restart/db-hot-0") && len(j.Done) == 1 && j.State == JournalRunning {
+					pod, err := client.CoreV1().Pods("prod").Get(context.Background(), "db-hot-1", metav1.GetOptions{})
+					select {
+					case doneWritten <- err == nil && pod.UID != "db-hot-1-uid0":
+					default:
+					}
+				}
+				return nil
+			}}
+			errc := make(chan error, 1)
+			go func() {
+				errc <- (&Executor{Locker: locker, Sink: &Recorder{}, Timeout: time.Minute, HandoverQuiet: tc.quiet}).Run(context.Background(), p)
+			}()
+			ctrl.WaitDeleted(t, 1)
+			ctrl.Flush()
+			ctrl.WaitDeleted(t, 2) // db-hot-1: its recreation held back
+			early := false
+			select {
+			case back := <-doneWritten:
+				early = true
+				if !tc.written {
+					t.Errorf("step 1's done was written while db-hot-1 was not back (back: %v)", back)
+				}
+			case <-time.After(300 * time.Millisecond):
+				// The window in which a write sent right after the delete would have gone out.
+				if tc.written {
+					t.Error("step 1's done was not written within 300ms although HandoverQuiet is 1ms")
+				}
+			}
+			ctrl.SetHold(false)
+			ctrl.Flush()
+			if !early {
+				select {
+				case back := <-doneWritten:
+					if !back {
+						t.Error("step 1's done was written before db-hot-1 was back")
+					}
+				case <-time.After(10 * time.Second):
+					t.Error("step 1's done was not written after db-hot-1 came back")
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if j := locker.stored(t); j.State != JournalSucceeded || len(j.Done) != 3 {
+				t.Errorf("journal %s with %d step(s) done, want succeeded with 3", j.State, len(j.Done))
+			}
+		})
+	}
+}
+
 // When the journal write of a step's done fails while the next step runs (here: the lock was
 // taken over), the run stops: the step whose write failed is reported failed with that error,
 // the running step as stopped by it, and the run exits as a lost lock.
