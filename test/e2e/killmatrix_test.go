@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -14,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -300,5 +303,96 @@ func TestKillMatrixCrateDB(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+	}
+}
+
+// A SIGKILL after the run deleted the next pod but before it journaled the step before it done
+// (that write waits until the deleted pod's new incarnation is scheduled, at most 250 ms)
+// leaves web-0's step current, with web-1's UID staged and web-1 gone. A retry right away,
+// while web-1 is still coming back, resumes: the preflight and web-0's step do not refuse for
+// the pod this request deleted, and no pod is deleted twice. A ResourceQuota in the test's
+// namespace keeps the StatefulSet from recreating web-1 until the kill, so the kill lands in
+// that window every time.
+func TestKillBetweenNextDeleteAndDone(t *testing.T) {
+	ns := newNamespace(t)
+	old := uidsByName(createDBCluster(t, ns, webCluster, 3, func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "2s"}
+	}))
+	pods := recordPodWatch(t, ns)
+	env := cliEnv(t)
+	const lockID = "e2e-kill-between"
+	args := []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json", "--lock-id", lockID}
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	podEvent := func(what string, cond func(p *corev1.Pod, typ watch.EventType) bool) {
+		t.Helper()
+		err := pods.waitUntil(ctx, func(evs []recordedEvent) bool {
+			for _, e := range evs {
+				if p, ok := e.Obj.(*corev1.Pod); ok && cond(p, e.Type) {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+
+	run := startCLI(t, env, args...)
+	// web-0's new incarnation exists (and takes 2s to be Ready): from now on no pod of the
+	// namespace can be created.
+	podEvent("web-0's new incarnation", func(p *corev1.Pod, _ watch.EventType) bool { return p.Name == "web-0" && p.UID != old["web-0"] })
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "hold-pods", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}}}
+	if _, err := bed.Client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create quota: %v", err)
+	}
+	podEvent("web-1's old incarnation deleted", func(p *corev1.Pod, typ watch.EventType) bool {
+		return p.Name == "web-1" && p.UID == old["web-1"] && (p.DeletionTimestamp != nil || typ == watch.Deleted)
+	})
+	_ = run.cmd.Process.Signal(syscall.SIGKILL)
+	if res := run.wait(); res.Code != -1 {
+		t.Fatalf("the run ended before the kill: %s", res)
+	}
+	_, j := getLockLease(t, ns, webCluster)
+	if j.Current != "restart/web-0" || len(j.Done) != 0 || j.Data["restart.uid/web-1"] != string(old["web-1"]) {
+		t.Fatalf("journal after the kill: current %q, done %v, data %v; want web-0's step current, nothing done, web-1's old UID staged", j.Current, j.Done, j.Data)
+	}
+	if err := bed.Client.CoreV1().ResourceQuotas(ns).Delete(ctx, quota.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete quota: %v", err)
+	}
+
+	// The retry, as CI would: give up the dead run's lock session, run again. web-1 is not back
+	// and Ready for at least 2s.
+	if res := runCLI(t, env, "lock", "release", webCluster, "-n", ns, "--lock-id", lockID); res.Code != 0 {
+		t.Fatalf("lock release after the kill: %s", res)
+	}
+	res := runCLI(t, env, args...)
+	if res.Code != 0 {
+		t.Fatalf("re-run after the kill: %s", res)
+	}
+	evs := parseNDJSON(t, res)
+	if skipped := stepsOf(evs, "step-skipped"); !slices.Contains(skipped, "restart/web-0") {
+		t.Errorf("re-run skipped %v, want restart/web-0 (restarted by the killed run)", skipped)
+	}
+	changes := waitReplacementsReady(t, pods, webPods, old)
+	checkRestartOrder(t, changes, webPods, old)
+	created := map[string]int{}
+	for _, e := range pods.snapshot() {
+		if p, ok := e.Obj.(*corev1.Pod); ok && e.Type == watch.Added && p.UID != old[p.Name] {
+			created[p.Name]++
+		}
+	}
+	for _, n := range webPods {
+		if created[n] != 1 {
+			t.Errorf("pod %s was created %d times, want exactly 1 (restarted once)", n, created[n])
+		}
+	}
+	if worst := maxUnavailable(pods.initialObjects(), nil, pods.snapshot(), webPods); worst > 1 {
+		t.Errorf("%d pods were unavailable at once, want at most 1", worst)
+	}
+	if _, j := getLockLease(t, ns, webCluster); j.State != "succeeded" || len(j.Done) != 3 {
+		t.Errorf("journal after the re-run = %+v, want succeeded with 3 steps done", j)
 	}
 }
