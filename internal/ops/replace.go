@@ -225,6 +225,9 @@ func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string,
 	}
 	for _, name := range pod.PVCs {
 		uid := types.UID(sc.Get(pvcUIDKey(name)))
+		// Journaled by an interrupted run of this request: it may have deleted the PVC and
+		// recorded that already.
+		earlier := uid != ""
 		if uid == "" {
 			pvc, err := r.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 			switch {
@@ -241,8 +244,13 @@ func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string,
 		if err := kube.DeletePVC(ctx, r.Client, ns, name, uid); err != nil {
 			return false, err
 		}
-		sc.Audit(ctx, ObjectRef{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name, UID: string(uid)},
-			"DbopsReplacePVC", fmt.Sprintf("deleted PVC %s to replace pod %s with a fresh volume", name, pod.Name))
+		ref := ObjectRef{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name, UID: string(uid)}
+		msg := fmt.Sprintf("deleted PVC %s to replace pod %s with a fresh volume", name, pod.Name)
+		if earlier {
+			sc.AuditOnce(ctx, ref, "DbopsReplacePVC", msg)
+		} else {
+			sc.Audit(ctx, ref, "DbopsReplacePVC", msg)
+		}
 	}
 	if err := DeletePod(ctx, r.Client, ns, pod.Name, old); err != nil {
 		return false, err

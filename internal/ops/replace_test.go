@@ -3,10 +3,12 @@ package ops
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,5 +259,64 @@ func TestParseTaintRule(t *testing.T) {
 		if _, err := ParseTaintRule(in); ExitCode(err) != ExitUsage {
 			t.Errorf("%q: err = %v, want usage", in, err)
 		}
+	}
+}
+
+// A replacement killed after it deleted a pod's PVC (and maybe recorded its event) but before
+// it deleted the pod: the resumed run deletes the pod, and the PVC's DbopsReplacePVC event is
+// there once, whether the killed run recorded it or not.
+func TestReplacementResumeRecordsPVCEventOnce(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("event lost %v", lost), func(t *testing.T) {
+			c, client := testCluster(map[string]int{"hot": 2}, []string{"hot"}, "")
+			fakecluster.Start(t, client, "prod")
+			withPVCs(t, c, client)
+			var killed atomic.Bool
+			client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if !killed.Swap(true) {
+					return true, nil, errors.New("killed")
+				}
+				return false, nil, nil
+			})
+			req := ReplaceRequest{Pods: []string{"db-hot-0"}, MaxConcurrent: 1}
+			p, err := (&Replacement{Client: client}).Plan(c, EngineGeneric, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			locker := &memLocker{id: "me"}
+			auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
+			if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), p); err == nil {
+				t.Fatal("the killed run succeeded")
+			}
+			if j := locker.stored(t); j.Data[pvcUIDKey("data-db-hot-0")] != "data-db-hot-0-uid0" {
+				t.Fatalf("journal left by the killed run: data %v; want the PVC's UID", j.Data)
+			}
+			if lost {
+				for _, ev := range listEvents(t, client, "DbopsReplacePVC") {
+					if err := client.CoreV1().Events("prod").Delete(context.Background(), ev.Name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			p2, err := (&Replacement{Client: client}).Plan(c, EngineGeneric, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
+				t.Fatalf("resumed run: %v", err)
+			}
+			evs := listEvents(t, client, "DbopsReplacePVC")
+			if len(evs) != 1 || evs[0].InvolvedObject.UID != "data-db-hot-0-uid0" {
+				var got []string
+				for _, e := range evs {
+					got = append(got, string(e.InvolvedObject.UID)+": "+e.Message)
+				}
+				t.Errorf("DbopsReplacePVC events %q, want one, on the deleted PVC data-db-hot-0-uid0", got)
+			}
+			pod, err := client.CoreV1().Pods("prod").Get(context.Background(), "db-hot-0", metav1.GetOptions{})
+			if err != nil || pod.UID == "db-hot-0-uid0" {
+				t.Errorf("db-hot-0 not replaced: %v %v", pod, err)
+			}
+		})
 	}
 }
