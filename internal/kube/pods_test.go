@@ -146,9 +146,26 @@ func TestWaitReplacedReports(t *testing.T) {
 		Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 	client := fake.NewClientset(old)
+	// The fake clientset loses what happens between the informer's list and its watch (a
+	// real API server replays it): change nothing until the watch exists.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		wa := a.(k8stesting.WatchActionImpl)
+		w, err := client.Tracker().Watch(a.GetResource(), wa.GetNamespace(), wa.ListOptions)
+		if err == nil {
+			once.Do(func() { close(watching) })
+		}
+		return true, w, err
+	})
 	pods := StartPods(ctx, client, "ns", "", "")
 	if err := pods.Synced(ctx); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-watching:
+	case <-ctx.Done():
+		t.Fatal("the informer opened no watch")
 	}
 	type report struct {
 		reason     string
