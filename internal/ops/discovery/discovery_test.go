@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -807,4 +808,105 @@ func TestPodListsNotOlderThanTheFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(r, 104)
+}
+
+// operatorSelector gives s the CrateDB operator's selector (and pod labels): the cluster's
+// name and component, which every node group shares, and the group's node name.
+func operatorSelector(s *appsv1.StatefulSet) {
+	lbls := map[string]string{labelAppName: "foo", labelAppComponent: "cratedb", labelCrateNode: s.Labels[labelCrateNode]}
+	s.Spec.Selector = &metav1.LabelSelector{MatchLabels: lbls}
+	s.Spec.Template.Labels = maps.Clone(lbls)
+}
+
+// StatefulSets whose selectors share labels (the CrateDB operator's) are read with one pod
+// list by those labels, paged, and each pod goes to the StatefulSet that controls and selects
+// it: a pod with the shared labels that another StatefulSet controls, or that its controller
+// does not select, is left out.
+func TestPodListsOneListForSharedLabels(t *testing.T) {
+	master, hot, cold := crateMaster(operatorSelector), crateData("hot", operatorSelector), crateData("cold", operatorSelector)
+	other := mkSTS("crate-data-hot-bar", 1)
+	objs := []runtime.Object{master, hot, cold, other}
+	for _, s := range []*appsv1.StatefulSet{master, hot, cold} {
+		for i := range int(*s.Spec.Replicas) {
+			objs = append(objs, mkPod(s, i, func(p *corev1.Pod) { p.Labels = maps.Clone(s.Spec.Template.Labels) }))
+		}
+	}
+	// Shared labels, but controlled by a StatefulSet of another cluster.
+	objs = append(objs, mkPod(other, 0, func(p *corev1.Pod) { p.Labels = maps.Clone(hot.Spec.Template.Labels) }))
+	// Controlled by hot, but with cold's labels: hot does not select it.
+	objs = append(objs, mkPod(hot, 7, func(p *corev1.Pod) { p.Labels = maps.Clone(cold.Spec.Template.Labels) }))
+	client := fake.NewClientset(objs...)
+	var got []metav1.ListOptions
+	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o := a.(k8stesting.ListActionImpl).ListOptions
+		got = append(got, o)
+		sel, err := labels.Parse(o.LabelSelector)
+		if err != nil {
+			return true, nil, err
+		}
+		all, err := client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), ns)
+		if err != nil {
+			return true, nil, err
+		}
+		l := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "42"}}
+		for _, p := range all.(*corev1.PodList).Items {
+			if sel.Matches(labels.Set(p.Labels)) {
+				l.Items = append(l.Items, p)
+			}
+		}
+		slices.SortFunc(l.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		if o.Continue == "" {
+			l.Items, l.Continue = l.Items[:4], "page-2"
+		} else {
+			l.Items = l.Items[4:]
+		}
+		return true, l, nil
+	})
+	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(c *ops.Cluster) {
+		t.Helper()
+		want := []string{
+			`selector "app.kubernetes.io/component=cratedb,app.kubernetes.io/name=foo" continue ""`,
+			`selector "app.kubernetes.io/component=cratedb,app.kubernetes.io/name=foo" continue "page-2"`,
+		}
+		var lists []string
+		for _, o := range got {
+			lists = append(lists, fmt.Sprintf("selector %q continue %q", o.LabelSelector, o.Continue))
+			if o.ResourceVersion != "" {
+				t.Errorf("list %+v: want a consistent read", o)
+			}
+		}
+		if !slices.Equal(lists, want) {
+			t.Errorf("pod lists:\n got %q\nwant %q", lists, want)
+		}
+		byGroup := map[string][]string{}
+		for _, g := range c.Groups {
+			for _, p := range g.Pods {
+				byGroup[g.StatefulSet] = append(byGroup[g.StatefulSet], p.Name)
+			}
+		}
+		wantGroups := map[string][]string{
+			master.Name: {"crate-master-foo-0", "crate-master-foo-1", "crate-master-foo-2"},
+			hot.Name:    {"crate-data-hot-foo-0", "crate-data-hot-foo-1"},
+			cold.Name:   {"crate-data-cold-foo-0", "crate-data-cold-foo-1"},
+		}
+		for sts, want := range wantGroups {
+			if !slices.Equal(byGroup[sts], want) {
+				t.Errorf("pods of %s: %v, want %v", sts, byGroup[sts], want)
+			}
+		}
+		if c.PodsResourceVersion != "42" {
+			t.Errorf("PodsResourceVersion %q, want 42", c.PodsResourceVersion)
+		}
+	}
+	check(c)
+	got = nil
+	r, err := Refresh(context.Background(), client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r)
 }
