@@ -745,23 +745,23 @@ func TestRestartAheadStagedPodReplacedMeanwhile(t *testing.T) {
 	}
 }
 
-// A run killed after it deleted a pod but before the write of the previous step's done landed
-// (they overlap) leaves a journal naming the previous step current, with the deleted pod's UID
-// staged: the resumed run counts that pod as restarted by the interrupted run, deletes nothing
-// twice, and its restart event says that run may not have been the one that deleted it.
-func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
-	client, ctrl, p, replan := hotRestart(t)
+// killAfterHot1Deleted returns a lock that "kills" a restart of db-hot-0..2: step 1's done
+// write waits until db-hot-1 is deleted (onDelete runs then), and neither it nor any later
+// write lands.
+func killAfterHot1Deleted(t *testing.T, client *fake.Clientset, onDelete func()) *memLocker {
+	t.Helper()
 	hot1Deleted := make(chan struct{})
 	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.DeleteActionImpl).Name == "db-hot-1" {
+			if onDelete != nil {
+				onDelete()
+			}
 			close(hot1Deleted)
 		}
 		return false, nil, nil
 	})
-	// The "kill": step 1's done write waits until db-hot-1 is deleted, then neither it nor
-	// any later write lands.
 	var killed atomic.Bool
-	locker := &memLocker{id: "me", beforeSave: func(j *Journal) error {
+	return &memLocker{id: "me", beforeSave: func(j *Journal) error {
 		if !killed.Load() && !(j.IsDone("restart/db-hot-0") && j.Current == "restart/db-hot-1") {
 			return nil
 		}
@@ -774,6 +774,15 @@ func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
 		}
 		return errors.New("killed")
 	}}
+}
+
+// A run killed after it deleted a pod but before the write of the previous step's done landed
+// (they overlap) leaves a journal naming the previous step current, with the deleted pod's UID
+// staged: the resumed run counts that pod as restarted by the interrupted run, deletes nothing
+// twice, and its restart event says that run may not have been the one that deleted it.
+func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
+	client, ctrl, p, replan := hotRestart(t)
+	locker := killAfterHot1Deleted(t, client, nil)
 	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
 	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), p); err == nil {
 		t.Fatal("the killed run succeeded")
@@ -823,28 +832,8 @@ func TestRestartResumeAfterKillWhileNextPodDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hot1Deleted := make(chan struct{})
-	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.(k8stesting.DeleteActionImpl).Name == "db-hot-1" {
-			ctrl.SetHold(true) // db-hot-1 stays down until the resumed run's precheck is past
-			close(hot1Deleted)
-		}
-		return false, nil, nil
-	})
-	var killed atomic.Bool
-	locker := &memLocker{id: "me", beforeSave: func(j *Journal) error {
-		if !killed.Load() && !(j.IsDone("restart/db-hot-0") && j.Current == "restart/db-hot-1") {
-			return nil
-		}
-		if !killed.Swap(true) {
-			select {
-			case <-hot1Deleted:
-			case <-time.After(5 * time.Second):
-				t.Error("db-hot-1 was not deleted while step 1's done was written")
-			}
-		}
-		return errors.New("killed")
-	}}
+	// db-hot-1 stays down until the resumed run's precheck is past.
+	locker := killAfterHot1Deleted(t, client, func() { ctrl.SetHold(true) })
 	if err := (&Executor{Locker: locker, Timeout: time.Minute}).Run(context.Background(), p); err == nil {
 		t.Fatal("the killed run succeeded")
 	}

@@ -446,15 +446,20 @@ func TestConcurrentInvocationsAreLocked(t *testing.T) {
 	}
 }
 
+// podsStartIn makes the StatefulSet's pods take d to start (kwok), as real ones take a while.
+func podsStartIn(d string) func(*appsv1.StatefulSet) {
+	return func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: d}
+	}
+}
+
 // Case 6: SIGINT after the first restarted pod stops safely (exit 130, journal interrupted,
 // lock released); re-running resumes without restarting that pod again.
 func TestInterruptAndResume(t *testing.T) {
 	ns := newNamespace(t)
 	// Pods take 2s to start, as real ones take longer: the SIGINT sent on web-0's done then
 	// lands while the run waits for web-1, which it deleted just before reporting web-0 done.
-	old := uidsByName(createDBCluster(t, ns, webCluster, 3, func(s *appsv1.StatefulSet) {
-		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "2s"}
-	}))
+	old := uidsByName(createDBCluster(t, ns, webCluster, 3, podsStartIn("2s")))
 	pods := recordPodWatch(t, ns)
 	env := cliEnv(t)
 	args := []string{"restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json", "--lock-id", "e2e-interrupt"}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -315,9 +314,7 @@ func TestKillMatrixCrateDB(t *testing.T) {
 // that window every time.
 func TestKillBetweenNextDeleteAndDone(t *testing.T) {
 	ns := newNamespace(t)
-	old := uidsByName(createDBCluster(t, ns, webCluster, 3, func(s *appsv1.StatefulSet) {
-		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "2s"}
-	}))
+	old := uidsByName(createDBCluster(t, ns, webCluster, 3, podsStartIn("2s")))
 	pods := recordPodWatch(t, ns)
 	env := cliEnv(t)
 	const lockID = "e2e-kill-between"

@@ -749,19 +749,9 @@ func TestPodListsNotOlderThanTheFirst(t *testing.T) {
 		o := a.(k8stesting.ListActionImpl).ListOptions
 		got = append(got, o)
 		// The second StatefulSet's pods come back in two pages.
-		l := &corev1.PodList{}
-		sel, err := labels.Parse(o.LabelSelector)
+		l, err := podsMatching(client, o.LabelSelector)
 		if err != nil {
 			return true, nil, err
-		}
-		all, err := client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), ns)
-		if err != nil {
-			return true, nil, err
-		}
-		for _, p := range all.(*corev1.PodList).Items {
-			if sel.Matches(labels.Set(p.Labels)) {
-				l.Items = append(l.Items, p)
-			}
 		}
 		switch {
 		case len(got) == 2:
@@ -810,6 +800,25 @@ func TestPodListsNotOlderThanTheFirst(t *testing.T) {
 	check(r, 104)
 }
 
+// podsMatching lists the fake's pods in ns that selector matches, as the API server would.
+func podsMatching(client *fake.Clientset, selector string) (*corev1.PodList, error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, err
+	}
+	all, err := client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), ns)
+	if err != nil {
+		return nil, err
+	}
+	l := &corev1.PodList{}
+	for _, p := range all.(*corev1.PodList).Items {
+		if sel.Matches(labels.Set(p.Labels)) {
+			l.Items = append(l.Items, p)
+		}
+	}
+	return l, nil
+}
+
 // operatorSelector gives s the CrateDB operator's selector (and pod labels): the cluster's
 // name and component, which every node group shares, and the group's node name.
 func operatorSelector(s *appsv1.StatefulSet) {
@@ -840,20 +849,11 @@ func TestPodListsOneListForSharedLabels(t *testing.T) {
 	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		o := a.(k8stesting.ListActionImpl).ListOptions
 		got = append(got, o)
-		sel, err := labels.Parse(o.LabelSelector)
+		l, err := podsMatching(client, o.LabelSelector)
 		if err != nil {
 			return true, nil, err
 		}
-		all, err := client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), ns)
-		if err != nil {
-			return true, nil, err
-		}
-		l := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "42"}}
-		for _, p := range all.(*corev1.PodList).Items {
-			if sel.Matches(labels.Set(p.Labels)) {
-				l.Items = append(l.Items, p)
-			}
-		}
+		l.ResourceVersion = "42"
 		slices.SortFunc(l.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 		if o.Continue == "" {
 			l.Items, l.Continue = l.Items[:4], "page-2"
