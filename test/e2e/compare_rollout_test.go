@@ -69,16 +69,17 @@ func TestCompareRolloutRestart(t *testing.T) {
 	// no process starts, so the stricter reference).
 	sides := []struct {
 		name string
-		run  func() time.Duration
+		// run returns the side's wall time and its client processes' CPU time (0: in this process).
+		run func() (time.Duration, time.Duration)
 	}{
-		{"kubectl dbops restart --rolling", func() time.Duration {
+		{"kubectl dbops restart --rolling", func() (time.Duration, time.Duration) {
 			res := runKubectl(t, kubectl, env, "dbops", "restart", webCluster, "-n", ns, "--rolling", "--yes", "--no-tui", "--timeout", "10m")
 			if res.Code != 0 {
 				t.Fatalf("restart: %s", res)
 			}
-			return res.Elapsed
+			return res.Elapsed, res.CPU
 		}},
-		{"kubectl rollout restart + rollout status", func() time.Duration {
+		{"kubectl rollout restart + rollout status", func() (time.Duration, time.Duration) {
 			res := runKubectl(t, kubectl, env, "rollout", "restart", "statefulset/"+webCluster, "-n", ns)
 			if res.Code != 0 {
 				t.Fatalf("rollout restart: %s", res)
@@ -87,17 +88,23 @@ func TestCompareRolloutRestart(t *testing.T) {
 			if st.Code != 0 {
 				t.Fatalf("rollout status: %s", st)
 			}
-			return res.Elapsed + st.Elapsed
+			return res.Elapsed + st.Elapsed, res.CPU + st.CPU
 		}},
-		{"controller alone (patch + status watch in the test)", func() time.Duration { return rolloutRestart(t, ns, webCluster) }},
+		{"controller alone (patch + status watch in the test)", func() (time.Duration, time.Duration) {
+			return rolloutRestart(t, ns, webCluster), 0
+		}},
 	}
-	whole := make([][]time.Duration, len(sides))
+	whole, cpu := make([][]time.Duration, len(sides)), make([][]time.Duration, len(sides))
 	waits := make([][]restartWaits, len(sides))
 	for i := range len(sides) * runs {
-		k := i % len(sides)
+		// Each round shifts the order by one, so no side always follows the same other side
+		// (the previous side's trailing controller work, such as its status writes and
+		// revision history, lands at the next side's start).
+		k := (i + i/len(sides)) % len(sides)
 		from := len(pods.snapshot())
 		began := time.Now()
-		d := sides[k].run()
+		d, c := sides[k].run()
+		cpu[k] = append(cpu[k], c)
 		// The controller's last Ready may reach the test's watch after its status did.
 		wctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 		err := pods.waitUntil(wctx, func(evs []recordedEvent) bool {
@@ -118,8 +125,14 @@ func TestCompareRolloutRestart(t *testing.T) {
 		m[k] = median(whole[k])
 	}
 	for k := 1; k < len(sides); k++ {
-		t.Logf("%d-pod StatefulSet, %d runs each, in turn: %s median %s, %s median %s, ratio %.3f",
-			replicas, runs, sides[0].name, m[0].Round(time.Millisecond), sides[k].name, m[k].Round(time.Millisecond), float64(m[0])/float64(m[k]))
+		t.Logf("%d-pod StatefulSet, %d runs each, in turn: %s median %s, %s median %s, ratio %.3f; %s",
+			replicas, runs, sides[0].name, m[0].Round(time.Millisecond), sides[k].name, m[k].Round(time.Millisecond), float64(m[0])/float64(m[k]),
+			pairedDifference(whole[0], whole[k]))
+	}
+	for k := range sides {
+		if c := median(cpu[k]); c > 0 {
+			t.Logf("%s: client CPU (user + system) median %s per run", sides[k].name, c.Round(time.Millisecond))
+		}
 	}
 	for k := range sides {
 		ws := waits[k]
@@ -140,6 +153,23 @@ func TestCompareRolloutRestart(t *testing.T) {
 			sides[k].name, float64(median(ratios))/1e6, float64(median(spanRatios))/1e6,
 			median(leads).Round(100*time.Microsecond), median(tails).Round(100*time.Microsecond), median(all.gaps).Round(100*time.Microsecond), all.phaseMedians())
 	}
+}
+
+// pairedDifference compares two sides round by round (the runs of one round are minutes
+// apart, not hours): in how many rounds a was faster, and the median of a - b.
+func pairedDifference(a, b []time.Duration) string {
+	n := min(len(a), len(b))
+	if n == 0 {
+		return "no rounds"
+	}
+	diffs, faster := make([]time.Duration, n), 0
+	for i := range n {
+		diffs[i] = a[i] - b[i]
+		if diffs[i] < 0 {
+			faster++
+		}
+	}
+	return fmt.Sprintf("faster in %d of %d rounds, paired median difference %s", faster, n, median(diffs).Round(time.Millisecond))
 }
 
 // restartWaits is what the test's own watch saw of a one-pod-at-a-time rolling restart.

@@ -114,6 +114,9 @@ type cliResult struct {
 	Stdout  string
 	Stderr  string
 	Elapsed time.Duration
+	// CPU is the process's user + system time (kubectl execs a plugin in its own process,
+	// so for `kubectl dbops` this is kubectl's start and the plugin's run together).
+	CPU time.Duration
 }
 
 func (r cliResult) String() string {
@@ -196,7 +199,10 @@ func runKubectl(t *testing.T, kubectl string, env []string, args ...string) cliR
 	if ctx.Err() != nil {
 		t.Fatalf("kubectl did not finish within %s: %s", cliTimeout, res)
 	}
-	t.Logf("kubectl %s: exit %d in %s", strings.Join(args, " "), res.Code, res.Elapsed.Round(time.Millisecond))
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+	}
+	t.Logf("kubectl %s: exit %d in %s, %s CPU", strings.Join(args, " "), res.Code, res.Elapsed.Round(time.Millisecond), res.CPU.Round(time.Millisecond))
 	return res
 }
 
