@@ -354,7 +354,7 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 		}
 	}
 	// Normally written with the step's start already; this covers a UID first seen now.
-	if err := sc.exec.flushJournal(ctx, sc.journal, sc.Step); err != nil {
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
 		return err
 	}
 	if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {

@@ -200,6 +200,26 @@ type JournalReleaser interface {
 	SaveJournalAndRelease(ctx context.Context, j *Journal) error
 }
 
+// LockWatcher is a HeldLock that follows its lock object while the run works, so a deny, a
+// release or takeover by someone else, or the object's deletion stops the run before its next
+// change rather than at its next journal write or renewal.
+type LockWatcher interface {
+	// WatchLock follows the lock object until ctx ends. lost is called, at most once, as soon
+	// as a change shows the lock is no longer this process's, with an ErrLocked error that
+	// says why.
+	WatchLock(ctx context.Context, lost func(error))
+}
+
+// LossRecorder is a HeldLock that can still record a run's progress after the lock was lost:
+// the steps that finished stay recorded as done, so a later run (once allowed) resumes
+// after them.
+type LossRecorder interface {
+	// SaveJournalAfterLoss stores j only while the lock object still carries this ID's
+	// journal and nobody else holds it (a deny, or a release by someone else), and gives
+	// up the lock if this ID still holds it; it writes nothing otherwise (taken over, deleted).
+	SaveJournalAfterLoss(ctx context.Context, j *Journal) error
+}
+
 // HeldLock is a lock this process holds. It carries the journal.
 type HeldLock interface {
 	// ID is the lock ID this process acts as.

@@ -220,7 +220,7 @@ func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string,
 	}
 	fresh := !oldGone(pods, pod.Name, old)
 	// Persist before deleting: after a crash the re-run must know which UID was the old one.
-	if err := sc.exec.flushJournal(ctx, sc.journal, sc.Step); err != nil {
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
 		return false, err
 	}
 	for _, name := range pod.PVCs {
