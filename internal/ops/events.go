@@ -92,6 +92,9 @@ type LockInfo struct {
 	Expires   time.Time `json:"expires,omitzero"`
 	// Previous is the holder a takeover replaced.
 	Previous string `json:"previous,omitempty"`
+	// HandReason is the reason of a hold taken by hand (lock acquire) that this acquisition
+	// extended: the same lock ID may be someone else's (a shared kubeconfig user).
+	HandReason string `json:"handReason,omitempty"`
 }
 
 // PodSummary is the pods-table row the TUI shows.

@@ -306,6 +306,11 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 	e.emit(Event{Type: EventLock, Lock: &info})
 	prev := held.Journal()
 	e.keepLock = info.Action == LockExtended && (prev == nil || prev.State == JournalSucceeded)
+	if e.keepLock && info.HandReason != "" {
+		// The same lock ID may be someone else's: a kubeconfig user several people share.
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("this run goes on under the lock %s took by hand (reason: %s); if that hold is not yours (a shared kubeconfig user), stop now and run with your own --lock-id",
+			held.ID(), Printable(info.HandReason))})
+	}
 	if first != nil {
 		e.firstDecided(first)
 		e.mu.Lock()

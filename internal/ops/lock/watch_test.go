@@ -160,3 +160,24 @@ func TestSaveJournalAfterLoss(t *testing.T) {
 		}
 	})
 }
+
+// An operation that extends a hold its lock ID took by hand learns that hold's reason
+// (LockInfo.HandReason), so it can say so: the same ID may be someone else's.
+func TestAcquireOverHandHoldNamesItsReason(t *testing.T) {
+	f := newFixture(t, testLease(heldBy(me, ManualOperation, t0, 600), withAnnotation(AnnotationReason, "INC-7: bob investigating")))
+	held, err := f.manager(me).Acquire(t.Context(), "restart --rolling")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := held.Info(); info.Action != ops.LockExtended || info.HandReason != "INC-7: bob investigating" {
+		t.Errorf("info = %+v, want extended with the hand hold's reason", info)
+	}
+	f2 := newFixture(t, testLease(heldBy(me, "scale", t0, 600), withAnnotation(AnnotationReason, "nightly")))
+	held, err = f2.manager(me).Acquire(t.Context(), "restart --rolling")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := held.Info(); info.HandReason != "" {
+		t.Errorf("info = %+v, want no hand reason when extending an operation's lock", info)
+	}
+}
