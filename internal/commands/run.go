@@ -286,6 +286,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		WaitForLock: g.WaitForLock,
 		Timeout:     timeout,
 		Pacing:      g.Pacing,
+		Confirmed:   g.Yes,
 	}
 	if g.DisableLocks {
 		fmt.Fprintf(g.ErrOut, "WARNING: --disable-locks: running %s on %s/%s WITHOUT the cluster lock; concurrent operations will not be stopped and no journal is kept\n",

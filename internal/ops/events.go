@@ -61,8 +61,12 @@ type Event struct {
 	Outcome  string        `json:"outcome,omitempty"`
 	Elapsed  time.Duration `json:"elapsedNs,omitempty"`
 	Timeout  time.Duration `json:"timeoutNs,omitempty"`
-	// Resume tells the user how to continue after an interruption.
+	// Resume tells the user how to continue after an interruption: a sentence ending in the
+	// shell line of ResumeArgv.
 	Resume string `json:"resume,omitempty"`
+	// ResumeArgv (done event) is the command that resumes the run, as an argument vector:
+	// the interrupted run's command, cluster, -n/--context, flags and --yes when it had it.
+	ResumeArgv []string `json:"resumeArgv,omitempty"`
 	// APIRequests (done event) counts the run's Kubernetes API requests by "verb resource",
 	// plus "total".
 	APIRequests map[string]int `json:"apiRequests,omitempty"`

@@ -43,6 +43,9 @@ type Executor struct {
 	// Pacing spaces the steps out and may stop the run after some
 	// (--pause-between, --pause-after); zero: none.
 	Pacing Pacing
+	// Confirmed: the run was started with --yes; the resume hint repeats it, so it works
+	// where it is printed (a pipeline without a terminal).
+	Confirmed bool
 	// Requests, when set, counts the run's API requests; the done event carries its counts.
 	Requests *kube.RequestCounter
 	// Pods is the run's pod informer, shared by every wait and precondition of the steps and
@@ -863,11 +866,36 @@ func (e *Executor) emitDone(outcome string, err error) {
 	}
 	if err != nil {
 		ev.Error = err.Error()
-		if outcome != OutcomeSucceeded && e.plan != nil && e.plan.Command != "" && ExitCode(err) != ExitLocked {
-			ev.Resume = "re-run the same command to resume: " + e.plan.Command
-		}
+		ev.Resume, ev.ResumeArgv = e.resumeHint(outcome, err)
 	}
 	e.emit(ev)
+}
+
+// resumeHint is the done event's resume sentence and command, for a run that ended with err:
+// none for a success, nor for a lock this run never held. A run whose lock was taken away
+// (denied, released or taken over by someone else) is resumed once the cluster may be changed
+// again, and not as the lock ID it ran as: that ID may be denied.
+func (e *Executor) resumeHint(outcome string, err error) (string, []string) {
+	if outcome == OutcomeSucceeded || e.plan == nil || e.plan.Request == nil {
+		return "", nil
+	}
+	lost := ExitCode(err) == ExitLocked
+	if lost && e.held == nil {
+		return "", nil
+	}
+	var drop map[string]bool
+	if lost {
+		drop = map[string]bool{"lock-id": true}
+	}
+	argv := e.plan.Request.Argv(drop)
+	if e.Confirmed {
+		argv = append(argv, "--yes")
+	}
+	if lost {
+		return fmt.Sprintf("this run's lock ID %s lost the lock (see the error); the journal is kept: once the cluster may be changed again, resume as a lock ID that is not denied: %s",
+			Printable(e.held.ID()), ShellLine(argv)), argv
+	}
+	return "re-run the same command to resume: " + ShellLine(argv), argv
 }
 
 // classify turns a step error into interrupted/timeout/lock-lost when the
