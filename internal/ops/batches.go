@@ -450,7 +450,7 @@ func othersReady(c *Cluster, live map[string]*corev1.Pod, in map[string]bool, ta
 	slices.Sort(names)
 	for _, name := range names {
 		if !in[name] && inCluster(c, name) && !PodReady(live[name]) {
-			return Preconditionf("pod %s is not Ready; restarting %s now would leave %s unavailable (%s)", name, target, what, hint)
+			return Refusef(ReasonPodNotReady, "pod %s is not Ready; restarting %s now would leave %s unavailable (%s)", name, target, what, hint)
 		}
 	}
 	for _, m := range missingPods(c, live) {

@@ -41,6 +41,9 @@ const (
 	OutcomeInterrupted = "interrupted"
 	OutcomeTimeout     = "timeout"
 	OutcomeDryRun      = "dry-run"
+	// OutcomeRefused: the command stopped before its run started (bad input, a preflight
+	// refusal, the lock, permissions); nothing was changed by it.
+	OutcomeRefused = "refused"
 )
 
 // Event is one typed progress report from a procedure.
@@ -58,6 +61,8 @@ type Event struct {
 	Lock     *LockInfo     `json:"lock,omitempty"`
 	Pods     []PodSummary  `json:"pods,omitempty"`
 	Error    string        `json:"error,omitempty"`
+	// ReasonCode (done, step-failed) is Error's stable, machine-readable reason (ops.ReasonOf).
+	ReasonCode string `json:"reasonCode,omitempty"`
 	Outcome  string        `json:"outcome,omitempty"`
 	Elapsed  time.Duration `json:"elapsedNs,omitempty"`
 	Timeout  time.Duration `json:"timeoutNs,omitempty"`

@@ -230,7 +230,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		// That step's "done" went out with that write.
 		d.sc.waitAudits()
 		if serr != nil {
-			e.emitStep(EventStepFailed, d.ref, func(ev *Event) { ev.Error = "saving the operation journal: " + serr.Error() })
+			e.emitStep(EventStepFailed, d.ref, func(ev *Event) {
+				ev.Error, ev.ReasonCode = "saving the operation journal: "+serr.Error(), ReasonOf(serr)
+			})
 		} else {
 			e.emitStep(EventStepDone, d.ref, nil)
 		}
@@ -558,7 +560,7 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 				// final write records it and reports it (Run).
 				return err
 			}
-			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = err.Error() })
+			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error, ev.ReasonCode = err.Error(), ReasonOf(err) })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
 		ran++
@@ -865,7 +867,7 @@ func (e *Executor) emitDone(outcome string, err error) {
 		ev.APIRequests = e.Requests.Snapshot()
 	}
 	if err != nil {
-		ev.Error = err.Error()
+		ev.Error, ev.ReasonCode = err.Error(), ReasonOf(err)
 		ev.Resume, ev.ResumeArgv = e.resumeHint(outcome, err)
 	}
 	e.emit(ev)
@@ -908,7 +910,7 @@ func classify(ctx context.Context, err error) error {
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, ErrTimeout), errors.Is(cause, ErrLocked):
-		return &CodedError{Kind: kindOf(cause), Msg: fmt.Sprintf("%v (while: %v)", cause, err), Err: err}
+		return &CodedError{Kind: kindOf(cause), Msg: fmt.Sprintf("%v (while: %v)", cause, err), Err: err, Reason: ReasonOf(cause)}
 	case errors.Is(cause, context.DeadlineExceeded):
 		return &CodedError{Kind: ErrTimeout, Msg: fmt.Sprintf("timed out: %v", err), Err: err}
 	default:

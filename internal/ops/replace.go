@@ -142,7 +142,7 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 		}
 		for _, lp := range pods.List() {
 			if !replacing[lp.Name] && inCluster(c, lp.Name) && !PodReady(lp) {
-				return false, Preconditionf("pod %s is not Ready; replacing %s now would leave more pods unavailable (wait for it, or replace it too)", lp.Name, BatchID(b))
+				return false, Refusef(ReasonPodNotReady, "pod %s is not Ready; replacing %s now would leave more pods unavailable (wait for it, or replace it too)", lp.Name, BatchID(b))
 			}
 		}
 		return false, nil

@@ -590,7 +590,7 @@ func TestRestartStepDoneBeforeNextDelete(t *testing.T) {
 // steps that finished stay recorded (and reported) as done, where the lock can still record
 // them; the run exits as a lost lock.
 func TestRestartStopsWhenLockLost(t *testing.T) {
-	denied := Lockedf("lock ID alice@api:6443 is on the deny list of cluster prod/db (denied by bob)")
+	denied := WithReason(Lockedf("lock ID alice@api:6443 is on the deny list of cluster prod/db (denied by bob)"), ReasonDenied)
 	for _, tc := range []struct {
 		name    string
 		watched bool
@@ -666,6 +666,9 @@ func TestRestartStopsWhenLockLost(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.steps) {
 				t.Errorf("step outcomes %v, want %v", got, tc.steps)
+			}
+			if evs := sink.Events(); evs[len(evs)-1].ReasonCode != ReasonDenied {
+				t.Errorf("done event's reason code %q, want %s", evs[len(evs)-1].ReasonCode, ReasonDenied)
 			}
 			if j := locker.stored(t); locker.afterLoss != 1 || j.State != JournalFailed || !slices.Equal(j.Done, tc.journal) {
 				t.Errorf("journal %s with done %v (%d writes after the loss), want failed with %v in one", j.State, j.Done, locker.afterLoss, tc.journal)

@@ -144,7 +144,7 @@ func (h *heldLock) SaveJournalAndRelease(ctx context.Context, j *ops.Journal) er
 func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
 	m := h.m
 	if !exists {
-		return ops.Lockedf("lost the lock on cluster %s: its lease %s was deleted; stop and check the cluster before going on",
+		return lostf("lost the lock on cluster %s: its lease %s was deleted; stop and check the cluster before going on",
 			m.clusterName(), LeaseName(m.Cluster))
 	}
 	denies, err := decodeDenyList(l)
@@ -157,17 +157,22 @@ func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
 	switch holder := holderOf(l); holder {
 	case m.ID:
 		if l.Annotations[AnnotationSession] != m.Session {
-			return ops.Lockedf("lost the lock on cluster %s: another kubectl-dbops session of %s took it over%s; stop and check the cluster before going on",
+			return lostf("lost the lock on cluster %s: another kubectl-dbops session of %s took it over%s; stop and check the cluster before going on",
 				m.clusterName(), m.ID, describeWork(l))
 		}
 		return nil
 	case "":
-		return ops.Lockedf("lost the lock on cluster %s: it was released by someone else; stop and check the cluster before going on",
+		return lostf("lost the lock on cluster %s: it was released by someone else; stop and check the cluster before going on",
 			m.clusterName())
 	default:
-		return ops.Lockedf("lost the lock on cluster %s: it is now held by %s%s until %s; stop and check the cluster before going on",
+		return lostf("lost the lock on cluster %s: it is now held by %s%s until %s; stop and check the cluster before going on",
 			m.clusterName(), holder, describeWork(l), formatTime(m.expiry(l)))
 	}
+}
+
+// lostf reports a lock this process held and no longer does (exit 3, reason LockLost).
+func lostf(format string, a ...any) error {
+	return ops.WithReason(ops.Lockedf(format, a...), ops.ReasonLockLost)
 }
 
 // Detach clears this process's session from a lock it keeps holding (a

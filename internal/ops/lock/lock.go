@@ -562,8 +562,8 @@ func (m *Manager) deniedError(d *DenyEntry) error {
 	if d.Reason != "" {
 		why = ": " + d.Reason
 	}
-	return ops.Lockedf("lock ID %s is on the deny list of cluster %s (denied by %s at %s%s); it cannot take the lock until it is allowed again",
-		d.ID, m.clusterName(), d.By, formatTime(d.At), why)
+	return ops.WithReason(ops.Lockedf("lock ID %s is on the deny list of cluster %s (denied by %s at %s%s); it cannot take the lock until it is allowed again",
+		d.ID, m.clusterName(), d.By, formatTime(d.At), why), ops.ReasonDenied)
 }
 
 func holderOf(l *coordinationv1.Lease) string {
