@@ -55,17 +55,17 @@ type Event struct {
 	Step      *StepRef  `json:"step,omitempty"`
 	Message   string    `json:"message,omitempty"`
 	// Reason says what a waiting step waits for, or why a step was skipped.
-	Reason   string        `json:"reason,omitempty"`
-	Progress *Progress     `json:"progress,omitempty"`
-	Plan     *PlanView     `json:"plan,omitempty"`
-	Lock     *LockInfo     `json:"lock,omitempty"`
-	Pods     []PodSummary  `json:"pods,omitempty"`
-	Error    string        `json:"error,omitempty"`
+	Reason   string       `json:"reason,omitempty"`
+	Progress *Progress    `json:"progress,omitempty"`
+	Plan     *PlanView    `json:"plan,omitempty"`
+	Lock     *LockInfo    `json:"lock,omitempty"`
+	Pods     []PodSummary `json:"pods,omitempty"`
+	Error    string       `json:"error,omitempty"`
 	// ReasonCode (done, step-failed) is Error's stable, machine-readable reason (ops.ReasonOf).
-	ReasonCode string `json:"reasonCode,omitempty"`
-	Outcome  string        `json:"outcome,omitempty"`
-	Elapsed  time.Duration `json:"elapsedNs,omitempty"`
-	Timeout  time.Duration `json:"timeoutNs,omitempty"`
+	ReasonCode string        `json:"reasonCode,omitempty"`
+	Outcome    string        `json:"outcome,omitempty"`
+	Elapsed    time.Duration `json:"elapsedNs,omitempty"`
+	Timeout    time.Duration `json:"timeoutNs,omitempty"`
 	// Resume tells the user how to continue after an interruption: a sentence ending in the
 	// shell line of ResumeArgv.
 	Resume string `json:"resume,omitempty"`
