@@ -161,6 +161,11 @@ const (
 	ReasonFailed             = "Failed"
 )
 
+// ReasonCodes lists every reason code, in the README's order.
+var ReasonCodes = []string{ReasonInvalidInput, ReasonLockHeld, ReasonDenied, ReasonLockLost, ReasonTimeout,
+	ReasonPreconditionFailed, ReasonPodNotReady, ReasonNotGreen, ReasonQuorumAtRisk, ReasonMemberUnhealthy,
+	ReasonForbidden, ReasonPaused, ReasonInterrupted, ReasonFailed}
+
 // WithReason returns err carrying reason code: err itself when it is a CodedError (the
 // code set on it), else err wrapped keeping its kind.
 func WithReason(err error, reason string) error {
