@@ -53,7 +53,9 @@ func TestWait(t *testing.T) {
 					once.Do(func() {
 						l := obj.(*coordinationv1.Lease).DeepCopy()
 						l.Spec.HolderIdentity = nil
-						go func() { _ = h.client.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), l, "prod") }()
+						go func() {
+							_ = h.client.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), l, "prod")
+						}()
 					})
 					return true, obj, nil
 				})
@@ -69,4 +71,3 @@ func TestWait(t *testing.T) {
 		})
 	}
 }
-
