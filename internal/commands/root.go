@@ -102,6 +102,7 @@ and plain or JSON output for pipelines.`,
 		NewResumeCmd(g),
 		NewLockCmd(g),
 		NewDenyCmd(g),
+		NewHistoryCmd(g),
 		NewVersionCmd(g),
 	)
 	registerCompletions(cmd, g)
