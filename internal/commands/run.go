@@ -351,8 +351,9 @@ func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanV
 	case prev == nil:
 	case prev.Resumable(plan.Operation, plan.Args):
 		done := 0
+		skipped := plan.SkippedOnResume(prev)
 		for i := range v.Steps {
-			if prev.IsDone(v.Steps[i].ID) {
+			if skipped[v.Steps[i].ID] {
 				v.Steps[i].Done = true
 				done++
 			}

@@ -148,8 +148,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 
 	view := p.View()
 	done := 0
+	skipped := p.SkippedOnResume(journal)
 	for i := range view.Steps {
-		view.Steps[i].Done = journal.IsDone(view.Steps[i].ID)
+		view.Steps[i].Done = skipped[view.Steps[i].ID]
 		if view.Steps[i].Done {
 			done++
 		}

@@ -56,6 +56,21 @@ func (p *Plan) SetRequest(r *Request, engine string) {
 	p.Command = rr.CommandLine()
 }
 
+// SkippedOnResume reports, per step ID, whether a run resuming j skips the step: done in j, or
+// found done from the discovered cluster (Step.Resumed).
+func (p *Plan) SkippedOnResume(j *Journal) map[string]bool {
+	out := map[string]bool{}
+	if j == nil {
+		return out
+	}
+	for _, s := range p.Steps {
+		if j.IsDone(s.ID) || (s.Resumed != nil && s.Resumed(j)) {
+			out[s.ID] = true
+		}
+	}
+	return out
+}
+
 // PreflightState is what a preflight check knows of an interrupted run of
 // the same request (read from the journal without taking the lock).
 type PreflightState struct {
@@ -108,6 +123,11 @@ type Step struct {
 	Action func(ctx context.Context, sc *StepContext) error `json:"-"`
 	// Verify waits until the change has taken effect (watches, polls).
 	Verify func(ctx context.Context, sc *StepContext) error `json:"-"`
+	// Resumed, optional, reports from the discovered cluster whether a run resuming journal j
+	// will find this step done without doing anything (a pod that run restarted already), so
+	// the plan shown for a resume (--dry-run, the prompt, the plan event) marks exactly the
+	// steps the resumed run skips.
+	Resumed func(j *Journal) bool `json:"-"`
 	// Prepare, optional, stages (StepContext.Stage) from cached state what the step must have
 	// journaled before its action (a restart: the UIDs it deletes). The previous step's "done"
 	// write then carries it and names this step as current, so this step needs no write of

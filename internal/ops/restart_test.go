@@ -1018,3 +1018,26 @@ func recordUnjournaledDeletes(client *fake.Clientset, locker *memLocker) func() 
 		return slices.Clone(out)
 	}
 }
+
+// The plan shown for a resume marks exactly the steps the resumed run skips: done in the
+// journal, or a pod whose journaled UID is gone and which is back Ready (its precheck finds
+// it done); a pod still on its old UID, or not Ready yet, is not.
+func TestSkippedOnResume(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 4}, []string{"hot"}, "")
+	hot := c.Groups[0]
+	hot.Pods[2].Ready = false
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Journal{Done: []string{"restart/db-hot-0"}, Data: map[string]string{
+		uidKey("db-hot-1"): "db-hot-1-old", // restarted, back Ready
+		uidKey("db-hot-2"): "db-hot-2-old", // restarted, not Ready yet
+		uidKey("db-hot-3"): string(hot.Pods[3].UID),
+	}}
+	got := p.SkippedOnResume(j)
+	want := map[string]bool{"restart/db-hot-0": true, "restart/db-hot-1": true}
+	if len(got) != len(want) || !got["restart/db-hot-0"] || !got["restart/db-hot-1"] {
+		t.Errorf("skipped on resume %v, want %v", got, want)
+	}
+}
