@@ -334,13 +334,31 @@ func (p *Plan) View() *PlanView {
 	return v
 }
 
+// ShownArgs renders a plan's Args as the CLI takes them: the pods of --pods a,b and
+// --member a as arguments (a b), so that every flag a plan header prints is one the CLI has.
+func ShownArgs(args string) string {
+	words := strings.Fields(args)
+	var flags, positional []string
+	for i := 0; i < len(words); i++ {
+		// Flags of the journal's key that the CLI takes as arguments: the pods a
+		// replacement (or an etcd member repair) acts on.
+		if (words[i] == "--pods" || words[i] == "--member") && i+1 < len(words) {
+			positional = append(positional, strings.Split(words[i+1], ",")...)
+			i++
+			continue
+		}
+		flags = append(flags, words[i])
+	}
+	return strings.Join(append(positional, flags...), " ")
+}
+
 // WritePlanText renders a plan for humans; golden-tested, so keep it stable.
 func WritePlanText(w io.Writer, v *PlanView) error {
 	var b strings.Builder
 	b.Grow(256 + 160*len(v.Steps)) // a step's line and its precondition, without regrowing
 	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
 	if v.Args != "" {
-		Fprintf(&b, " %s", v.Args)
+		Fprintf(&b, " %s", ShownArgs(v.Args))
 	}
 	b.WriteString("\n")
 	for _, n := range v.Notes {
