@@ -163,3 +163,22 @@ func TestPlanHeaderFlagsParse(t *testing.T) {
 		t.Errorf("checked %d flags of plan headers; the golden plans were not found", checked)
 	}
 }
+
+// Every command's help shows examples (cobra prints Example under "Examples:").
+func TestEveryCommandHasExamples(t *testing.T) {
+	root := commands.NewRootCmd(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		// cobra's own completion commands have their own long help with usage per shell.
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Example == "" {
+			t.Errorf("%s has no examples", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}

@@ -311,13 +311,14 @@ func TestExecutorInterruptAnnouncesStop(t *testing.T) {
 	if ExitCode(err) != ExitInterrupted {
 		t.Fatalf("err = %v (exit %d)", err, ExitCode(err))
 	}
-	var stopping, done bool
+	var stopping, done, stepStopped bool
 	for _, e := range rec.Events() {
 		stopping = stopping || (e.Type == EventWarning && strings.HasPrefix(e.Message, "stopping"))
 		done = done || (e.Type == EventDone && e.Outcome == OutcomeInterrupted && strings.Contains(e.Resume, "restart db --rolling"))
+		stepStopped = stepStopped || (e.Type == EventStepFailed && e.ReasonCode == ReasonInterrupted)
 	}
-	if !stopping || !done {
-		t.Errorf("stopping warning %v, interrupted done with resume hint %v", stopping, done)
+	if !stopping || !done || !stepStopped {
+		t.Errorf("stopping warning %v, interrupted done with resume hint %v, step reported interrupted %v", stopping, done, stepStopped)
 	}
 	j := locker.stored(t)
 	if j.State != JournalInterrupted || len(j.Done) != 0 || j.Data[uidKey("db-web-0")] != "db-web-0-uid0" {
