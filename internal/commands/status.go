@@ -39,6 +39,8 @@ type StatusOptions struct {
 	NoHeaders bool
 	// Watch re-prints the status whenever it changes (--watch).
 	Watch bool
+	// wide: -o wide, the text view with more columns (pod UIDs, IPs, PVCs).
+	wide bool
 }
 
 // NewStatusOptions returns options bound to the shared flags.
@@ -73,6 +75,10 @@ func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks flags without touching the API.
 func (o *StatusOptions) Validate() error {
+	if o.Output == "wide" {
+		// kubectl's -o wide: the text view with more columns.
+		o.Output, o.wide = "text", true
+	}
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
@@ -102,7 +108,7 @@ func (o *StatusOptions) print(st *ClusterStatus) error {
 		return err
 	}
 	return o.printDocument(o.Out, doc, func(w io.Writer) error {
-		return writeStatusText(w, st, o.clockNow(), o.NoHeaders)
+		return writeStatusText(w, st, o.clockNow(), o.NoHeaders, o.wide)
 	})
 }
 
@@ -146,7 +152,7 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 }
 
 // writeStatusText prints the human status view.
-func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bool) error {
+func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders, wide bool) error {
 	header := func(tw io.Writer, line string) {
 		if !noHeaders {
 			fmt.Fprintln(tw, line)
@@ -197,7 +203,11 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bo
 	tw.Flush()
 	b.WriteString("\nPods:\n")
 	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
+	if wide {
+		header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE\tUID\tPVCS")
+	} else {
+		header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
+	}
 	for _, p := range c.AllPods() {
 		ready := "no"
 		if p.Ready {
@@ -211,8 +221,12 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bo
 		if !p.Created.IsZero() {
 			age = duration.HumanDuration(now.Sub(p.Created))
 		}
-		ops.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, p.Group, p.Ordinal, ready, phase,
+		ops.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s", p.Name, p.Group, p.Ordinal, ready, phase,
 			dash(p.Node), dash(p.Zone), p.Restarts, age)
+		if wide {
+			ops.Fprintf(tw, "\t%s\t%s", dash(string(p.UID)), dash(strings.Join(p.PVCs, ",")))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	for _, wmsg := range st.Warnings {

@@ -157,3 +157,61 @@ func TestStatusWatchTimeout(t *testing.T) {
 		t.Errorf("wrote: %v", w)
 	}
 }
+
+// TestStatusWatchTextPrintsChanges: in text, --watch prints the status once, then only the
+// lines that changed, as kubectl get -w does: a pod going not Ready prints its row and its
+// group's, not the other pods' rows.
+func TestStatusWatchTextPrintsChanges(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	out := &notifyBuffer{wrote: make(chan struct{}, 1)}
+	var errb bytes.Buffer
+	root := NewRootCmd(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: &errb}, func(g *GlobalOptions) {
+		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
+		g.IsTerminal = func() bool { return false }
+		g.Getenv = func(k string) string { return h.env[k] }
+		kc := h.env["KUBECONFIG"]
+		g.ConfigFlags.KubeConfig = &kc
+	})
+	root.SetArgs([]string{"status", "db", "--watch", "-o", "wide", "--timeout", "60s"})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	waitFor := func(what string, cond func(string) bool) string {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			if s := out.String(); cond(s) {
+				return s
+			}
+			select {
+			case <-out.wrote:
+			case err := <-done:
+				t.Fatalf("watch ended (%v) before %s:\n%s\n%s", err, what, out.String(), errb.String())
+			case <-deadline:
+				t.Fatalf("no output for %s:\n%s", what, out.String())
+			}
+		}
+	}
+	first := waitFor("the first status", func(s string) bool { return strings.Contains(s, "db-web-2") })
+	if !strings.Contains(first, "UID") || !strings.Contains(first, "db-web-0-uid0") {
+		t.Errorf("-o wide lacks the UID column:\n%s", first)
+	}
+	pod, err := h.client.CoreV1().Pods("prod").Get(t.Context(), "db-web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if _, err := h.client.CoreV1().Pods("prod").UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	all := waitFor("the change", func(s string) bool { return strings.Count(s, "--- ") >= 2 && strings.Count(s, "db-web-1") >= 2 })
+	cancel()
+	<-done
+	change := all[len(first):]
+	change = change[strings.Index(change, "--- "):]
+	if !strings.Contains(change, "db-web-1") || strings.Contains(change, "db-web-0") || strings.Contains(change, "db-web-2") ||
+		!strings.Contains(change, "web ") {
+		t.Errorf("the change printed:\n%s\nwant db-web-1's row and its group's, nothing else of the pods", change)
+	}
+}
