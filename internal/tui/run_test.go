@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -153,22 +154,66 @@ func TestFeed(t *testing.T) {
 	}
 }
 
-// TestFeedConcurrent is meant for -race: emits racing with Close.
+// TestFeedConcurrent: emits racing with Close (run under -race too). The
+// view gets each emitter's events in the order they were emitted, none twice
+// and none it was not sent; Close releases every Emit and closes the channel;
+// an Emit after Close is dropped.
 func TestFeedConcurrent(t *testing.T) {
+	const emitters, perEmitter, closeAfter = 4, 100, 50
 	f := NewFeed(8)
 	var wg sync.WaitGroup
-	for range 4 {
+	for w := range emitters {
 		wg.Go(func() {
-			for range 100 {
-				f.Emit(ops.Event{Type: ops.EventPods})
+			for i := range perEmitter {
+				f.Emit(ops.Event{Type: ops.EventPods, Message: fmt.Sprintf("%d/%d", w, i)})
 			}
 		})
 	}
+	// Close once the view has read closeAfter events, so Close meets Emits in
+	// flight (an observable point, not a sleep).
+	var got []string
+	reachedClose, viewDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		for range f.Events() {
+		defer close(viewDone)
+		for e := range f.Events() {
+			got = append(got, e.Message)
+			if len(got) == closeAfter {
+				close(reachedClose)
+			}
 		}
 	}()
-	time.Sleep(time.Millisecond)
+	select {
+	case <-reachedClose:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the view did not get %d events", closeAfter)
+	}
 	f.Close()
-	wg.Wait()
+	emitsDone := make(chan struct{})
+	go func() { wg.Wait(); close(emitsDone) }()
+	select {
+	case <-emitsDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emits still blocked after Close")
+	}
+	select {
+	case <-viewDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Events() not closed after Close")
+	}
+	f.Emit(ops.Event{Type: ops.EventPods, Message: "late"})
+
+	if len(got) < closeAfter || len(got) > emitters*perEmitter {
+		t.Fatalf("view got %d events, want %d..%d", len(got), closeAfter, emitters*perEmitter)
+	}
+	next := make([]int, emitters) // next index expected from each emitter
+	for _, m := range got {
+		var w, i int
+		if _, err := fmt.Sscanf(m, "%d/%d", &w, &i); err != nil || w < 0 || w >= emitters {
+			t.Fatalf("view got an event nobody emitted: %q", m)
+		}
+		if i < next[w] {
+			t.Fatalf("emitter %d: event %d after %d (out of order or twice): %v", w, i, next[w]-1, got)
+		}
+		next[w] = i + 1
+	}
 }
