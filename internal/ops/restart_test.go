@@ -630,7 +630,8 @@ func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
 // The previous step's "done" write waits, after the next pod's delete, until that pod's new
 // incarnation is on its node (the API server is busy with the old pod's deletion and the
 // controller's recreation until then), but no longer than HandoverQuiet: a pod that takes
-// long to terminate or come back (held here) does not hold the write back.
+// long to terminate or come back (held here) does not hold the write back. Asserted by order
+// (was db-hot-1 back when the write went out?), not by how long anything took.
 func TestRestartDoneWriteWaitsForHandover(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -655,6 +656,11 @@ func TestRestartDoneWriteWaitsForHandover(t *testing.T) {
 				}
 				return nil
 			}}
+			// Step 2's verify starts after its delete returned and the gate was armed: from
+			// then on a write that does not wait for the handover would be on its way.
+			verifying := make(chan struct{})
+			var once sync.Once
+			p.Steps[1].Verify = wrapVerify(p.Steps[1].Verify, func() error { once.Do(func() { close(verifying) }); return nil })
 			errc := make(chan error, 1)
 			go func() {
 				errc <- (&Executor{Locker: locker, Sink: &Recorder{}, Timeout: time.Minute, HandoverQuiet: tc.quiet}).Run(context.Background(), p)
@@ -662,29 +668,34 @@ func TestRestartDoneWriteWaitsForHandover(t *testing.T) {
 			ctrl.WaitDeleted(t, 1)
 			ctrl.Flush()
 			ctrl.WaitDeleted(t, 2) // db-hot-1: its recreation held back
-			early := false
-			select {
-			case back := <-doneWritten:
-				early = true
-				if !tc.written {
-					t.Errorf("step 1's done was written while db-hot-1 was not back (back: %v)", back)
+			if tc.written {
+				// The write must go out while db-hot-1 is still held back (it stays held until
+				// this arrives, so no timing decides the outcome).
+				select {
+				case back := <-doneWritten:
+					if back {
+						t.Error("step 1's done was written only after db-hot-1 came back although HandoverQuiet is 1ms")
+					}
+				case err := <-errc:
+					t.Fatalf("run ended (%v) before step 1's done was written", err)
 				}
-			case <-time.After(300 * time.Millisecond):
-				// The window in which a write sent right after the delete would have gone out.
-				if tc.written {
-					t.Error("step 1's done was not written within 300ms although HandoverQuiet is 1ms")
+			} else {
+				select {
+				case <-verifying:
+				case err := <-errc:
+					t.Fatalf("run ended (%v) before step 2's verify", err)
 				}
 			}
 			ctrl.SetHold(false)
 			ctrl.Flush()
-			if !early {
+			if !tc.written {
 				select {
 				case back := <-doneWritten:
 					if !back {
 						t.Error("step 1's done was written before db-hot-1 was back")
 					}
-				case <-time.After(10 * time.Second):
-					t.Error("step 1's done was not written after db-hot-1 came back")
+				case err := <-errc:
+					t.Fatalf("run ended (%v) without writing step 1's done", err)
 				}
 			}
 			if err := <-errc; err != nil {
