@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -501,18 +502,7 @@ func TestEtcdInterrupted(t *testing.T) {
 		n     int32
 		after string
 	}{{4, "add/etcd-3"}, {3, "remove/etcd-3"}} {
-		ctx, cancel := context.WithCancel(t.Context())
-		sink := ops.SinkFunc(func(e ops.Event) {
-			etcdLogEvent(t, e)
-			if e.Type == ops.EventStepDone && e.Step.ID == tc.after {
-				cancel()
-			}
-		})
-		_, err := x.scale(ctx, tc.n, sink)
-		cancel()
-		if ops.ExitCode(err) != ops.ExitInterrupted {
-			t.Fatalf("scale to %d interrupted after %s: got %v, want interrupted", tc.n, tc.after, err)
-		}
+		x.scaleInterruptedAfter(tc.n, tc.after)
 		st, err := x.eng.Status(t.Context(), x.cluster())
 		if err != nil {
 			t.Fatal(err)
@@ -531,14 +521,7 @@ func TestEtcdInterrupted(t *testing.T) {
 		t.Fatalf("scale to 4: %v", err)
 	}
 	x.checkConverged(4)
-	ctx, cancel := context.WithCancel(t.Context())
-	sink := ops.SinkFunc(func(e ops.Event) {
-		if e.Type == ops.EventStepDone && e.Step.ID == "remove/etcd-3" {
-			cancel()
-		}
-	})
-	_, _ = x.scale(ctx, 3, sink)
-	cancel()
+	x.scaleInterruptedAfter(3, "remove/etcd-3")
 	plan, err := x.scale(t.Context(), 4, nil)
 	if err != nil {
 		t.Fatalf("back to 4 after an interrupted scale to 3: %v", err)
@@ -554,19 +537,36 @@ func TestEtcdInterrupted(t *testing.T) {
 	x.checkConverged(3)
 
 	// Cancelling by asking for the old size mid-way leaves no learner.
-	ctx, cancel = context.WithCancel(t.Context())
-	sink = ops.SinkFunc(func(e ops.Event) {
-		if e.Type == ops.EventStepDone && e.Step.ID == "add/etcd-3" {
-			cancel()
-		}
-	})
-	_, _ = x.scale(ctx, 4, sink)
-	cancel()
+	x.scaleInterruptedAfter(4, "add/etcd-3")
 	if _, err := x.scale(t.Context(), 3, nil); err != nil {
 		t.Fatalf("back to 3 after an interrupted scale to 4: %v", err)
 	}
 	x.checkConverged(3)
 	x.checkKeys()
+}
+
+// scaleInterruptedAfter runs a scale to n and cancels it once step after is done; it fails
+// the test unless that step was reached and the run then ended interrupted (a run that
+// finished, or failed before the step, would not test the resume that follows).
+func (x *etcdEnv) scaleInterruptedAfter(n int32, after string) {
+	x.t.Helper()
+	ctx, cancel := context.WithCancel(x.t.Context())
+	defer cancel()
+	var reached atomic.Bool
+	sink := ops.SinkFunc(func(e ops.Event) {
+		etcdLogEvent(x.t, e)
+		if e.Type == ops.EventStepDone && e.Step.ID == after {
+			reached.Store(true)
+			cancel()
+		}
+	})
+	_, err := x.scale(ctx, n, sink)
+	if !reached.Load() {
+		x.t.Fatalf("scale to %d: step %s never done (err %v)", n, after, err)
+	}
+	if ops.ExitCode(err) != ops.ExitInterrupted {
+		x.t.Fatalf("scale to %d cancelled after %s: got %v (exit %d), want interrupted", n, after, err, ops.ExitCode(err))
+	}
 }
 
 func etcdPlanIDs(p *ops.Plan) string {
