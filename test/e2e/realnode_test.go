@@ -6,7 +6,7 @@ package e2e
 // show (exit codes through the exec status channel, stdin EOF, readiness probes, processes that
 // keep running in containers). Select them with -run TestRealNode. On a machine where real
 // nodes cannot run (not root, no cgroup v1, packages unavailable) every one of them is skipped
-// with the reason, printed once.
+// with the reason, printed once; under CI=true (testbed.RealNodesRequired) each fails with it.
 
 import (
 	"bytes"
@@ -57,6 +57,9 @@ func needRealNodes(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "real nodes %v started in %s (err: %v)\n", bed.RealNodes, time.Since(began).Round(time.Millisecond), s.err)
 	})
 	if s.skip != "" {
+		if testbed.RealNodesRequired() {
+			t.Fatalf("real nodes unavailable, and required (CI=true or DBOPS_REQUIRE_REAL_NODES=1): %s", s.skip)
+		}
 		t.Skip("real nodes unavailable: " + s.skip)
 	}
 	if s.err != nil {
