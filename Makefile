@@ -60,9 +60,12 @@ test:
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory e2e
 
-## unit: unit tests only (no test bed)
+## unit: unit tests only (no test bed), with the race detector
+# -race costs little here (measured 2026-11-27 on the 2-core dev machine, load ~8: go test
+# ./... -count=1 1m21s warm; with -race 2m03s warm, 13m31s with a cold build cache), so
+# make test stays well inside CI's 90 minutes (about 20 min warm, 32 + ~10 cold).
 unit:
-	$(GO) test ./... -count=1
+	$(GO) test -race ./... -count=1
 
 ## e2e: build the test bed binaries (first time: several minutes), then the e2e tests
 # go test -json through hack/e2esummary: prints go test's own ok/FAIL lines and failed tests'
