@@ -130,6 +130,90 @@ func (x *etcdEnv) waitHealthy(n int) *etcd.Status {
 	}
 }
 
+// waitMembers waits until etcd itself, not the engine's Status, says the cluster converged
+// on n members: `member list` has exactly the voters etcd-0..n-1, each once, no learner, each
+// advertising the peer URL its pod's runner gives it, `endpoint health --cluster` finds every
+// one healthy, and each member's pod exists.
+func (x *etcdEnv) waitMembers(n int) {
+	x.t.Helper()
+	ctx, cancel := context.WithTimeout(x.t.Context(), 3*time.Minute)
+	defer cancel()
+	var last string
+	for {
+		last = x.membersConverged(ctx, n)
+		if last == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			x.t.Fatalf("etcd did not converge on %d healthy voters: %s", n, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// membersConverged is "" when waitMembers' conditions hold, else what does not.
+func (x *etcdEnv) membersConverged(ctx context.Context, n int) string {
+	out, err := x.ctl(ctx, "member", "list", "-w", "json")
+	if err != nil {
+		return err.Error()
+	}
+	var ml struct {
+		Members []struct {
+			ID        uint64   `json:"ID"`
+			Name      string   `json:"name"`
+			PeerURLs  []string `json:"peerURLs"`
+			IsLearner bool     `json:"isLearner"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(out, &ml); err != nil {
+		return fmt.Sprintf("decode member list: %v", err)
+	}
+	if len(ml.Members) != n {
+		return fmt.Sprintf("%d members, want %d: %s", len(ml.Members), n, out)
+	}
+	seen := map[string]bool{}
+	for _, m := range ml.Members {
+		var o int
+		if _, err := fmt.Sscanf(m.Name, "etcd-%d", &o); err != nil || o < 0 || o >= n || m.Name != fmt.Sprintf("etcd-%d", o) {
+			return fmt.Sprintf("member %x named %q, not one of etcd-0..%d", m.ID, m.Name, n-1)
+		}
+		switch {
+		case m.IsLearner:
+			return fmt.Sprintf("member %s (%x) is a learner", m.Name, m.ID)
+		case seen[m.Name]:
+			return fmt.Sprintf("two members named %s", m.Name)
+		case !slices.Equal(m.PeerURLs, []string{x.runner.PeerURL(o)}):
+			return fmt.Sprintf("member %s advertises %v, its pod's peer URL is %s", m.Name, m.PeerURLs, x.runner.PeerURL(o))
+		}
+		seen[m.Name] = true
+		if _, err := bed.Client.CoreV1().Pods(x.ns).Get(ctx, m.Name, metav1.GetOptions{}); err != nil {
+			return fmt.Sprintf("member %s has no pod: %v", m.Name, err)
+		}
+	}
+	out, err = x.ctl(ctx, "endpoint", "health", "--cluster", "-w", "json")
+	if err != nil {
+		return err.Error()
+	}
+	var hs []struct {
+		Endpoint string `json:"endpoint"`
+		Health   bool   `json:"health"`
+	}
+	if err := json.Unmarshal(out, &hs); err != nil {
+		return fmt.Sprintf("decode endpoint health: %v", err)
+	}
+	healthy := 0
+	for _, h := range hs {
+		if h.Health {
+			healthy++
+		}
+	}
+	if healthy != n {
+		return fmt.Sprintf("%d of %d endpoints healthy: %s", healthy, n, out)
+	}
+	return ""
+}
+
 // ctl runs the local etcdctl against every address a member may have.
 func (x *etcdEnv) ctl(ctx context.Context, args ...string) ([]byte, error) {
 	return x.ctlTimeouts(ctx, "1s", "3s", args...)
@@ -325,14 +409,9 @@ func (x *etcdEnv) replicas() int32 {
 // ordinal below n, and no PVC above.
 func (x *etcdEnv) checkConverged(n int) {
 	x.t.Helper()
-	st := x.waitHealthy(n)
+	x.waitMembers(n)
 	if got := x.replicas(); int(got) != n {
 		x.t.Fatalf("replicas = %d, want %d", got, n)
-	}
-	for _, m := range st.Members {
-		if m.Pod == "" || m.Ordinal >= n {
-			x.t.Fatalf("member %s (%s) has no pod below ordinal %d", m.ID, m.Name, n)
-		}
 	}
 	pvcs, err := bed.Client.CoreV1().PersistentVolumeClaims(x.ns).List(x.t.Context(), metav1.ListOptions{})
 	if err != nil {
