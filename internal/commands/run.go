@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,7 +169,9 @@ func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
 	if len(op.req.Command) > 0 {
 		operation = op.req.Command[0]
 	}
-	g.askAhead(ctx, op.req.Cluster, operation)
+	// The requests asked ahead end with the command: a refusal returns before they are
+	// answered, and nothing the command started may outlive it.
+	defer g.askAhead(ctx, op.req.Cluster, operation)()
 	cl, c, err := g.discover(ctx, op.req.Cluster, true)
 	if err != nil {
 		return err
@@ -440,26 +443,35 @@ func (g *GlobalOptions) lockState(ctx context.Context, cl *Clients, c *ops.Clust
 // connection), what a run asks whatever discovery finds: the read of the lock of the cluster
 // named (namespace and name as given; used only when discovery finds that cluster), and the
 // permission reviews that do not depend on the engine (not for a dry run). Errors are left to
-// discovery, which meets them too.
-func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) {
+// discovery, which meets them too. The returned stop cancels what is still in flight and
+// waits for it; call it when the command ends.
+func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = func() {
+		cancel()
+		wg.Wait()
+	}
 	cl, err := g.Clients()
 	if err != nil {
-		return
+		return stop
 	}
 	ns, err := g.Namespace()
 	if err != nil {
-		return
+		return stop
 	}
 	if !g.DisableLocks {
-		cl.readLock(ctx, ns, name)
+		r := cl.readLock(ctx, ns, name)
+		wg.Go(func() { <-r.done })
 	}
 	if !g.DryRun && operation != "" {
 		access, needs := cl.access(), append(g.planNeeds(""), g.likelyRunNeeds("", operation)...)
-		go func() {
+		wg.Go(func() {
 			cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
 			access.Prefetch(ctx, ns, needs)
-		}()
+		})
 	}
+	return stop
 }
 
 // lockRead is a read of a cluster's lock, in flight or done.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,18 +145,24 @@ func TestStatusWatch(t *testing.T) {
 
 // TestStatusWatchTimeout: --timeout ends the watch with exit 0; -o text
 // prints each document under a line with the time it was read.
+//
+// It runs in a synctest bubble: the 300 ms pass on the bubble's clock, which moves only
+// once every goroutine waits, so the first document is printed before the timeout however
+// slow the machine (under -race on a loaded machine it was not, with the real clock).
 func TestStatusWatchTimeout(t *testing.T) {
-	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
-	r := h.run("status", "db", "-w", "--timeout", "300ms")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.err)
-	}
-	if !strings.HasPrefix(r.out, "--- 2026-11-22T07:00:00Z ---\nCluster:  prod/db") || strings.Count(r.out, "Cluster: ") != 1 {
-		t.Errorf("got:\n%s", r.out)
-	}
-	if w := fakecluster.Writes(h.client); len(w) > 0 {
-		t.Errorf("wrote: %v", w)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+		r := h.run("status", "db", "-w", "--timeout", "300ms")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		if !strings.HasPrefix(r.out, "--- 2026-11-22T07:00:00Z ---\nCluster:  prod/db") || strings.Count(r.out, "Cluster: ") != 1 {
+			t.Errorf("got:\n%s", r.out)
+		}
+		if w := fakecluster.Writes(h.client); len(w) > 0 {
+			t.Errorf("wrote: %v", w)
+		}
+	})
 }
 
 // TestStatusWatchTextPrintsChanges: in text, --watch prints the status once, then only the

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -158,7 +159,14 @@ func TestRollingRestartResumesAfterCrash(t *testing.T) {
 	ctrl.Flush() // the StatefulSet controller brought db-web-1 back meanwhile
 
 	// Re-run with a freshly computed plan, as the user would.
-	fresh, _ := testClusterFromLive(t, c, client)
+	fresh, err := testClusterFromLive(t, c, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The re-run plans from the pods as they are now: db-web-1 is its replacement.
+	if uid := fresh.Group("web").Pods[1].UID; uid == "db-web-1-uid0" || uid == "" {
+		t.Fatalf("re-run plans db-web-1 with UID %q, want the replacement's (live state)", uid)
+	}
 	p2, err := (&RollingRestart{Client: client}).Plan(fresh, EngineGeneric, RestartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -197,12 +205,47 @@ func wrapVerify(v func(context.Context, *StepContext) error, before func() error
 	}
 }
 
-// testClusterFromLive refreshes pod UIDs from the fake API.
-func testClusterFromLive(t *testing.T, c *Cluster, client interface{}) (*Cluster, error) {
+// testClusterFromLive is c with each pod's UID, phase, readiness and deletion read from the
+// fake API, as discovery would read them on a re-run (ops cannot import discovery). A pod
+// missing from the API is dropped from its group.
+func testClusterFromLive(t *testing.T, c *Cluster, client kubernetes.Interface) (*Cluster, error) {
 	t.Helper()
-	b, _ := json.Marshal(c)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
 	out := &Cluster{}
-	_ = json.Unmarshal(b, out)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, err
+	}
+	list, err := client.CoreV1().Pods(c.Namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	live := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		live[p.Name] = p
+	}
+	for _, g := range out.Groups {
+		pods := g.Pods[:0]
+		ready := int32(0)
+		for _, p := range g.Pods {
+			lp, ok := live[p.Name]
+			if !ok {
+				continue
+			}
+			p.UID = lp.UID
+			p.Phase = string(lp.Status.Phase)
+			p.Ready = kube.PodReady(&lp)
+			p.Deleting = lp.DeletionTimestamp != nil
+			if p.Ready {
+				ready++
+			}
+			pods = append(pods, p)
+		}
+		g.Pods = pods
+		g.Current, g.Ready = int32(len(pods)), ready
+	}
 	return out, nil
 }
 

@@ -23,15 +23,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // Kill-and-resume matrix: an operation is killed with SIGKILL at a seeded random point (after
 // the j-th step event, plus a short random delay so some kills land mid-action), then run
-// again, as a CI retry would, until it succeeds. Invariants are checked after every point.
+// again, as a CI retry would. The re-run must succeed: a refused or failed resume is the bug
+// the matrix exists to find, so it fails the test unless its reason is one of
+// expectedRetryReasons (each logged, and counted per test). Invariants are checked after
+// every point.
 //
-//	DBOPS_E2E_SEED=N          repeat a failing run (the seed is logged)
+//	DBOPS_E2E_SEED=N          repeat a failing run (the seed is logged; without it every run
+//	                          draws a fresh one from the clock, so CI tries new points each run)
 //	DBOPS_E2E_KILL_POINTS=N   kill points per engine (default 10; more for a soak)
 
 // killMatrixRNG returns the matrix's random source and how many kill points to try.
@@ -95,9 +100,35 @@ func killedRun(t *testing.T, rng *rand.Rand, env []string, args ...string) (kill
 	return res.Code == -1, point
 }
 
+// retryReason is a documented reason for which a re-run after a kill may fail and be run
+// again: not a bug of the resume.
+type retryReason struct {
+	code int
+	// stderr is a substring of the refused run's error output.
+	stderr string
+	why    string
+	// extraArgs are added to the next attempt.
+	extraArgs []string
+}
+
+// expectedRetryReasons lists the only failures of a re-run that are retried. The matrix
+// releases the killed run's lock session before re-running (lock release --lock-id), so a
+// lock still held by another session of the matrix's own ID can only be the killed one
+// until it counts as dead (its renewals stopped for the session timeout, a minute:
+// internal/ops/lock Manager.otherSession): wait for that.
+func expectedRetryReasons(lockID string) []retryReason {
+	return []retryReason{{
+		code:      ops.ExitLocked,
+		stderr:    "is locked by another kubectl-dbops session of " + lockID,
+		why:       "the killed run's lock session counts as alive until its renewals stop for the session timeout",
+		extraArgs: []string{"--wait-for-lock=3m"},
+	}}
+}
+
 // retryUntilDone re-runs args as a CI retry after a crash would: give up the dead run's
-// lock session (lock release), then run again, at most three times. A run that finished
-// before the kill landed needs no retry.
+// lock session (lock release), then run again. Every failed re-run is logged with its
+// reason; one whose reason is not in expectedRetryReasons fails the test at once, and so
+// does a third expected one. A run that finished before the kill landed needs no retry.
 func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, killed bool, args ...string) {
 	t.Helper()
 	if !killed {
@@ -112,8 +143,9 @@ func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, kill
 		t.Logf("  the killed run had already succeeded: no re-run")
 		return
 	}
+	runArgs := args
 	for attempt := 1; ; attempt++ {
-		res := runCLI(t, env, args...)
+		res := runCLI(t, env, runArgs...)
 		if res.Code == 0 {
 			for _, e := range parseNDJSON(t, res) {
 				if strings.HasPrefix(e.Type, "step-") && e.Type != "step-progress" || e.Type == "warning" {
@@ -122,10 +154,29 @@ func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, kill
 			}
 			return
 		}
+		reason := lastLine(res.Stderr)
+		var expected *retryReason
+		for _, r := range expectedRetryReasons(lockID) {
+			if res.Code == r.code && strings.Contains(res.Stderr, r.stderr) {
+				expected = &r
+				break
+			}
+		}
+		if expected == nil {
+			t.Fatalf("re-run %d after the kill failed (exit %d: %s), not an expected reason to retry: the resume is broken:\n%s", attempt, res.Code, reason, res)
+		}
+		t.Logf("  RETRY %d after the kill: exit %d: %s (expected: %s)", attempt, res.Code, reason, expected.why)
 		if attempt == 3 {
 			t.Fatalf("re-run %d after the kill failed: %s", attempt, res)
 		}
+		runArgs = append(slices.Clone(args), expected.extraArgs...)
 	}
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 func TestKillMatrixGenericRestart(t *testing.T) {

@@ -273,7 +273,11 @@ func TestRecoverAfterOnFullRestart(t *testing.T) {
 		t.Fatalf("after recover_after_time: %v", err)
 	}
 	// Transient settings did not survive the full restart.
-	if res, _ := sim.Exec("t", "crate", `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`); res.Rows[0][0] != "" {
+	res, err := sim.Exec("t", "crate", `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows[0][0] != "" {
 		t.Fatalf("transient exclusion survived a full restart: %v", res.Rows)
 	}
 }
@@ -281,10 +285,14 @@ func TestRecoverAfterOnFullRestart(t *testing.T) {
 func TestRecoverAtOnceWithExpectedNodes(t *testing.T) {
 	sim, _ := startGateway(t, "", Chaos{})
 	for _, n := range []string{"master-0", "master-1", "master-2", "data-hot-0", "data-hot-1", "data-hot-2", "data-hot-3"} {
-		_ = sim.SetNodeUp(n, false)
+		if err := sim.SetNodeUp(n, false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, n := range []string{"master-0", "master-1", "data-hot-0", "data-hot-1", "data-hot-2", "data-hot-3"} {
-		_ = sim.SetNodeUp(n, true)
+		if err := sim.SetNodeUp(n, true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := sim.Exec("t", "crate", `SELECT max(severity) FROM sys.health`); err != nil {
 		t.Fatalf("all expected data nodes are back: %v", err)
@@ -307,13 +315,18 @@ func TestNodeChecksPerNode(t *testing.T) {
 	if count(checkExpectedNodes, true) != 7 || count(checkRecoverAfter, true) != 7 || count(checkRecoverTime, true) != 7 {
 		t.Fatalf("checks 1-3 must pass with expected=4, after=3, 4 data nodes")
 	}
-	_ = sim.SetNodeUp("data-hot-3", false)
+	if err := sim.SetNodeUp("data-hot-3", false); err != nil {
+		t.Fatal(err)
+	}
 	if count(checkExpectedNodes, false) != 6 {
 		t.Fatal("check 1 must fail on every node with 3 of 4 expected data nodes")
 	}
 	// recover_after_time=0 with an expected count: check 3 fails.
 	sim2, _ := startGateway(t, "0s", Chaos{})
-	res, _ = sim2.Exec("t", "crate", `SELECT count(*) FROM sys.node_checks WHERE id = 3 AND passed = false`)
+	res, err = sim2.Exec("t", "crate", `SELECT count(*) FROM sys.node_checks WHERE id = 3 AND passed = false`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res.Rows[0][0] != int64(7) {
 		t.Fatalf("check 3 with recover_after_time=0: %v", res.Rows)
 	}
@@ -321,7 +334,9 @@ func TestNodeChecksPerNode(t *testing.T) {
 
 func TestChaos(t *testing.T) {
 	sim, now := startGateway(t, "", Chaos{ElectionErrors: 2, ShutdownGrace: 30 * time.Second})
-	_ = sim.SetNodeUp("master-0", false)
+	if err := sim.SetNodeUp("master-0", false); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 2 {
 		_, err := sim.Exec("t", "crate", `SELECT max(severity) FROM sys.health`)
 		var se *SQLError
@@ -406,7 +421,9 @@ func TestShards(t *testing.T) {
 	if onHot0 == 0 {
 		t.Fatal("no copy of doc.s on data-hot-0")
 	}
-	_ = sim.SetNodeUp("data-hot-0", false)
+	if err := sim.SetNodeUp("data-hot-0", false); err != nil {
+		t.Fatal(err)
+	}
 	if got := count(); got["doc.s"] != fmt.Sprintf("%d+0", 4-onHot0) {
 		t.Fatalf("after data-hot-0 stopped: %v, want doc.s to lose its %d primaries there", got, onHot0)
 	}
