@@ -208,14 +208,23 @@ const allocResetTimeout = 30 * time.Second
 // greenInARow waits for HealthChecks consecutive green readings,
 // HealthInterval apart; any other reading starts the count again.
 func (e *Engine) greenInARow(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, expected int64) error {
+	return e.greenStable(ctx, sc, c, expected, false)
+}
+
+// greenStable is greenInARow; with sameMaster a change of master also starts the count
+// again, so the readings show a stable master (a master-eligible node's removal).
+func (e *Engine) greenStable(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, expected int64, sameMaster bool) error {
 	need := e.cfg.HealthChecks
 	streak := 0
-	last := ""
+	last, master := "", ""
 	err := e.pollDBEvery(ctx, sc, e.cfg.HealthInterval, func() (bool, error) {
 		h, err := e.readHealth(ctx, c, expected, nil)
 		if err != nil {
 			streak = 0
 			return false, err
+		}
+		if sameMaster && h.MasterNode != master {
+			streak, master = 0, h.MasterNode
 		}
 		if !h.Green() {
 			streak = 0
