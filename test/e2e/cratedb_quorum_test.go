@@ -1,0 +1,144 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
+)
+
+// votingSample is one reading of the simulator's voting configuration and master.
+type votingSample struct {
+	voters []string
+	master string
+}
+
+func (s votingSample) String() string {
+	m := s.master
+	if m == "" {
+		m = "NONE"
+	}
+	return fmt.Sprintf("master %s voters [%s]", m, strings.Join(s.voters, " "))
+}
+
+// sampleVoting reads the simulator's voting configuration every few milliseconds until
+// stop is closed, keeping each distinct reading in order (a poll of the simulator's state:
+// a database cannot be watched).
+func sampleVoting(sim *cratedbsim.Sim, stop <-chan struct{}) func() []votingSample {
+	var mu sync.Mutex
+	var out []votingSample
+	done := make(chan struct{})
+	take := func() {
+		voters, master := sim.VotingConfiguration()
+		s := votingSample{voters: voters, master: master}
+		mu.Lock()
+		if n := len(out); n == 0 || out[n-1].String() != s.String() {
+			out = append(out, s)
+		}
+		mu.Unlock()
+	}
+	go func() {
+		defer close(done)
+		for {
+			take()
+			select {
+			case <-stop:
+				take()
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []votingSample {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(out)
+	}
+}
+
+// TestCrateDBMasterScaleKeepsQuorum: 7 -> 3 masters on the simulator (Parallel pod
+// management, the voting configuration modelled as CrateDB keeps it) removes one master per
+// step and keeps a master throughout; the voting configuration is sampled during the whole
+// run and after every step. Lowering the StatefulSet from 7 to 3 at once leaves the
+// simulator without a master (cratedbsim TestMasterScaleAtOnceLosesQuorum), as the engine
+// did before.
+func TestCrateDBMasterScaleKeepsQuorum(t *testing.T) {
+	for _, l := range crateLayouts {
+		t.Run(l.name, func(t *testing.T) { testCrateDBMasterScaleKeepsQuorum(t, l.layout) })
+	}
+}
+
+func testCrateDBMasterScaleKeepsQuorum(t *testing.T, layout bedwire.Layout) {
+	x := newCrateEnvGroups(t, true, layout, []crateE2EGroup{{"master", 7, ""}, {"hot", 2, "0"}})
+	before, master := x.sim.VotingConfiguration()
+	if len(before) != 7 || master == "" {
+		t.Fatalf("before the scale: voting configuration %v, master %q", before, master)
+	}
+	stsRec := recordStatefulSetWatch(t, x.ns)
+	stop := make(chan struct{})
+	samples := sampleVoting(x.sim, stop)
+
+	res := runCLI(t, x.env, x.args("scale", "--master", "3", "--health-checks", "2", "--health-interval", "100ms", "--yes", "-o", "json")...)
+	close(stop)
+	got := samples()
+	var lines []string
+	for _, s := range got {
+		lines = append(lines, s.String())
+	}
+	t.Logf("voting configuration during the scale:\n  %s", strings.Join(lines, "\n  "))
+	if res.Code != 0 {
+		t.Fatalf("scale: want exit 0: %s", res)
+	}
+	evs := parseNDJSON(t, res)
+	if out := lastOutcome(evs); out != "succeeded" {
+		t.Errorf("outcome %q, want succeeded", out)
+	}
+	t.Logf("steps done: %v", stepsOf(evs, "step-done"))
+
+	want := []string{}
+	for n := 7; n > 3; n-- {
+		want = append(want, fmt.Sprintf("crate-master-%s %d->%d", x.name, n, n-1))
+	}
+	if changes := replicaChanges(stsRec); !slices.Equal(changes, want) {
+		t.Errorf("StatefulSet replica changes %v, want %v", changes, want)
+	}
+	// A master throughout, and never a configuration whose live members are no majority.
+	removed := map[string]bool{}
+	for i := 3; i < 7; i++ {
+		removed[x.node("master", i)] = true
+	}
+	for _, s := range got {
+		if s.master == "" {
+			t.Errorf("no master at some point: %s", s)
+		}
+	}
+	// The configuration shrinks as CrateDB's auto-shrink does: 7, 5, 5, 3, 3 voters, never a
+	// removed node once the scale is done.
+	var sizes []int
+	for _, s := range got {
+		if n := len(s.voters); len(sizes) == 0 || sizes[len(sizes)-1] != n {
+			sizes = append(sizes, n)
+		}
+	}
+	if !slices.Equal(sizes, []int{7, 5, 3}) {
+		t.Errorf("voting configuration sizes %v, want 7, 5, 3", sizes)
+	}
+	after, master := x.sim.VotingConfiguration()
+	for _, v := range after {
+		if removed[v] {
+			t.Errorf("voting configuration after the scale %v holds removed node %s", after, v)
+		}
+	}
+	if len(after) != 3 || master == "" {
+		t.Errorf("after the scale: voting configuration %v, master %q", after, master)
+	}
+	x.waitGreen()
+}
