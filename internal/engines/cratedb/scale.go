@@ -602,8 +602,13 @@ func (e *Engine) expectedStep(c *ops.Cluster, t gatewayTarget) *ops.Step {
 			continue
 		}
 		var to []string
+		seen := map[string]bool{}
 		for _, a := range args {
-			to = append(to, t.rewriteWord(a))
+			// Each setting once, as setGatewayArgs leaves it.
+			if w := t.rewriteWord(a); !seen[gatewayKey(w)] {
+				seen[gatewayKey(w)] = true
+				to = append(to, w)
+			}
 		}
 		details = append(details, fmt.Sprintf("statefulset/%s: %s", g.StatefulSet, strings.Join(to, " ")))
 		groups = append(groups, g)
