@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // votingSample is one reading of the simulator's voting configuration and master.
@@ -141,4 +144,88 @@ func testCrateDBMasterScaleKeepsQuorum(t *testing.T, layout bedwire.Layout) {
 		t.Errorf("after the scale: voting configuration %v, master %q", after, master)
 	}
 	x.waitGreen()
+}
+
+// TestCrateDBZoneRestartKeepsAStartedCopy: a table whose copies all sit in one zone (pinned
+// there by an allocation exclusion) would go red while --mode zone restarts that zone; the
+// restart is refused before anything is written (exit 5). Before, CrateDB's zone restart
+// had no such check and deleted the zone's pods.
+func TestCrateDBZoneRestartKeepsAStartedCopy(t *testing.T) {
+	x := newCrateEnvGroups(t, true, bedwire.LayoutPodName, []crateE2EGroup{{"master", 3, ""}, {"hot", 6, "0"}})
+	ctx := t.Context()
+	// Pods of the hot group by zone (the scheduler spreads them; 6 pods over 3 zones put
+	// two in one zone at least).
+	byZone := map[string][]string{}
+	for i := range 6 {
+		pod, err := bed.Client.CoreV1().Pods(x.ns).Get(ctx, fmt.Sprintf("crate-data-hot-%s-%d", x.name, i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := bed.Client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		z := node.Labels[testbed.ZoneLabel]
+		byZone[z] = append(byZone[z], x.node("hot", i))
+	}
+	var zone string
+	var pinned []string
+	for z, nodes := range byZone {
+		if len(nodes) >= 2 && (zone == "" || z < zone) {
+			zone, pinned = z, nodes[:2]
+		}
+	}
+	if zone == "" {
+		t.Fatalf("no zone with two hot pods: %v", byZone)
+	}
+	var others []string
+	for _, nodes := range byZone {
+		for _, n := range nodes {
+			if !slices.Contains(pinned, n) {
+				others = append(others, n)
+			}
+		}
+	}
+	slices.Sort(others)
+	x.sql(`SET GLOBAL "cluster.routing.allocation.exclude._name" = '` + strings.Join(others, ",") + `'`)
+	x.sql(`CREATE TABLE doc.pinned (id INT) CLUSTERED INTO 2 SHARDS WITH (number_of_replicas = 1)`)
+	x.waitGreen()
+	for _, c := range x.sim.Shards() {
+		if c.Table == "doc.pinned" && !slices.Contains(pinned, c.Node) {
+			t.Fatalf("doc.pinned copy on %s, outside %v", c.Node, pinned)
+		}
+	}
+	t.Logf("doc.pinned lives on %v in %s", pinned, zone)
+
+	before := snapshotNamespace(t, x.ns)
+	seq0 := x.lastSeq()
+	res := runCLI(t, x.env, x.args("restart", "--rolling", "--mode", "zone", "--group", "hot", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")...)
+	if res.Code != 5 {
+		t.Fatalf("zone restart: want exit 5: %s", res)
+	}
+	if !strings.Contains(res.Stderr, "would take every started copy of") || !strings.Contains(res.Stderr, "would go red") {
+		t.Errorf("stderr does not name the shard that would go red: %s", res.Stderr)
+	}
+	t.Logf("stderr: %s", strings.TrimSpace(res.Stderr))
+	for _, s := range x.toolStatements(seq0) {
+		if isMutatingStatement(s.Statement) {
+			t.Errorf("refused restart ran a writing statement: #%d %s", s.Seq, s.Statement)
+		}
+	}
+	if diffs := diffRVSnapshots(t, before, snapshotNamespace(t, x.ns)); len(diffs) > 0 {
+		var other []string
+		for _, d := range diffs {
+			if !strings.Contains(d, "lease/dbops-"+x.name) {
+				other = append(other, d)
+			}
+		}
+		if len(other) > 0 {
+			t.Errorf("a refused restart changed the namespace:\n  %s", strings.Join(other, "\n  "))
+		}
+	}
+	for _, n := range x.sim.Nodes() {
+		if !n.Up {
+			t.Errorf("node %s went down", n.Name)
+		}
+	}
 }

@@ -23,6 +23,10 @@ type restartGate struct {
 	// is deleted: a node's name is stable per pod in every layout, and
 	// the recreated pod is recognised again from its own facts.
 	nodes *nodeMap
+	// mode is the restart's --mode; batches are the steps of more than one
+	// pod, as planned, for the preflight's shard check (batch.go).
+	mode    string
+	batches [][]ops.Pod
 
 	mu sync.Mutex
 	// statementsAt is the session's statement count when each pod's restart began.

@@ -566,3 +566,31 @@ func TestDuplicateSettingRefusesStart(t *testing.T) {
 		})
 	}
 }
+
+// TestStartedCopies: sys.shards lists started copies with their table and node; copies still
+// recovering are not started.
+func TestStartedCopies(t *testing.T) {
+	sim := startStatic(t)
+	if _, err := sim.Exec("t", "crate", `CREATE TABLE doc.t (a INT) CLUSTERED INTO 2 SHARDS WITH (number_of_replicas = 1)`); err != nil {
+		t.Fatal(err)
+	}
+	q := `SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')`
+	res, err := sim.Exec("t", "crate", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 2 { // the primaries start at once, the replicas recover over ticks
+		t.Fatalf("started copies before recovery: %v", res.Rows)
+	}
+	for range 5 {
+		sim.Tick()
+	}
+	if res, err = sim.Exec("t", "crate", q); err != nil || len(res.Rows) != 4 {
+		t.Fatalf("started copies after recovery: %v, %v", res, err)
+	}
+	for _, r := range res.Rows {
+		if r[0] != "doc" || r[1] != "t" || r[2] != "" || !strings.HasPrefix(fmt.Sprint(r[4]), "data-hot-") {
+			t.Errorf("row %v", r)
+		}
+	}
+}
