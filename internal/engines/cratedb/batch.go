@@ -70,7 +70,7 @@ func (g *restartGate) checkBatch(ctx context.Context, c *ops.Cluster, pods []ops
 		if s.partition != "" {
 			where += " (partition " + s.partition + ")"
 		}
-		return ops.Preconditionf("restarting %s together would take every started copy of %s (on %s) away and the table would go red; use --mode pod or a smaller --batch, or give the table more replicas",
+		return ops.Preconditionf("restarting %s together would take every started copy of %s (on %s) away and the table would go red; restart them one at a time (--mode pod; replace: a lower --max-concurrent) or give the table more replicas",
 			strings.Join(names, ", "), where, strings.Join(inside[s], ", "))
 	}
 	return nil
