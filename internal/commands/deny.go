@@ -125,6 +125,11 @@ func (o *DenyOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	msg := fmt.Sprintf("lock ID %s %s by %s", target, verb, m.ID)
+	if o.Reason != "" {
+		msg += ": " + o.Reason
+	}
+	o.recordLockEvent(ctx, m, "DbopsLockID"+titleCase(verb), action == "deny", msg)
 	return print(DenyAction{Action: verb, ID: target, By: m.ID, Reason: o.Reason}, func(w io.Writer) error {
 		_, err := ops.Fprintf(w, "%s %s on %s/%s (by %s)\n", target, verb, m.Namespace, m.Cluster, m.ID)
 		return err

@@ -88,8 +88,12 @@ and plain or JSON output for pipelines.`,
 	status := NewStatusCmd(g)
 	g.CrateDB.AddConnFlags(status.Flags())
 	g.Etcd.AddFlags(status.Flags())
+	wait := NewWaitCmd(g)
+	g.CrateDB.AddConnFlags(wait.Flags())
+	g.Etcd.AddFlags(wait.Flags())
 	cmd.AddCommand(
 		status,
+		wait,
 		NewRestartCmd(g),
 		NewBootstrapCmd(g),
 		NewScaleCmd(g),

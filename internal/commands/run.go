@@ -77,7 +77,7 @@ var (
 // no API in one place (the shared flags, the CrateDB flags, the command's
 // own), then Run.
 func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
+	run := func(cmd *cobra.Command, args []string) error {
 		if err := o.Complete(cmd, args); err != nil {
 			return err
 		}
@@ -91,6 +91,24 @@ func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) er
 			return err
 		}
 		return o.Run(cmd)
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		err := run(cmd, args)
+		if err != nil && g.Output == "json" && !g.streamEnded {
+			// A refusal or failure before the run (bad input, preflight, the lock, RBAC): the
+			// NDJSON stream still ends with done, its reason code beside the text.
+			ev := ops.Event{Type: ops.EventDone, Time: time.Now(), Operation: cmd.Name(), Outcome: ops.OutcomeRefused,
+				Error: err.Error(), ReasonCode: ops.ReasonOf(err)}
+			if len(args) > 0 {
+				ev.Cluster = args[0]
+			}
+			js := tui.NewJSON(g.Out)
+			js.Emit(ev)
+			if werr := js.Err(); werr != nil {
+				return fmt.Errorf("%w (writing output: %v)", err, werr)
+			}
+		}
+		return err
 	}
 }
 
@@ -235,6 +253,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 			sink, now := tui.NewJSON(g.Out), cl.Clock.Now()
 			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(plan, prev)})
 			sink.Emit(ops.Event{Type: ops.EventDone, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Outcome: ops.OutcomeDryRun})
+			g.streamEnded = true
 			return nil
 		}
 		return writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
@@ -286,6 +305,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		WaitForLock: g.WaitForLock,
 		Timeout:     timeout,
 		Pacing:      g.Pacing,
+		Confirmed:   g.Yes,
 	}
 	if g.DisableLocks {
 		fmt.Fprintf(g.ErrOut, "WARNING: --disable-locks: running %s on %s/%s WITHOUT the cluster lock; concurrent operations will not be stopped and no journal is kept\n",

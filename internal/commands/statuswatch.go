@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -26,42 +27,14 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	changed := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case changed <- struct{}{}:
-		default: // a re-read is pending already; it will see this change too
+	changed, stopWatch, err := watchNamespace(ctx, cl.Kube, c.Namespace)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
+		return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
-	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cl.Kube, 0, informers.WithNamespace(c.Namespace))
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().StatefulSets().Informer(),
-		factory.Coordination().V1().Leases().Informer(),
-	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
-		}
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer func() {
-		stop()
-		factory.Shutdown()
-	}()
-	factory.Start(wctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(wctx.Done()) {
-		if !ok {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("watching %s/%s: the %v cache did not sync", c.Namespace, c.Name, typ)
-		}
-	}
+	defer stopWatch()
 	last, printed := "", 0
 	for {
 		// Drain the notifications of the initial sync: the first read
@@ -97,6 +70,47 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 		case <-changed:
 		}
 	}
+}
+
+// watchNamespace starts informers on ns's pods, StatefulSets and Leases (a cluster's pods,
+// groups and lock) and returns a channel that receives (coalesced) once after each change,
+// once their caches synced. stop ends them.
+func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string) (changed <-chan struct{}, stop func(), err error) {
+	ch := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case ch <- struct{}{}:
+		default: // a re-read is pending already; it will see this change too
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	for _, inf := range []cache.SharedIndexInformer{
+		factory.Core().V1().Pods().Informer(),
+		factory.Apps().V1().StatefulSets().Informer(),
+		factory.Coordination().V1().Leases().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, nil, err
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stop = func() {
+		cancel()
+		factory.Shutdown()
+	}
+	factory.Start(wctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(wctx.Done()) {
+		if !ok {
+			stop()
+			return nil, nil, fmt.Errorf("the %v cache did not sync", typ)
+		}
+	}
+	return ch, stop, nil
 }
 
 // printWatched prints the n-th document of a watch: text ones under a line

@@ -354,7 +354,7 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 		}
 	}
 	// Normally written with the step's start already; this covers a UID first seen now.
-	if err := sc.exec.flushJournal(ctx, sc.journal, sc.Step); err != nil {
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
 		return err
 	}
 	if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {
@@ -450,7 +450,7 @@ func othersReady(c *Cluster, live map[string]*corev1.Pod, in map[string]bool, ta
 	slices.Sort(names)
 	for _, name := range names {
 		if !in[name] && inCluster(c, name) && !PodReady(live[name]) {
-			return Preconditionf("pod %s is not Ready; restarting %s now would leave %s unavailable (%s)", name, target, what, hint)
+			return Refusef(ReasonPodNotReady, "pod %s is not Ready; restarting %s now would leave %s unavailable (%s)", name, target, what, hint)
 		}
 	}
 	for _, m := range missingPods(c, live) {

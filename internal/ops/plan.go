@@ -154,15 +154,6 @@ func (sc *StepContext) Progress(done, total int64, unit, msg string) {
 
 // Waiting reports what the step waits for.
 func (sc *StepContext) Waiting(reason string) {
-	sc.waiting(reason, true)
-}
-
-// waiting reports what the step waits for; with quiet, nothing the step does now competes
-// with the previous step's "done" write, which may go out (openGate).
-func (sc *StepContext) waiting(reason string, quiet bool) {
-	if quiet {
-		sc.exec.openGate()
-	}
 	sc.exec.emitStep(EventStepWaiting, sc.Ref, func(e *Event) { e.Reason = reason })
 }
 
@@ -183,11 +174,10 @@ func (sc *StepContext) Audit(ctx context.Context, obj ObjectRef, reason, message
 	sc.auditFailed(obj, sc.exec.Auditor.Record(ctx, obj, reason, sc.auditMessage(message)))
 }
 
-// AuditAsync is Audit without waiting: the event is written while the executor writes the
-// step's "done" to the journal, and the executor waits for it before it reports the step done
-// (a restart's event on the new incarnation would otherwise add a round trip between one pod
-// Ready and the next delete). When the next step overlaps that write, both start once the
-// next step's action is sent (Executor.doneAsync).
+// AuditAsync is Audit without waiting: the event is written beside the executor's write of
+// the step's "done" to the journal, and the executor waits for it before it reports the step
+// done (a restart's event on the new incarnation would otherwise add a round trip between
+// one pod Ready and the next delete).
 func (sc *StepContext) AuditAsync(ctx context.Context, obj ObjectRef, reason, message string) {
 	if sc.exec.Auditor == nil {
 		return
@@ -213,8 +203,8 @@ type pendingAudit struct {
 	err   error
 }
 
-// startAudits starts writing the events AuditAsync queued: with the step's "done" journal
-// write, so neither goes out before the next step's delete when the steps overlap.
+// startAudits starts writing the events AuditAsync queued, beside the step's "done" journal
+// write.
 func (sc *StepContext) startAudits() {
 	for _, p := range sc.pending {
 		if p.start != nil {

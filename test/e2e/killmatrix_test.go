@@ -305,13 +305,12 @@ func TestKillMatrixCrateDB(t *testing.T) {
 	}
 }
 
-// A SIGKILL after the run deleted the next pod but before it journaled the step before it done
-// (that write waits until the deleted pod's new incarnation is scheduled, at most 250 ms)
-// leaves web-0's step current, with web-1's UID staged and web-1 gone. A retry right away,
-// while web-1 is still coming back, resumes: the preflight and web-0's step do not refuse for
-// the pod this request deleted, and no pod is deleted twice. A ResourceQuota in the test's
-// namespace keeps the StatefulSet from recreating web-1 until the kill, so the kill lands in
-// that window every time.
+// A SIGKILL after the run deleted a pod (web-1) and before it journaled that pod's step done
+// leaves web-1's step current (web-0's done), with web-1's UID staged and web-1 gone. A retry
+// right away, while web-1 is still coming back, resumes: the preflight and web-1's step do
+// not refuse for the pod this request deleted, and no pod is deleted twice. A ResourceQuota
+// in the test's namespace keeps the StatefulSet from recreating web-1 until the kill, so the
+// kill lands in that window every time.
 func TestKillBetweenNextDeleteAndDone(t *testing.T) {
 	ns := newNamespace(t)
 	old := uidsByName(createDBCluster(t, ns, webCluster, 3, podsStartIn("2s")))
@@ -353,8 +352,8 @@ func TestKillBetweenNextDeleteAndDone(t *testing.T) {
 		t.Fatalf("the run ended before the kill: %s", res)
 	}
 	_, j := getLockLease(t, ns, webCluster)
-	if j.Current != "restart/web-0" || len(j.Done) != 0 || j.Data["restart.uid/web-1"] != string(old["web-1"]) {
-		t.Fatalf("journal after the kill: current %q, done %v, data %v; want web-0's step current, nothing done, web-1's old UID staged", j.Current, j.Done, j.Data)
+	if j.Current != "restart/web-1" || !slices.Equal(j.Done, []string{"restart/web-0"}) || j.Data["restart.uid/web-1"] != string(old["web-1"]) {
+		t.Fatalf("journal after the kill: current %q, done %v, data %v; want web-1's step current, web-0's done, web-1's old UID staged", j.Current, j.Done, j.Data)
 	}
 	if err := bed.Client.CoreV1().ResourceQuotas(ns).Delete(ctx, quota.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete quota: %v", err)

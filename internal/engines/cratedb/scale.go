@@ -555,7 +555,7 @@ func (e *Engine) checkShrink(ctx context.Context, c *ops.Cluster, r resize) erro
 			r.g.Name, total, h.Nodes)
 	}
 	if !h.Green() {
-		return ops.Preconditionf("cannot scale %s down: cluster is %s (%s); it must be green", r.g.Name, h.Status(), h)
+		return ops.Refusef(ops.ReasonNotGreen, "cannot scale %s down: cluster is %s (%s); it must be green", r.g.Name, h.Status(), h)
 	}
 	rows, err := e.session(c).query(ctx, nil, sqlReplicas)
 	if err != nil {
