@@ -118,7 +118,7 @@ func (e *Engine) checkMasterRemoval(ctx context.Context, sc *ops.StepContext, c 
 	}
 	for _, p := range mr.remainingPods {
 		if pod := pods[p]; pod == nil || !ops.PodReady(pod) {
-			return ops.Preconditionf("%s: master-eligible pod %s/%s is not Ready; %s", why, c.Namespace, p, rule)
+			return ops.Refusef(ops.ReasonPodNotReady, "%s: master-eligible pod %s/%s is not Ready; %s", why, c.Namespace, p, rule)
 		}
 	}
 	rows, err := e.readNodes(ctx, c, nil)
@@ -131,7 +131,7 @@ func (e *Engine) checkMasterRemoval(ctx context.Context, sc *ops.StepContext, c 
 			if n != "" {
 				label = "node " + n + " (pod " + mr.remainingPods[i] + ")"
 			}
-			return ops.Preconditionf("%s: master-eligible %s is not in sys.nodes; %s", why, label, rule)
+			return ops.Refusef(ops.ReasonQuorumAtRisk, "%s: master-eligible %s is not in sys.nodes; %s", why, label, rule)
 		}
 	}
 	res, err := e.session(c).query(ctx, nil, sqlMasterNode)
@@ -139,10 +139,10 @@ func (e *Engine) checkMasterRemoval(ctx context.Context, sc *ops.StepContext, c 
 		return sqlErr(sqlMasterNode, err)
 	}
 	if cellString(res, 0) == "" {
-		return ops.Preconditionf("%s: no master is elected; wait for the cluster to elect one", why)
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "%s: no master is elected; wait for the cluster to elect one", why)
 	}
 	if n := len(mr.remainingNodes) + 1; !keepsQuorum(n) {
-		return ops.Preconditionf("%s: with %d master-eligible nodes the voting configuration has %d, and %d of them would not be a majority",
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "%s: with %d master-eligible nodes the voting configuration has %d, and %d of them would not be a majority",
 			why, n, votingSize(n), votingSize(n)-1)
 	}
 	return nil
