@@ -93,6 +93,7 @@ and plain or JSON output for pipelines.`,
 	g.Etcd.AddFlags(wait.Flags())
 	cmd.AddCommand(
 		status,
+		NewListCmd(g),
 		wait,
 		NewRestartCmd(g),
 		NewBootstrapCmd(g),
@@ -101,6 +102,7 @@ and plain or JSON output for pipelines.`,
 		NewResumeCmd(g),
 		NewLockCmd(g),
 		NewDenyCmd(g),
+		NewHistoryCmd(g),
 		NewVersionCmd(g),
 	)
 	registerCompletions(cmd, g)

@@ -38,7 +38,7 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine,
 		Engines: g.engineNames(), Dynamic: cl.Dynamic})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, didYouMean(ctx, cl.Kube, ns, name, err)
 	}
 	if mutating && c.Operator != "" && !g.IgnoreOperator {
 		return nil, nil, ops.Preconditionf("cluster %s/%s is managed by an operator (%s); it would fight manual changes: pause it, or pass --ignore-operator",
@@ -65,6 +65,9 @@ var (
 	_ commandOptions = (*ReplaceOptions)(nil)
 	_ commandOptions = (*ResumeOptions)(nil)
 	_ commandOptions = (*StatusOptions)(nil)
+	_ commandOptions = (*HistoryOptions)(nil)
+	_ commandOptions = (*ListOptions)(nil)
+	_ commandOptions = (*WaitOptions)(nil)
 	_ commandOptions = (*LockStatusOptions)(nil)
 	_ commandOptions = (*LockAcquireOptions)(nil)
 	_ commandOptions = (*LockReleaseOptions)(nil)

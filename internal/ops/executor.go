@@ -358,6 +358,7 @@ func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string
 		}
 		resumed := prev.clone()
 		prev.State = JournalRunning
+		prev.RunStarted = now
 		prev.Holder = holder
 		prev.Steps = len(p.Steps)
 		if p.Request != nil {
@@ -366,7 +367,7 @@ func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string
 		return &firstJournal{j: prev, resumed: resumed, resumedBy: by}
 	}
 	d := &firstJournal{j: &Journal{Operation: p.Operation, Args: p.Args, Holder: holder, State: JournalRunning,
-		Started: now, Updated: now, Steps: len(p.Steps), Request: p.Request}}
+		Started: now, RunStarted: now, Updated: now, Steps: len(p.Steps), Request: p.Request}}
 	if prev != nil && prev.State != JournalSucceeded {
 		d.replaced = prev
 	}

@@ -21,17 +21,20 @@ const (
 // Journal is the record of an operation, stored on the cluster's lock object
 // so that `status` can show it and a re-run can resume it.
 type Journal struct {
-	Operation string            `json:"operation"`
-	Args      string            `json:"args"`
-	Holder    string            `json:"holder"`
-	State     string            `json:"state"`
-	Started   time.Time         `json:"started"`
-	Updated   time.Time         `json:"updated"`
-	Steps     int               `json:"steps"`
-	Done      []string          `json:"done,omitempty"`
-	Current   string            `json:"current,omitempty"`
-	Data      map[string]string `json:"data,omitempty"`
-	Error     string            `json:"error,omitempty"`
+	Operation string    `json:"operation"`
+	Args      string    `json:"args"`
+	Holder    string    `json:"holder"`
+	State     string    `json:"state"`
+	Started   time.Time `json:"started"`
+	// RunStarted is when the run writing this journal started (Started is the operation's
+	// start, which a resumed run keeps).
+	RunStarted time.Time         `json:"runStarted,omitzero"`
+	Updated    time.Time         `json:"updated"`
+	Steps      int               `json:"steps"`
+	Done       []string          `json:"done,omitempty"`
+	Current    string            `json:"current,omitempty"`
+	Data       map[string]string `json:"data,omitempty"`
+	Error      string            `json:"error,omitempty"`
 	// Request is the command that started the run, as data, so `resume`
 	// can run it again (nil in journals written before resume existed).
 	Request *Request `json:"request,omitempty"`

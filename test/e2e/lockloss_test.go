@@ -28,7 +28,7 @@ func TestLockLossStopsRunningRestart(t *testing.T) {
 		{
 			name: "denied",
 			take: func(t *testing.T, env []string, ns, lockID string) {
-				if res := runCLI(t, env, "deny", "add", lockID, webCluster, "-n", ns, "--reason", "stop the restart now"); res.Code != 0 {
+				if res := runCLI(t, env, "deny", "add", webCluster, lockID, "-n", ns, "--reason", "stop the restart now"); res.Code != 0 {
 					t.Fatalf("deny add: %s", res)
 				}
 			},

@@ -113,6 +113,9 @@ func (h *heldLock) SaveJournal(ctx context.Context, j *ops.Journal) error {
 		l.Spec.RenewTime = &now
 		seconds := h.m.durationSeconds()
 		l.Spec.LeaseDurationSeconds = &seconds
+		if err := h.recordHistory(l, j); err != nil {
+			return false, err
+		}
 		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
 	})
 	if err != nil {
@@ -134,6 +137,9 @@ func (h *heldLock) SaveJournalAndRelease(ctx context.Context, j *ops.Journal) er
 			return false, err
 		}
 		clearHolder(l)
+		if err := h.recordHistory(l, j); err != nil {
+			return false, err
+		}
 		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
 	})
 	return h.m.wrap("saving the journal on and releasing", err)
@@ -275,6 +281,9 @@ func (h *heldLock) SaveJournalAfterLoss(ctx context.Context, j *ops.Journal) err
 		}
 		if stored == nil || stored.Holder != h.m.ID {
 			return false, ops.Lockedf("the journal on cluster %s is no longer this run's: its progress is not recorded", h.m.clusterName())
+		}
+		if err := h.recordHistory(l, j); err != nil {
+			return false, err
 		}
 		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
 	})

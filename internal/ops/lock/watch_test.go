@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,37 @@ func TestAcquireOverHandHoldNamesItsReason(t *testing.T) {
 	}
 	if info := held.Info(); info.HandReason != "" {
 		t.Errorf("info = %+v, want no hand reason when extending an operation's lock", info)
+	}
+}
+
+// A run's last journal write records the run in the history once (written twice, one record),
+// and the history keeps the last MaxHistory runs.
+func TestHistoryRecordsRunsBounded(t *testing.T) {
+	f := newFixture(t)
+	for i := range MaxHistory + 2 {
+		m := f.manager(me)
+		m.Session = fmt.Sprintf("session-%d", i)
+		held, err := m.Acquire(t.Context(), "restart --rolling")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &ops.Journal{Operation: "restart", Args: "--rolling", Holder: me, State: ops.JournalSucceeded, Steps: 3,
+			Done: []string{"a", "b", "c"}, Started: t0, Updated: t0.Add(time.Duration(i) * time.Minute)}
+		if err := held.SaveJournal(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+		if err := held.(ops.JournalReleaser).SaveJournalAndRelease(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, unfinished, err := f.manager(me).History(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != MaxHistory || unfinished != nil {
+		t.Fatalf("%d records (unfinished %v), want %d", len(list), unfinished, MaxHistory)
+	}
+	if list[0].Run != "session-2" || list[MaxHistory-1].Run != fmt.Sprintf("session-%d", MaxHistory+1) || list[0].StepsDone != 3 {
+		t.Errorf("records %s..%s, want session-2..session-%d (oldest dropped)", list[0].Run, list[MaxHistory-1].Run, MaxHistory+1)
 	}
 }
