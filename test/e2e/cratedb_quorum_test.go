@@ -229,3 +229,55 @@ func TestCrateDBZoneRestartKeepsAStartedCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestCrateDBScaleLeavesEachGatewaySettingOnce: StatefulSets whose pods carry both
+// -Cgateway.expected_nodes and -Cgateway.expected_data_nodes (CrateDB 5.x takes both) are
+// scaled: the rename of expected_nodes to expected_data_nodes must leave the setting once,
+// or every pod restarted afterwards refuses to start ("setting [...] already set", which the
+// simulator enforces as CrateDB's command line does) and the rolling restart never ends.
+func TestCrateDBScaleLeavesEachGatewaySettingOnce(t *testing.T) {
+	x := newCrateEnvGroups(t, true, bedwire.LayoutPodName, []crateE2EGroup{{"master", 3, ""}, {"hot", 3, "0"}})
+	ctx := t.Context()
+	for _, g := range x.groups {
+		s, err := bed.Client.AppsV1().StatefulSets(x.ns).Get(ctx, g.sts(x.name), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &s.Spec.Template.Spec.Containers[0]
+		c.Args = append(c.Args, "-Cgateway.expected_nodes=6")
+		if _, err := bed.Client.AppsV1().StatefulSets(x.ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := runCLI(t, x.env, x.args("scale", "--data", "hot=4", "--yes", "--no-tui")...)
+	if res.Code != 0 {
+		t.Fatalf("scale: want exit 0: %s", res)
+	}
+	for _, g := range x.groups {
+		s, err := bed.Client.AppsV1().StatefulSets(x.ns).Get(ctx, g.sts(x.name), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.Spec.Template.Spec.Containers[0]
+		seen := map[string]int{}
+		for _, a := range append(slices.Clone(c.Command), c.Args...) {
+			if k, _, ok := strings.Cut(strings.TrimPrefix(a, "-C"), "="); ok && strings.HasPrefix(a, "-C") {
+				seen[k]++
+			}
+		}
+		for k, n := range seen {
+			if n > 1 {
+				t.Errorf("statefulset %s: setting %s given %d times: %q", s.Name, k, n, c.Args)
+			}
+		}
+		if seen["gateway.expected_data_nodes"] != 1 || seen["gateway.expected_nodes"] != 0 {
+			t.Errorf("statefulset %s: want expected_data_nodes once and no expected_nodes: %q", s.Name, c.Args)
+		}
+	}
+	// Every restarted pod starts with the rewritten arguments.
+	res = runCLI(t, x.env, x.args("restart", "--rolling", "--group", "hot", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms", "--timeout", "90s")...)
+	if res.Code != 0 {
+		t.Fatalf("rolling restart after the scale: want exit 0 (each pod starts): %s", res)
+	}
+	x.waitGreen()
+}
