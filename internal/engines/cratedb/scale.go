@@ -188,7 +188,8 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 	}
 	p := ops.NewPlan("scale", c, ops.EngineCrateDB, args)
-	p.Destructive = len(downs) > 0
+	// Removing nodes is destructive, master-eligible ones included (as etcd's scale-down).
+	p.Destructive = slices.ContainsFunc(changes, func(r resize) bool { return !r.grows() })
 	p.Notes = append(p.Notes, "from "+sizes(c, nil)+" to "+sizes(c, target))
 	if len(changes) == 0 {
 		p.Notes = append(p.Notes, "every size already matches: finishing the interrupted run's clean-up")
