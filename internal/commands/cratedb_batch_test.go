@@ -84,3 +84,25 @@ func TestCrateZoneRestartKeepsAStartedCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestCrateBatchKeepsAMasterMajority: replacing two of the three masters together (deletion,
+// --max-concurrent 2) would leave no majority of the voting configuration while they are
+// down: refused before anything is written.
+func TestCrateBatchKeepsAMasterMajority(t *testing.T) {
+	e := newCrateEnv(t)
+	ctrl := fakecluster.Start(t, e.client, "prod")
+	r := e.run("replace", "db", "db-master-0", "db-master-1", "--strategy", "deletion", "--max-concurrent", "2", "--health-checks", "1", "--health-interval", "1ms", "--yes", "--lock-id", "ci@test")
+	want := "restarting db-master-0, db-master-1 together would take 2 of the 3 master-eligible nodes down at once"
+	if r.code != ops.ExitPrecondition || !strings.Contains(r.err, want) {
+		t.Fatalf("exit %d, want 5 with %q: %s", r.code, want, r.err)
+	}
+	if got := ctrl.Deleted(); len(got) > 0 {
+		t.Errorf("deleted %v", got)
+	}
+	if w := fakecluster.Writes(e.client); len(w) > 0 {
+		t.Errorf("refused replace wrote to the API: %v", w)
+	}
+	if w := e.db.Statements(true); len(w) > 0 {
+		t.Errorf("refused replace wrote to the database: %v", w)
+	}
+}

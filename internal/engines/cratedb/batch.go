@@ -29,8 +29,36 @@ func (g *restartGate) batchNodes(pods []ops.Pod) ([]string, error) {
 	return out, nil
 }
 
-// checkBatch refuses a batch that holds every started copy of a shard.
+// checkBatchMasters refuses a batch that holds half or more of the master-eligible pods:
+// with those nodes down at once the others are no majority of the voting configuration
+// (quorum.go) and the cluster has no master until they are back.
+func (g *restartGate) checkBatchMasters(c *ops.Cluster, pods []ops.Pod) error {
+	total := 0
+	var in []string
+	for _, grp := range c.Groups {
+		if !isMasterEligible(grp) {
+			continue
+		}
+		for _, p := range grp.Pods {
+			total++
+			if slices.ContainsFunc(pods, func(b ops.Pod) bool { return b.Name == p.Name }) {
+				in = append(in, p.Name)
+			}
+		}
+	}
+	if total > 1 && (total-len(in))*2 <= total {
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "restarting %s together would take %d of the %d master-eligible nodes down at once, and the others are no majority of CrateDB's voting configuration: the cluster would have no master; restart them one at a time (--mode pod; replace: a lower --max-concurrent)",
+			strings.Join(in, ", "), len(in), total)
+	}
+	return nil
+}
+
+// checkBatch refuses a batch that holds every started copy of a shard, or half or more of
+// the master-eligible nodes.
 func (g *restartGate) checkBatch(ctx context.Context, c *ops.Cluster, pods []ops.Pod) error {
+	if err := g.checkBatchMasters(c, pods); err != nil {
+		return err
+	}
 	nodes, err := g.batchNodes(pods)
 	if err != nil {
 		return err
