@@ -53,7 +53,7 @@ func (o *CrateDBOptions) AddConnFlags(fs *pflag.FlagSet) {
 // AddHealthFlags binds the health gate of restarts, replacements and
 // master-eligible removals.
 func (o *CrateDBOptions) AddHealthFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row before a restarted pod counts as back (scale: with the same master, before the next master-eligible node is removed)")
+	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row before a restarted pod counts as back, or (scale) with the same master before the next master-eligible node goes")
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "CrateDB: time between those health checks")
 }
 

@@ -22,6 +22,10 @@ func NewDenyCmd(g *GlobalOptions) *cobra.Command {
 anyone else may take over a lock held by a denied ID. Use it to stop a runaway
 pipeline or a colleague's stuck session. Who denied or allowed, when and why is
 recorded on the lock object.`,
+		Example: `  # Stop a runaway pipeline: its running command stops before its next change
+  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"
+  kubectl dbops deny list mycrate
+  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE("add, allow, list"),
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
 // Each run of an operation leaves a record on the lock's Lease (who, command, start and end,
@@ -49,5 +50,23 @@ func TestHistory(t *testing.T) {
 	r = h.run("history", "db", "-n", "prod")
 	if lines := strings.Split(strings.TrimSpace(r.out), "\n"); len(lines) != 3 || !strings.Contains(lines[1], "ci@test") || !strings.Contains(lines[2], "succeeded") {
 		t.Errorf("history text:\n%s", r.out)
+	}
+}
+
+// status tells a run that is alive now (its holder renews the lock) from one to resume: the
+// first is shown as running, with who, since when and at which step, and no resume hint.
+func TestStatusRunningNotResume(t *testing.T) {
+	l := heldLease("prod", "db", "bob@elsewhere", "s1", "restart --rolling", "")
+	l.Annotations[lock.AnnotationJournal] = `{"operation":"restart","args":"--rolling","holder":"bob@elsewhere","state":"running",` +
+		`"started":"2026-11-22T06:50:00Z","runStarted":"2026-11-22T06:55:00Z","updated":"2026-11-22T06:59:00Z","steps":3,` +
+		`"done":["restart/db-web-0"],"current":"restart/db-web-1","request":{"command":["restart"],"cluster":"db","namespace":"prod"}}`
+	h := newHarness(t, append(fakecluster.Objects("prod", "db", "", webObjects()...), l)...)
+	r := h.run("status", "db", "-n", "prod")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	want := "Running:  restart --rolling by bob@elsewhere since 2026-11-22T06:55:00Z, 1/3 steps done, at restart/db-web-1"
+	if !strings.Contains(r.out, want) || strings.Contains(r.out, "resume") {
+		t.Errorf("status:\n%s\nwant %q and no resume hint", r.out, want)
 	}
 }

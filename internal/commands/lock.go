@@ -47,6 +47,12 @@ func NewLockCmd(g *GlobalOptions) *cobra.Command {
 coordination.k8s.io Lease named dbops-<cluster>). Use these commands to see who
 holds it, to hold it by hand across several commands (e.g. during an incident),
 and to release it.`,
+		Example: `  kubectl dbops lock status mycrate
+  kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"
+  kubectl dbops lock release mycrate
+
+  # Stop whoever holds it (their running command stops before its next change)
+  kubectl dbops lock release mycrate --force --reason "INC-1234: owner unreachable"`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE("status, acquire, release"),
 	}

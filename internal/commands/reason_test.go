@@ -15,24 +15,30 @@ import (
 // done event that carries a stable reason code beside the text; nothing is written.
 func TestRefusalsCarryReasonCodes(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		args  []string
-		extra []runtime.Object
-		code  int
-		want  string
+		name     string
+		args     []string
+		extra    []runtime.Object
+		terminal bool
+		code     int
+		want     string
+		errWant  string
 	}{
 		{name: "unknown group", args: []string{"restart", "db", "--rolling", "--group", "nope", "--yes"}, code: ops.ExitUsage, want: ops.ReasonInvalidInput},
 		{name: "held by someone else", args: []string{"restart", "db", "--rolling", "--yes"}, code: ops.ExitLocked, want: ops.ReasonLockHeld,
 			extra: []runtime.Object{heldLease("prod", "db", "bob@elsewhere", "s1", "restart --rolling", "INC-1")}},
 		{name: "no terminal, no --yes", args: []string{"restart", "db", "--rolling"}, code: ops.ExitUsage, want: ops.ReasonInvalidInput},
+		// -o json never asks, even with a terminal: the refusal, not a prompt.
+		{name: "terminal, -o json, no --yes", args: []string{"restart", "db", "--rolling"}, terminal: true, code: ops.ExitUsage,
+			want: ops.ReasonInvalidInput, errWant: "-o json never asks; pass --yes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := append(fakecluster.Objects("prod", "db", "", webObjects()...), tc.extra...)
 			h := newHarness(t, objs...)
+			h.terminal = tc.terminal
 			h.client.ClearActions()
 			r := h.run(append(tc.args, "-o", "json", "-n", "prod")...)
-			if r.code != tc.code {
-				t.Fatalf("exit %d, want %d: %s", r.code, tc.code, r.err)
+			if r.code != tc.code || !strings.Contains(r.err, tc.errWant) || strings.Contains(r.err, "?") {
+				t.Fatalf("exit %d, want %d; stderr %q, want %q and no question", r.code, tc.code, r.err, tc.errWant)
 			}
 			lines := strings.Split(strings.TrimSpace(r.out), "\n")
 			var done ops.Event

@@ -264,14 +264,20 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 	if g.Output == "yaml" {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
-	if replacing && !g.Yes && !g.IsTerminal() {
+	// -o json is for programs: it never asks, even with a terminal on stdin.
+	canAsk := g.IsTerminal() && g.Output != "json"
+	if replacing && !g.Yes && !canAsk {
 		return ops.Usagef("refusing to start %s on %s/%s: it would replace the record of the unfinished %s, whose progress would be lost; resume that with: %s, or pass --yes to run %s anyway",
 			describeRequest(plan.Operation, plan.Args), c.Namespace, c.Name, describeJournal(prev), resumeHint(prev), plan.Operation)
 	}
 	if (plan.Destructive || replacing) && len(plan.Steps) > 0 && !g.Yes {
-		if !g.IsTerminal() {
-			return ops.Usagef("refusing to %s %s/%s without confirmation: no terminal to ask on; pass --yes (see the plan with --dry-run)",
-				plan.Operation, c.Namespace, c.Name)
+		if !canAsk {
+			why := "no terminal to ask on"
+			if g.Output == "json" {
+				why = "-o json never asks"
+			}
+			return ops.Usagef("refusing to %s %s/%s without confirmation: %s; pass --yes (see the plan with --dry-run)",
+				plan.Operation, c.Namespace, c.Name, why)
 		}
 		v, left := remainingView(g.dryRunView(plan, prev))
 		if err := ops.WritePlanText(g.ErrOut, v); err != nil {
@@ -351,8 +357,9 @@ func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanV
 	case prev == nil:
 	case prev.Resumable(plan.Operation, plan.Args):
 		done := 0
+		skipped := plan.SkippedOnResume(prev)
 		for i := range v.Steps {
-			if prev.IsDone(v.Steps[i].ID) {
+			if skipped[v.Steps[i].ID] {
 				v.Steps[i].Done = true
 				done++
 			}

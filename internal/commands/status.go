@@ -260,9 +260,17 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 		b.WriteString(")\n")
 	}
 	if j := ls.Journal; j != nil {
-		switch j.State {
-		case ops.JournalSucceeded:
+		switch {
+		case j.State == ops.JournalSucceeded:
 			ops.Fprintf(b, "Last op:  %s %s by %s succeeded %s\n", j.Operation, j.Args, j.Holder, j.Updated.UTC().Format(time.RFC3339))
+		case runningNow(ls, j):
+			// Its session renews the lock: someone is running it now, not a run to resume.
+			ops.Fprintf(b, "Running:  %s %s by %s since %s, %d/%d steps done", j.Operation, j.Args, j.Holder,
+				runStart(j).UTC().Format(time.RFC3339), len(j.Done), j.Steps)
+			if j.Current != "" {
+				ops.Fprintf(b, ", at %s", j.Current)
+			}
+			ops.Fprintf(b, " (lock renewed %s ago)\n", ls.ServerTime.Sub(*ls.Renewed).Round(time.Second))
 		default:
 			ops.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
 				j.Operation, j.Args, j.Holder, j.State, j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
@@ -279,6 +287,21 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 			}
 		}
 	}
+}
+
+// runningNow reports whether j is the journal of a run that is alive now: still running, its
+// holder holds the lock and renewed it within the time a live session renews it in.
+func runningNow(ls *lock.State, j *ops.Journal) bool {
+	return j.State == ops.JournalRunning && ls.Held && ls.Holder == j.Holder && ls.Renewed != nil &&
+		ls.ServerTime.Sub(*ls.Renewed) < lock.DefaultSessionTimeout
+}
+
+// runStart is when the run that wrote j started (older journals: the operation's start).
+func runStart(j *ops.Journal) time.Time {
+	if !j.RunStarted.IsZero() {
+		return j.RunStarted
+	}
+	return j.Started
 }
 
 func dash(s string) string {

@@ -192,7 +192,18 @@ func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerat
 		Pods: podNames(b.pods), Needs: needs}
 	rp := &restartProc{r: r, c: c, b: b, maxZones: maxZones, tolerate: tolerate}
 	s.Precheck, s.Prepare, s.Action, s.Verify = rp.precheck, rp.prepare, rp.action, rp.verify
+	if b.single {
+		s.Resumed = rp.resumed
+	}
 	return s
+}
+
+// resumed is precheck's "restarted by an earlier run" from the discovered pod: the journal
+// names an old UID the pod no longer has, and the pod is Ready (Step.Resumed).
+func (rp *restartProc) resumed(j *Journal) bool {
+	pod := rp.b.pods[0]
+	old := j.Data[uidKey(pod.Name)]
+	return old != "" && pod.UID != "" && string(pod.UID) != old && pod.Ready
 }
 
 // restartProc is one restart step's procedure (one struct per step rather than four closures:

@@ -148,8 +148,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 
 	view := p.View()
 	done := 0
+	skipped := p.SkippedOnResume(journal)
 	for i := range view.Steps {
-		view.Steps[i].Done = journal.IsDone(view.Steps[i].ID)
+		view.Steps[i].Done = skipped[view.Steps[i].ID]
 		if view.Steps[i].Done {
 			done++
 		}
@@ -561,7 +562,9 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 				// final write records it and reports it (Run).
 				return err
 			}
-			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error, ev.ReasonCode = err.Error(), ReasonOf(err) })
+			// Stopped by the run (Ctrl-C, SIGTERM, --timeout, a lost lock), the step says so.
+			reason := ReasonOf(classify(ctx, err))
+			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error, ev.ReasonCode = err.Error(), reason })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
 		ran++

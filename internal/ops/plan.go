@@ -56,6 +56,21 @@ func (p *Plan) SetRequest(r *Request, engine string) {
 	p.Command = rr.CommandLine()
 }
 
+// SkippedOnResume reports, per step ID, whether a run resuming j skips the step: done in j, or
+// found done from the discovered cluster (Step.Resumed).
+func (p *Plan) SkippedOnResume(j *Journal) map[string]bool {
+	out := map[string]bool{}
+	if j == nil {
+		return out
+	}
+	for _, s := range p.Steps {
+		if j.IsDone(s.ID) || (s.Resumed != nil && s.Resumed(j)) {
+			out[s.ID] = true
+		}
+	}
+	return out
+}
+
 // PreflightState is what a preflight check knows of an interrupted run of
 // the same request (read from the journal without taking the lock).
 type PreflightState struct {
@@ -108,6 +123,11 @@ type Step struct {
 	Action func(ctx context.Context, sc *StepContext) error `json:"-"`
 	// Verify waits until the change has taken effect (watches, polls).
 	Verify func(ctx context.Context, sc *StepContext) error `json:"-"`
+	// Resumed, optional, reports from the discovered cluster whether a run resuming journal j
+	// will find this step done without doing anything (a pod that run restarted already), so
+	// the plan shown for a resume (--dry-run, the prompt, the plan event) marks exactly the
+	// steps the resumed run skips.
+	Resumed func(j *Journal) bool `json:"-"`
 	// Prepare, optional, stages (StepContext.Stage) from cached state what the step must have
 	// journaled before its action (a restart: the UIDs it deletes). The previous step's "done"
 	// write then carries it and names this step as current, so this step needs no write of
@@ -314,13 +334,31 @@ func (p *Plan) View() *PlanView {
 	return v
 }
 
+// ShownArgs renders a plan's Args as the CLI takes them: the pods of --pods a,b and
+// --member a as arguments (a b), so that every flag a plan header prints is one the CLI has.
+func ShownArgs(args string) string {
+	words := strings.Fields(args)
+	var flags, positional []string
+	for i := 0; i < len(words); i++ {
+		// Flags of the journal's key that the CLI takes as arguments: the pods a
+		// replacement (or an etcd member repair) acts on.
+		if (words[i] == "--pods" || words[i] == "--member") && i+1 < len(words) {
+			positional = append(positional, strings.Split(words[i+1], ",")...)
+			i++
+			continue
+		}
+		flags = append(flags, words[i])
+	}
+	return strings.Join(append(positional, flags...), " ")
+}
+
 // WritePlanText renders a plan for humans; golden-tested, so keep it stable.
 func WritePlanText(w io.Writer, v *PlanView) error {
 	var b strings.Builder
 	b.Grow(256 + 160*len(v.Steps)) // a step's line and its precondition, without regrowing
 	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
 	if v.Args != "" {
-		Fprintf(&b, " %s", v.Args)
+		Fprintf(&b, " %s", ShownArgs(v.Args))
 	}
 	b.WriteString("\n")
 	for _, n := range v.Notes {

@@ -311,13 +311,14 @@ func TestExecutorInterruptAnnouncesStop(t *testing.T) {
 	if ExitCode(err) != ExitInterrupted {
 		t.Fatalf("err = %v (exit %d)", err, ExitCode(err))
 	}
-	var stopping, done bool
+	var stopping, done, stepStopped bool
 	for _, e := range rec.Events() {
 		stopping = stopping || (e.Type == EventWarning && strings.HasPrefix(e.Message, "stopping"))
 		done = done || (e.Type == EventDone && e.Outcome == OutcomeInterrupted && strings.Contains(e.Resume, "restart db --rolling"))
+		stepStopped = stepStopped || (e.Type == EventStepFailed && e.ReasonCode == ReasonInterrupted)
 	}
-	if !stopping || !done {
-		t.Errorf("stopping warning %v, interrupted done with resume hint %v", stopping, done)
+	if !stopping || !done || !stepStopped {
+		t.Errorf("stopping warning %v, interrupted done with resume hint %v, step reported interrupted %v", stopping, done, stepStopped)
 	}
 	j := locker.stored(t)
 	if j.State != JournalInterrupted || len(j.Done) != 0 || j.Data[uidKey("db-web-0")] != "db-web-0-uid0" {
@@ -1016,5 +1017,28 @@ func recordUnjournaledDeletes(client *fake.Clientset, locker *memLocker) func() 
 		locker.mu.Lock()
 		defer locker.mu.Unlock()
 		return slices.Clone(out)
+	}
+}
+
+// The plan shown for a resume marks exactly the steps the resumed run skips: done in the
+// journal, or a pod whose journaled UID is gone and which is back Ready (its precheck finds
+// it done); a pod still on its old UID, or not Ready yet, is not.
+func TestSkippedOnResume(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 4}, []string{"hot"}, "")
+	hot := c.Groups[0]
+	hot.Pods[2].Ready = false
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Journal{Done: []string{"restart/db-hot-0"}, Data: map[string]string{
+		uidKey("db-hot-1"): "db-hot-1-old", // restarted, back Ready
+		uidKey("db-hot-2"): "db-hot-2-old", // restarted, not Ready yet
+		uidKey("db-hot-3"): string(hot.Pods[3].UID),
+	}}
+	got := p.SkippedOnResume(j)
+	want := map[string]bool{"restart/db-hot-0": true, "restart/db-hot-1": true}
+	if len(got) != len(want) || !got["restart/db-hot-0"] || !got["restart/db-hot-1"] {
+		t.Errorf("skipped on resume %v, want %v", got, want)
 	}
 }

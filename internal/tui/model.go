@@ -2,6 +2,7 @@ package tui
 
 import (
 	"io"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/help"
@@ -346,6 +347,9 @@ func (m *Model) apply(e ops.Event) {
 			r.err = e.Error
 			if r.err == "" {
 				r.err = e.Message
+			}
+			if l := FailedLabel(e.ReasonCode); l != "FAILED" {
+				r.err = strings.ToLower(l) + ": " + r.err
 			}
 			m.current = i
 		}

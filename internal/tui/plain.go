@@ -131,7 +131,7 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		if msg == "" {
 			msg = e.Message
 		}
-		return line(joinMessage("FAILED", msg))
+		return line(joinMessage(FailedLabel(e.ReasonCode), msg))
 	case ops.EventPods:
 		return p.podsSummary(e.Pods)
 	case ops.EventWarning:
@@ -191,4 +191,19 @@ func (p *Plain) podsSummary(pods []ops.PodSummary) string {
 		}
 	}
 	return s + "\n"
+}
+
+// FailedLabel is how a step that did not finish is shown: stopped by the run (Ctrl-C or
+// SIGTERM, --timeout, a lost lock) rather than failed by itself.
+func FailedLabel(reasonCode string) string {
+	switch reasonCode {
+	case ops.ReasonInterrupted:
+		return "INTERRUPTED"
+	case ops.ReasonTimeout:
+		return "TIMED OUT"
+	case ops.ReasonLockLost, ops.ReasonDenied:
+		return "STOPPED (lock lost)"
+	default:
+		return "FAILED"
+	}
 }
