@@ -42,8 +42,11 @@ func crateGroups() []fakecluster.Group {
 
 // crateObjects lays out a CrateDB cluster "db" with dbops.io labels: crate
 // containers carrying the expected-nodes argument, and the Secrets.
-func crateObjects() []runtime.Object {
-	objs := fakecluster.Objects("prod", "db", "cratedb", crateGroups()...)
+func crateObjects() []runtime.Object { return crateObjectsOf(crateGroups()) }
+
+// crateObjectsOf is crateObjects with other group sizes.
+func crateObjectsOf(groups []fakecluster.Group) []runtime.Object {
+	objs := fakecluster.Objects("prod", "db", "cratedb", groups...)
 	for _, o := range objs {
 		if s, ok := o.(*appsv1.StatefulSet); ok {
 			s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Image: "crate:5.8",

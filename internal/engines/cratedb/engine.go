@@ -270,7 +270,7 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if err := nodes.problem(c); err != nil {
 		return nil, err
 	}
-	gate := &restartGate{e: e, c: c, nodes: nodes}
+	gate := &restartGate{e: e, c: c, nodes: nodes, mode: opts.Mode}
 	rr := &ops.RollingRestart{Client: e.client, Gate: gate}
 	return rr.Plan(c, ops.EngineCrateDB, opts)
 }
@@ -280,6 +280,9 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 func (g *restartGate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 	g.resetOnFailure(s)
 	if len(pods) != 1 {
+		if len(pods) > 1 && g.mode != ops.ModeAll {
+			g.batches = append(g.batches, pods)
+		}
 		return nil
 	}
 	// A pod missing at plan time (deleted by a killed or interrupted run, being
