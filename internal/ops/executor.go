@@ -546,8 +546,13 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		if err := e.Pacing.Pace(ctx, ran, s, e.emit); err != nil {
-			return err
+		// A step a resumed run finds done already (a pod the interrupted run restarted) is
+		// not paced for, nor counted: the pause is between pods this run restarts.
+		resumed := s.Resumed != nil && s.Resumed(j)
+		if !resumed {
+			if err := e.Pacing.Pace(ctx, ran, s, e.emit); err != nil {
+				return err
+			}
 		}
 		var next, after *Step
 		if i+1 < total {
@@ -567,7 +572,9 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error, ev.ReasonCode = err.Error(), reason })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
-		ran++
+		if !resumed {
+			ran++
+		}
 	}
 	return nil
 }

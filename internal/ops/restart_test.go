@@ -1085,3 +1085,30 @@ func TestSkippedOnResume(t *testing.T) {
 		t.Errorf("skipped on resume %v, want %v", got, want)
 	}
 }
+
+// A resumed run does not pause (--pause-between) before a step it finds done already (a pod
+// the interrupted run restarted), nor count it: the pause is between pods this run restarts.
+func TestResumedRunDoesNotPauseBeforeSkippedSteps(t *testing.T) {
+	_, ctrl, p, _ := hotRestart(t)
+	j := &Journal{Operation: p.Operation, Args: p.Args, Holder: "me", State: JournalInterrupted, Steps: 3,
+		Done: []string{"restart/db-hot-0"}, Current: "restart/db-hot-1",
+		Data: map[string]string{uidKey("db-hot-0"): "db-hot-0-old", uidKey("db-hot-1"): "db-hot-1-old"}}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locker := &memLocker{id: "me", journal: b}
+	rec := &Recorder{}
+	ex := &Executor{Locker: locker, Sink: rec, Timeout: time.Minute, Pacing: Pacing{Between: time.Millisecond}}
+	if err := ex.Run(context.Background(), p); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, e := range rec.Events() {
+		if e.Type == EventWarning && strings.HasPrefix(e.Message, "pausing") {
+			t.Errorf("paused: %q; the resumed run restarted one pod only", e.Message)
+		}
+	}
+	if got := ctrl.Deleted(); !slices.Equal(got, []string{"db-hot-2"}) {
+		t.Errorf("deleted %v, want only db-hot-2", got)
+	}
+}
