@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -283,7 +284,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 				plan.Operation, c.Namespace, c.Name, why)
 		}
 		v, left := remainingView(g.dryRunView(plan, prev))
-		if err := ops.WritePlanText(g.ErrOut, v); err != nil {
+		if err := writeConfirmPlan(g.ErrOut, v); err != nil {
 			return err
 		}
 		question := fmt.Sprintf("Run %s on %s/%s (%d steps)?", plan.Operation, c.Namespace, c.Name, left)
@@ -374,6 +375,24 @@ func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanV
 			describeJournal(prev), resumeHint(prev)))
 	}
 	return v
+}
+
+// confirmPlanLines is the most a plan may take at the confirmation prompt before it is shown
+// as a summary: the question and the plan fit a 24-line terminal.
+const confirmPlanLines = 20
+
+// writeConfirmPlan shows the plan asked about: whole when it fits one screen, else as a
+// summary per node group (ops.WritePlanSummary).
+func writeConfirmPlan(w io.Writer, v *ops.PlanView) error {
+	var b strings.Builder
+	if err := ops.WritePlanText(&b, v); err != nil {
+		return err
+	}
+	if strings.Count(b.String(), "\n") <= confirmPlanLines {
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	return ops.WritePlanSummary(w, v)
 }
 
 // remainingView leaves out the steps done by an earlier run (the prompt

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -381,6 +382,61 @@ func WritePlanText(w io.Writer, v *PlanView) error {
 			Fprintf(&b, "  %*s    > %s\n", width, "", d)
 		}
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WritePlanSummary renders a plan in a few lines, for a confirmation that must fit one
+// screen: the header and notes, then per node group how many steps, the first and last
+// target and what the group's steps require (each distinct precondition once). Details
+// (statements) are left to --dry-run, which the last line names.
+func WritePlanSummary(w io.Writer, v *PlanView) error {
+	var b strings.Builder
+	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
+	if v.Args != "" {
+		Fprintf(&b, " %s", ShownArgs(v.Args))
+	}
+	b.WriteString("\n")
+	for _, n := range v.Notes {
+		Fprintf(&b, "  note: %s\n", n)
+	}
+	type group struct {
+		name          string
+		steps         []StepView
+		preconditions []string
+	}
+	var groups []*group
+	byName := map[string]*group{}
+	for _, s := range v.Steps {
+		g := byName[s.Group]
+		if g == nil {
+			g = &group{name: s.Group}
+			byName[s.Group] = g
+			groups = append(groups, g)
+		}
+		g.steps = append(g.steps, s)
+		for _, p := range s.Preconditions {
+			if !slices.Contains(g.preconditions, p) {
+				g.preconditions = append(g.preconditions, p)
+			}
+		}
+	}
+	for _, g := range groups {
+		name := g.name
+		if name == "" {
+			name = "(no group)"
+		}
+		first, last := g.steps[0], g.steps[len(g.steps)-1]
+		span := first.Target
+		if len(g.steps) > 1 {
+			span = fmt.Sprintf("%s .. %s", first.Target, last.Target)
+		}
+		Fprintf(&b, "  %s: %d step(s) %d-%d, %s\n", name, len(g.steps), first.Index, last.Index, span)
+		for _, p := range g.preconditions {
+			Fprintf(&b, "      requires: %s\n", p)
+		}
+	}
+	b.WriteString("  (every step, with its statements: the same command with --dry-run)\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

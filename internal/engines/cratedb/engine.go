@@ -253,6 +253,16 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		out.Details["allocationExclude"] = h.Exclusions
 		out.Message += ", allocation excluded from " + h.Exclusions
 	}
+	// Whether shard allocation is restricted now (an interrupted restart, or crate-operator's
+	// pod hooks, can leave it at primaries): status shows it, the gates do not need it.
+	if rows, err := e.session(c).query(ctx, nil, sqlAllocEnable); err == nil {
+		if v := cellString(rows, 0); v != "" {
+			out.Details["allocationEnable"] = v
+			if v != "all" {
+				out.Message += ", shard allocation restricted to " + v
+			}
+		}
+	}
 	return out, nil
 }
 

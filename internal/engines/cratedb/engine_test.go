@@ -87,6 +87,7 @@ func TestHealth(t *testing.T) {
 		{"node missing", func(d *cratedbtest.DB) { d.Nodes = d.Nodes[1:] }, "yellow", "4/5 nodes"},
 		{"no master", func(d *cratedbtest.DB) { d.Master = "" }, "yellow", "master none"},
 		{"exclusions", func(d *cratedbtest.DB) { d.Exclusions = "data-hot-1" }, "green", "allocation excluded from data-hot-1"},
+		{"allocation restricted", func(d *cratedbtest.DB) { d.Allocation = "primaries" }, "green", "shard allocation restricted to primaries"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -264,6 +264,12 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return [][]any{{d.Master}}, nil
 	case sql == `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`:
 		return [][]any{{d.Exclusions}}, nil
+	case sql == `SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`:
+		// CrateDB's default is all; a transient setting overrides it.
+		if d.Allocation == "" {
+			return [][]any{{"all"}}, nil
+		}
+		return [][]any{{d.Allocation}}, nil
 	case sql == `SELECT id, name, hostname, rest_url, version['number'] FROM sys.nodes`:
 		var rows [][]any
 		for _, n := range d.Nodes {
