@@ -48,6 +48,8 @@ type proxyArrival struct {
 	Took time.Duration
 	// Format is the media type of the answer (its Content-Type without parameters).
 	Format string
+	// Answered is when the answer's headers went out: no client can have the answer before.
+	Answered time.Time
 	// Done is, for a lease write, the step IDs its journal annotation lists as done (read from
 	// the request body: the journal's JSON is a string inside the protobuf or JSON lease).
 	Done []string
@@ -118,6 +120,7 @@ func (c *apiRequestCounter) answered(i int, contentType string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.arrivals[i].Format, _, _ = strings.Cut(contentType, ";")
+	c.arrivals[i].Answered = time.Now()
 }
 
 // formatRecorder tells the counter the answer's Content-Type when its headers are written.
@@ -351,9 +354,13 @@ func TestRollingRestartRemoteAPI(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("no lease write records %s done", step)
-		case del.Before(w.At.Add(w.Took)):
-			t.Errorf("the DELETE of %s arrived %s before the answer to the write that records %s done (%s %s): it did not wait for that write",
-				next, w.At.Add(w.Took).Sub(del), step, w.Verb, w.Path)
+		case w.Answered.IsZero():
+			t.Errorf("the write that records %s done (%s %s) was never answered", step, w.Verb, w.Path)
+		case del.Before(w.Answered):
+			// Answered is when the proxy began to send the answer: a client that waited for
+			// it cannot send its next request earlier.
+			t.Errorf("the DELETE of %s arrived %s before the proxy answered the write that records %s done (%s %s): it did not wait for that write",
+				next, w.Answered.Sub(del), step, w.Verb, w.Path)
 		}
 		gap := del.Sub(ready[cur])
 		rtt := max(counter.longestBetween(ready[cur], del), latency)
