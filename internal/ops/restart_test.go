@@ -111,6 +111,12 @@ func TestRollingRestartExecutes(t *testing.T) {
 		t.Errorf("lock released %d times, want 1", locker.released)
 	}
 	assertEventTypes(t, rec.Events(), EventLock, EventPlan, EventStepStarted, EventDone)
+	// The views print these times: they never go backwards.
+	for i, evs := 1, rec.Events(); i < len(evs); i++ {
+		if evs[i].Time.Before(evs[i-1].Time) {
+			t.Errorf("event %d (%s) at %s, before event %d (%s) at %s", i, evs[i].Type, evs[i].Time, i-1, evs[i-1].Type, evs[i-1].Time)
+		}
+	}
 	last := rec.Events()[len(rec.Events())-1]
 	if last.Outcome != OutcomeSucceeded {
 		t.Errorf("outcome = %s", last.Outcome)
