@@ -60,15 +60,10 @@ type session struct {
 	addressInterface []string
 }
 
-// Run runs fdbcli with args (without the program name) against the model and returns its exit
-// code. getenv supplies the environment (FDB_CLUSTER_FILE and TLS settings are accepted as the
-// real client accepts them; the model does not read files).
-//
-// Stricter than fdbcli: positional arguments (which fdbcli ignores) and the interactive mode
-// (no --exec) are refused, since a caller of this simulator never needs them.
-func (c *Cluster) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var exec *string
-	timeout := uint64(0)
+// parseOptions reads fdbcli's options (fdbcli.actor.cpp CLIOptions); done means the process
+// ends with code before connecting (usage, version, bad options).
+func parseOptions(args []string, stdout, stderr io.Writer) (exec string, timeout uint64, code int, done bool) {
+	var execOpt *string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name := a
@@ -85,7 +80,7 @@ func (c *Cluster) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 		case "--log", "--no-status", "--no-hints", "--debug-tls", "--use-future-protocol-version", "--build-flags":
 		case "-h", "-?", "--help", "--version", "-v":
 			fmt.Fprintf(stdout, "FoundationDB CLI %s (simulated)\n", Version)
-			return 0
+			return "", 0, 0, true
 		default:
 			if strings.HasPrefix(name, "--knob-") {
 				takesValue = true
@@ -96,12 +91,12 @@ func (c *Cluster) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 			if !strings.HasPrefix(a, "-") {
 				fmt.Fprintf(stderr, "fdbsim: unexpected argument %q (fdbcli would ignore it)\n", a)
 			}
-			return 1
+			return "", 0, 1, true
 		}
 		if takesValue {
 			if i+1 >= len(args) {
 				fmt.Fprintf(stdout, "FoundationDB CLI %s (v%s)\nusage: fdbcli [OPTIONS]\n\n", Version, Version)
-				return 1
+				return "", 0, 1, true
 			}
 			i++
 			v := args[i]
@@ -110,28 +105,42 @@ func (c *Cluster) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 				n, err := strconv.ParseUint(v, 10, 64)
 				if err != nil {
 					fmt.Fprintf(stderr, "ERROR: invalid timeout %s\n", v)
-					return 1
+					return "", 0, 1, true
 				}
 				timeout = n
 			case "--exec":
-				exec = &v
+				execOpt = &v
 			}
 		}
 	}
-	if timeout != 0 && exec == nil {
+	if timeout != 0 && execOpt == nil {
 		fmt.Fprintf(stderr, "ERROR: --timeout may only be specified with --exec\n")
-		return 1
+		return "", 0, 1, true
 	}
-	if exec == nil {
+	if execOpt == nil {
 		fmt.Fprintf(stderr, "fdbsim: the interactive shell is not modelled; use --exec\n")
-		return 1
+		return "", 0, 1, true
+	}
+	return *execOpt, timeout, 0, false
+}
+
+// Run runs fdbcli with args (without the program name) against the model and returns its exit
+// code. getenv supplies the environment (FDB_CLUSTER_FILE and TLS settings are accepted as the
+// real client accepts them; the model does not read files).
+//
+// Stricter than fdbcli: positional arguments (which fdbcli ignores) and the interactive mode
+// (no --exec) are refused, since a caller of this simulator never needs them.
+func (c *Cluster) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	exec, timeout, code, done := parseOptions(args, stdout, stderr)
+	if done {
+		return code
 	}
 	s := &session{c: c, ctx: ctx, stdout: stdout, stderr: stderr}
 	start := c.clock.Now()
 	if timeout > 0 {
 		s.deadline = start.Add(time.Duration(timeout) * time.Second)
 	}
-	code, err := s.runLine(*exec)
+	code, err := s.runLine(exec)
 	if errors.Is(err, errTimeout) {
 		// timeExit (fdbcli.actor.cpp): the network stops; work already sent to the cluster goes on.
 		fmt.Fprintf(stderr, "Specified timeout reached -- exiting...\n")
