@@ -52,6 +52,7 @@ var usages = map[string]string{
 type session struct {
 	c              *Cluster
 	ctx            context.Context
+	client         string
 	stdout, stderr io.Writer
 	deadline       time.Time // zero: no --timeout
 	lineStart      time.Time
@@ -131,11 +132,16 @@ func parseOptions(args []string, stdout, stderr io.Writer) (exec string, timeout
 // Stricter than fdbcli: positional arguments (which fdbcli ignores) and the interactive mode
 // (no --exec) are refused, since a caller of this simulator never needs them.
 func (c *Cluster) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return c.RunAs(ctx, "", args, stdout, stderr)
+}
+
+// RunAs is Run with the caller named in the command log (a pod, or the operator).
+func (c *Cluster) RunAs(ctx context.Context, client string, args []string, stdout, stderr io.Writer) int {
 	exec, timeout, code, done := parseOptions(args, stdout, stderr)
 	if done {
 		return code
 	}
-	s := &session{c: c, ctx: ctx, stdout: stdout, stderr: stderr}
+	s := &session{c: c, ctx: ctx, client: client, stdout: stdout, stderr: stderr}
 	start := c.clock.Now()
 	if timeout > 0 {
 		s.deadline = start.Add(time.Duration(timeout) * time.Second)
@@ -214,7 +220,7 @@ func (s *session) waitUntil(cond func(now time.Time) bool) error {
 func (s *session) record(cmd string, ok bool) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
-	s.c.log = append(s.c.log, LogEntry{Time: s.c.clock.Now(), Command: cmd, OK: ok})
+	s.c.log = append(s.c.log, LogEntry{Time: s.c.clock.Now(), Client: s.client, Command: cmd, OK: ok})
 }
 
 // runLine runs one --exec line as fdbcli.actor.cpp's cli loop does.

@@ -59,7 +59,7 @@ func (h *Host) Exec(ctx context.Context, pod string, args []string, stdout, stde
 	c := h.clusters[h.pods[pod]]
 	h.mu.Unlock()
 	if c != nil {
-		return c.Run(ctx, args, stdout, stderr)
+		return c.RunAs(ctx, pod, args, stdout, stderr)
 	}
 	_, timeout, code, done := parseOptions(args, stdout, stderr)
 	if done {

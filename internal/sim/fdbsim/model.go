@@ -176,7 +176,9 @@ type Cluster struct {
 
 // LogEntry is one command an fdbcli session ran against the model.
 type LogEntry struct {
-	Time    time.Time
+	Time time.Time
+	// Client is who ran it: the pod of the fdbcli shim, "operator", or "" for a direct Run.
+	Client  string
 	Command string
 	OK      bool
 }
