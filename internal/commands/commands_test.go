@@ -61,7 +61,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown cluster status", []string{"status", "nope"}, nil, `no database cluster "nope"`},
 		{"unknown group", []string{"restart", "db", "--rolling", "--group", "warm", "--yes"}, nil, `unknown node group "warm" for cluster db; allowed: master, hot, cold`},
 		{"empty group", []string{"restart", "db", "--rolling", "--group", "", "--yes"}, nil, "--group was given an empty value"},
-		{"unknown engine", []string{"restart", "db", "--rolling", "--engine", "mongo", "--yes"}, nil, `unknown engine "mongo"; allowed: cratedb, etcd, replicated, generic`},
+		{"unknown engine", []string{"restart", "db", "--rolling", "--engine", "mongo", "--yes"}, nil, `unknown engine "mongo"; allowed: cratedb, etcd, foundationdb, replicated, generic`},
 		{"unknown output", []string{"status", "db", "-o", "xml"}, nil, `unknown output format "xml"; allowed: text, json, yaml`},
 		{"negative timeout", []string{"restart", "db", "--rolling", "--timeout", "-1s", "--yes"}, nil, "--timeout must not be negative"},
 		{"malformed timeout", []string{"restart", "db", "--rolling", "--timeout", "soon"}, nil, `invalid argument "soon"`},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/generic"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -45,6 +46,9 @@ func builtinEngines() []EngineKind {
 				return nil, err
 			}
 			return built(etcd.New(d.deps(), d.Options.Etcd.Options))
+		}},
+		{ops.EngineFoundationDB, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+			return built(foundationdb.New(d.deps(), foundationdb.Options{}))
 		}},
 		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			// A malformed configuration source is a usage error before anything runs.
