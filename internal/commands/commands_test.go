@@ -62,6 +62,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown group", []string{"restart", "db", "--rolling", "--group", "warm", "--yes"}, nil, `unknown node group "warm" for cluster db; allowed: master, hot, cold`},
 		{"empty group", []string{"restart", "db", "--rolling", "--group", "", "--yes"}, nil, "--group was given an empty value"},
 		{"unknown engine", []string{"restart", "db", "--rolling", "--engine", "mongo", "--yes"}, nil, `unknown engine "mongo"; allowed: cratedb, etcd, foundationdb, replicated, generic`},
+		{"unknown method", []string{"restart", "db", "--rolling", "--method", "bounce", "--yes"}, nil, `unknown --method "bounce"; allowed: pod, process`},
+		{"method of another engine", []string{"restart", "db", "--rolling", "--method", "process", "--yes"}, nil, `--method process is not available for engine generic (allowed: pod)`},
 		{"unknown output", []string{"status", "db", "-o", "xml"}, nil, `unknown output format "xml"; allowed: text, json, yaml`},
 		{"negative timeout", []string{"restart", "db", "--rolling", "--timeout", "-1s", "--yes"}, nil, "--timeout must not be negative"},
 		{"malformed timeout", []string{"restart", "db", "--rolling", "--timeout", "soon"}, nil, `invalid argument "soon"`},

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +34,8 @@ import (
 type Options struct {
 	// Timeout is fdbcli's --timeout in seconds (0: DefaultTimeout).
 	Timeout int
+	// PollInterval is how often status json is read while a step waits (0: one second).
+	PollInterval time.Duration
 }
 
 // Engine is the FoundationDB engine.
@@ -40,6 +43,7 @@ type Engine struct {
 	client  kubernetes.Interface
 	deps    ops.EngineDeps
 	timeout int
+	poll    time.Duration
 }
 
 // New builds the engine from the cluster's clients and the exec seam.
@@ -47,7 +51,11 @@ func New(deps ops.EngineDeps, opts Options) (*Engine, error) {
 	if opts.Timeout < 0 {
 		return nil, ops.Usagef("fdbcli timeout must not be negative, got %d", opts.Timeout)
 	}
-	return &Engine{client: deps.Client, deps: deps, timeout: opts.Timeout}, nil
+	poll := opts.PollInterval
+	if poll <= 0 {
+		poll = pollInterval
+	}
+	return &Engine{client: deps.Client, deps: deps, timeout: opts.Timeout, poll: poll}, nil
 }
 
 // Name returns "foundationdb".

@@ -51,7 +51,22 @@ type Status struct {
 				InFlightBytes int64 `json:"in_flight_bytes"`
 				InQueueBytes  int64 `json:"in_queue_bytes"`
 			} `json:"moving_data"`
+			TeamTrackers []struct {
+				Primary bool `json:"primary"`
+				State   struct {
+					Name                 string `json:"name"`
+					Healthy              bool   `json:"healthy"`
+					MinReplicasRemaining int    `json:"min_replicas_remaining"`
+				} `json:"state"`
+			} `json:"team_trackers"`
 		} `json:"data"`
+		Logs []struct {
+			Current                    bool `json:"current"`
+			LogReplicationFactor       int  `json:"log_replication_factor"`
+			LogFaultTolerance          int  `json:"log_fault_tolerance"`
+			RemoteLogReplicationFactor int  `json:"remote_log_replication_factor"`
+			RemoteLogFaultTolerance    int  `json:"remote_log_fault_tolerance"`
+		} `json:"logs"`
 		FaultTolerance *struct {
 			Data         int `json:"max_zone_failures_without_losing_data"`
 			Availability int `json:"max_zone_failures_without_losing_availability"`

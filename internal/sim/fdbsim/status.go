@@ -3,6 +3,7 @@ package fdbsim
 import (
 	"encoding/json"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -165,7 +166,24 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 	if recName != "fully_recovered" {
 		description = "Recovery in progress."
 	}
+	// The current generation's logs (Status.actor.cpp tlogFetcher): the fault tolerance is the
+	// replication factor less one, less each log that does not answer.
+	logIfaces := []any{}
+	downLogs := 0
+	for _, id := range sortedKeys(c.txnRoles) {
+		if !slices.Contains(c.txnRoles[id], "log") {
+			continue
+		}
+		p := c.byID(id)
+		logIfaces = append(logIfaces, obj{"id": p.processID[:16], "healthy": p.up, "address": p.spec.Address})
+		if !p.up {
+			downLogs++
+		}
+	}
+	logs := []any{obj{"epoch": c.generation, "current": true, "log_replication_factor": r, "log_write_anti_quorum": 0,
+		"log_fault_tolerance": max(r-1-downLogs, -1), "log_interfaces": logIfaces}}
 	cluster := obj{
+		"logs":               logs,
 		"generation":         c.generation,
 		"database_available": available,
 		"connection_string":  c.connectionString(),
