@@ -420,6 +420,23 @@ func TestStorageFailuresAndMaintenance(t *testing.T) {
 	if p := proc(m, "10.0.1.20:4501"); p == nil || path(m, "cluster", "data", "state", "healthy") != true {
 		t.Fatalf("restarted process %v data %v", p, path(m, "cluster", "data", "state"))
 	}
+	// A new pod may get the IP a stopped process had: that process gets its own when it starts.
+	if err := c.Stop("storage-3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start("log-1", "10.0.1.3:4501"); err != nil {
+		t.Fatalf("taking a stopped process's address: %v", err)
+	}
+	if err := c.Start("storage-1", "10.0.1.20:4501"); err == nil {
+		t.Fatal("took the address of a running process")
+	}
+	if err := c.Start("storage-3", "10.0.1.30:4501"); err != nil {
+		t.Fatal(err)
+	}
+	m = status(t, c)
+	if p := proc(m, "10.0.1.3:4501"); p == nil || p["class_type"] != "log" {
+		t.Fatalf("process at the reused address: %v", p)
+	}
 	// The coordinator stays at the old address: it is now unreachable.
 	for _, co := range path(m, "client", "coordinators", "coordinators").([]any) {
 		cm := co.(map[string]any)

@@ -480,7 +480,12 @@ func (c *Cluster) Start(id, address string) error {
 			return fmt.Errorf("invalid address %q", address)
 		}
 		if q := c.byAddress(address); q != nil {
-			return fmt.Errorf("address %s is in use by %s", address, q.spec.ID)
+			if q.up {
+				return fmt.Errorf("address %s is in use by %s", address, q.spec.ID)
+			}
+			// A stopped process listens nowhere: its pod's IP went to a new pod (IPs are
+			// reused). It gets an address again when it starts.
+			q.spec.Address = ""
 		}
 		p.spec.Address = address
 	}

@@ -594,6 +594,11 @@ func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, s
 		return
 	}
 	next := chooseCoordinators(specs, keep, len(cur))
+	if len(next) < len(cur) {
+		// Not enough running processes for a full set yet: wait for them rather than shrink
+		// the coordinators.
+		return
+	}
 	var out, errb bytes.Buffer
 	args := []string{"--exec", "coordinators " + strings.Join(next, " "), "--timeout", "10"}
 	_ = model.RunAs(ctx, "operator", args, &out, &errb)
