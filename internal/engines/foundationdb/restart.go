@@ -197,6 +197,7 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		s.Details = append(s.Details, "run: "+c)
 	}
 	s.Needs = append(s.Needs, ops.Need("", "pods", "exec", "create")...)
+	s.Needs = append(s.Needs, ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")...)
 	if g.method == MethodPod {
 		return nil
 	}
