@@ -224,7 +224,7 @@ func TestFoundationDBRestartByProcessZone(t *testing.T) {
 	}
 	start := time.Now()
 	stop := lowestReplicas(model)
-	r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--yes")
+	r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--yes", "-o", "json")
 	low := stop()
 	if r.Code != 0 {
 		t.Fatal(r)
@@ -232,6 +232,13 @@ func TestFoundationDBRestartByProcessZone(t *testing.T) {
 	if low < 3 {
 		t.Fatalf("min_replicas_remaining fell to %d during the restart", low)
 	}
+	// The done event counts the run's requests; each fdbcli call is an exec (a GET of pods/exec).
+	evs := parseNDJSON(t, r)
+	done := evs[len(evs)-1]
+	if done.Type != "done" || done.APIRequests["get pods/exec"] == 0 || done.APIRequests["delete pods"] != 0 {
+		t.Fatalf("done event %+v", done)
+	}
+	t.Logf("requests: %v (%d processes restarted)", done.APIRequests, len(model.Processes()))
 	for _, p := range model.Processes() {
 		if p.Class == "storage" && !p.Started.After(start) {
 			t.Fatalf("storage process %s not restarted (uptime longer than the run)", p.ID)

@@ -380,8 +380,19 @@ func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, st
 		}
 		select {
 		case <-ctx.Done():
+			// An interrupted run leaves its maintenance zone to expire by itself (it was set
+			// for maintenanceSeconds); say so, a resumed run clears it.
+			note := ""
+			if sc != nil {
+				if z := sc.Get(keyMaintenance); z != "" {
+					note = fmt.Sprintf(" (maintenance zone %s of this run is left to expire within %d s; re-running the same command clears it)", z, maintenanceSeconds)
+				}
+			}
 			if last != "" {
-				return fmt.Errorf("waiting for %s: %w", last, ctx.Err())
+				return fmt.Errorf("waiting for %s%s: %w", last, note, ctx.Err())
+			}
+			if note != "" {
+				return fmt.Errorf("interrupted%s: %w", note, ctx.Err())
 			}
 			return ctx.Err()
 		case <-t.C:
