@@ -26,13 +26,13 @@ func fdbSimFixture(t *testing.T, ns, name string) *fdbwire.Bed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
-	b, err := fdbwire.Start(ctx, bed, ns, fdbsim.Config{RestartDelay: time.Second})
+	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
 	spec := fdbwire.ClusterSpec{Namespace: ns, Name: name, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true}
-	if err := b.Create(ctx, bed, spec); err != nil {
+	if err := b.Create(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 	return b

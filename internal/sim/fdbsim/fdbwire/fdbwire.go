@@ -21,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
@@ -33,6 +35,13 @@ const ShimPackage = "github.com/kubectl-dbops/kubectl-dbops/cmd/fdbcli-shim"
 // pollInterval is how often new pods are looked for to wire.
 const pollInterval = 250 * time.Millisecond
 
+// TestBed is what the wiring needs of a test bed: kwok exec mappings and its shim folder
+// (*testbed.Testbed, or the sandbox's view of a test bed another process runs).
+type TestBed interface {
+	SetExec(ctx context.Context, namespace, pod string, targets ...testbed.ExecTarget) error
+	WriteShim(name string, content []byte) (string, error)
+}
+
 // Bed is a running simulator host and stand-in operator for one namespace.
 type Bed struct {
 	Host     *fdbsim.Host
@@ -40,6 +49,8 @@ type Bed struct {
 	// URL is the host's address, as the shim reaches it.
 	URL string
 
+	client kubernetes.Interface
+	dyn    dynamic.Interface
 	srv    *http.Server
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -51,9 +62,11 @@ type Bed struct {
 
 // InstallShim builds the fdbcli shim (with the go tool, from the current module) into the
 // test bed's shim folder, unless it is already there.
-func InstallShim(ctx context.Context, tb *testbed.Testbed) error {
-	if _, err := os.Stat(filepath.Join(tb.ShimDir(), "fdbcli")); err == nil {
-		return nil
+func InstallShim(ctx context.Context, tb TestBed) error {
+	if d, ok := tb.(interface{ ShimDir() string }); ok {
+		if _, err := os.Stat(filepath.Join(d.ShimDir(), "fdbcli")); err == nil {
+			return nil
+		}
 	}
 	tmp, err := os.MkdirTemp("", "fdbcli-shim-")
 	if err != nil {
@@ -74,8 +87,8 @@ func InstallShim(ctx context.Context, tb *testbed.Testbed) error {
 
 // Start installs the CRD and the shim, serves a host with the real clock and runs the stand-in
 // operator for namespace until Close.
-func Start(ctx context.Context, tb *testbed.Testbed, namespace string, model fdbsim.Config) (*Bed, error) {
-	if err := fdbop.InstallCRD(ctx, tb.Dynamic); err != nil {
+func Start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dynamic.Interface, namespace string, model fdbsim.Config) (*Bed, error) {
+	if err := fdbop.InstallCRD(ctx, dyn); err != nil {
 		return nil, err
 	}
 	if err := InstallShim(ctx, tb); err != nil {
@@ -88,8 +101,9 @@ func Start(ctx context.Context, tb *testbed.Testbed, namespace string, model fdb
 	host := fdbsim.NewHost(fdbsim.RealClock{})
 	runCtx, cancel := context.WithCancel(context.Background())
 	b := &Bed{Host: host, URL: "http://" + ln.Addr().String(), cancel: cancel, wired: map[string]bool{}, changed: make(chan struct{}),
+		client: client, dyn: dyn,
 		srv: &http.Server{Handler: host.Handler(), ReadHeaderTimeout: 10 * time.Second}}
-	b.Operator = fdbop.New(tb.Client, tb.Dynamic, host, fdbop.Options{Namespace: namespace, Model: model})
+	b.Operator = fdbop.New(client, dyn, host, fdbop.Options{Namespace: namespace, Model: model})
 	b.wg.Add(3)
 	go func() {
 		defer b.wg.Done()
@@ -115,11 +129,11 @@ func (b *Bed) Close() {
 
 // wireLoop maps exec of each running pod owned by a FoundationDBCluster to the shim, once per
 // pod name: a recreated pod keeps its name and its mapping.
-func (b *Bed) wireLoop(ctx context.Context, tb *testbed.Testbed, namespace string) {
+func (b *Bed) wireLoop(ctx context.Context, tb TestBed, namespace string) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
-		pods, err := tb.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		pods, err := b.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		if err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
@@ -154,12 +168,12 @@ func (b *Bed) isWired(pod string) bool {
 }
 
 // waitWired waits until every pod owned by the cluster is wired.
-func (b *Bed) waitWired(ctx context.Context, tb *testbed.Testbed, namespace, name string) error {
+func (b *Bed) waitWired(ctx context.Context, namespace, name string) error {
 	for {
 		b.mu.Lock()
 		ch := b.changed
 		b.mu.Unlock()
-		pods, err := tb.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-cluster-name=" + name})
+		pods, err := b.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-cluster-name=" + name})
 		if err != nil {
 			return fmt.Errorf("list pods of %s: %w", name, err)
 		}
@@ -218,17 +232,17 @@ func (s ClusterSpec) Object() *unstructured.Unstructured {
 }
 
 // Create creates the cluster resource and waits until the stand-in reports it reconciled.
-func (b *Bed) Create(ctx context.Context, tb *testbed.Testbed, s ClusterSpec) error {
-	if _, err := tb.Dynamic.Resource(fdbop.GVR).Namespace(s.Namespace).Create(ctx, s.Object(), metav1.CreateOptions{}); err != nil {
+func (b *Bed) Create(ctx context.Context, s ClusterSpec) error {
+	if _, err := b.dyn.Resource(fdbop.GVR).Namespace(s.Namespace).Create(ctx, s.Object(), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create FoundationDBCluster %s: %w", s.Name, err)
 	}
-	return b.WaitReconciled(ctx, tb, s.Namespace, s.Name)
+	return b.WaitReconciled(ctx, s.Namespace, s.Name)
 }
 
 // WaitReconciled waits until status.generations.reconciled equals metadata.generation, the
 // database is available, and every pod of the cluster is wired for exec.
-func (b *Bed) WaitReconciled(ctx context.Context, tb *testbed.Testbed, namespace, name string) error {
-	w, err := tb.Dynamic.Resource(fdbop.GVR).Namespace(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+func (b *Bed) WaitReconciled(ctx context.Context, namespace, name string) error {
+	w, err := b.dyn.Resource(fdbop.GVR).Namespace(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
 		return fmt.Errorf("watch FoundationDBCluster %s: %w", name, err)
 	}
@@ -241,7 +255,7 @@ func (b *Bed) WaitReconciled(ctx context.Context, tb *testbed.Testbed, namespace
 		rec, _, _ := unstructured.NestedInt64(u.Object, "status", "generations", "reconciled")
 		avail, _, _ := unstructured.NestedBool(u.Object, "status", "health", "available")
 		if rec == u.GetGeneration() && avail {
-			return b.waitWired(ctx, tb, namespace, name)
+			return b.waitWired(ctx, namespace, name)
 		}
 	}
 	if err := ctx.Err(); err != nil {
