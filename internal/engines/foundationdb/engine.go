@@ -208,7 +208,9 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		if d.MinReplicasRemaining != nil {
 			details["minReplicasRemaining"] = strconv.Itoa(*d.MinReplicasRemaining)
 		}
-		summary = append(summary, "data "+d.Name)
+		if !d.Healthy {
+			summary = append(summary, "data "+d.Name)
+		}
 	}
 	if ft := st.Cluster.FaultTolerance; ft != nil {
 		details["faultTolerance"] = fmt.Sprintf("data %d, availability %d zone failures", ft.Data, ft.Availability)
