@@ -78,6 +78,10 @@ func ReadyPods(c *ops.Cluster, skip func(ops.Pod) bool) []ops.Pod {
 // as a batch being restarted). It returns the pod that answered.
 func (e *Engine) StatusFrom(ctx context.Context, cli *CLI, c *ops.Cluster, skip func(ops.Pod) bool) (*Status, string, error) {
 	pods := ReadyPods(c, skip)
+	if len(pods) == 0 && skip != nil {
+		// Every pod is in the batch (--mode all): fdbcli is only a client, any pod will do.
+		pods = ReadyPods(c, nil)
+	}
 	if len(pods) == 0 {
 		return nil, "", fmt.Errorf("no Ready pod of %s/%s to run fdbcli in", c.Namespace, c.Name)
 	}

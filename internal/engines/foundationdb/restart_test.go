@@ -292,3 +292,26 @@ func TestRestartResumeBouncesOnce(t *testing.T) {
 		t.Fatalf("maintenance zone %s left", z)
 	}
 }
+
+// TestRestartByProcessAllAtOnce: --mode all bounces every process in one fdbcli session (run
+// from one of the batch's own pods: fdbcli is a client), without maintenance (several zones).
+func TestRestartByProcessAllAtOnce(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	muts := mutations(model)
+	if len(muts) != 1 || len(strings.Fields(muts[0])) != 10 {
+		t.Fatalf("mutations %q, want one kill of the 9 processes", muts)
+	}
+	for _, pr := range model.Processes() {
+		if !pr.Up || !pr.Started.After(start) {
+			t.Fatalf("process %s not restarted", pr.ID)
+		}
+	}
+}
