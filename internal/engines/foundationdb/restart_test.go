@@ -207,6 +207,7 @@ func TestRestartRefusals(t *testing.T) {
 			}
 		}, 3, "refusing to restart"},
 		{"not reconciled", nil, 4, "is not reconciled (generation 4, reconciled 3)"},
+		{"operator's maintenance checker", nil, 3, "enables the operator's maintenance-mode checker"},
 		{"another zone in maintenance", func(t *testing.T, m *fdbsim.Cluster) {
 			runFdbcli(t, m, "maintenance on zone-c 300")
 		}, 3, "zone zone-c is in maintenance, set by someone else ("},
@@ -214,6 +215,9 @@ func TestRestartRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, tt.gen, 3)
+			if strings.Contains(tt.name, "checker") {
+				c.Groups[0].Controller.Object["spec"] = map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true}}
+			}
 			if tt.setup != nil {
 				tt.setup(t, model)
 			}
