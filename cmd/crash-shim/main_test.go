@@ -224,7 +224,17 @@ func TestStdinRunsNothingBeforeEOF(t *testing.T) {
 		code := run([]string{"--hosts", "localhost:4200"}, func(k string) string { return env[k] }, pr, false, &out, &errOut)
 		done <- crashRun{out.String(), errOut.String(), code}
 	}()
-	go func() { _, _ = io.WriteString(pw, "CREATE USER early;\n\\q\n") }()
+	// An io.Pipe write returns once the reader has taken all of it: when the second write
+	// returns, crash has read past "\q" and is still reading (a crash that ended at "\q" or
+	// ran statements as they came would not take the second write).
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(pw, "CREATE USER early;\n\\q\n")
+		if err == nil {
+			_, err = io.WriteString(pw, "SELECT 1;\n")
+		}
+		wrote <- err
+	}()
 	users := func() int64 {
 		res, err := sim.Exec("test", "crate", "SELECT count(*) FROM sys.users WHERE name = 'early'")
 		if err != nil {
@@ -235,7 +245,10 @@ func TestStdinRunsNothingBeforeEOF(t *testing.T) {
 	select {
 	case r := <-done:
 		t.Fatalf("crash ended before EOF: %+v", r)
-	case <-time.After(300 * time.Millisecond):
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("write to crash's stdin: %v", err)
+		}
 	}
 	if users() != 0 {
 		t.Fatal("a statement ran before stdin ended")

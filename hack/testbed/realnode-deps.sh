@@ -4,9 +4,11 @@
 # (bridge, host-local, loopback) and a static busybox (the shell image's only binary).
 #
 # Idempotent: installs only what is missing, runs `apt-get update` only when an install is
-# needed. Never fails the caller: a machine where they cannot be installed (not root, not
-# Debian, no apt) gets one line saying why on stderr, and the real-node tests skip with the
-# same reason (internal/testbed.RealNodeSupport).
+# needed. A machine where they cannot be installed (not root, not Debian, no apt) gets one line
+# saying why on stderr, and the real-node tests skip with the same reason
+# (internal/testbed.RealNodeSupport); the script then exits 0, except where real nodes are
+# required (CI=true or DBOPS_REQUIRE_REAL_NODES=1, internal/testbed.RealNodesRequired): there
+# it exits 1, and the real-node tests would fail.
 #
 # Environment:
 #   DBOPS_REALNODE_DEPS=skip   do not install anything (the real-node tests then skip if missing)
@@ -15,6 +17,16 @@ set -uo pipefail
 PACKAGES=(containerd runc containernetworking-plugins busybox-static)
 
 log() { printf '[realnode-deps.sh] %s\n' "$*" >&2; }
+required() { [[ "${CI:-}" == true || "${DBOPS_REQUIRE_REAL_NODES:-}" == 1 ]]; }
+# disabled logs why real nodes cannot run and exits: 1 where they are required, else 0.
+disabled() {
+  if required; then
+    log "real nodes unavailable, and required (CI=true or DBOPS_REQUIRE_REAL_NODES=1): $*"
+    exit 1
+  fi
+  log "real nodes disabled: $* (real-node e2e tests will skip)"
+  exit 0
+}
 
 if [[ "${DBOPS_REALNODE_DEPS:-}" == skip ]]; then
   log "DBOPS_REALNODE_DEPS=skip: not installing ${PACKAGES[*]}"
@@ -31,12 +43,10 @@ if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi
 if [[ "$(id -u)" != 0 ]]; then
-  log "real nodes disabled: not root, cannot install ${missing[*]} (real-node e2e tests will skip)"
-  exit 0
+  disabled "not root, cannot install ${missing[*]}"
 fi
 if ! command -v apt-get >/dev/null; then
-  log "real nodes disabled: no apt-get to install ${missing[*]} (real-node e2e tests will skip)"
-  exit 0
+  disabled "no apt-get to install ${missing[*]}"
 fi
 
 log "installing ${missing[*]}"
@@ -51,8 +61,7 @@ try_install() {
 if ! try_install; then
   log "apt-get install failed; running apt-get update first"
   if ! apt-get update -q >&2 || ! try_install; then
-    log "real nodes disabled: apt-get could not install ${missing[*]} (real-node e2e tests will skip)"
-    exit 0
+    disabled "apt-get could not install ${missing[*]}"
   fi
 fi
 # The containerd package enables a system service; the test bed runs its own containerds

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -133,6 +134,9 @@ func TestRestartDryRunWritesNothing(t *testing.T) {
 	}
 }
 
+// waitingLine is a plain view's waiting line: "[i/n] target waiting[ duration]: reason".
+var waitingLine = regexp.MustCompile(`\] \S+ waiting( \S+)?: `)
+
 func TestRestartRunsPlainView(t *testing.T) {
 	h := newHarness(t, fakecluster.Objects("prod", "db", "", dbGroups()...)...)
 	ctrl := fakecluster.Start(t, h.client, "prod")
@@ -147,7 +151,7 @@ func TestRestartRunsPlainView(t *testing.T) {
 	// and the recreation; the golden file has the lines that do not.
 	var stable []string
 	for _, l := range strings.SplitAfter(r.out, "\n") {
-		if !strings.Contains(l, ": waiting: ") {
+		if !waitingLine.MatchString(l) {
 			stable = append(stable, l)
 		}
 	}
@@ -245,17 +249,45 @@ func TestLockAndDenyCommands(t *testing.T) {
 		{[]string{"deny", "add", "db", "alice@api.prod.example:6443", "--context", "staging", "-n", "prod", "--reason", "stuck session"}, 0, "denied"},
 		{[]string{"deny", "list", "db"}, 0, "stuck session"},
 		{[]string{"lock", "acquire", "db"}, ops.ExitLocked, "denied"},
-		{[]string{"lock", "acquire", "db", "--context", "staging", "-n", "prod"}, 0, "takeover by bob@api.prod.example:6443"},
+		{[]string{"lock", "acquire", "db", "--context", "staging", "-n", "prod"}, 0, "takeover from alice@api.prod.example:6443 by bob@api.prod.example:6443"},
 		{[]string{"deny", "allow", "db", "alice@api.prod.example:6443", "--context", "staging", "-n", "prod", "--reason", "fixed"}, 0, "allowed"},
-		{[]string{"lock", "release", "db"}, ops.ExitLocked, "bob@api.prod.example:6443"},
-		{[]string{"lock", "release", "db", "--context", "staging", "-n", "prod"}, 0, "released"},
+		{[]string{"lock", "release", "db"}, ops.ExitLocked, "bob@api.prod.example:6443 (manual lock), not by alice@api.prod.example:6443; only the holder can release it, or release it for them (stopping what it does) with --force"},
+		{[]string{"lock", "acquire", "db"}, ops.ExitLocked, "--force"},
+		{[]string{"lock", "acquire", "db", "--force", "--reason", "INC-8"}, 0, "takeover from bob@api.prod.example:6443 by alice@api.prod.example:6443"},
+		{[]string{"lock", "release", "db", "--context", "staging", "-n", "prod", "--force", "--reason", "alice unreachable"}, 0, "released by bob@api.prod.example:6443 (held by alice@api.prod.example:6443 (manual lock; reason: INC-8))"},
+		{[]string{"lock", "acquire", "db", "--context", "staging", "-n", "prod"}, 0, "acquired"},
+		{[]string{"lock", "release", "db", "--context", "staging", "-n", "prod"}, 0, "released by bob@api.prod.example:6443\n"},
 		{[]string{"deny", "list", "db"}, 0, "no denied IDs"},
 	}
 	for i, s := range steps {
+		before := len(fakecluster.Writes(h.client))
 		r := h.run(s.args...)
 		if r.code != s.code || !strings.Contains(r.out+r.err, s.want) {
 			t.Fatalf("step %d %v: exit %d (want %d), output %q, want %q", i, s.args, r.code, s.code, r.out+r.err, s.want)
 		}
+		if w := fakecluster.Writes(h.client); s.code != 0 && len(w) != before {
+			t.Errorf("step %d %v refused, but wrote %v", i, s.args, w[before:])
+		}
+	}
+	// Every change of the lock and the deny list is an Event on the Lease, in order.
+	events, err := h.client.CoreV1().Events("prod").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events.Items {
+		if ev.InvolvedObject.Kind != "Lease" || ev.InvolvedObject.Name != "dbops-db" {
+			t.Errorf("event %s on %s/%s, want it on the lease", ev.Reason, ev.InvolvedObject.Kind, ev.InvolvedObject.Name)
+		}
+		got = append(got, ev.Type+" "+ev.Reason)
+	}
+	slices.Sort(got) // listed by name, not by time
+	want := []string{
+		"Normal DbopsLockAcquired", "Normal DbopsLockAcquired", "Normal DbopsLockIDAllowed", "Normal DbopsLockReleased",
+		"Warning DbopsLockForceReleased", "Warning DbopsLockIDDenied", "Warning DbopsLockTakeover", "Warning DbopsLockTakeover",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lock events %v, want %v", got, want)
 	}
 }
 

@@ -4,13 +4,11 @@ import (
 	"context"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
@@ -72,27 +70,14 @@ func completeClusters(g *GlobalOptions) func(*cobra.Command, []string, string) (
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		list, err := cl.Kube.AppsV1().StatefulSets(ns).List(commandContext(cmd), metav1.ListOptions{})
+		found, err := clusterNames(commandContext(cmd), cl.Kube, ns)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		seen := map[string]bool{}
-		for _, s := range list.Items {
-			name := s.Labels[discovery.LabelCluster]
-			switch {
-			case name != "":
-			case strings.HasPrefix(s.Name, "crate-") && s.Labels["app.kubernetes.io/name"] != "":
-				name = s.Labels["app.kubernetes.io/name"]
-			default:
-				name = s.Name
-			}
-			seen[name] = true
+		out := make([]string, 0, len(found))
+		for _, f := range found {
+			out = append(out, f.Name)
 		}
-		out := make([]string, 0, len(seen))
-		for n := range seen {
-			out = append(out, n)
-		}
-		sort.Strings(out)
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }

@@ -50,9 +50,10 @@ func (o *CrateDBOptions) AddConnFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SystemPasswordSecret, "system-password-secret", o.SystemPasswordSecret, "CrateDB: Secret NAME[/KEY] (default key password) with the system user's password (default user-system-<cluster>)")
 }
 
-// AddHealthFlags binds the restart health gate.
+// AddHealthFlags binds the health gate of restarts, replacements and
+// master-eligible removals.
 func (o *CrateDBOptions) AddHealthFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row before a restarted pod counts as back")
+	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row before a restarted pod counts as back, or (scale) with the same master before the next master-eligible node goes")
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "CrateDB: time between those health checks")
 }
 

@@ -42,8 +42,11 @@ func crateGroups() []fakecluster.Group {
 
 // crateObjects lays out a CrateDB cluster "db" with dbops.io labels: crate
 // containers carrying the expected-nodes argument, and the Secrets.
-func crateObjects() []runtime.Object {
-	objs := fakecluster.Objects("prod", "db", "cratedb", crateGroups()...)
+func crateObjects() []runtime.Object { return crateObjectsOf(crateGroups()) }
+
+// crateObjectsOf is crateObjects with other group sizes.
+func crateObjectsOf(groups []fakecluster.Group) []runtime.Object {
+	objs := fakecluster.Objects("prod", "db", "cratedb", groups...)
 	for _, o := range objs {
 		if s, ok := o.(*appsv1.StatefulSet); ok {
 			s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Image: "crate:5.8",
@@ -777,5 +780,23 @@ func TestCrateRestartRefusedBeforeLock(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The confirmation of a CrateDB restart fits one screen: a summary per node group with what
+// its steps require, and a pointer to --dry-run for every step and statement.
+func TestCrateRestartConfirmFitsOneScreen(t *testing.T) {
+	e := newCrateEnv(t)
+	e.terminal, e.stdin = true, "n\n"
+	r := e.run("restart", "db", "--rolling")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "aborted at the confirmation prompt") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	if n := strings.Count(r.err, "\n"); n > 23 {
+		t.Errorf("the confirmation takes %d lines, more than a 24-line terminal:\n%s", n, r.err)
+	}
+	assertGolden(t, "restart-cratedb-confirm.text", r.err)
+	if w := fakecluster.Writes(e.client); len(w) > 0 {
+		t.Errorf("answering no wrote: %v", w)
 	}
 }

@@ -22,6 +22,10 @@ func NewDenyCmd(g *GlobalOptions) *cobra.Command {
 anyone else may take over a lock held by a denied ID. Use it to stop a runaway
 pipeline or a colleague's stuck session. Who denied or allowed, when and why is
 recorded on the lock object.`,
+		Example: `  # Stop a runaway pipeline: its running command stops before its next change
+  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"
+  kubectl dbops deny list mycrate
+  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE("add, allow, list"),
 	}
@@ -125,6 +129,11 @@ func (o *DenyOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	msg := fmt.Sprintf("lock ID %s %s by %s", target, verb, m.ID)
+	if o.Reason != "" {
+		msg += ": " + o.Reason
+	}
+	o.recordLockEvent(ctx, m, "DbopsLockID"+titleCase(verb), action == "deny", msg)
 	return print(DenyAction{Action: verb, ID: target, By: m.ID, Reason: o.Reason}, func(w io.Writer) error {
 		_, err := ops.Fprintf(w, "%s %s on %s/%s (by %s)\n", target, verb, m.Namespace, m.Cluster, m.ID)
 		return err

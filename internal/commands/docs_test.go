@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/hack/gendocs/gen"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/commands"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
 // TestDocsUpToDate regenerates completions, man pages and the Markdown
@@ -102,5 +103,24 @@ func TestManSections(t *testing.T) {
 	}
 	if strings.Join(readmeCodes, ",") != strings.Join(manCodes, ",") {
 		t.Errorf("README exit codes %v, man pages %v", readmeCodes, manCodes)
+	}
+}
+
+// The README's reason codes are exactly the ones the code emits (ops.ReasonCodes).
+func TestReadmeReasonCodes(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)[strings.Index(string(readme), "## Reason codes"):]
+	section = section[:strings.Index(section, "\n## ")]
+	var codes []string
+	for _, line := range strings.Split(section, "\n") {
+		if f := strings.Split(line, "|"); len(f) > 2 && strings.HasPrefix(strings.TrimSpace(f[1]), "`") && !strings.Contains(f[1], "reasonCode") {
+			codes = append(codes, strings.Trim(strings.TrimSpace(f[1]), "`"))
+		}
+	}
+	if strings.Join(codes, ",") != strings.Join(ops.ReasonCodes, ",") {
+		t.Errorf("README reason codes %v, the code's %v", codes, ops.ReasonCodes)
 	}
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,10 @@ var outputFormats = []string{"text", "json", "yaml"}
 // commands are built from (clients, streams, environment) is its Factory.
 type GlobalOptions struct {
 	*Factory
+
+	// streamEnded: an operation's NDJSON stream got its done event (the run's, or dry-run's);
+	// otherwise runE ends the stream with one for a refusal or failure before the run.
+	streamEnded bool
 
 	DryRun       bool
 	Output       string
@@ -83,7 +88,7 @@ func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: text|json|yaml; status, lock, deny and version also name|jsonpath=...|go-template=... (json streams NDJSON events for operations)")
 	fs.BoolVarP(&o.Yes, "yes", "y", o.Yes, "Do not ask for confirmation (required for destructive commands without a terminal)")
 	fs.BoolVar(&o.NoTUI, "no-tui", o.NoTUI, "Print plain progress lines even on a terminal")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Bound the whole operation (0 = the command's default)")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, timeoutUsage())
 	fs.StringVar(&o.LockID, "lock-id", o.LockID, "Lock ID to act as (default <kubeconfig user>@<API host>; env DBOPS_LOCK_ID)")
 	fs.DurationVar(&o.LockDuration, "lock-duration", o.LockDuration, "How long the cluster lock is held before it must be renewed")
 	fs.DurationVar(&o.WaitForLock, "wait-for-lock", o.WaitForLock, "Wait up to this long for a lock held by someone else instead of failing with exit 3 (alone: as long as --timeout allows)")
@@ -217,4 +222,24 @@ func commandContext(cmd *cobra.Command) context.Context {
 		return ctx
 	}
 	return context.Background()
+}
+
+// timeoutUsage is --timeout's help, with each command's default (the README's global flags
+// table says the same; a test checks it).
+func timeoutUsage() string {
+	return fmt.Sprintf("Bound the whole operation (0 = the command's default: restart %s, replace %s, bootstrap BOOTSTRAP_TIMEOUT or %s, scale SCALING_TIMEOUT or %s, status --watch none, wait %s)",
+		shortDuration(defaultRollingRestartTimeout), shortDuration(defaultRestartTimeout), shortDuration(defaultBootstrapTimeout),
+		shortDuration(defaultScalingTimeout), shortDuration(DefaultWaitTimeout))
+}
+
+// shortDuration prints d without zero minutes or seconds ("4h", "30m").
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -23,6 +23,10 @@ import (
 // quotes (a cluster name, another operator's lock reason, a joined list of
 // per-pod failures).
 func ErrorLine(err error) string {
+	if ops.ExitCode(err) == ops.ExitPaused {
+		// Asked for (--pause-after), not a failure.
+		return "paused: " + ops.Printable(err.Error())
+	}
 	return "error: " + ops.Printable(err.Error())
 }
 

@@ -84,9 +84,10 @@ func TestCredentialFlagsNeverPrinted(t *testing.T) {
 		lease *coordinationv1.Lease
 	}{
 		{"plain resume hint", []string{"restart", "db", "--rolling", "--yes", "--timeout", "1s", "--context", "staging", "-n", "prod"}, ops.ExitTimeout,
-			[]string{"re-run the same command to resume: " + wantHint + "\n"}, nil},
+			[]string{"re-run the same command to resume: " + wantHint + " --yes\n"}, nil},
 		{"ndjson resume hint", []string{"restart", "db", "--rolling", "--yes", "--timeout", "1s", "-o", "json", "--context", "staging", "-n", "prod"}, ops.ExitTimeout,
-			[]string{`"command":"` + wantHint + `"`, `"resume":"re-run the same command to resume: ` + wantHint + `"`}, nil},
+			[]string{`"command":"` + wantHint + `"`, `"resume":"re-run the same command to resume: ` + wantHint + ` --yes"`,
+				`"resumeArgv":["kubectl","dbops","restart","db","-n","prod","--context","staging","--lock-id=ci@test","--rolling","--yes"]`}, nil},
 		{"dry-run plan", []string{"restart", "db", "--rolling", "--dry-run", "-o", "json", "--context", "staging", "-n", "prod"}, 0,
 			[]string{`"command":"` + wantHint + `"`}, nil},
 		{"lock status", []string{"lock", "status", "db", "-n", "prod"}, 0, []string{"you are ci@test"}, nil},
@@ -205,8 +206,8 @@ func shellSplit(t *testing.T, line string) []string {
 }
 
 // TestResumeHintPastes: the hint printed after a timed-out run, pasted as a
-// shell would split it (plus --yes, as CI would add), resumes the run: the
-// pod restarted before is skipped and the run succeeds.
+// shell would split it, resumes the run where it was printed (it repeats the
+// run's --yes): the pod restarted before is skipped and the run succeeds.
 func TestResumeHintPastes(t *testing.T) {
 	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
 	ctrl := fakecluster.Start(t, h.client, "prod")
@@ -226,7 +227,7 @@ func TestResumeHintPastes(t *testing.T) {
 	}
 	ctrl.SetHold(false)
 	ctrl.Flush()
-	r = h.run(append(words[2:], "--yes")...)
+	r = h.run(words[2:]...)
 	if r.code != 0 {
 		t.Fatalf("pasted hint %q: exit %d: %s\n%s", hint, r.code, r.err, r.out)
 	}

@@ -22,6 +22,8 @@ type LockOptions struct {
 	ID       string // --id: act as this lock ID (lock acquire|release)
 	Duration time.Duration
 	Reason   string
+	// Force: take over (acquire) or release a lock someone else holds.
+	Force bool
 	// NoHeaders leaves out the table header (deny list).
 	NoHeaders bool
 }
@@ -45,6 +47,12 @@ func NewLockCmd(g *GlobalOptions) *cobra.Command {
 coordination.k8s.io Lease named dbops-<cluster>). Use these commands to see who
 holds it, to hold it by hand across several commands (e.g. during an incident),
 and to release it.`,
+		Example: `  kubectl dbops lock status mycrate
+  kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"
+  kubectl dbops lock release mycrate
+
+  # Stop whoever holds it (their running command stops before its next change)
+  kubectl dbops lock release mycrate --force --reason "INC-1234: owner unreachable"`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE("status, acquire, release"),
 	}
@@ -118,7 +126,10 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 		Annotations: documentAnnotations(),
 		Short:       "Take the cluster lock by hand (extends it when you hold it already)",
 		Example: `  # Hold the lock for an hour while investigating
-  kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"`,
+  kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"
+
+  # Take the lock from whoever holds it (their running command stops before its next change)
+  kubectl dbops lock acquire mycrate --force --reason "INC-1234: stopping the restart"`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
@@ -126,6 +137,7 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to act as (default: --lock-id or <user>@<host>)")
 	cmd.Flags().DurationVar(&o.Duration, "duration", 0, "How long to hold the lock (default --lock-duration, 10m)")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why you hold the lock (shown to others)")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "Take the lock over from someone else who holds it (their running command stops before its next change)")
 	return cmd
 }
 
@@ -143,19 +155,28 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 		return err
 	}
 	if o.DryRun {
-		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: "manual lock"}, DryRun: true},
+		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: lock.ManualOperation}, DryRun: true},
 			func(w io.Writer) error {
 				_, err := ops.Fprintf(w, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
 				return err
 			})
 	}
-	held, err := m.AcquireWithReason(ctx, "manual lock", o.Reason)
+	held, err := m.AcquireWithReason(ctx, lock.ManualOperation, o.Reason)
 	if err != nil {
 		return err
 	}
 	info := held.Info()
+	from := ""
+	if info.Previous != "" {
+		from = " from " + info.Previous
+	}
+	msg := fmt.Sprintf("lock %s%s by %s until %s", info.Action, from, info.Holder, info.Expires.UTC().Format(time.RFC3339))
+	if o.Reason != "" {
+		msg += ": " + o.Reason
+	}
+	o.recordLockEvent(ctx, m, "DbopsLock"+titleCase(info.Action), info.Action == ops.LockTakeover, msg)
 	return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
-		_, err := ops.Fprintf(w, "lock on %s/%s %s by %s until %s\n", m.Namespace, m.Cluster, info.Action, info.Holder,
+		_, err := ops.Fprintf(w, "lock on %s/%s %s%s by %s until %s\n", m.Namespace, m.Cluster, info.Action, from, info.Holder,
 			info.Expires.UTC().Format(time.RFC3339))
 		return err
 	})
@@ -174,13 +195,15 @@ func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:               "release CLUSTER [--id ID]",
 		Annotations:       documentAnnotations(),
-		Short:             "Give up the cluster lock (only when you hold it)",
-		Example:           "  kubectl dbops lock release mycrate",
+		Short:             "Give up the cluster lock (someone else's only with --force)",
+		Example:           "  kubectl dbops lock release mycrate\n\n  # Free a lock someone else holds (their running command stops before its next change)\n  kubectl dbops lock release mycrate --force --reason \"INC-1234: owner unreachable\"",
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to release as (default: --lock-id or <user>@<host>)")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "Release the lock although someone else holds it (their running command stops before its next change)")
+	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why you release it (recorded in the Event)")
 	_ = cmd.RegisterFlagCompletionFunc("id", completeHolder(g))
 	return cmd
 }
@@ -205,13 +228,54 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 				return err
 			})
 	}
-	if err := m.Release(ctx); err != nil {
+	r, err := m.ReleaseHolder(ctx)
+	if err != nil {
 		return err
 	}
-	return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "released", Holder: m.ID}}, func(w io.Writer) error {
-		_, err := ops.Fprintf(w, "lock on %s/%s released by %s\n", m.Namespace, m.Cluster, m.ID)
+	displaced := r.Holder != m.ID
+	held := ""
+	if displaced {
+		held = fmt.Sprintf(" (held by %s%s)", r.Holder, r.Work)
+	}
+	msg := fmt.Sprintf("lock released by %s%s", m.ID, held)
+	if o.Reason != "" {
+		msg += ": " + o.Reason
+	}
+	reason := "DbopsLockReleased"
+	if displaced {
+		reason = "DbopsLockForceReleased"
+	}
+	o.recordLockEvent(ctx, m, reason, displaced, msg)
+	info := ops.LockInfo{Action: "released", Holder: m.ID}
+	if displaced {
+		info.Previous = r.Holder
+	}
+	return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
+		_, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n", m.Namespace, m.Cluster, m.ID, held)
 		return err
 	})
+}
+
+// recordLockEvent records a change of the lock or deny list as an Event on the cluster's
+// Lease (`kubectl describe lease dbops-CLUSTER`, `kubectl get events`), as operations record
+// theirs; a failure to record is a warning, the change is made.
+func (o *LockOptions) recordLockEvent(ctx context.Context, m *lock.Manager, reason string, warning bool, message string) {
+	a := &ops.KubeAuditor{Client: m.Client, Clock: m.Clock, Instance: m.ID}
+	obj := ops.ObjectRef{Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: m.Namespace, Name: lock.LeaseName(m.Cluster), Warning: warning}
+	if m.Clock == nil {
+		a.Clock = ops.RealClock{}
+	}
+	if err := a.Record(ctx, obj, reason, message+" (kubectl-dbops)"); err != nil {
+		ops.Fprintf(o.ErrOut, "warning: could not record the %s event on lease %s/%s: %v\n", reason, m.Namespace, obj.Name, err)
+	}
+}
+
+// titleCase upper-cases s's first letter (an event reason from a lock action).
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // printLockAction prints what lock acquire|release did (or would do).
@@ -251,5 +315,5 @@ func (o *LockOptions) manager(ctx context.Context) (*lock.Manager, error) {
 	if d == 0 {
 		d = o.LockDuration
 	}
-	return &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: d, Clock: cl.Clock}, nil
+	return &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: d, Clock: cl.Clock, Force: o.Force}, nil
 }

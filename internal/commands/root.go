@@ -36,6 +36,17 @@ func NewRootCmd(streams genericiooptions.IOStreams, configure ...func(*GlobalOpt
 reconcile loops - bootstrap, scale, rolling restart, replace - from your own
 kubeconfig, under a per-cluster lock, with a dry-run plan, a live terminal UI
 and plain or JSON output for pipelines.`,
+		Example: `  # Which clusters are here, and how are they?
+  kubectl dbops list -n prod
+  kubectl dbops status mycrate -n prod
+
+  # See the plan of a rolling restart, then run it
+  kubectl dbops restart mycrate --rolling --dry-run
+  kubectl dbops restart mycrate --rolling
+
+  # In a pipeline: no prompt, NDJSON events, wait for health afterwards
+  kubectl dbops scale mycrate --data hot=6 --yes -o json
+  kubectl dbops wait mycrate --for=healthy --timeout 15m`,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl dbops",
 		},
@@ -88,8 +99,13 @@ and plain or JSON output for pipelines.`,
 	status := NewStatusCmd(g)
 	g.CrateDB.AddConnFlags(status.Flags())
 	g.Etcd.AddFlags(status.Flags())
+	wait := NewWaitCmd(g)
+	g.CrateDB.AddConnFlags(wait.Flags())
+	g.Etcd.AddFlags(wait.Flags())
 	cmd.AddCommand(
 		status,
+		NewListCmd(g),
+		wait,
 		NewRestartCmd(g),
 		NewBootstrapCmd(g),
 		NewScaleCmd(g),
@@ -97,6 +113,7 @@ and plain or JSON output for pipelines.`,
 		NewResumeCmd(g),
 		NewLockCmd(g),
 		NewDenyCmd(g),
+		NewHistoryCmd(g),
 		NewVersionCmd(g),
 	)
 	registerCompletions(cmd, g)

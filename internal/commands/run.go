@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,7 +40,7 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine,
 		Engines: g.engineNames(), Dynamic: cl.Dynamic})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, didYouMean(ctx, cl.Kube, ns, name, err)
 	}
 	if mutating && c.Operator != "" && !g.IgnoreOperator {
 		return nil, nil, ops.Preconditionf("cluster %s/%s is managed by an operator (%s); it would fight manual changes: pause it, or pass --ignore-operator",
@@ -65,6 +67,9 @@ var (
 	_ commandOptions = (*ReplaceOptions)(nil)
 	_ commandOptions = (*ResumeOptions)(nil)
 	_ commandOptions = (*StatusOptions)(nil)
+	_ commandOptions = (*HistoryOptions)(nil)
+	_ commandOptions = (*ListOptions)(nil)
+	_ commandOptions = (*WaitOptions)(nil)
 	_ commandOptions = (*LockStatusOptions)(nil)
 	_ commandOptions = (*LockAcquireOptions)(nil)
 	_ commandOptions = (*LockReleaseOptions)(nil)
@@ -77,7 +82,7 @@ var (
 // no API in one place (the shared flags, the CrateDB flags, the command's
 // own), then Run.
 func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
+	run := func(cmd *cobra.Command, args []string) error {
 		if err := o.Complete(cmd, args); err != nil {
 			return err
 		}
@@ -91,6 +96,24 @@ func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) er
 			return err
 		}
 		return o.Run(cmd)
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		err := run(cmd, args)
+		if err != nil && g.Output == "json" && !g.streamEnded {
+			// A refusal or failure before the run (bad input, preflight, the lock, RBAC): the
+			// NDJSON stream still ends with done, its reason code beside the text.
+			ev := ops.Event{Type: ops.EventDone, Time: time.Now(), Operation: cmd.Name(), Outcome: ops.OutcomeRefused,
+				Error: err.Error(), ReasonCode: ops.ReasonOf(err)}
+			if len(args) > 0 {
+				ev.Cluster = args[0]
+			}
+			js := tui.NewJSON(g.Out)
+			js.Emit(ev)
+			if werr := js.Err(); werr != nil {
+				return fmt.Errorf("%w (writing output: %v)", err, werr)
+			}
+		}
+		return err
 	}
 }
 
@@ -147,7 +170,9 @@ func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
 	if len(op.req.Command) > 0 {
 		operation = op.req.Command[0]
 	}
-	g.askAhead(ctx, op.req.Cluster, operation)
+	// The requests asked ahead end with the command: a refusal returns before they are
+	// answered, and nothing the command started may outlive it.
+	defer g.askAhead(ctx, op.req.Cluster, operation)()
 	cl, c, err := g.discover(ctx, op.req.Cluster, true)
 	if err != nil {
 		return err
@@ -235,6 +260,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 			sink, now := tui.NewJSON(g.Out), cl.Clock.Now()
 			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(plan, prev)})
 			sink.Emit(ops.Event{Type: ops.EventDone, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Outcome: ops.OutcomeDryRun})
+			g.streamEnded = true
 			return nil
 		}
 		return writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
@@ -242,17 +268,23 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 	if g.Output == "yaml" {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
-	if replacing && !g.Yes && !g.IsTerminal() {
+	// -o json is for programs: it never asks, even with a terminal on stdin.
+	canAsk := g.IsTerminal() && g.Output != "json"
+	if replacing && !g.Yes && !canAsk {
 		return ops.Usagef("refusing to start %s on %s/%s: it would replace the record of the unfinished %s, whose progress would be lost; resume that with: %s, or pass --yes to run %s anyway",
 			describeRequest(plan.Operation, plan.Args), c.Namespace, c.Name, describeJournal(prev), resumeHint(prev), plan.Operation)
 	}
 	if (plan.Destructive || replacing) && len(plan.Steps) > 0 && !g.Yes {
-		if !g.IsTerminal() {
-			return ops.Usagef("refusing to %s %s/%s without confirmation: no terminal to ask on; pass --yes (see the plan with --dry-run)",
-				plan.Operation, c.Namespace, c.Name)
+		if !canAsk {
+			why := "no terminal to ask on"
+			if g.Output == "json" {
+				why = "-o json never asks"
+			}
+			return ops.Usagef("refusing to %s %s/%s without confirmation: %s; pass --yes (see the plan with --dry-run)",
+				plan.Operation, c.Namespace, c.Name, why)
 		}
 		v, left := remainingView(g.dryRunView(plan, prev))
-		if err := ops.WritePlanText(g.ErrOut, v); err != nil {
+		if err := writeConfirmPlan(g.ErrOut, v); err != nil {
 			return err
 		}
 		question := fmt.Sprintf("Run %s on %s/%s (%d steps)?", plan.Operation, c.Namespace, c.Name, left)
@@ -286,6 +318,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		WaitForLock: g.WaitForLock,
 		Timeout:     timeout,
 		Pacing:      g.Pacing,
+		Confirmed:   g.Yes,
 	}
 	if g.DisableLocks {
 		fmt.Fprintf(g.ErrOut, "WARNING: --disable-locks: running %s on %s/%s WITHOUT the cluster lock; concurrent operations will not be stopped and no journal is kept\n",
@@ -328,8 +361,9 @@ func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanV
 	case prev == nil:
 	case prev.Resumable(plan.Operation, plan.Args):
 		done := 0
+		skipped := plan.SkippedOnResume(prev)
 		for i := range v.Steps {
-			if prev.IsDone(v.Steps[i].ID) {
+			if skipped[v.Steps[i].ID] {
 				v.Steps[i].Done = true
 				done++
 			}
@@ -341,6 +375,24 @@ func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanV
 			describeJournal(prev), resumeHint(prev)))
 	}
 	return v
+}
+
+// confirmPlanLines is the most a plan may take at the confirmation prompt before it is shown
+// as a summary: the question and the plan fit a 24-line terminal.
+const confirmPlanLines = 20
+
+// writeConfirmPlan shows the plan asked about: whole when it fits one screen, else as a
+// summary per node group (ops.WritePlanSummary).
+func writeConfirmPlan(w io.Writer, v *ops.PlanView) error {
+	var b strings.Builder
+	if err := ops.WritePlanText(&b, v); err != nil {
+		return err
+	}
+	if strings.Count(b.String(), "\n") <= confirmPlanLines {
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	return ops.WritePlanSummary(w, v)
 }
 
 // remainingView leaves out the steps done by an earlier run (the prompt
@@ -410,26 +462,35 @@ func (g *GlobalOptions) lockState(ctx context.Context, cl *Clients, c *ops.Clust
 // connection), what a run asks whatever discovery finds: the read of the lock of the cluster
 // named (namespace and name as given; used only when discovery finds that cluster), and the
 // permission reviews that do not depend on the engine (not for a dry run). Errors are left to
-// discovery, which meets them too.
-func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) {
+// discovery, which meets them too. The returned stop cancels what is still in flight and
+// waits for it; call it when the command ends.
+func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = func() {
+		cancel()
+		wg.Wait()
+	}
 	cl, err := g.Clients()
 	if err != nil {
-		return
+		return stop
 	}
 	ns, err := g.Namespace()
 	if err != nil {
-		return
+		return stop
 	}
 	if !g.DisableLocks {
-		cl.readLock(ctx, ns, name)
+		r := cl.readLock(ctx, ns, name)
+		wg.Go(func() { <-r.done })
 	}
 	if !g.DryRun && operation != "" {
 		access, needs := cl.access(), append(g.planNeeds(""), g.likelyRunNeeds("", operation)...)
-		go func() {
+		wg.Go(func() {
 			cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
 			access.Prefetch(ctx, ns, needs)
-		}()
+		})
 	}
+	return stop
 }
 
 // lockRead is a read of a cluster's lock, in flight or done.

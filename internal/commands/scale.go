@@ -89,6 +89,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
 	g.CrateDB.AddScaleFlags(cmd.Flags())
+	g.CrateDB.AddHealthFlags(cmd.Flags())
 	g.Etcd.AddFlags(cmd.Flags())
 	return cmd
 }

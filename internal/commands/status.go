@@ -40,6 +40,8 @@ type StatusOptions struct {
 	NoHeaders bool
 	// Watch re-prints the status whenever it changes (--watch).
 	Watch bool
+	// wide: -o wide, the text view with more columns (pod UIDs, IPs, PVCs).
+	wide bool
 }
 
 // NewStatusOptions returns options bound to the shared flags.
@@ -74,6 +76,10 @@ func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks flags without touching the API.
 func (o *StatusOptions) Validate() error {
+	if o.Output == "wide" {
+		// kubectl's -o wide: the text view with more columns.
+		o.Output, o.wide = "text", true
+	}
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
@@ -103,7 +109,7 @@ func (o *StatusOptions) print(st *ClusterStatus) error {
 		return err
 	}
 	return o.printDocument(o.Out, doc, func(w io.Writer) error {
-		return writeStatusText(w, st, o.clockNow(), o.NoHeaders)
+		return writeStatusText(w, st, o.clockNow(), o.NoHeaders, o.wide)
 	})
 }
 
@@ -147,7 +153,7 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 }
 
 // writeStatusText prints the human status view.
-func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bool) error {
+func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders, wide bool) error {
 	header := func(tw io.Writer, line string) {
 		if !noHeaders {
 			fmt.Fprintln(tw, line)
@@ -207,7 +213,11 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bo
 	tw.Flush()
 	b.WriteString("\nPods:\n")
 	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
+	if wide {
+		header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE\tUID\tPVCS")
+	} else {
+		header(tw, "  POD\tGROUP\tORDINAL\tREADY\tPHASE\tNODE\tZONE\tRESTARTS\tAGE")
+	}
 	for _, p := range c.AllPods() {
 		ready := "no"
 		if p.Ready {
@@ -221,8 +231,12 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders bo
 		if !p.Created.IsZero() {
 			age = duration.HumanDuration(now.Sub(p.Created))
 		}
-		ops.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, p.Group, p.Ordinal, ready, phase,
+		ops.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s", p.Name, p.Group, p.Ordinal, ready, phase,
 			dash(p.Node), dash(p.Zone), p.Restarts, age)
+		if wide {
+			ops.Fprintf(tw, "\t%s\t%s", dash(string(p.UID)), dash(strings.Join(p.PVCs, ",")))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	for _, wmsg := range st.Warnings {
@@ -270,9 +284,17 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 		b.WriteString(")\n")
 	}
 	if j := ls.Journal; j != nil {
-		switch j.State {
-		case ops.JournalSucceeded:
+		switch {
+		case j.State == ops.JournalSucceeded:
 			ops.Fprintf(b, "Last op:  %s %s by %s succeeded %s\n", j.Operation, j.Args, j.Holder, j.Updated.UTC().Format(time.RFC3339))
+		case runningNow(ls, j):
+			// Its session renews the lock: someone is running it now, not a run to resume.
+			ops.Fprintf(b, "Running:  %s %s by %s since %s, %d/%d steps done", j.Operation, j.Args, j.Holder,
+				runStart(j).UTC().Format(time.RFC3339), len(j.Done), j.Steps)
+			if j.Current != "" {
+				ops.Fprintf(b, ", at %s", j.Current)
+			}
+			ops.Fprintf(b, " (lock renewed %s ago)\n", ls.ServerTime.Sub(*ls.Renewed).Round(time.Second))
 		default:
 			ops.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
 				j.Operation, j.Args, j.Holder, j.State, j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
@@ -289,6 +311,21 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 			}
 		}
 	}
+}
+
+// runningNow reports whether j is the journal of a run that is alive now: still running, its
+// holder holds the lock and renewed it within the time a live session renews it in.
+func runningNow(ls *lock.State, j *ops.Journal) bool {
+	return j.State == ops.JournalRunning && ls.Held && ls.Holder == j.Holder && ls.Renewed != nil &&
+		ls.ServerTime.Sub(*ls.Renewed) < lock.DefaultSessionTimeout
+}
+
+// runStart is when the run that wrote j started (older journals: the operation's start).
+func runStart(j *ops.Journal) time.Time {
+	if !j.RunStarted.IsZero() {
+		return j.RunStarted
+	}
+	return j.Started
 }
 
 func dash(s string) string {

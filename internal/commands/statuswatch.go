@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -26,43 +28,16 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	changed := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case changed <- struct{}{}:
-		default: // a re-read is pending already; it will see this change too
+	changed, stopWatch, err := watchNamespace(ctx, cl.Kube, c.Namespace)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
+		return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
-	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cl.Kube, 0, informers.WithNamespace(c.Namespace))
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().StatefulSets().Informer(),
-		factory.Coordination().V1().Leases().Informer(),
-	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
-		}
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer func() {
-		stop()
-		factory.Shutdown()
-	}()
-	factory.Start(wctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(wctx.Done()) {
-		if !ok {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("watching %s/%s: the %v cache did not sync", c.Namespace, c.Name, typ)
-		}
-	}
+	defer stopWatch()
 	last, printed := "", 0
+	var tw textWatch
 	for {
 		// Drain the notifications of the initial sync: the first read
 		// below sees everything they announced.
@@ -86,7 +61,7 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 		}
 		if st != nil && sig != last {
 			last = sig
-			if err := o.printWatched(st, printed); err != nil {
+			if err := o.printWatched(st, printed, &tw); err != nil {
 				return err
 			}
 			printed++
@@ -99,25 +74,114 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 	}
 }
 
-// printWatched prints the n-th document of a watch: text ones under a line
-// with the time they were read, YAML ones separated by ---, JSON ones as a
-// stream of documents.
-func (o *StatusOptions) printWatched(st *ClusterStatus, n int) error {
+// watchNamespace starts informers on ns's pods, StatefulSets and Leases (a cluster's pods,
+// groups and lock) and returns a channel that receives (coalesced) once after each change,
+// once their caches synced. stop ends them.
+func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string) (changed <-chan struct{}, stop func(), err error) {
+	ch := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case ch <- struct{}{}:
+		default: // a re-read is pending already; it will see this change too
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	for _, inf := range []cache.SharedIndexInformer{
+		factory.Core().V1().Pods().Informer(),
+		factory.Apps().V1().StatefulSets().Informer(),
+		factory.Coordination().V1().Leases().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, nil, err
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stop = func() {
+		cancel()
+		factory.Shutdown()
+	}
+	factory.Start(wctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(wctx.Done()) {
+		if !ok {
+			stop()
+			return nil, nil, fmt.Errorf("the %v cache did not sync", typ)
+		}
+	}
+	return ch, stop, nil
+}
+
+// printWatched prints the n-th document of a watch: text ones as kubectl get -w does, the
+// first whole and then, under a line with the time they were read, only the lines that
+// changed (a pod's row, the lock, the health; a row that is gone as "gone: ..."); YAML ones
+// separated by ---, JSON ones as a stream of documents.
+func (o *StatusOptions) printWatched(st *ClusterStatus, n int, w *textWatch) error {
 	switch {
 	case o.Output == "text" || o.Output == "":
-		sep := ""
-		if n > 0 {
-			sep = "\n"
+		now := o.clockNow()
+		if n == 0 {
+			w.base = now
 		}
-		if _, err := fmt.Fprintf(o.Out, "%s--- %s ---\n", sep, o.clockNow().UTC().Format(time.RFC3339)); err != nil {
+		// Ages are rendered against the first status's time for the comparison, so a pod
+		// that did not change compares equal however long the watch runs.
+		var cmp, shown strings.Builder
+		if err := writeStatusText(&cmp, st, w.base, o.NoHeaders, o.wide); err != nil {
 			return err
 		}
+		if err := writeStatusText(&shown, st, now, o.NoHeaders, o.wide); err != nil {
+			return err
+		}
+		cmpLines := strings.Split(strings.TrimRight(cmp.String(), "\n"), "\n")
+		prev := w.lines
+		w.lines = cmpLines
+		if n == 0 {
+			_, err := fmt.Fprintf(o.Out, "--- %s ---\n%s", now.UTC().Format(time.RFC3339), shown.String())
+			return err
+		}
+		// The two renders differ only in ages: their lines correspond one to one.
+		shownLines := strings.Split(strings.TrimRight(shown.String(), "\n"), "\n")
+		old := map[string]int{}
+		for _, l := range prev {
+			old[l]++
+		}
+		var out strings.Builder
+		for i, l := range cmpLines {
+			if old[l] > 0 {
+				old[l]--
+				continue
+			}
+			if strings.TrimSpace(l) == "" || i >= len(shownLines) {
+				continue
+			}
+			out.WriteString(shownLines[i] + "\n")
+		}
+		for _, l := range prev {
+			if old[l] > 0 && strings.TrimSpace(l) != "" {
+				old[l]--
+				out.WriteString("gone: " + strings.TrimSpace(l) + "\n")
+			}
+		}
+		if out.Len() == 0 {
+			return nil
+		}
+		_, err := fmt.Fprintf(o.Out, "--- %s ---\n%s", now.UTC().Format(time.RFC3339), out.String())
+		return err
 	case n > 0 && (o.Output == "yaml" || o.Output == "kyaml"):
 		if _, err := fmt.Fprintln(o.Out, "---"); err != nil {
 			return err
 		}
 	}
 	return o.print(st)
+}
+
+// textWatch is what a text watch keeps between prints.
+type textWatch struct {
+	base  time.Time
+	lines []string
 }
 
 // statusSignature is a status document without the moment it was read, so

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,16 +145,80 @@ func TestStatusWatch(t *testing.T) {
 
 // TestStatusWatchTimeout: --timeout ends the watch with exit 0; -o text
 // prints each document under a line with the time it was read.
+//
+// It runs in a synctest bubble: the 300 ms pass on the bubble's clock, which moves only
+// once every goroutine waits, so the first document is printed before the timeout however
+// slow the machine (under -race on a loaded machine it was not, with the real clock).
 func TestStatusWatchTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+		r := h.run("status", "db", "-w", "--timeout", "300ms")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		if !strings.HasPrefix(r.out, "--- 2026-11-22T07:00:00Z ---\nCluster:  prod/db") || strings.Count(r.out, "Cluster: ") != 1 {
+			t.Errorf("got:\n%s", r.out)
+		}
+		if w := fakecluster.Writes(h.client); len(w) > 0 {
+			t.Errorf("wrote: %v", w)
+		}
+	})
+}
+
+// TestStatusWatchTextPrintsChanges: in text, --watch prints the status once, then only the
+// lines that changed, as kubectl get -w does: a pod going not Ready prints its row and its
+// group's, not the other pods' rows.
+func TestStatusWatchTextPrintsChanges(t *testing.T) {
 	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
-	r := h.run("status", "db", "-w", "--timeout", "300ms")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.err)
+	out := &notifyBuffer{wrote: make(chan struct{}, 1)}
+	var errb bytes.Buffer
+	root := NewRootCmd(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: &errb}, func(g *GlobalOptions) {
+		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
+		g.IsTerminal = func() bool { return false }
+		g.Getenv = func(k string) string { return h.env[k] }
+		kc := h.env["KUBECONFIG"]
+		g.ConfigFlags.KubeConfig = &kc
+	})
+	root.SetArgs([]string{"status", "db", "--watch", "-o", "wide", "--timeout", "60s"})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	waitFor := func(what string, cond func(string) bool) string {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			if s := out.String(); cond(s) {
+				return s
+			}
+			select {
+			case <-out.wrote:
+			case err := <-done:
+				t.Fatalf("watch ended (%v) before %s:\n%s\n%s", err, what, out.String(), errb.String())
+			case <-deadline:
+				t.Fatalf("no output for %s:\n%s", what, out.String())
+			}
+		}
 	}
-	if !strings.HasPrefix(r.out, "--- 2026-11-22T07:00:00Z ---\nCluster:  prod/db") || strings.Count(r.out, "Cluster: ") != 1 {
-		t.Errorf("got:\n%s", r.out)
+	first := waitFor("the first status", func(s string) bool { return strings.Contains(s, "db-web-2") })
+	if !strings.Contains(first, "UID") || !strings.Contains(first, "db-web-0-uid0") {
+		t.Errorf("-o wide lacks the UID column:\n%s", first)
 	}
-	if w := fakecluster.Writes(h.client); len(w) > 0 {
-		t.Errorf("wrote: %v", w)
+	pod, err := h.client.CoreV1().Pods("prod").Get(t.Context(), "db-web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if _, err := h.client.CoreV1().Pods("prod").UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	all := waitFor("the change", func(s string) bool { return strings.Count(s, "--- ") >= 2 && strings.Count(s, "db-web-1") >= 2 })
+	cancel()
+	<-done
+	change := all[len(first):]
+	change = change[strings.Index(change, "--- "):]
+	if !strings.Contains(change, "db-web-1") || strings.Contains(change, "db-web-0") || strings.Contains(change, "db-web-2") ||
+		!strings.Contains(change, "web ") {
+		t.Errorf("the change printed:\n%s\nwant db-web-1's row and its group's, nothing else of the pods", change)
 	}
 }

@@ -75,6 +75,7 @@ func NewVersionCmd(g *GlobalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:         "version",
 		Short:       "Print the kubectl-dbops version",
+		Example:     "  kubectl dbops version\n  kubectl dbops version -o json",
 		Annotations: documentAnnotations(),
 		Args:        noArgs,
 		RunE:        runOptions(o),

@@ -50,6 +50,7 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 		exec.Sink = sink
 		stopPods := withPods(ctx, sink)
 		err := exec.Run(ctx, plan)
+		g.streamEnded = true
 		stopPods()
 		return withSinkErr(err, js.Err())
 	case g.NoTUI || !g.IsTerminal():

@@ -244,10 +244,9 @@ func (p *Pods) WaitPod(ctx context.Context, name string, cond func(*corev1.Pod) 
 
 // WaitReplaced waits until the named pod exists with a UID other than old and ok holds for it
 // (Ready, for a restart): the StatefulSet recreated a deleted pod. report hears, once per
-// change, what it still waits for ("" prefix-free reasons such as "old pod terminating"), and
-// whether the new incarnation was handed to its node (created and scheduled: what is left is
-// the node's work); notYet describes a scheduled new pod that does not satisfy ok yet.
-func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok func(*corev1.Pod) bool, notYet string, report func(reason string, handedOver bool)) (*corev1.Pod, error) {
+// change, what it still waits for (prefix-free reasons such as "old pod terminating");
+// notYet describes a scheduled new pod that does not satisfy ok yet.
+func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok func(*corev1.Pod) bool, notYet string, report func(reason string)) (*corev1.Pod, error) {
 	last := ""
 	return p.WaitPod(ctx, name, func(pod *corev1.Pod) (bool, error) {
 		reason := ""
@@ -265,14 +264,14 @@ func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok 
 		}
 		if reason != last && report != nil {
 			last = reason
-			report(reason, pod != nil && pod.UID != old && pod.Spec.NodeName != "")
+			report(reason)
 		}
 		return false, nil
 	})
 }
 
 // WaitNewReady is WaitReplaced for a restart: a new incarnation that is Ready.
-func (p *Pods) WaitNewReady(ctx context.Context, name string, old types.UID, report func(reason string, handedOver bool)) error {
+func (p *Pods) WaitNewReady(ctx context.Context, name string, old types.UID, report func(reason string)) error {
 	_, err := p.WaitReplaced(ctx, name, old, PodReady, "not Ready yet", report)
 	return err
 }
@@ -310,6 +309,9 @@ func DeletePod(ctx context.Context, client kubernetes.Interface, namespace, name
 // (no read, no whole-object update that could undo someone else's change), and returns the
 // StatefulSet as patched (for its UID). Patching to the current value changes nothing.
 func SetReplicas(ctx context.Context, client kubernetes.Interface, namespace, name string, n int32) (types.UID, error) {
+	if err := CheckWriteGuard(ctx); err != nil {
+		return "", fmt.Errorf("not setting replicas of StatefulSet %s/%s to %d: %w", namespace, name, n, err)
+	}
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
 	sts, err := client.AppsV1().StatefulSets(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {

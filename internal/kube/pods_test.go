@@ -167,14 +167,11 @@ func TestWaitReplacedReports(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the informer opened no watch")
 	}
-	type report struct {
-		reason     string
-		handedOver bool
-	}
+	type report struct{ reason string }
 	reports := make(chan report, 10)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := pods.WaitReplaced(ctx, "web-0", "uid0", PodReady, "not Ready yet", func(r string, h bool) { reports <- report{r, h} })
+		_, err := pods.WaitReplaced(ctx, "web-0", "uid0", PodReady, "not Ready yet", func(r string) { reports <- report{r} })
 		errc <- err
 	}()
 	fresh := old.DeepCopy()
@@ -184,19 +181,19 @@ func TestWaitReplacedReports(t *testing.T) {
 		change func() error
 		want   report
 	}{
-		{func() error { return nil }, report{"old pod terminating", false}},
+		{func() error { return nil }, report{"old pod terminating"}},
 		{func() error { return client.CoreV1().Pods("ns").Delete(ctx, "web-0", metav1.DeleteOptions{}) },
-			report{"old pod gone; waiting for its controller (StatefulSet or operator) to recreate it", false}},
+			report{"old pod gone; waiting for its controller (StatefulSet or operator) to recreate it"}},
 		{func() error {
 			_, err := client.CoreV1().Pods("ns").Create(ctx, fresh, metav1.CreateOptions{})
 			return err
 		},
-			report{"new pod pending (UID uid1) not scheduled yet", false}},
+			report{"new pod pending (UID uid1) not scheduled yet"}},
 		{func() error {
 			fresh.Spec.NodeName = "node-b"
 			_, err := client.CoreV1().Pods("ns").Update(ctx, fresh, metav1.UpdateOptions{})
 			return err
-		}, report{"new pod pending (UID uid1) not Ready yet", true}},
+		}, report{"new pod pending (UID uid1) not Ready yet"}},
 	}
 	for _, s := range steps {
 		if err := s.change(); err != nil {

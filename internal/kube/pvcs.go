@@ -22,6 +22,9 @@ func DeletePVC(ctx context.Context, client kubernetes.Interface, namespace, name
 // deleted.
 func deleteUID(ctx context.Context, kind, namespace, name string, uid types.UID,
 	del func(context.Context, string, metav1.DeleteOptions) error) error {
+	if err := CheckWriteGuard(ctx); err != nil {
+		return fmt.Errorf("not deleting %s %s/%s: %w", kind, namespace, name, err)
+	}
 	opts := metav1.DeleteOptions{}
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}

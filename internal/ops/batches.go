@@ -192,7 +192,18 @@ func (r *RollingRestart) restartStep(c *Cluster, b batch, maxZones *int, tolerat
 		Pods: podNames(b.pods), Needs: needs}
 	rp := &restartProc{r: r, c: c, b: b, maxZones: maxZones, tolerate: tolerate}
 	s.Precheck, s.Prepare, s.Action, s.Verify = rp.precheck, rp.prepare, rp.action, rp.verify
+	if b.single {
+		s.Resumed = rp.resumed
+	}
 	return s
+}
+
+// resumed is precheck's "restarted by an earlier run" from the discovered pod: the journal
+// names an old UID the pod no longer has, and the pod is Ready (Step.Resumed).
+func (rp *restartProc) resumed(j *Journal) bool {
+	pod := rp.b.pods[0]
+	old := j.Data[uidKey(pod.Name)]
+	return old != "" && pod.UID != "" && string(pod.UID) != old && pod.Ready
 }
 
 // restartProc is one restart step's procedure (one struct per step rather than four closures:
@@ -354,7 +365,7 @@ func (rp *restartProc) action(ctx context.Context, sc *StepContext) error {
 		}
 	}
 	// Normally written with the step's start already; this covers a UID first seen now.
-	if err := sc.exec.flushJournal(ctx, sc.journal, sc.Step); err != nil {
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
 		return err
 	}
 	if bc, ok := r.Gate.(BatchChecker); ok && len(todo) > 1 {
@@ -450,7 +461,7 @@ func othersReady(c *Cluster, live map[string]*corev1.Pod, in map[string]bool, ta
 	slices.Sort(names)
 	for _, name := range names {
 		if !in[name] && inCluster(c, name) && !PodReady(live[name]) {
-			return Preconditionf("pod %s is not Ready; restarting %s now would leave %s unavailable (%s)", name, target, what, hint)
+			return Refusef(ReasonPodNotReady, "pod %s is not Ready; restarting %s now would leave %s unavailable (%s)", name, target, what, hint)
 		}
 	}
 	for _, m := range missingPods(c, live) {

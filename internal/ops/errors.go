@@ -38,6 +38,8 @@ type CodedError struct {
 	Kind error
 	Msg  string
 	Err  error // optional underlying cause
+	// Reason is the stable, machine-readable reason code (ReasonOf); empty: the kind's.
+	Reason string
 }
 
 func (e *CodedError) Error() string {
@@ -63,6 +65,11 @@ func Usagef(format string, a ...any) error {
 // Preconditionf reports a live-state check that failed (exit 5).
 func Preconditionf(format string, a ...any) error {
 	return &CodedError{Kind: ErrPrecondition, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Refusef reports a live-state check that failed (exit 5) with reason code reason.
+func Refusef(reason, format string, a ...any) error {
+	return &CodedError{Kind: ErrPrecondition, Msg: fmt.Sprintf(format, a...), Reason: reason}
 }
 
 // Lockedf reports a lock held by someone else or a denied ID (exit 3).
@@ -133,3 +140,97 @@ func (j oneLineJoin) Error() string {
 }
 
 func (j oneLineJoin) Unwrap() []error { return j }
+
+// Stable reason codes of refusals and failures, carried by NDJSON `done` and `step-failed`
+// events (`reasonCode`) next to the text; scripts match these, not the text. Documented in
+// the README ("Reason codes").
+const (
+	ReasonInvalidInput       = "InvalidInput"
+	ReasonLockHeld           = "LockHeld"
+	ReasonDenied             = "Denied"
+	ReasonLockLost           = "LockLost"
+	ReasonTimeout            = "Timeout"
+	ReasonInterrupted        = "Interrupted"
+	ReasonPaused             = "Paused"
+	ReasonPreconditionFailed = "PreconditionFailed"
+	ReasonPodNotReady        = "PodNotReady"
+	ReasonNotGreen           = "NotGreen"
+	ReasonQuorumAtRisk       = "QuorumAtRisk"
+	ReasonMemberUnhealthy    = "MemberUnhealthy"
+	ReasonForbidden          = "Forbidden"
+	ReasonFailed             = "Failed"
+)
+
+// ReasonCodes lists every reason code, in the README's order.
+var ReasonCodes = []string{ReasonInvalidInput, ReasonLockHeld, ReasonDenied, ReasonLockLost, ReasonTimeout,
+	ReasonPreconditionFailed, ReasonPodNotReady, ReasonNotGreen, ReasonQuorumAtRisk, ReasonMemberUnhealthy,
+	ReasonForbidden, ReasonPaused, ReasonInterrupted, ReasonFailed}
+
+// WithReason returns err carrying reason code: err itself when it is a CodedError (the
+// code set on it), else err wrapped keeping its kind.
+func WithReason(err error, reason string) error {
+	if err == nil {
+		return nil
+	}
+	var ce *CodedError
+	if errors.As(err, &ce) && ce.Reason == "" {
+		ce.Reason = reason
+		return err
+	}
+	return &CodedError{Kind: kindFor(err), Err: err, Reason: reason}
+}
+
+// kindFor is the sentinel kind err maps to (nil: none, a plain failure).
+func kindFor(err error) error {
+	for _, k := range []error{ErrUsage, ErrPaused, ErrLocked, ErrInterrupted, ErrTimeout, ErrPrecondition, ErrForbidden} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return errFailed
+}
+
+// errFailed is the kind of a failure with a reason code but no sentinel kind.
+var errFailed = errors.New("failed")
+
+// ReasonOf returns err's reason code: the first one set in its chain, else its kind's.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	if r := findReason(err); r != "" {
+		return r
+	}
+	switch ExitCode(err) {
+	case ExitUsage:
+		return ReasonInvalidInput
+	case ExitLocked:
+		return ReasonLockHeld
+	case ExitTimeout:
+		return ReasonTimeout
+	case ExitInterrupted:
+		return ReasonInterrupted
+	case ExitPaused:
+		return ReasonPaused
+	case ExitPrecondition:
+		return ReasonPreconditionFailed
+	case ExitForbidden:
+		return ReasonForbidden
+	default:
+		return ReasonFailed
+	}
+}
+
+// findReason walks err's chain (both branches of a CodedError) for a set reason.
+func findReason(err error) string {
+	var ce *CodedError
+	if errors.As(err, &ce) {
+		if ce.Reason != "" {
+			return ce.Reason
+		}
+		if ce.Err != nil {
+			return findReason(ce.Err)
+		}
+	}
+	return ""
+}

@@ -41,6 +41,9 @@ const (
 	OutcomeInterrupted = "interrupted"
 	OutcomeTimeout     = "timeout"
 	OutcomeDryRun      = "dry-run"
+	// OutcomeRefused: the command stopped before its run started (bad input, a preflight
+	// refusal, the lock, permissions); nothing was changed by it.
+	OutcomeRefused = "refused"
 )
 
 // Event is one typed progress report from a procedure.
@@ -52,17 +55,23 @@ type Event struct {
 	Step      *StepRef  `json:"step,omitempty"`
 	Message   string    `json:"message,omitempty"`
 	// Reason says what a waiting step waits for, or why a step was skipped.
-	Reason   string        `json:"reason,omitempty"`
-	Progress *Progress     `json:"progress,omitempty"`
-	Plan     *PlanView     `json:"plan,omitempty"`
-	Lock     *LockInfo     `json:"lock,omitempty"`
-	Pods     []PodSummary  `json:"pods,omitempty"`
-	Error    string        `json:"error,omitempty"`
-	Outcome  string        `json:"outcome,omitempty"`
-	Elapsed  time.Duration `json:"elapsedNs,omitempty"`
-	Timeout  time.Duration `json:"timeoutNs,omitempty"`
-	// Resume tells the user how to continue after an interruption.
+	Reason   string       `json:"reason,omitempty"`
+	Progress *Progress    `json:"progress,omitempty"`
+	Plan     *PlanView    `json:"plan,omitempty"`
+	Lock     *LockInfo    `json:"lock,omitempty"`
+	Pods     []PodSummary `json:"pods,omitempty"`
+	Error    string       `json:"error,omitempty"`
+	// ReasonCode (done, step-failed) is Error's stable, machine-readable reason (ops.ReasonOf).
+	ReasonCode string        `json:"reasonCode,omitempty"`
+	Outcome    string        `json:"outcome,omitempty"`
+	Elapsed    time.Duration `json:"elapsedNs,omitempty"`
+	Timeout    time.Duration `json:"timeoutNs,omitempty"`
+	// Resume tells the user how to continue after an interruption: a sentence ending in the
+	// shell line of ResumeArgv.
 	Resume string `json:"resume,omitempty"`
+	// ResumeArgv (done event) is the command that resumes the run, as an argument vector:
+	// the interrupted run's command, cluster, -n/--context, flags and --yes when it had it.
+	ResumeArgv []string `json:"resumeArgv,omitempty"`
 	// APIRequests (done event) counts the run's Kubernetes API requests by "verb resource",
 	// plus "total".
 	APIRequests map[string]int `json:"apiRequests,omitempty"`
@@ -92,6 +101,9 @@ type LockInfo struct {
 	Expires   time.Time `json:"expires,omitzero"`
 	// Previous is the holder a takeover replaced.
 	Previous string `json:"previous,omitempty"`
+	// HandReason is the reason of a hold taken by hand (lock acquire) that this acquisition
+	// extended: the same lock ID may be someone else's (a shared kubeconfig user).
+	HandReason string `json:"handReason,omitempty"`
 }
 
 // PodSummary is the pods-table row the TUI shows.

@@ -43,24 +43,15 @@ type Executor struct {
 	// Pacing spaces the steps out and may stop the run after some
 	// (--pause-between, --pause-after); zero: none.
 	Pacing Pacing
+	// Confirmed: the run was started with --yes; the resume hint repeats it, so it works
+	// where it is printed (a pipeline without a terminal).
+	Confirmed bool
 	// Requests, when set, counts the run's API requests; the done event carries its counts.
 	Requests *kube.RequestCounter
 	// Pods is the run's pod informer, shared by every wait and precondition of the steps and
 	// by the pods view (the commands start it with the view). When nil, the first step that
 	// needs one starts it for the rest of the run.
 	Pods *kube.Pods
-	// HandoverQuiet bounds how long, after a step's action, the previous step's "done" write
-	// (and its events) waits for that step to wait on something quiet. A restart's delete is
-	// followed by a burst of writes at the API server: the old pod terminating, recreated by
-	// its StatefulSet, scheduled; the write would slow that down (and the pod's restart with
-	// it), so it goes out once the new incarnation is on its node (steppods.go WaitReplaced)
-	// or any other wait begins (StepContext.Waiting). A real pod's graceful termination takes
-	// longer than the bound: then the write goes out at the bound, during it. Zero:
-	// DefaultHandoverQuiet.
-	HandoverQuiet time.Duration
-
-	// noHold: "done" writes go out right after the next step's action (armGate).
-	noHold bool
 
 	plan  *Plan
 	held  HeldLock
@@ -75,31 +66,20 @@ type Executor struct {
 	// lastWrite is when the lease was last written (journal saves renew it too), so the
 	// renewal skips a period that a save already covered.
 	lastWrite time.Time
-	// pending is a step's "done" write still in flight while the next step runs (see
-	// runStep); every other journal write waits for it first (joinLocked), so writes stay in
-	// order. seq numbers the journal writes, landed is the last one known written, and
-	// prepared maps a step to the first write that carried what its Prepare staged (0: the
-	// next write): that step may act before the write in flight lands once its own is in.
-	pending *pendingSave
-	// doneFailed is the error of a "done" write that failed in the background.
-	doneFailed error
-	seq        int
-	landed     int
-	prepared   map[string]int
-	unwritten  []string // prepared steps no write has carried yet (not a scan of prepared per write)
 	// resumedAt is the step the journal named current when this run resumed it.
 	resumedAt string
-	// stepsCancel stops the running step when the previous step's "done" write failed.
-	stepsCancel context.CancelCauseFunc
-	// lastDone is the plan's last step when its "done" is left to the run's final write
-	// (endsInOneWrite): reported once that write landed.
+	// lastDone is a step whose "done" the run's final write carries (the plan's last step
+	// when that write releases the lock, or a step whose "done" write found the lock lost):
+	// reported once that write landed.
 	lastDone *deferredDone
 
-	// emitMu orders events: while a step's "done" is written in the background, the next
-	// step's events are held, and sent after that step's done (holding).
-	emitMu  sync.Mutex
-	holding bool
-	heldEvs []Event
+	// lostMu guards lost, why the lock stopped being this run's (LockWatcher, renewal).
+	lostMu sync.Mutex
+	lost   error
+
+	// emitMu serialises the events sent to the sink (steps, renewals and audits run on
+	// their own goroutines).
+	emitMu sync.Mutex
 
 	podsMu  sync.Mutex
 	podsCtx context.Context
@@ -151,15 +131,26 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		e.emitDone(outcomeOf(err), err)
 		return err
 	}
+	lost := func(err error) {
+		e.lostMu.Lock()
+		if e.lost == nil {
+			e.lost = err
+		}
+		e.lostMu.Unlock()
+		cancel(err)
+	}
+	stopWatch := e.watchLock(runCtx, lost)
+	defer stopWatch()
 	if e.held != nil {
-		stop := e.startRenewal(runCtx, cancel)
+		stop := e.startRenewal(runCtx, lost)
 		defer stop()
 	}
 
 	view := p.View()
 	done := 0
+	skipped := p.SkippedOnResume(journal)
 	for i := range view.Steps {
-		view.Steps[i].Done = journal.IsDone(view.Steps[i].ID)
+		view.Steps[i].Done = skipped[view.Steps[i].ID]
 		if view.Steps[i].Done {
 			done++
 		}
@@ -188,6 +179,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 			context.Cause(runCtx))})
 	})
 	err = e.runSteps(runCtx, journal)
+	// The run's own last write (which releases the lock) must not read as a release by
+	// someone else.
+	stopWatch()
 	<-startedAudit
 	if !stopNotice() {
 		<-noticed // the notice is on its way: let it reach the views before the outcome
@@ -219,20 +213,29 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	}
 	var serr error
 	released := false
-	if jr, ok := e.held.(JournalReleaser); ok && !e.keepLock {
-		serr = e.saveAndRelease(finCtx, journal, jr)
+	lr, recordsLoss := e.held.(LossRecorder)
+	jr, releases := e.held.(JournalReleaser)
+	switch {
+	case errors.Is(err, ErrLocked) && recordsLoss:
+		// Denied or released by someone else: the steps that finished stay recorded as done,
+		// where the lock object still carries this run's journal.
+		serr = e.writeFinal(finCtx, journal, lr.SaveJournalAfterLoss)
+		released = serr == nil && !e.keepLock
+	case releases && !e.keepLock:
+		serr = e.writeFinal(finCtx, journal, jr.SaveJournalAndRelease)
 		released = serr == nil
-	} else {
+	default:
 		serr = e.saveJournal(finCtx, journal)
 	}
 	if d := e.lastDone; d != nil {
-		// The last step's "done" went out with that write.
+		// That step's "done" went out with that write.
+		d.sc.waitAudits()
 		if serr != nil {
-			e.release(d.sc, func() {
-				e.sink(e.stamp(Event{Type: EventStepFailed, Step: &d.ref, Error: "saving the operation journal: " + serr.Error()}))
+			e.emitStep(EventStepFailed, d.ref, func(ev *Event) {
+				ev.Error, ev.ReasonCode = "saving the operation journal: "+serr.Error(), ReasonOf(serr)
 			})
 		} else {
-			e.release(d.sc, func() { e.sink(e.stamp(Event{Type: EventStepDone, Step: &d.ref})) })
+			e.emitStep(EventStepDone, d.ref, nil)
 		}
 	}
 	if serr != nil && err == nil {
@@ -241,6 +244,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	switch {
 	case released:
 		e.emit(Event{Type: EventLock, Lock: &LockInfo{Action: LockReleased, Holder: e.held.ID()}})
+	case errors.Is(err, ErrLocked):
+		// Not this run's any more: whatever holds it now is left alone (a lock still held
+		// under this ID was given up by the write above, where it could be made).
 	case e.held != nil && e.keepLock:
 		if derr := e.held.Detach(finCtx); derr != nil {
 			e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not hand the lock back to your hold: %v", derr)})
@@ -306,22 +312,20 @@ func (e *Executor) acquire(ctx context.Context) (*Journal, error) {
 	e.emit(Event{Type: EventLock, Lock: &info})
 	prev := held.Journal()
 	e.keepLock = info.Action == LockExtended && (prev == nil || prev.State == JournalSucceeded)
+	if e.keepLock && info.HandReason != "" {
+		// The same lock ID may be someone else's: a kubeconfig user several people share.
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("this run goes on under the lock %s took by hand (reason: %s); if that hold is not yours (a shared kubeconfig user), stop now and run with your own --lock-id",
+			held.ID(), Printable(info.HandReason))})
+	}
 	if first != nil {
 		e.firstDecided(first)
 		e.mu.Lock()
-		e.seq++
-		for _, id := range first.staged {
-			e.prepared[id] = e.seq
-		}
-		e.landed, e.lastWrite, e.dirty = e.seq, e.Clock.Now(), false
+		e.lastWrite, e.dirty = e.Clock.Now(), false
 		e.mu.Unlock()
 		return first.j, nil
 	}
 	d := e.decideFirst(ctx, prev, held.ID())
 	e.firstDecided(d)
-	e.mu.Lock()
-	e.unwritten = append(e.unwritten, d.staged...)
-	e.mu.Unlock()
 	if err := e.saveJournal(ctx, d.j); err != nil {
 		_ = held.Release(context.WithoutCancel(ctx))
 		return nil, err
@@ -337,15 +341,12 @@ type firstJournal struct {
 	resumed, replaced *Journal
 	// resumedBy names who started the resumed run.
 	resumedBy string
-	// staged are the steps whose Prepare staged into j.
-	staged []string
 }
 
 // decideFirst decides the journal to start with from prev, the one found on the lock taken
-// as holder (prev is the caller's copy). JournalAcquirer may call it more than once, so
-// besides its result it changes only what the steps' Prepare note about what they staged
-// (a restart's staged UIDs), which the next call stages again; firstDecided records the
-// decision once it is this run's.
+// as holder (prev is the caller's copy). JournalAcquirer may call it more than once, so it
+// changes nothing but its result (the steps' Prepare stage into that journal);
+// firstDecided records the decision once it is this run's.
 func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string) *firstJournal {
 	p := e.plan
 	now := e.Clock.Now()
@@ -358,6 +359,7 @@ func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string
 		}
 		resumed := prev.clone()
 		prev.State = JournalRunning
+		prev.RunStarted = now
 		prev.Holder = holder
 		prev.Steps = len(p.Steps)
 		if p.Request != nil {
@@ -366,7 +368,7 @@ func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string
 		return &firstJournal{j: prev, resumed: resumed, resumedBy: by}
 	}
 	d := &firstJournal{j: &Journal{Operation: p.Operation, Args: p.Args, Holder: holder, State: JournalRunning,
-		Started: now, Updated: now, Steps: len(p.Steps), Request: p.Request}}
+		Started: now, RunStarted: now, Updated: now, Steps: len(p.Steps), Request: p.Request}}
 	if prev != nil && prev.State != JournalSucceeded {
 		d.replaced = prev
 	}
@@ -382,7 +384,6 @@ func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string
 	for _, s := range p.Steps[:min(2, len(p.Steps))] {
 		if s.Prepare != nil {
 			s.Prepare(&StepContext{Step: s, LockID: holder, journal: d.j, exec: e})
-			d.staged = append(d.staged, s.ID)
 		}
 	}
 	return d
@@ -398,14 +399,6 @@ func (e *Executor) firstDecided(d *firstJournal) {
 	case d.replaced != nil:
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("an earlier %s %s was left %s; its record is replaced by this %s",
 			d.replaced.Operation, d.replaced.Args, d.replaced.State, e.plan.Operation)})
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.prepared == nil {
-		e.prepared = map[string]int{}
-	}
-	for _, id := range d.staged {
-		e.prepared[id] = 0
 	}
 }
 
@@ -464,9 +457,35 @@ func lockOperation(p *Plan) string {
 	return p.Operation + " " + p.Args
 }
 
+// watchLock follows the held lock's object while the steps run (LockWatcher), and calls lost
+// as soon as it stops being this run's; stop ends the watch and waits for it.
+func (e *Executor) watchLock(ctx context.Context, lost func(error)) (stop func()) {
+	w, ok := e.held.(LockWatcher)
+	if !ok {
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.WatchLock(wctx, lost)
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
+}
+
+// lockLost returns why the lock stopped being this run's, as last seen (nil while it is).
+// It is checked right before each step's action and, through the action's context
+// (kube.WithWriteGuard), before each delete or patch an action makes.
+func (e *Executor) lockLost() error {
+	e.lostMu.Lock()
+	defer e.lostMu.Unlock()
+	return e.lost
+}
+
 // startRenewal keeps the lock alive while steps run; losing it cancels the
 // run, because an operation must not go on under someone else's lock.
-func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+func (e *Executor) startRenewal(ctx context.Context, lost func(error)) (stop func()) {
 	every := e.RenewEvery
 	if every <= 0 {
 		// Often enough that the lock's session looks alive to a second
@@ -503,7 +522,7 @@ func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseF
 						return
 					}
 					if errors.Is(err, ErrLocked) {
-						cancel(fmt.Errorf("lost the cluster lock: %w", err))
+						lost(fmt.Errorf("lost the cluster lock: %w", err))
 						return
 					}
 					e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("lock renewal failed, will retry: %v", err)})
@@ -516,17 +535,7 @@ func (e *Executor) startRenewal(ctx context.Context, cancel context.CancelCauseF
 	return func() { close(done); wg.Wait() }
 }
 
-func (e *Executor) runSteps(ctx context.Context, j *Journal) (err error) {
-	// A step may run while the previous step's "done" is still being written (runStep); when
-	// that write fails, the running step is stopped and the run fails with the write's error.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	e.stepsCancel = cancel
-	defer func() {
-		if serr := e.settle(); serr != nil {
-			err = serr
-		}
-	}()
+func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 	total, ran := len(e.plan.Steps), 0
 	for i, s := range e.plan.Steps {
 		ref := StepRef{Index: i + 1, Total: total, ID: s.ID, Target: s.Target, Description: s.Description}
@@ -537,8 +546,13 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) (err error) {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		if err := e.Pacing.Pace(ctx, ran, s, e.emit); err != nil {
-			return err
+		// A step a resumed run finds done already (a pod the interrupted run restarted) is
+		// not paced for, nor counted: the pause is between pods this run restarts.
+		resumed := s.Resumed != nil && s.Resumed(j)
+		if !resumed {
+			if err := e.Pacing.Pace(ctx, ran, s, e.emit); err != nil {
+				return err
+			}
 		}
 		var next, after *Step
 		if i+1 < total {
@@ -548,31 +562,41 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) (err error) {
 			after = e.plan.Steps[i+2]
 		}
 		if err := e.runStep(ctx, j, s, ref, next, after); err != nil {
-			if serr := e.settle(); serr != nil {
-				// The previous step's "done" write failed while this step ran: that is
-				// why it stopped.
-				e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = "stopped: " + serr.Error() })
-				return serr
+			if d := e.lastDone; d != nil && d.ref.ID == s.ID {
+				// The step finished, but its "done" write found the lock lost: the run's
+				// final write records it and reports it (Run).
+				return err
 			}
-			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error = err.Error() })
+			// Stopped by the run (Ctrl-C, SIGTERM, --timeout, a lost lock), the step says so.
+			reason := ReasonOf(classify(ctx, err))
+			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error, ev.ReasonCode = err.Error(), reason })
 			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
 		}
-		ran++
+		if !resumed {
+			ran++
+		}
 	}
 	return nil
 }
 
+// runStep runs step s: precheck, action, verify, then its "done" write. That write lands, and
+// the step is reported done, before the next step touches anything, so every view and the
+// journal agree on which steps finished, and a write that finds the lock lost stops the run
+// before the next change. The same write carries what the next two steps stage (Prepare:
+// the UIDs a restart deletes) and names the next step current, so the next step needs no
+// write of its own before its action.
 func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef, next, after *Step) error {
 	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
-	async := false
+	deferred := false
 	defer func() {
-		if !async {
+		if !deferred {
 			sc.waitAudits() // a failed step's events too, before the run reports it
 		}
 	}()
 	// Code deep inside a step (a database connector picking a Ready pod) reads the run's
 	// pod informer from the context instead of getting pods one by one.
 	ctx = kube.WithPods(ctx, e.Pods)
+	ctx = kube.WithWriteGuard(ctx, e.lockLost)
 	e.emitStep(EventStepStarted, ref, nil)
 	// "Step started" is written together with what the precheck staged (the UIDs a restart
 	// is about to delete), in one write just before the action: nothing changed before it.
@@ -601,26 +625,27 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 			return err
 		}
 		// A start write that happens anyway also carries what the next step stages, so that
-		// step can act as soon as this one is done (see below).
+		// step can act as soon as this one is done.
 		e.mu.Lock()
 		dirty := e.dirty
 		e.mu.Unlock()
 		if dirty && next != nil {
 			e.prepare(j, next)
 		}
-		if err := e.flushJournal(ctx, j, s); err != nil {
+		if err := e.flushJournal(ctx, j); err != nil {
+			return err
+		}
+		// The lock as last seen: a deny, or a release or takeover by someone else, written
+		// since the run's last write stops the step before it changes anything.
+		if err := e.lockLost(); err != nil {
 			return err
 		}
 		// The action is not cut short by Ctrl-C: a half-sent change is worse
-		// than finishing it. It is bounded by the grace period instead.
+		// than finishing it. It is bounded by the grace period instead; its writes still
+		// check the lock (kube.WithWriteGuard travels with the context).
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
 		err := s.Action(actx, sc)
 		acancel()
-		if err != nil {
-			e.openGate()
-		} else {
-			e.armGate(e.handoverQuiet())
-		}
 		if err != nil {
 			return err
 		}
@@ -630,30 +655,26 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 			return err
 		}
 	}
-	// Durable first: a consumer told "done" must find it in the journal. The same write
-	// carries what the next step stages for its start, and names it current; and what the
-	// step after it stages, so that one will not need to wait either.
-	if next != nil && next.Prepare != nil && !j.IsDone(next.ID) && context.Cause(ctx) == nil {
-		e.prepare(j, next)
-		if after != nil && after.Prepare != nil && !j.IsDone(after.ID) {
-			e.prepare(j, after)
+	// Durable first: a consumer told "done" must find it in the journal. The step's events
+	// (AuditAsync) are written beside that write.
+	switch {
+	case next != nil && context.Cause(ctx) == nil:
+		if next.Prepare != nil && !j.IsDone(next.ID) {
+			e.prepare(j, next)
+			if after != nil && after.Prepare != nil && !j.IsDone(after.ID) {
+				e.prepare(j, after)
+			}
+			j.Current = next.ID
+		} else {
+			j.Current = ""
 		}
 		j.Done = append(j.Done, s.ID)
-		j.Current = next.ID
-		if e.canOverlap() {
-			// The next step staged what it needs in an earlier write: it may act while this
-			// write is in flight. Its events wait for this step's "done" (doneAsync).
-			if err := e.doneAsync(ctx, j, sc, ref); err != nil {
-				return err
-			}
-			async = true
-			return nil
-		}
 		sc.startAudits()
 		if err := e.saveGrace(ctx, j); err != nil {
+			deferred = e.deferDoneOnLoss(sc, ref, err)
 			return err
 		}
-	} else if next == nil && e.endsInOneWrite() && context.Cause(ctx) == nil {
+	case next == nil && e.endsInOneWrite() && context.Cause(ctx) == nil:
 		// The plan's last step: its "done" goes out with the run's final write, which
 		// releases the lock (Run), and is reported once that landed; its events are written
 		// meanwhile.
@@ -661,11 +682,12 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		j.Current = ""
 		sc.startAudits()
 		e.lastDone = &deferredDone{sc: sc, ref: ref}
-		async = true
+		deferred = true
 		return nil
-	} else {
+	default:
 		sc.startAudits()
 		if err := e.markDone(ctx, j, s); err != nil {
+			deferred = e.deferDoneOnLoss(sc, ref, err)
 			return err
 		}
 	}
@@ -674,22 +696,24 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	return nil
 }
 
-// prepare runs step's Prepare, staging into j what it must have journaled before its action,
-// and notes that the next journal write carries it.
+// deferDoneOnLoss handles a finished step whose "done" write failed with err. When the write
+// found the lock lost and the lock can still record progress after that (LossRecorder), the
+// step stays in the journal as done and the run's final write records it and reports it
+// (lastDone); it reports whether it did so.
+func (e *Executor) deferDoneOnLoss(sc *StepContext, ref StepRef, err error) bool {
+	if _, ok := e.held.(LossRecorder); !ok || !errors.Is(err, ErrLocked) {
+		return false
+	}
+	e.lastDone = &deferredDone{sc: sc, ref: ref}
+	return true
+}
+
+// prepare runs step's Prepare, staging into j what it must have journaled before its action.
 func (e *Executor) prepare(j *Journal, step *Step) {
 	if step.Prepare == nil {
 		return
 	}
 	step.Prepare(&StepContext{Step: step, LockID: e.lockID(), journal: j, exec: e})
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.prepared == nil {
-		e.prepared = map[string]int{}
-	}
-	if _, ok := e.prepared[step.ID]; !ok {
-		e.prepared[step.ID] = 0
-		e.unwritten = append(e.unwritten, step.ID)
-	}
 }
 
 // deferredDone is a step whose "done" a later write carries.
@@ -705,205 +729,17 @@ func (e *Executor) endsInOneWrite() bool {
 	return ok && !e.keepLock
 }
 
-// canOverlap reports whether a step's "done" may be written while the next step runs: only
-// with a lock to write to (without one the journal lives in memory and a write costs nothing).
-func (e *Executor) canOverlap() bool {
-	return e.held != nil
-}
-
-// pendingSave is a journal write in flight that the executor did not wait for.
-type pendingSave struct {
-	seq int
-	// start opens (once) when the write may go out (openGate).
-	start chan struct{}
-	once  sync.Once
-	// held: the write was held back after the next step's action (armGate).
-	held bool
-	done chan struct{}
-	at   time.Time
-	err  error
-}
-
-// doneAsync writes the journal j (s done, the next step current) in the background, once the
-// next step's action is sent (openGate), then reports s done, after the events AuditAsync wrote beside it; until then the next step's
-// events are held, so every view still sees step s done before the next step starts. When the
-// write fails, s is reported failed and the running step is stopped (runSteps).
-func (e *Executor) doneAsync(ctx context.Context, j *Journal, sc *StepContext, ref StepRef) error {
-	e.mu.Lock()
-	if err := e.joinLocked(); err != nil {
-		// The previous step's write failed while this step ran: runSteps reports this step
-		// as stopped by it.
-		e.mu.Unlock()
-		return err
-	}
-	snap, seq := e.snapshotLocked(j)
-	p := &pendingSave{seq: seq, done: make(chan struct{}), start: make(chan struct{})}
-	e.pending = p
-	e.dirty = false
-	e.mu.Unlock()
-	e.emitMu.Lock()
-	e.holding = true
-	e.emitMu.Unlock()
-	gctx, cancel := e.graceContext(ctx)
-	go func() {
-		defer close(p.done)
-		defer cancel()
-		<-p.start
-		sc.startAudits()
-		err := e.held.SaveJournal(gctx, snap)
-		p.at = e.Clock.Now()
-		if err != nil {
-			p.err = fmt.Errorf("step %d/%d (%s: %s): saving the operation journal: %w", ref.Index, ref.Total, ref.Target, ref.Description, err)
-			e.asyncFailed(sc, ref, p.err)
-			return
-		}
-		e.release(sc, func() { e.sink(e.stamp(Event{Type: EventStepDone, Step: &ref})) })
-	}()
-	return nil
-}
-
-// asyncFailed reports the step whose "done" write failed, and stops the step running after it.
-func (e *Executor) asyncFailed(sc *StepContext, ref StepRef, err error) {
-	e.release(sc, func() { e.sink(e.stamp(Event{Type: EventStepFailed, Step: &ref, Error: err.Error()})) })
-	if e.stepsCancel != nil {
-		e.stepsCancel(err)
-	}
-}
-
-// release waits for sc's audit events, reports their failures and then report, and sends the
-// events held meanwhile.
-func (e *Executor) release(sc *StepContext, report func()) {
-	sc.startAudits()
-	var failed []Event
-	for _, p := range sc.pending {
-		<-p.done
-		if p.err != nil {
-			failed = append(failed, e.stamp(auditFailedEvent(p.obj, p.err)))
-		}
-	}
-	sc.pending = nil
-	e.emitMu.Lock()
-	defer e.emitMu.Unlock()
-	for _, ev := range failed {
-		e.sink(ev)
-	}
-	report()
-	for _, ev := range e.heldEvs {
-		e.sink(ev)
-	}
-	e.heldEvs, e.holding = nil, false
-}
-
-// openGate lets the previous step's "done" write (and its events) go out: once this step's
-// action failed, or it waits for something quiet (StepContext.Waiting), or HandoverQuiet
-// after its action (armGate), or when anything else joins the write. Sent after the next
-// step's delete and its aftermath rather than beside them, they do not compete with them at
-// the API server.
-func (e *Executor) openGate() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p := e.pending; p != nil {
-		p.once.Do(func() { close(p.start) })
-	}
-}
-
-// DefaultHandoverQuiet is Executor.HandoverQuiet's default.
-const DefaultHandoverQuiet = 250 * time.Millisecond
-
-// handoverQuiet returns HandoverQuiet, or its default.
-func (e *Executor) handoverQuiet() time.Duration {
-	if e.HandoverQuiet > 0 {
-		return e.HandoverQuiet
-	}
-	return DefaultHandoverQuiet
-}
-
-// armGate opens the gate of the write in flight, if any, once d passed, unless the step's
-// waiting opens it earlier (StepContext.waiting).
-//
-// Once a held write was still in flight when the step after it ended (pods that start faster
-// than a journal write lands: holding it put it in that step's way), writes are no longer
-// held for the rest of the run (noHold, joinLocked).
-func (e *Executor) armGate(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.pending
-	switch {
-	case p == nil:
-	case e.noHold:
-		p.once.Do(func() { close(p.start) })
-	default:
-		p.held = true
-		time.AfterFunc(d, func() { p.once.Do(func() { close(p.start) }) })
-	}
-}
-
-// settle waits for a "done" write in flight and returns the error of the one that failed, if
-// any did (whoever joined it first).
-func (e *Executor) settle() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.joinLocked(); err != nil {
-		return err
-	}
-	return e.doneFailed
-}
-
-// joinLocked waits for the write in flight, if any (e.mu held).
-func (e *Executor) joinLocked() error {
-	p := e.pending
-	if p == nil {
-		return nil
-	}
-	p.once.Do(func() { close(p.start) }) // else it would wait for itself
-	select {
-	case <-p.done:
-	default:
-		if p.held {
-			e.noHold = true // see armGate
-		}
-		<-p.done
-	}
-	e.pending = nil
-	if p.err != nil {
-		e.doneFailed = p.err
-		return p.err
-	}
-	e.landed = max(e.landed, p.seq)
-	e.lastWrite = p.at
-	return nil
-}
-
-// snapshotLocked stamps j and returns a copy to write, with the write's sequence number; the
-// steps prepared since the last write are carried by this one (e.mu held).
-func (e *Executor) snapshotLocked(j *Journal) (*Journal, int) {
-	j.Updated = e.Clock.Now()
-	e.seq++
-	for _, id := range e.unwritten {
-		e.prepared[id] = e.seq
-	}
-	e.unwritten = e.unwritten[:0]
-	return j.clone(), e.seq
-}
-
-// durableLocked reports whether what step id's Prepare staged is known written (e.mu held).
-func (e *Executor) durableLocked(id string) bool {
-	seq, ok := e.prepared[id]
-	return ok && seq != 0 && seq <= e.landed
-}
-
 // graceContext is ctx without its cancellation, bounded by the grace period: for writes that
 // record what has already happened (journal, audit events), which Ctrl-C must not lose.
 func (e *Executor) graceContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
 }
 
-// saveAndRelease writes the run's last journal and releases the lock in one write, after the
-// writes in flight.
-func (e *Executor) saveAndRelease(ctx context.Context, j *Journal, jr JournalReleaser) error {
+// writeFinal writes the run's last journal with write (which may also release the lock).
+func (e *Executor) writeFinal(ctx context.Context, j *Journal, write func(context.Context, *Journal) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.writeLocked(ctx, j, jr.SaveJournalAndRelease)
+	return e.writeLocked(ctx, j, write)
 }
 
 func (e *Executor) markDone(ctx context.Context, j *Journal, s *Step) error {
@@ -933,18 +769,10 @@ func (e *Executor) saveJournal(ctx context.Context, j *Journal) error {
 	return e.saveLocked(ctx, j)
 }
 
-// flushJournal writes the journal if it holds a change not written yet, before step s acts.
-// When the previous step's "done" is still being written, s waits for it only if s needs
-// something that write carries: not when s's Prepare was carried by an earlier write.
-func (e *Executor) flushJournal(ctx context.Context, j *Journal, s *Step) error {
+// flushJournal writes the journal if it holds a change not written yet, before a step acts.
+func (e *Executor) flushJournal(ctx context.Context, j *Journal) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.dirty && s != nil && e.durableLocked(s.ID) {
-		return nil
-	}
-	if err := e.joinLocked(); err != nil {
-		return err
-	}
 	if !e.dirty {
 		return nil
 	}
@@ -959,21 +787,16 @@ func (e *Executor) saveLocked(ctx context.Context, j *Journal) error {
 	return e.writeLocked(ctx, j, write)
 }
 
-// writeLocked writes j with write (nil: nothing to write to), after the write in flight
-// (e.mu held).
+// writeLocked writes a copy of j with write (nil: nothing to write to) (e.mu held).
 func (e *Executor) writeLocked(ctx context.Context, j *Journal, write func(context.Context, *Journal) error) error {
-	if err := e.joinLocked(); err != nil {
-		return err
-	}
-	snap, seq := e.snapshotLocked(j)
+	j.Updated = e.Clock.Now()
 	if write != nil {
-		if err := write(ctx, snap); err != nil {
+		if err := write(ctx, j.clone()); err != nil {
 			return fmt.Errorf("saving the operation journal: %w", err)
 		}
 		e.lastWrite = e.Clock.Now()
 	}
 	e.dirty = false
-	e.landed = seq
 	return nil
 }
 
@@ -1011,14 +834,10 @@ func (e *Executor) podCache(client kubernetes.Interface, ns string) *kube.Pods {
 }
 
 func (e *Executor) emit(ev Event) {
-	ev = e.stamp(ev)
 	e.emitMu.Lock()
 	defer e.emitMu.Unlock()
-	if e.holding {
-		e.heldEvs = append(e.heldEvs, ev)
-		return
-	}
-	e.sink(ev)
+	// Stamped under the lock, so the times the views see never go backwards.
+	e.sink(e.stamp(ev))
 }
 
 // stamp fills in the event's time and run.
@@ -1036,7 +855,7 @@ func (e *Executor) stamp(ev Event) Event {
 	return ev
 }
 
-// sink sends ev to the views (e.emitMu held, or from a run's own goroutine before any other).
+// sink sends ev to the views (e.emitMu held).
 func (e *Executor) sink(ev Event) {
 	if e.Sink == nil {
 		return
@@ -1059,12 +878,37 @@ func (e *Executor) emitDone(outcome string, err error) {
 		ev.APIRequests = e.Requests.Snapshot()
 	}
 	if err != nil {
-		ev.Error = err.Error()
-		if outcome != OutcomeSucceeded && e.plan != nil && e.plan.Command != "" && ExitCode(err) != ExitLocked {
-			ev.Resume = "re-run the same command to resume: " + e.plan.Command
-		}
+		ev.Error, ev.ReasonCode = err.Error(), ReasonOf(err)
+		ev.Resume, ev.ResumeArgv = e.resumeHint(outcome, err)
 	}
 	e.emit(ev)
+}
+
+// resumeHint is the done event's resume sentence and command, for a run that ended with err:
+// none for a success, nor for a lock this run never held. A run whose lock was taken away
+// (denied, released or taken over by someone else) is resumed once the cluster may be changed
+// again, and not as the lock ID it ran as: that ID may be denied.
+func (e *Executor) resumeHint(outcome string, err error) (string, []string) {
+	if outcome == OutcomeSucceeded || e.plan == nil || e.plan.Request == nil {
+		return "", nil
+	}
+	lost := ExitCode(err) == ExitLocked
+	if lost && e.held == nil {
+		return "", nil
+	}
+	var drop map[string]bool
+	if lost {
+		drop = map[string]bool{"lock-id": true}
+	}
+	argv := e.plan.Request.Argv(drop)
+	if e.Confirmed {
+		argv = append(argv, "--yes")
+	}
+	if lost {
+		return fmt.Sprintf("this run's lock ID %s lost the lock (see the error); the journal is kept: once the cluster may be changed again, resume as a lock ID that is not denied: %s",
+			Printable(e.held.ID()), ShellLine(argv)), argv
+	}
+	return "re-run the same command to resume: " + ShellLine(argv), argv
 }
 
 // classify turns a step error into interrupted/timeout/lock-lost when the
@@ -1077,7 +921,7 @@ func classify(ctx context.Context, err error) error {
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, ErrTimeout), errors.Is(cause, ErrLocked):
-		return &CodedError{Kind: kindOf(cause), Msg: fmt.Sprintf("%v (while: %v)", cause, err), Err: err}
+		return &CodedError{Kind: kindOf(cause), Msg: fmt.Sprintf("%v (while: %v)", cause, err), Err: err, Reason: ReasonOf(cause)}
 	case errors.Is(cause, context.DeadlineExceeded):
 		return &CodedError{Kind: ErrTimeout, Msg: fmt.Sprintf("timed out: %v", err), Err: err}
 	default:

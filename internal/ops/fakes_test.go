@@ -34,6 +34,24 @@ type memLocker struct {
 	oneWriteEnd bool
 	finals      int
 	finalErr    error
+	// watched makes the held lock a LockWatcher and a LossRecorder (and a JournalReleaser,
+	// as the Lease lock is): loseLock tells the run's watch the lock is lost; afterLoss counts
+	// the writes of SaveJournalAfterLoss.
+	watched   bool
+	watchers  chan func(error)
+	afterLoss int
+}
+
+// loseLock tells the run's lock watch (waiting for it to start) that the lock was lost, as
+// a deny or a release by someone else seen on the Lease would.
+func (m *memLocker) loseLock(t *testing.T, err error) {
+	t.Helper()
+	select {
+	case lost := <-m.watchers:
+		lost(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run watches no lock")
+	}
 }
 
 func (m *memLocker) Acquire(_ context.Context, op string) (HeldLock, error) {
@@ -59,10 +77,41 @@ func (m *memLocker) Acquire(_ context.Context, op string) (HeldLock, error) {
 	}
 	h := &memHeld{m: m, j: j, info: LockInfo{Action: action, Holder: m.id, Operation: op,
 		Expires: time.Date(2026, 11, 22, 10, 10, 0, 0, time.UTC)}}
-	if m.oneWriteEnd {
+	switch {
+	case m.watched:
+		if m.watchers == nil {
+			m.watchers = make(chan func(error), 1)
+		}
+		return &memWatchedHeld{&memReleasingHeld{h}}, nil
+	case m.oneWriteEnd:
 		return &memReleasingHeld{h}, nil
 	}
 	return h, nil
+}
+
+// memWatchedHeld is a memReleasingHeld that the test can take away (memLocker.loseLock).
+type memWatchedHeld struct{ *memReleasingHeld }
+
+func (h *memWatchedHeld) WatchLock(ctx context.Context, lost func(error)) {
+	select {
+	case h.m.watchers <- lost:
+	case <-ctx.Done():
+		return
+	}
+	<-ctx.Done()
+}
+
+func (h *memWatchedHeld) SaveJournalAfterLoss(_ context.Context, j *Journal) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.m.journal = b
+	h.m.afterLoss++
+	h.m.holder = ""
+	return nil
 }
 
 // memReleasingHeld is a memHeld that saves the last journal and releases in one write.

@@ -21,17 +21,20 @@ const (
 // Journal is the record of an operation, stored on the cluster's lock object
 // so that `status` can show it and a re-run can resume it.
 type Journal struct {
-	Operation string            `json:"operation"`
-	Args      string            `json:"args"`
-	Holder    string            `json:"holder"`
-	State     string            `json:"state"`
-	Started   time.Time         `json:"started"`
-	Updated   time.Time         `json:"updated"`
-	Steps     int               `json:"steps"`
-	Done      []string          `json:"done,omitempty"`
-	Current   string            `json:"current,omitempty"`
-	Data      map[string]string `json:"data,omitempty"`
-	Error     string            `json:"error,omitempty"`
+	Operation string    `json:"operation"`
+	Args      string    `json:"args"`
+	Holder    string    `json:"holder"`
+	State     string    `json:"state"`
+	Started   time.Time `json:"started"`
+	// RunStarted is when the run writing this journal started (Started is the operation's
+	// start, which a resumed run keeps).
+	RunStarted time.Time         `json:"runStarted,omitzero"`
+	Updated    time.Time         `json:"updated"`
+	Steps      int               `json:"steps"`
+	Done       []string          `json:"done,omitempty"`
+	Current    string            `json:"current,omitempty"`
+	Data       map[string]string `json:"data,omitempty"`
+	Error      string            `json:"error,omitempty"`
 	// Request is the command that started the run, as data, so `resume`
 	// can run it again (nil in journals written before resume existed).
 	Request *Request `json:"request,omitempty"`
@@ -117,26 +120,47 @@ func (r *Request) FlagArgs() []string {
 // `kubectl dbops`, the command, its arguments, -n, --context when one was
 // chosen, then the flags; values are shell-quoted.
 func (r *Request) CommandLine() string {
+	return ShellLine(r.Argv(nil))
+}
+
+// Argv is r as an argument vector: `kubectl dbops`, the command, its arguments, -n,
+// --context when one was chosen, then the flags, less those named in drop.
+func (r *Request) Argv(drop map[string]bool) []string {
 	parts := append([]string{"kubectl", "dbops"}, r.Command...)
-	for _, a := range append([]string{r.Cluster}, r.Args...) {
-		parts = append(parts, ShellQuote(a))
-	}
+	parts = append(append(parts, r.Cluster), r.Args...)
 	if r.Namespace != "" {
-		parts = append(parts, "-n", ShellQuote(r.Namespace))
+		parts = append(parts, "-n", r.Namespace)
 	}
 	if r.Context != "" {
-		parts = append(parts, "--context", ShellQuote(r.Context))
+		parts = append(parts, "--context", r.Context)
 	}
 	for _, f := range r.Flags {
+		if drop[f.Name] {
+			continue
+		}
 		for _, v := range f.Values {
 			if f.Bool && v == "true" {
 				parts = append(parts, "--"+f.Name)
 				continue
 			}
-			parts = append(parts, "--"+f.Name+"="+ShellQuote(v))
+			parts = append(parts, "--"+f.Name+"="+v)
 		}
 	}
-	return strings.Join(parts, " ")
+	return parts
+}
+
+// ShellLine joins argv into a line a POSIX shell reads back as argv (each word quoted where
+// it needs it).
+func ShellLine(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
+			q[i] = k + "=" + ShellQuote(v)
+			continue
+		}
+		q[i] = ShellQuote(a)
+	}
+	return strings.Join(q, " ")
 }
 
 // ResumeCommand is the `resume` command line for r's cluster.
@@ -198,6 +222,26 @@ type LockWaiter interface {
 // write; the executor uses it at a run's end when the lock does not stay held.
 type JournalReleaser interface {
 	SaveJournalAndRelease(ctx context.Context, j *Journal) error
+}
+
+// LockWatcher is a HeldLock that follows its lock object while the run works, so a deny, a
+// release or takeover by someone else, or the object's deletion stops the run before its next
+// change rather than at its next journal write or renewal.
+type LockWatcher interface {
+	// WatchLock follows the lock object until ctx ends. lost is called, at most once, as soon
+	// as a change shows the lock is no longer this process's, with an ErrLocked error that
+	// says why.
+	WatchLock(ctx context.Context, lost func(error))
+}
+
+// LossRecorder is a HeldLock that can still record a run's progress after the lock was lost:
+// the steps that finished stay recorded as done, so a later run (once allowed) resumes
+// after them.
+type LossRecorder interface {
+	// SaveJournalAfterLoss stores j only while the lock object still carries this ID's
+	// journal and nobody else holds it (a deny, or a release by someone else), and gives
+	// up the lock if this ID still holds it; it writes nothing otherwise (taken over, deleted).
+	SaveJournalAfterLoss(ctx context.Context, j *Journal) error
 }
 
 // HeldLock is a lock this process holds. It carries the journal.

@@ -3,6 +3,7 @@ package ops
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,4 +43,42 @@ func TestRequestHints(t *testing.T) {
 		}
 	}
 	assertGolden(t, "request-hints.txt", []byte(b.String()))
+}
+
+// The done event's resume hint works where it is printed: the request as argv and as a shell
+// line, with --yes when the run had it; after a lost lock, without the lock ID that lost it.
+func TestResumeHint(t *testing.T) {
+	req := &Request{Command: []string{"restart"}, Cluster: "db", Namespace: "prod", Context: "staging",
+		Flags: []RequestFlag{{Name: "lock-id", Values: []string{"ci@test"}}, {Name: "rolling", Values: []string{"true"}, Bool: true},
+			{Name: "reason", Values: []string{"it's late"}}}}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		held      bool
+		confirmed bool
+		argv      []string
+		line      string
+	}{
+		{name: "timeout", err: &CodedError{Kind: ErrTimeout, Msg: "timed out"}, held: true,
+			argv: []string{"kubectl", "dbops", "restart", "db", "-n", "prod", "--context", "staging", "--lock-id=ci@test", "--rolling", "--reason=it's late"},
+			line: `re-run the same command to resume: kubectl dbops restart db -n prod --context staging --lock-id=ci@test --rolling --reason='it'\''s late'`},
+		{name: "interrupted, with --yes", err: &CodedError{Kind: ErrInterrupted, Msg: "interrupted"}, held: true, confirmed: true,
+			argv: []string{"kubectl", "dbops", "restart", "db", "-n", "prod", "--context", "staging", "--lock-id=ci@test", "--rolling", "--reason=it's late", "--yes"},
+			line: `re-run the same command to resume: kubectl dbops restart db -n prod --context staging --lock-id=ci@test --rolling --reason='it'\''s late' --yes`},
+		{name: "lock lost", err: Lockedf("denied"), held: true, confirmed: true,
+			argv: []string{"kubectl", "dbops", "restart", "db", "-n", "prod", "--context", "staging", "--rolling", "--reason=it's late", "--yes"},
+			line: `this run's lock ID ci@test lost the lock (see the error); the journal is kept: once the cluster may be changed again, resume as a lock ID that is not denied: kubectl dbops restart db -n prod --context staging --rolling --reason='it'\''s late' --yes`},
+		{name: "lock never held", err: Lockedf("held by bob")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &Executor{plan: &Plan{Request: req}, Confirmed: tc.confirmed}
+			if tc.held {
+				e.held = &memHeld{m: &memLocker{id: "ci@test"}}
+			}
+			line, argv := e.resumeHint(outcomeOf(tc.err), tc.err)
+			if line != tc.line || !slices.Equal(argv, tc.argv) {
+				t.Errorf("hint %q %q, want %q %q", line, argv, tc.line, tc.argv)
+			}
+		})
+	}
 }

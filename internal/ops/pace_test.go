@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -33,12 +34,26 @@ func TestPacing(t *testing.T) {
 			}
 		})
 	}
-	// The wait is a timer on the context: cancelling ends it at once.
-	ctx, cancel := context.WithCancelCause(t.Context())
-	cancel(ErrInterrupted)
-	start := time.Now()
-	err := Pacing{Between: time.Hour}.Pace(ctx, 1, step, emit)
-	if !errors.Is(err, ErrInterrupted) || time.Since(start) > 10*time.Second {
-		t.Errorf("cancelled wait: %v after %s", err, time.Since(start))
-	}
+	// The wait is a timer on the context: cancelling ends it at once. In a synctest bubble the
+	// clock moves only when every goroutine waits, so "at once" is exactly zero time, not a
+	// bound on wall time.
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(ErrInterrupted)
+		start := time.Now()
+		err := Pacing{Between: time.Hour}.Pace(ctx, 1, step, emit)
+		if d := time.Since(start); !errors.Is(err, ErrInterrupted) || d != 0 {
+			t.Errorf("cancelled wait: %v after %s, want ErrInterrupted at once", err, d)
+		}
+		// Cancelled while it waits: it returns then, not after the hour.
+		ctx, cancel = context.WithCancelCause(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- Pacing{Between: time.Hour}.Pace(ctx, 1, step, emit) }()
+		time.Sleep(time.Minute) // fake time: the pause is under way
+		cancel(ErrInterrupted)
+		err = <-errc
+		if d := time.Since(start); !errors.Is(err, ErrInterrupted) || d != time.Minute {
+			t.Errorf("wait cancelled after a minute: %v after %s", err, d)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -54,6 +55,21 @@ func (p *Plan) SetRequest(r *Request, engine string) {
 	rr.Engine = engine
 	p.Request = &rr
 	p.Command = rr.CommandLine()
+}
+
+// SkippedOnResume reports, per step ID, whether a run resuming j skips the step: done in j, or
+// found done from the discovered cluster (Step.Resumed).
+func (p *Plan) SkippedOnResume(j *Journal) map[string]bool {
+	out := map[string]bool{}
+	if j == nil {
+		return out
+	}
+	for _, s := range p.Steps {
+		if j.IsDone(s.ID) || (s.Resumed != nil && s.Resumed(j)) {
+			out[s.ID] = true
+		}
+	}
+	return out
 }
 
 // PreflightState is what a preflight check knows of an interrupted run of
@@ -108,6 +124,11 @@ type Step struct {
 	Action func(ctx context.Context, sc *StepContext) error `json:"-"`
 	// Verify waits until the change has taken effect (watches, polls).
 	Verify func(ctx context.Context, sc *StepContext) error `json:"-"`
+	// Resumed, optional, reports from the discovered cluster whether a run resuming journal j
+	// will find this step done without doing anything (a pod that run restarted already), so
+	// the plan shown for a resume (--dry-run, the prompt, the plan event) marks exactly the
+	// steps the resumed run skips.
+	Resumed func(j *Journal) bool `json:"-"`
 	// Prepare, optional, stages (StepContext.Stage) from cached state what the step must have
 	// journaled before its action (a restart: the UIDs it deletes). The previous step's "done"
 	// write then carries it and names this step as current, so this step needs no write of
@@ -154,15 +175,6 @@ func (sc *StepContext) Progress(done, total int64, unit, msg string) {
 
 // Waiting reports what the step waits for.
 func (sc *StepContext) Waiting(reason string) {
-	sc.waiting(reason, true)
-}
-
-// waiting reports what the step waits for; with quiet, nothing the step does now competes
-// with the previous step's "done" write, which may go out (openGate).
-func (sc *StepContext) waiting(reason string, quiet bool) {
-	if quiet {
-		sc.exec.openGate()
-	}
 	sc.exec.emitStep(EventStepWaiting, sc.Ref, func(e *Event) { e.Reason = reason })
 }
 
@@ -183,11 +195,10 @@ func (sc *StepContext) Audit(ctx context.Context, obj ObjectRef, reason, message
 	sc.auditFailed(obj, sc.exec.Auditor.Record(ctx, obj, reason, sc.auditMessage(message)))
 }
 
-// AuditAsync is Audit without waiting: the event is written while the executor writes the
-// step's "done" to the journal, and the executor waits for it before it reports the step done
-// (a restart's event on the new incarnation would otherwise add a round trip between one pod
-// Ready and the next delete). When the next step overlaps that write, both start once the
-// next step's action is sent (Executor.doneAsync).
+// AuditAsync is Audit without waiting: the event is written beside the executor's write of
+// the step's "done" to the journal, and the executor waits for it before it reports the step
+// done (a restart's event on the new incarnation would otherwise add a round trip between
+// one pod Ready and the next delete).
 func (sc *StepContext) AuditAsync(ctx context.Context, obj ObjectRef, reason, message string) {
 	if sc.exec.Auditor == nil {
 		return
@@ -213,8 +224,8 @@ type pendingAudit struct {
 	err   error
 }
 
-// startAudits starts writing the events AuditAsync queued: with the step's "done" journal
-// write, so neither goes out before the next step's delete when the steps overlap.
+// startAudits starts writing the events AuditAsync queued, beside the step's "done" journal
+// write.
 func (sc *StepContext) startAudits() {
 	for _, p := range sc.pending {
 		if p.start != nil {
@@ -324,13 +335,31 @@ func (p *Plan) View() *PlanView {
 	return v
 }
 
+// ShownArgs renders a plan's Args as the CLI takes them: the pods of --pods a,b and
+// --member a as arguments (a b), so that every flag a plan header prints is one the CLI has.
+func ShownArgs(args string) string {
+	words := strings.Fields(args)
+	var flags, positional []string
+	for i := 0; i < len(words); i++ {
+		// Flags of the journal's key that the CLI takes as arguments: the pods a
+		// replacement (or an etcd member repair) acts on.
+		if (words[i] == "--pods" || words[i] == "--member") && i+1 < len(words) {
+			positional = append(positional, strings.Split(words[i+1], ",")...)
+			i++
+			continue
+		}
+		flags = append(flags, words[i])
+	}
+	return strings.Join(append(positional, flags...), " ")
+}
+
 // WritePlanText renders a plan for humans; golden-tested, so keep it stable.
 func WritePlanText(w io.Writer, v *PlanView) error {
 	var b strings.Builder
 	b.Grow(256 + 160*len(v.Steps)) // a step's line and its precondition, without regrowing
 	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
 	if v.Args != "" {
-		Fprintf(&b, " %s", v.Args)
+		Fprintf(&b, " %s", ShownArgs(v.Args))
 	}
 	b.WriteString("\n")
 	for _, n := range v.Notes {
@@ -353,6 +382,61 @@ func WritePlanText(w io.Writer, v *PlanView) error {
 			Fprintf(&b, "  %*s    > %s\n", width, "", d)
 		}
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WritePlanSummary renders a plan in a few lines, for a confirmation that must fit one
+// screen: the header and notes, then per node group how many steps, the first and last
+// target and what the group's steps require (each distinct precondition once). Details
+// (statements) are left to --dry-run, which the last line names.
+func WritePlanSummary(w io.Writer, v *PlanView) error {
+	var b strings.Builder
+	Fprintf(&b, "Plan: %s %s/%s (engine %s)", v.Operation, v.Namespace, v.Cluster, v.Engine)
+	if v.Args != "" {
+		Fprintf(&b, " %s", ShownArgs(v.Args))
+	}
+	b.WriteString("\n")
+	for _, n := range v.Notes {
+		Fprintf(&b, "  note: %s\n", n)
+	}
+	type group struct {
+		name          string
+		steps         []StepView
+		preconditions []string
+	}
+	var groups []*group
+	byName := map[string]*group{}
+	for _, s := range v.Steps {
+		g := byName[s.Group]
+		if g == nil {
+			g = &group{name: s.Group}
+			byName[s.Group] = g
+			groups = append(groups, g)
+		}
+		g.steps = append(g.steps, s)
+		for _, p := range s.Preconditions {
+			if !slices.Contains(g.preconditions, p) {
+				g.preconditions = append(g.preconditions, p)
+			}
+		}
+	}
+	for _, g := range groups {
+		name := g.name
+		if name == "" {
+			name = "(no group)"
+		}
+		first, last := g.steps[0], g.steps[len(g.steps)-1]
+		span := first.Target
+		if len(g.steps) > 1 {
+			span = fmt.Sprintf("%s .. %s", first.Target, last.Target)
+		}
+		Fprintf(&b, "  %s: %d step(s) %d-%d, %s\n", name, len(g.steps), first.Index, last.Index, span)
+		for _, p := range g.preconditions {
+			Fprintf(&b, "      requires: %s\n", p)
+		}
+	}
+	b.WriteString("  (every step, with its statements: the same command with --dry-run)\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

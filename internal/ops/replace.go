@@ -142,7 +142,7 @@ func (r *Replacement) recreateStep(c *Cluster, b []Pod, all []Pod) *Step {
 		}
 		for _, lp := range pods.List() {
 			if !replacing[lp.Name] && inCluster(c, lp.Name) && !PodReady(lp) {
-				return false, Preconditionf("pod %s is not Ready; replacing %s now would leave more pods unavailable (wait for it, or replace it too)", lp.Name, BatchID(b))
+				return false, Refusef(ReasonPodNotReady, "pod %s is not Ready; replacing %s now would leave more pods unavailable (wait for it, or replace it too)", lp.Name, BatchID(b))
 			}
 		}
 		return false, nil
@@ -220,7 +220,7 @@ func (r *Replacement) deleteOne(ctx context.Context, sc *StepContext, ns string,
 	}
 	fresh := !oldGone(pods, pod.Name, old)
 	// Persist before deleting: after a crash the re-run must know which UID was the old one.
-	if err := sc.exec.flushJournal(ctx, sc.journal, sc.Step); err != nil {
+	if err := sc.exec.flushJournal(ctx, sc.journal); err != nil {
 		return false, err
 	}
 	for _, name := range pod.PVCs {

@@ -159,7 +159,7 @@ func (r *RollingRestart) preflight(ctx context.Context, c *Cluster, p *Plan, st 
 			if mine[pod.Name] || (pod.Ready && !pod.Deleting) {
 				continue
 			}
-			return Preconditionf("pod %s of %s/%s is not Ready; refusing to start %s: it would leave two pods unavailable (wait for it, restart only other groups with --group, or let steps wait with --max-unavailable-zones)",
+			return Refusef(ReasonPodNotReady, "pod %s of %s/%s is not Ready; refusing to start %s: it would leave two pods unavailable (wait for it, restart only other groups with --group, or let steps wait with --max-unavailable-zones)",
 				pod.Name, c.Namespace, c.Name, next.Target)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -110,6 +111,12 @@ func TestRollingRestartExecutes(t *testing.T) {
 		t.Errorf("lock released %d times, want 1", locker.released)
 	}
 	assertEventTypes(t, rec.Events(), EventLock, EventPlan, EventStepStarted, EventDone)
+	// The views print these times: they never go backwards.
+	for i, evs := 1, rec.Events(); i < len(evs); i++ {
+		if evs[i].Time.Before(evs[i-1].Time) {
+			t.Errorf("event %d (%s) at %s, before event %d (%s) at %s", i, evs[i].Type, evs[i].Time, i-1, evs[i-1].Type, evs[i-1].Time)
+		}
+	}
 	last := rec.Events()[len(rec.Events())-1]
 	if last.Outcome != OutcomeSucceeded {
 		t.Errorf("outcome = %s", last.Outcome)
@@ -158,7 +165,14 @@ func TestRollingRestartResumesAfterCrash(t *testing.T) {
 	ctrl.Flush() // the StatefulSet controller brought db-web-1 back meanwhile
 
 	// Re-run with a freshly computed plan, as the user would.
-	fresh, _ := testClusterFromLive(t, c, client)
+	fresh, err := testClusterFromLive(t, c, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The re-run plans from the pods as they are now: db-web-1 is its replacement.
+	if uid := fresh.Group("web").Pods[1].UID; uid == "db-web-1-uid0" || uid == "" {
+		t.Fatalf("re-run plans db-web-1 with UID %q, want the replacement's (live state)", uid)
+	}
 	p2, err := (&RollingRestart{Client: client}).Plan(fresh, EngineGeneric, RestartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -197,12 +211,47 @@ func wrapVerify(v func(context.Context, *StepContext) error, before func() error
 	}
 }
 
-// testClusterFromLive refreshes pod UIDs from the fake API.
-func testClusterFromLive(t *testing.T, c *Cluster, client interface{}) (*Cluster, error) {
+// testClusterFromLive is c with each pod's UID, phase, readiness and deletion read from the
+// fake API, as discovery would read them on a re-run (ops cannot import discovery). A pod
+// missing from the API is dropped from its group.
+func testClusterFromLive(t *testing.T, c *Cluster, client kubernetes.Interface) (*Cluster, error) {
 	t.Helper()
-	b, _ := json.Marshal(c)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
 	out := &Cluster{}
-	_ = json.Unmarshal(b, out)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, err
+	}
+	list, err := client.CoreV1().Pods(c.Namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	live := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		live[p.Name] = p
+	}
+	for _, g := range out.Groups {
+		pods := g.Pods[:0]
+		ready := int32(0)
+		for _, p := range g.Pods {
+			lp, ok := live[p.Name]
+			if !ok {
+				continue
+			}
+			p.UID = lp.UID
+			p.Phase = string(lp.Status.Phase)
+			p.Ready = kube.PodReady(&lp)
+			p.Deleting = lp.DeletionTimestamp != nil
+			if p.Ready {
+				ready++
+			}
+			pods = append(pods, p)
+		}
+		g.Pods = pods
+		g.Current, g.Ready = int32(len(pods)), ready
+	}
 	return out, nil
 }
 
@@ -311,13 +360,14 @@ func TestExecutorInterruptAnnouncesStop(t *testing.T) {
 	if ExitCode(err) != ExitInterrupted {
 		t.Fatalf("err = %v (exit %d)", err, ExitCode(err))
 	}
-	var stopping, done bool
+	var stopping, done, stepStopped bool
 	for _, e := range rec.Events() {
 		stopping = stopping || (e.Type == EventWarning && strings.HasPrefix(e.Message, "stopping"))
 		done = done || (e.Type == EventDone && e.Outcome == OutcomeInterrupted && strings.Contains(e.Resume, "restart db --rolling"))
+		stepStopped = stepStopped || (e.Type == EventStepFailed && e.ReasonCode == ReasonInterrupted)
 	}
-	if !stopping || !done {
-		t.Errorf("stopping warning %v, interrupted done with resume hint %v", stopping, done)
+	if !stopping || !done || !stepStopped {
+		t.Errorf("stopping warning %v, interrupted done with resume hint %v, step reported interrupted %v", stopping, done, stepStopped)
 	}
 	j := locker.stored(t)
 	if j.State != JournalInterrupted || len(j.Done) != 0 || j.Data[uidKey("db-web-0")] != "db-web-0-uid0" {
@@ -515,59 +565,61 @@ func hotRestart(t *testing.T) (*fake.Clientset, *fakecluster.Controller, *Plan, 
 	return client, ctrl, replan(), replan
 }
 
-// A pod's delete does not wait for the journal write of the previous step's done: the pod's
-// UID was journaled a step earlier, so the delete goes out as soon as the previous pod is
-// Ready (the StatefulSet controller's own pace), and that write and the previous pod's restart
-// event go out right after it, not before or beside it. The views still see each step done
-// before the next one starts.
-func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
+// A step's "done" is written, and reported, before the next step touches anything: the
+// journal, the views and the cluster agree on which steps finished, and a done write that
+// finds the lock lost stops the run before the next delete. The previous pod's restart event
+// is written by then too. The next pod's UID was journaled by that same write, so the delete
+// needs no write of its own.
+func TestRestartStepDoneBeforeNextDelete(t *testing.T) {
 	client, _, p, _ := hotRestart(t)
-	deleted := map[string]chan struct{}{"db-hot-1": make(chan struct{}), "db-hot-2": make(chan struct{})}
+	locker := &memLocker{id: "alice@api:6443", oneWriteEnd: true}
+	sink := &Recorder{}
+	var mu sync.Mutex
+	var problems []string
+	events := map[string]bool{}
+	aud := &recordingAuditor{record: func(obj ObjectRef) {
+		mu.Lock()
+		defer mu.Unlock()
+		events[obj.Name] = true
+	}}
 	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if ch, ok := deleted[a.(k8stesting.DeleteActionImpl).Name]; ok {
-			close(ch)
+		name := a.(k8stesting.DeleteActionImpl).Name
+		prevIdx := map[string]int{"db-hot-1": 1, "db-hot-2": 2}[name]
+		if prevIdx == 0 {
+			return false, nil, nil
+		}
+		prev := fmt.Sprintf("db-hot-%d", prevIdx-1)
+		reported := false
+		for _, ev := range sink.Events() {
+			if ev.Type == EventStepDone && ev.Step != nil && ev.Step.Index == prevIdx {
+				reported = true
+			}
+		}
+		j := locker.stored(t)
+		mu.Lock()
+		defer mu.Unlock()
+		if !reported {
+			problems = append(problems, fmt.Sprintf("%s deleted before step %d was reported done", name, prevIdx))
+		}
+		if !j.IsDone("restart/" + prev) {
+			problems = append(problems, fmt.Sprintf("%s deleted before step %d's done was journaled", name, prevIdx))
+		}
+		if j.Data[uidKey(name)] == "" {
+			problems = append(problems, fmt.Sprintf("%s deleted before its UID was journaled", name))
+		}
+		if !events[prev] {
+			problems = append(problems, fmt.Sprintf("%s deleted before %s's restart event was written", name, prev))
 		}
 		return false, nil, nil
 	})
-	var mu sync.Mutex
-	var problems []string
-	locker := &memLocker{id: "alice@api:6443", beforeSave: func(j *Journal) error {
-		for i, next := range []string{"db-hot-1", "db-hot-2"} {
-			step := fmt.Sprintf("restart/db-hot-%d", i)
-			if j.Current != "restart/"+next || !j.IsDone(step) {
-				continue
-			}
-			select {
-			case <-deleted[next]:
-			default:
-				mu.Lock()
-				problems = append(problems, step+"'s done was written before "+next+" was deleted")
-				mu.Unlock()
-			}
-		}
-		return nil
-	}}
-	aud := &recordingAuditor{record: func(obj ObjectRef) {
-		next := map[string]string{"db-hot-0": "db-hot-1", "db-hot-1": "db-hot-2"}[obj.Name]
-		if next == "" {
-			return
-		}
-		select {
-		case <-deleted[next]:
-		default:
-			mu.Lock()
-			problems = append(problems, obj.Name+"'s restart event was written before "+next+" was deleted")
-			mu.Unlock()
-		}
-	}}
-	sink := &Recorder{}
 	if err := (&Executor{Locker: locker, Sink: sink, Auditor: aud, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
 		t.Fatalf("run: %v", err)
 	}
+	mu.Lock()
 	for _, p := range problems {
 		t.Error(p)
 	}
-	// Each step: started, then done, in plan order, with nothing of the next step before.
+	mu.Unlock()
 	var order []string
 	for _, ev := range sink.Events() {
 		if ev.Step != nil && (ev.Type == EventStepStarted || ev.Type == EventStepDone) {
@@ -578,118 +630,126 @@ func TestRestartDeletesWhileDoneIsWritten(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Errorf("step events %v, want %v", order, want)
 	}
-	j := locker.stored(t)
-	if j.State != JournalSucceeded || len(j.Done) != 3 {
+	if j := locker.stored(t); j.State != JournalSucceeded || len(j.Done) != 3 {
 		t.Errorf("journal %s with %d step(s) done, want succeeded with 3", j.State, len(j.Done))
 	}
 }
 
-// The previous step's "done" write waits, after the next pod's delete, until that pod's new
-// incarnation is on its node (the API server is busy with the old pod's deletion and the
-// controller's recreation until then), but no longer than HandoverQuiet: a pod that takes
-// long to terminate or come back (held here) does not hold the write back.
-func TestRestartDoneWriteWaitsForHandover(t *testing.T) {
+// A run whose lock is lost — a deny of its ID, a release or takeover by someone else, seen by
+// its watch of the Lease or refused by its next journal write — deletes no further pod. The
+// steps that finished stay recorded (and reported) as done, where the lock can still record
+// them; the run exits as a lost lock.
+func TestRestartStopsWhenLockLost(t *testing.T) {
+	denied := WithReason(Lockedf("lock ID alice@api:6443 is on the deny list of cluster prod/db (denied by bob)"), ReasonDenied)
 	for _, tc := range []struct {
-		name  string
-		quiet time.Duration
-		// written: step 1's done write goes out while db-hot-1 has not come back.
-		written bool
+		name    string
+		watched bool
+		// lose takes the lock away at the point the case is about.
+		lose func(t *testing.T, l *memLocker, ctrl *fakecluster.Controller)
+		// refuseDone makes step 1's done write find the lock lost.
+		refuseDone bool
+		deleted    []string
+		steps      []string
+		journal    []string // done, as the write after the loss recorded it
 	}{
-		{name: "until the new pod is on its node", quiet: time.Hour},
-		{name: "at most HandoverQuiet", quiet: time.Millisecond, written: true},
+		{
+			name: "denied while the next pod comes back", watched: true,
+			lose: func(t *testing.T, l *memLocker, ctrl *fakecluster.Controller) {
+				ctrl.WaitDeleted(t, 1)
+				ctrl.Flush()           // db-hot-0 back
+				ctrl.WaitDeleted(t, 2) // db-hot-1, its recreation held back
+				l.loseLock(t, denied)
+				ctrl.SetHold(false)
+				ctrl.Flush()
+			},
+			deleted: []string{"db-hot-0", "db-hot-1"},
+			steps:   []string{"done 1", "failed 2"},
+			journal: []string{"restart/db-hot-0"},
+		},
+		{
+			name: "denied before a done write", watched: true, refuseDone: true,
+			lose: func(t *testing.T, l *memLocker, ctrl *fakecluster.Controller) {
+				ctrl.WaitDeleted(t, 1)
+				ctrl.SetHold(false)
+				ctrl.Flush()
+			},
+			deleted: []string{"db-hot-0"},
+			steps:   []string{"done 1"},
+			journal: []string{"restart/db-hot-0"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, ctrl, p, _ := hotRestart(t)
+			_, ctrl, p, _ := hotRestart(t)
 			ctrl.SetHold(true)
-			doneWritten := make(chan bool, 1) // whether db-hot-1 was back when step 1's done went out
-			locker := &memLocker{id: "alice@api:6443", beforeSave: func(j *Journal) error {
-				if j.IsDone("restart/db-hot-0") && len(j.Done) == 1 && j.State == JournalRunning {
-					pod, err := client.CoreV1().Pods("prod").Get(context.Background(), "db-hot-1", metav1.GetOptions{})
-					select {
-					case doneWritten <- err == nil && pod.UID != "db-hot-1-uid0":
-					default:
-					}
+			refused := false
+			locker := &memLocker{id: "alice@api:6443", watched: tc.watched, beforeSave: func(j *Journal) error {
+				if tc.refuseDone && !refused && j.IsDone("restart/db-hot-0") {
+					refused = true
+					return denied
 				}
 				return nil
 			}}
+			sink := &Recorder{}
 			errc := make(chan error, 1)
 			go func() {
-				errc <- (&Executor{Locker: locker, Sink: &Recorder{}, Timeout: time.Minute, HandoverQuiet: tc.quiet}).Run(context.Background(), p)
+				errc <- (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p)
 			}()
-			ctrl.WaitDeleted(t, 1)
-			ctrl.Flush()
-			ctrl.WaitDeleted(t, 2) // db-hot-1: its recreation held back
-			early := false
-			select {
-			case back := <-doneWritten:
-				early = true
-				if !tc.written {
-					t.Errorf("step 1's done was written while db-hot-1 was not back (back: %v)", back)
-				}
-			case <-time.After(300 * time.Millisecond):
-				// The window in which a write sent right after the delete would have gone out.
-				if tc.written {
-					t.Error("step 1's done was not written within 300ms although HandoverQuiet is 1ms")
-				}
+			tc.lose(t, locker, ctrl)
+			err := <-errc
+			if ExitCode(err) != ExitLocked || !strings.Contains(err.Error(), "deny list") {
+				t.Fatalf("run = %v (exit %d), want the deny as a lost lock (exit %d)", err, ExitCode(err), ExitLocked)
 			}
-			ctrl.SetHold(false)
-			ctrl.Flush()
-			if !early {
-				select {
-				case back := <-doneWritten:
-					if !back {
-						t.Error("step 1's done was written before db-hot-1 was back")
-					}
-				case <-time.After(10 * time.Second):
-					t.Error("step 1's done was not written after db-hot-1 came back")
+			if got := ctrl.Deleted(); !slices.Equal(got, tc.deleted) {
+				t.Errorf("deleted %v, want %v", got, tc.deleted)
+			}
+			var got []string
+			for _, ev := range sink.Events() {
+				if ev.Step == nil {
+					continue
+				}
+				switch ev.Type {
+				case EventStepDone:
+					got = append(got, fmt.Sprintf("done %d", ev.Step.Index))
+				case EventStepFailed:
+					got = append(got, fmt.Sprintf("failed %d", ev.Step.Index))
 				}
 			}
-			if err := <-errc; err != nil {
-				t.Fatalf("run: %v", err)
+			if !slices.Equal(got, tc.steps) {
+				t.Errorf("step outcomes %v, want %v", got, tc.steps)
 			}
-			if j := locker.stored(t); j.State != JournalSucceeded || len(j.Done) != 3 {
-				t.Errorf("journal %s with %d step(s) done, want succeeded with 3", j.State, len(j.Done))
+			if evs := sink.Events(); evs[len(evs)-1].ReasonCode != ReasonDenied {
+				t.Errorf("done event's reason code %q, want %s", evs[len(evs)-1].ReasonCode, ReasonDenied)
+			}
+			if j := locker.stored(t); locker.afterLoss != 1 || j.State != JournalFailed || !slices.Equal(j.Done, tc.journal) {
+				t.Errorf("journal %s with done %v (%d writes after the loss), want failed with %v in one", j.State, j.Done, locker.afterLoss, tc.journal)
 			}
 		})
 	}
 }
 
-// When the journal write of a step's done fails while the next step runs (here: the lock was
-// taken over), the run stops: the step whose write failed is reported failed with that error,
-// the running step as stopped by it, and the run exits as a lost lock.
-func TestRestartDoneWriteFailsWhileNextStepRuns(t *testing.T) {
-	_, _, p, _ := hotRestart(t)
-	failed := false
-	locker := &memLocker{id: "alice@api:6443", beforeSave: func(j *Journal) error {
-		if !failed && j.IsDone("restart/db-hot-0") && j.State == JournalRunning {
-			failed = true
-			return Lockedf("the lock was taken over by bob")
-		}
-		return nil
-	}}
-	sink := &Recorder{}
-	err := (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p)
-	if ExitCode(err) != ExitLocked || !strings.Contains(err.Error(), "step 1/3") || !strings.Contains(err.Error(), "taken over by bob") {
-		t.Fatalf("run = %v (exit %d), want step 1/3's journal write failing as a lost lock (exit %d)", err, ExitCode(err), ExitLocked)
+// A lock lost in the middle of an action that deletes several pods (a zone's batch) stops the
+// deletes that had not gone out: each checks the lock (kube.WithWriteGuard).
+func TestBatchDeleteStopsWhenLockLost(t *testing.T) {
+	c, client := zonedCluster()
+	fakecluster.Start(t, client, "prod")
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{Mode: ModeZone})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var got []string
-	for _, ev := range sink.Events() {
-		if ev.Step == nil {
-			continue
+	locker := &memLocker{id: "alice@api:6443", watched: true}
+	var deletes atomic.Int32
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if deletes.Add(1) == 1 {
+			locker.loseLock(t, Lockedf("lost the lock on cluster prod/db: it was released by someone else"))
 		}
-		switch ev.Type {
-		case EventStepDone:
-			got = append(got, fmt.Sprintf("done %d", ev.Step.Index))
-		case EventStepFailed:
-			stopped := strings.HasPrefix(ev.Error, "stopped: ")
-			got = append(got, fmt.Sprintf("failed %d stopped=%v", ev.Step.Index, stopped))
-		}
+		return false, nil, nil
+	})
+	err = (&Executor{Locker: locker, Sink: &Recorder{}, Timeout: time.Minute}).Run(context.Background(), p)
+	if ExitCode(err) != ExitLocked {
+		t.Fatalf("run = %v (exit %d), want a lost lock (exit %d)", err, ExitCode(err), ExitLocked)
 	}
-	if want := []string{"failed 1 stopped=false", "failed 2 stopped=true"}; !slices.Equal(got, want) {
-		t.Errorf("step outcomes %v, want %v", got, want)
-	}
-	if j := locker.stored(t); j.State != JournalFailed {
-		t.Errorf("journal %s, want failed", j.State)
+	if n := deletes.Load(); n != 1 {
+		t.Errorf("%d pod deletes sent, want 1 (the one in flight when the lock was lost)", n)
 	}
 }
 
@@ -745,11 +805,12 @@ func TestRestartAheadStagedPodReplacedMeanwhile(t *testing.T) {
 	}
 }
 
-// killAfterHot1Deleted returns a lock that "kills" a restart of db-hot-0..2: step 1's done
-// write waits until db-hot-1 is deleted (onDelete runs then), and neither it nor any later
-// write lands.
-func killAfterHot1Deleted(t *testing.T, client *fake.Clientset, onDelete func()) *memLocker {
+// killAfterHot1Deleted returns a lock that "kills" a restart of db-hot-0..2 once it deleted
+// db-hot-1 (onDelete runs then), and the context to run it with: no write after that delete
+// lands, so step 2's done is lost, and the run's context ends (the run does not wait on).
+func killAfterHot1Deleted(t *testing.T, client *fake.Clientset, onDelete func()) (*memLocker, context.Context) {
 	t.Helper()
+	ctx, kill := context.WithCancel(t.Context())
 	hot1Deleted := make(chan struct{})
 	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.DeleteActionImpl).Name == "db-hot-1" {
@@ -757,44 +818,33 @@ func killAfterHot1Deleted(t *testing.T, client *fake.Clientset, onDelete func())
 				onDelete()
 			}
 			close(hot1Deleted)
+			kill()
 		}
 		return false, nil, nil
 	})
-	var killed atomic.Bool
 	return &memLocker{id: "me", beforeSave: func(j *Journal) error {
-		if !killed.Load() && !(j.IsDone("restart/db-hot-0") && j.Current == "restart/db-hot-1") {
+		select {
+		case <-hot1Deleted:
+			return errors.New("killed")
+		default:
 			return nil
 		}
-		if !killed.Swap(true) {
-			select {
-			case <-hot1Deleted:
-			case <-time.After(5 * time.Second):
-				t.Error("db-hot-1 was not deleted while step 1's done was written")
-			}
-		}
-		return errors.New("killed")
-	}}
+	}}, ctx
 }
 
-// A run killed after it deleted a pod but before the write of the previous step's done landed
-// (they overlap) leaves a journal naming the previous step current, with the deleted pod's UID
-// staged: the resumed run counts that pod as restarted by the interrupted run, deletes nothing
-// twice, and its restart event says that run may not have been the one that deleted it.
-func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
+// A run killed after it deleted a pod but before it journaled that pod's step done leaves a
+// journal naming that step current, with the deleted pod's UID staged: the resumed run counts
+// that pod as restarted by the interrupted run, deletes nothing twice, and records each pod's
+// restart event once.
+func TestRestartResumeAfterKillAfterDelete(t *testing.T) {
 	client, ctrl, p, replan := hotRestart(t)
-	locker := killAfterHot1Deleted(t, client, nil)
+	locker, killCtx := killAfterHot1Deleted(t, client, nil)
 	auditor := &KubeAuditor{Client: client, Clock: RealClock{}, Instance: "me"}
-	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(context.Background(), p); err == nil {
+	if err := (&Executor{Locker: locker, Auditor: auditor, Timeout: time.Minute}).Run(killCtx, p); err == nil {
 		t.Fatal("the killed run succeeded")
 	}
-	if j := locker.stored(t); j.Current != "restart/db-hot-0" || len(j.Done) != 0 || j.Data[uidKey("db-hot-1")] == "" {
-		t.Fatalf("journal left by the killed run: current %q, done %v, data %v; want step 1 current, nothing done, db-hot-1's UID staged", j.Current, j.Done, j.Data)
-	}
-	// The events the killed run wrote are not part of the check: a real kill loses some.
-	for _, ev := range listEvents(t, client, "DbopsRestartPod") {
-		if err := client.CoreV1().Events("prod").Delete(context.Background(), ev.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if j := locker.stored(t); j.Current != "restart/db-hot-1" || !slices.Equal(j.Done, []string{"restart/db-hot-0"}) || j.Data[uidKey("db-hot-1")] == "" {
+		t.Fatalf("journal left by the killed run: current %q, done %v, data %v; want step 2 current, step 1 done, db-hot-1's UID staged", j.Current, j.Done, j.Data)
 	}
 	locker.beforeSave = nil
 	ctrl.WaitDeleted(t, 2)
@@ -809,22 +859,13 @@ func TestRestartResumeAfterKillWhileDoneWritten(t *testing.T) {
 	if count["db-hot-0"] != 1 || count["db-hot-1"] != 1 || count["db-hot-2"] != 1 {
 		t.Errorf("deletions %v, want each pod deleted once", ctrl.Deleted())
 	}
-	evs := assertOneEventPerLivePod(t, client, "DbopsRestartPod", "db-hot-0", "db-hot-1", "db-hot-2")
-	if len(evs) == 3 {
-		if m := evs[1].Message; !strings.Contains(m, "or by someone else after that run staged it") {
-			t.Errorf("db-hot-1's event %q: want it to say the interrupted run may not have been the one", m)
-		}
-		if m := evs[0].Message; !strings.Contains(m, "deleted by an interrupted run of this request, back as") {
-			t.Errorf("db-hot-0's event %q: want it attributed to the interrupted run", m)
-		}
-	}
+	assertOneEventPerLivePod(t, client, "DbopsRestartPod", "db-hot-0", "db-hot-1", "db-hot-2")
 }
 
-// The run killed while step 1's done is written, as above, but resumed before the StatefulSet
+// The run killed after db-hot-1's delete, as above, but resumed before the StatefulSet
 // controller brought db-hot-1 back: that pod was deleted by this request (its UID is journaled
-// and gone), so neither the preflight nor step 1's precheck refuses for it. Step 1 is seen
-// done, step 2 deletes nothing and waits for db-hot-1, and step 3 deletes db-hot-2 only once
-// db-hot-1 is Ready.
+// and gone), so neither the preflight nor step 2's precheck refuses for it. Step 2 deletes
+// nothing and waits for db-hot-1, and step 3 deletes db-hot-2 only once db-hot-1 is Ready.
 func TestRestartResumeAfterKillWhileNextPodDown(t *testing.T) {
 	c, client := testCluster(map[string]int{"hot": 3}, []string{"hot"}, "")
 	ctrl := fakecluster.Start(t, client, "prod")
@@ -833,13 +874,13 @@ func TestRestartResumeAfterKillWhileNextPodDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// db-hot-1 stays down until the resumed run's precheck is past.
-	locker := killAfterHot1Deleted(t, client, func() { ctrl.SetHold(true) })
-	if err := (&Executor{Locker: locker, Timeout: time.Minute}).Run(context.Background(), p); err == nil {
+	locker, killCtx := killAfterHot1Deleted(t, client, func() { ctrl.SetHold(true) })
+	if err := (&Executor{Locker: locker, Timeout: time.Minute}).Run(killCtx, p); err == nil {
 		t.Fatal("the killed run succeeded")
 	}
 	j := locker.stored(t)
-	if j.Current != "restart/db-hot-0" || len(j.Done) != 0 || j.Data[uidKey("db-hot-1")] != "db-hot-1-uid0" {
-		t.Fatalf("journal left by the killed run: current %q, done %v, data %v; want step 1 current, nothing done, db-hot-1's UID staged", j.Current, j.Done, j.Data)
+	if j.Current != "restart/db-hot-1" || !slices.Equal(j.Done, []string{"restart/db-hot-0"}) || j.Data[uidKey("db-hot-1")] != "db-hot-1-uid0" {
+		t.Fatalf("journal left by the killed run: current %q, done %v, data %v; want step 2 current, step 1 done, db-hot-1's UID staged", j.Current, j.Done, j.Data)
 	}
 	locker.beforeSave = nil
 
@@ -870,18 +911,17 @@ func TestRestartResumeAfterKillWhileNextPodDown(t *testing.T) {
 	if err := p2.Preflight(context.Background(), PreflightState{Resuming: true, Done: j.IsDone, Data: j.Data}); err != nil {
 		t.Fatalf("resumed preflight: %v", err)
 	}
-	// Without the journal's UIDs the same state is refused: db-hot-1 could be anyone's.
-	if err := p2.Preflight(context.Background(), PreflightState{Resuming: true, Done: j.IsDone}); ExitCode(err) != ExitPrecondition || !strings.Contains(err.Error(), "db-hot-1") {
-		t.Fatalf("preflight without the journal's UIDs = %v, want a refusal naming db-hot-1", err)
-	}
 
-	// db-hot-1 comes back only once the resumed run has decided step 1.
+	// db-hot-1 comes back only once the resumed run's step 2 waits for it (past its precheck).
 	rec := &Recorder{}
+	var once sync.Once
 	sink := SinkFunc(func(e Event) {
 		rec.Emit(e)
-		if e.Step != nil && e.Step.ID == "restart/db-hot-0" && (e.Type == EventStepSkipped || e.Type == EventStepDone) {
-			ctrl.SetHold(false)
-			go ctrl.Flush()
+		if e.Step != nil && e.Step.ID == "restart/db-hot-1" && e.Type == EventStepWaiting {
+			once.Do(func() {
+				ctrl.SetHold(false)
+				go ctrl.Flush()
+			})
 		}
 	})
 	if err := (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
@@ -1026,5 +1066,55 @@ func recordUnjournaledDeletes(client *fake.Clientset, locker *memLocker) func() 
 		locker.mu.Lock()
 		defer locker.mu.Unlock()
 		return slices.Clone(out)
+	}
+}
+
+// The plan shown for a resume marks exactly the steps the resumed run skips: done in the
+// journal, or a pod whose journaled UID is gone and which is back Ready (its precheck finds
+// it done); a pod still on its old UID, or not Ready yet, is not.
+func TestSkippedOnResume(t *testing.T) {
+	c, client := testCluster(map[string]int{"hot": 4}, []string{"hot"}, "")
+	hot := c.Groups[0]
+	hot.Pods[2].Ready = false
+	p, err := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Journal{Done: []string{"restart/db-hot-0"}, Data: map[string]string{
+		uidKey("db-hot-1"): "db-hot-1-old", // restarted, back Ready
+		uidKey("db-hot-2"): "db-hot-2-old", // restarted, not Ready yet
+		uidKey("db-hot-3"): string(hot.Pods[3].UID),
+	}}
+	got := p.SkippedOnResume(j)
+	want := map[string]bool{"restart/db-hot-0": true, "restart/db-hot-1": true}
+	if len(got) != len(want) || !got["restart/db-hot-0"] || !got["restart/db-hot-1"] {
+		t.Errorf("skipped on resume %v, want %v", got, want)
+	}
+}
+
+// A resumed run does not pause (--pause-between) before a step it finds done already (a pod
+// the interrupted run restarted), nor count it: the pause is between pods this run restarts.
+func TestResumedRunDoesNotPauseBeforeSkippedSteps(t *testing.T) {
+	_, ctrl, p, _ := hotRestart(t)
+	j := &Journal{Operation: p.Operation, Args: p.Args, Holder: "me", State: JournalInterrupted, Steps: 3,
+		Done: []string{"restart/db-hot-0"}, Current: "restart/db-hot-1",
+		Data: map[string]string{uidKey("db-hot-0"): "db-hot-0-old", uidKey("db-hot-1"): "db-hot-1-old"}}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locker := &memLocker{id: "me", journal: b}
+	rec := &Recorder{}
+	ex := &Executor{Locker: locker, Sink: rec, Timeout: time.Minute, Pacing: Pacing{Between: time.Millisecond}}
+	if err := ex.Run(context.Background(), p); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, e := range rec.Events() {
+		if e.Type == EventWarning && strings.HasPrefix(e.Message, "pausing") {
+			t.Errorf("paused: %q; the resumed run restarted one pod only", e.Message)
+		}
+	}
+	if got := ctrl.Deleted(); !slices.Equal(got, []string{"db-hot-2"}) {
+		t.Errorf("deleted %v, want only db-hot-2", got)
 	}
 }

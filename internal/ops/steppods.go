@@ -161,15 +161,9 @@ func WaitReplaced(ctx context.Context, sc *StepContext, client kubernetes.Interf
 	ok func(*corev1.Pod) bool, notYet, prefix string) (*corev1.Pod, error) {
 	pods, stop := podsFor(ctx, sc, client, namespace)
 	defer stop()
-	return pods.WaitReplaced(ctx, name, old, ok, notYet, func(reason string, handedOver bool) {
-		switch {
-		case sc == nil || sc.exec == nil:
-		case handedOver:
+	return pods.WaitReplaced(ctx, name, old, ok, notYet, func(reason string) {
+		if sc != nil && sc.exec != nil {
 			sc.Waiting(prefix + reason)
-		default:
-			// The old pod terminating, recreated by its controller, scheduled: the previous
-			// step's writes would compete with that at the API server (Executor.armGate).
-			sc.waiting(prefix+reason, false)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // auditPolicy records every request at Metadata level: who, what verb on which object, and
@@ -51,7 +52,12 @@ type AuditEvent struct {
 	Stage      string `json:"stage"`
 	Verb       string `json:"verb"`
 	RequestURI string `json:"requestURI"`
-	User       struct {
+	// UserAgent tells the clients apart: every component of the test bed and the plugin
+	// authenticate as the same admin user.
+	UserAgent string `json:"userAgent"`
+	// RequestReceived is when the API server received the request.
+	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+	User            struct {
 		Username string   `json:"username"`
 		Groups   []string `json:"groups"`
 	} `json:"user"`

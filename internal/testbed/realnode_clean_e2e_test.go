@@ -28,6 +28,9 @@ func TestRealNodeStopCleansHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	if err := RealNodeSupport(ctx, true); err != nil {
+		if RealNodesRequired() {
+			t.Fatalf("real nodes unavailable, and required (CI=true or DBOPS_REQUIRE_REAL_NODES=1): %v", err)
+		}
 		t.Skip("real nodes unavailable: " + err.Error())
 	}
 

@@ -13,6 +13,16 @@ import (
 
 // stepLabel renders a step reference the same way in every human view:
 // "[2/6] pod/web-1 restart pod".
+// shortStepLabel is "[i/n] target": a step without its description.
+func shortStepLabel(s *ops.StepRef) string {
+	if s == nil {
+		return ""
+	}
+	short := *s
+	short.Description = ""
+	return stepLabel(&short)
+}
+
 func stepLabel(s *ops.StepRef) string {
 	if s == nil {
 		return ""

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"io"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/help"
@@ -84,6 +85,8 @@ type stepRow struct {
 	message  string // last free-text message
 	err      string
 	progress *ops.Progress
+	// started is when the step started: its wait is shown with how long it has lasted.
+	started time.Time
 }
 
 // maxWarnings bounds the warnings kept on screen; the plain and JSON views
@@ -301,6 +304,10 @@ func (m *Model) apply(e ops.Event) {
 		if i := m.row(e.Step); i >= 0 {
 			r := &m.steps[i]
 			r.state, r.reason, r.message, r.err, r.progress = stateRunning, "", e.Message, "", nil
+			r.started = e.Time
+			if r.started.IsZero() {
+				r.started = m.now()
+			}
 			m.current = i
 		}
 	case ops.EventStepWaiting:
@@ -346,6 +353,9 @@ func (m *Model) apply(e ops.Event) {
 			r.err = e.Error
 			if r.err == "" {
 				r.err = e.Message
+			}
+			if l := FailedLabel(e.ReasonCode); l != "FAILED" {
+				r.err = strings.ToLower(l) + ": " + r.err
 			}
 			m.current = i
 		}

@@ -508,3 +508,19 @@ func TestModelViewGolden(t *testing.T) {
 	m, _ = feed(t, m, EventMsg{Type: ops.EventPods, Pods: fixturePods("crate-data-1")}, keyMsg("q"))
 	assertGolden(t, "view-aborting.golden", []byte(m.View()))
 }
+
+// The current step's detail says what it waits for and for how long.
+func TestWaitingShowsHowLong(t *testing.T) {
+	m, clk := newTestModel(Options{})
+	step := &ops.StepRef{Index: 1, Total: 2, ID: "restart/web-0", Target: "pod/web-0", Description: "restart pod"}
+	plan := &ops.PlanView{Operation: "restart", Cluster: "web", Namespace: "demo", Engine: "generic",
+		Steps: []ops.StepView{{Index: 1, ID: "restart/web-0", Target: "pod/web-0"}, {Index: 2, ID: "restart/web-1", Target: "pod/web-1"}}}
+	m, _ = feed(t, m, tea.WindowSizeMsg{Width: 100, Height: 40},
+		EventMsg(ops.Event{Type: ops.EventPlan, Plan: plan, Time: t0}),
+		EventMsg(ops.Event{Type: ops.EventStepStarted, Step: step, Time: t0}))
+	clk.t = t0.Add(2*time.Minute + 10*time.Second)
+	m, _ = feed(t, m, EventMsg(ops.Event{Type: ops.EventStepWaiting, Step: step, Time: clk.t, Reason: "cluster yellow, 3 shards initializing"}))
+	if v := m.View(); !strings.Contains(v, "waiting 2m10s: ") || !strings.Contains(v, "cluster yellow, 3 shards initializing") {
+		t.Errorf("view lacks the wait and its length:\n%s", v)
+	}
+}

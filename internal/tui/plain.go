@@ -39,13 +39,15 @@ type Plain struct {
 	// lastReady is the readiness signature of the last pods summary
 	// printed; pods snapshots are only summarised when it changes.
 	lastReady string
+	// started holds, per step, when it started: waiting lines say for how long.
+	started map[string]time.Time
 }
 
 var _ ops.Sink = (*Plain)(nil)
 
 // NewPlain returns a plain printer writing to w.
 func NewPlain(w io.Writer, opts PlainOptions) *Plain {
-	p := &Plain{w: w, now: opts.Now, format: opts.TimeFormat, lastRepeat: map[string]string{}}
+	p := &Plain{w: w, now: opts.Now, format: opts.TimeFormat, lastRepeat: map[string]string{}, started: map[string]time.Time{}}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -93,6 +95,11 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		}
 		return oneLine(s) + "\n"
 	}
+	// Waiting and progress lines name the step by its index and target only: its
+	// description was on its started line.
+	short := func(s string) string {
+		return oneLine(shortStepLabel(e.Step)+" "+s) + "\n"
+	}
 	switch e.Type {
 	case ops.EventPlan:
 		if e.Plan == nil {
@@ -106,15 +113,27 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		return oneLine(lockText(e.Lock, e.Message, p.format)) + "\n"
 	case ops.EventStepStarted:
 		delete(p.lastRepeat, key)
+		p.started[key] = e.Time
 		return line(joinMessage("started", e.Message))
 	case ops.EventStepWaiting:
 		reason := e.Reason
 		if reason == "" {
 			reason = e.Message
 		}
-		return p.throttled(key, line("waiting: "+reason))
+		if p.repeated(key, "waiting: "+reason) {
+			return ""
+		}
+		waited := ""
+		if t, ok := p.started[key]; ok && !e.Time.IsZero() && e.Time.After(t) {
+			waited = " " + e.Time.Sub(t).Round(time.Second).String()
+		}
+		return short("waiting" + waited + ": " + reason)
 	case ops.EventStepProgress:
-		return p.throttled(key, line(joinMessage(progressText(e.Progress), e.Message)))
+		text := joinMessage(progressText(e.Progress), e.Message)
+		if p.repeated(key, text) {
+			return ""
+		}
+		return short(text)
 	case ops.EventStepDone:
 		delete(p.lastRepeat, key)
 		return line(joinMessage("done", e.Message))
@@ -131,7 +150,7 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		if msg == "" {
 			msg = e.Message
 		}
-		return line(joinMessage("FAILED", msg))
+		return line(joinMessage(FailedLabel(e.ReasonCode), msg))
 	case ops.EventPods:
 		return p.podsSummary(e.Pods)
 	case ops.EventWarning:
@@ -160,12 +179,14 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 
 // throttled suppresses s when it repeats the last repeatable line of the
 // same step.
-func (p *Plain) throttled(key, s string) string {
+// repeated reports whether s is what the step's last waiting or progress line said, and
+// notes s as its last.
+func (p *Plain) repeated(key, s string) bool {
 	if p.lastRepeat[key] == s {
-		return ""
+		return true
 	}
 	p.lastRepeat[key] = s
-	return s
+	return false
 }
 
 // podsSummary returns one line when readiness changed since the last one.
@@ -191,4 +212,19 @@ func (p *Plain) podsSummary(pods []ops.PodSummary) string {
 		}
 	}
 	return s + "\n"
+}
+
+// FailedLabel is how a step that did not finish is shown: stopped by the run (Ctrl-C or
+// SIGTERM, --timeout, a lost lock) rather than failed by itself.
+func FailedLabel(reasonCode string) string {
+	switch reasonCode {
+	case ops.ReasonInterrupted:
+		return "INTERRUPTED"
+	case ops.ReasonTimeout:
+		return "TIMED OUT"
+	case ops.ReasonLockLost, ops.ReasonDenied:
+		return "STOPPED (lock lost)"
+	default:
+		return "FAILED"
+	}
 }

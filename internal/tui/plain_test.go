@@ -70,9 +70,9 @@ func TestPlainLines(t *testing.T) {
 		want  string
 	}{
 		{"waiting", ops.Event{Type: ops.EventStepWaiting, Step: step, Reason: "new pod Ready (UID changed)"},
-			"[2/6] pod/web-1 restart pod: waiting: new pod Ready (UID changed)"},
+			"[2/6] pod/web-1 waiting: new pod Ready (UID changed)"},
 		{"progress", ops.Event{Type: ops.EventStepProgress, Step: step, Progress: &ops.Progress{Done: 12, Total: 40, Unit: "shards"}},
-			"[2/6] pod/web-1 restart pod: 12/40 shards"},
+			"[2/6] pod/web-1 12/40 shards"},
 		{"failed", ops.Event{Type: ops.EventStepFailed, Step: step, Error: "boom\nsecond line"},
 			`[2/6] pod/web-1 restart pod: FAILED: boom\nsecond line`},
 		{"lock acquired", ops.Event{Type: ops.EventLock, Lock: &ops.LockInfo{Action: ops.LockAcquired, Holder: "bob@ci", Operation: "scale", Expires: exp}},
@@ -124,13 +124,13 @@ func TestPlainThrottle(t *testing.T) {
 		p.Emit(e)
 	}
 	want := strings.Join([]string{
-		"- [1/2] pod/a: waiting: ready",
-		"- [2/2] pod/b: waiting: ready",
-		"- [1/2] pod/a: waiting: health",
-		"- [1/2] pod/a: waiting: ready",
+		"- [1/2] pod/a waiting: ready",
+		"- [2/2] pod/b waiting: ready",
+		"- [1/2] pod/a waiting: health",
+		"- [1/2] pod/a waiting: ready",
 		"- [1/2] pod/a: done",
 		"- [1/2] pod/a: started",
-		"- [1/2] pod/a: waiting: ready",
+		"- [1/2] pod/a waiting: ready",
 	}, "\n") + "\n"
 	if buf.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)

@@ -3,9 +3,12 @@ package tui
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -15,14 +18,40 @@ import (
 
 // syncBuffer is written by the program's renderer goroutine.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	written chan struct{} // closed and replaced on every write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.written != nil {
+		close(b.written)
+	}
+	b.written = make(chan struct{})
 	return b.buf.Write(p)
+}
+
+// shows returns a channel closed once the output contains s.
+func (b *syncBuffer) shows(s string) <-chan struct{} {
+	found := make(chan struct{})
+	go func() {
+		for {
+			b.mu.Lock()
+			if b.written == nil {
+				b.written = make(chan struct{})
+			}
+			ok, ch := strings.Contains(b.buf.String(), s), b.written
+			b.mu.Unlock()
+			if ok {
+				close(found)
+				return
+			}
+			<-ch
+		}
+	}()
+	return found
 }
 
 func (b *syncBuffer) String() string {
@@ -104,13 +133,21 @@ func TestRunFeedClosedWithoutDone(t *testing.T) {
 func TestRunKeepsGoingWhenContextCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	feed := NewFeed(0)
-	ch, _ := startRun(ctx, feed, Options{Abort: cancel})
+	ch, out := startRun(ctx, feed, Options{Abort: cancel})
 	feed.Emit(ops.Event{Type: ops.EventPlan, Plan: fixturePlan()})
 	cancel()
+	// The view took the cancellation in (it shows that it is aborting) and did not return.
 	select {
 	case r := <-ch:
 		t.Fatalf("Run returned on cancellation (%+v, %v) before the done event", r.res, r.err)
-	case <-time.After(200 * time.Millisecond):
+	case <-out.shows(abortingText):
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the view never showed %q after the cancellation:\n%s", abortingText, out)
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("Run returned on cancellation (%+v, %v) before the done event", r.res, r.err)
+	default:
 	}
 	feed.Emit(ops.Event{Type: ops.EventDone, Outcome: ops.OutcomeInterrupted})
 	if r := waitRun(t, ch); r.err != nil || r.res.Outcome != ops.OutcomeInterrupted {
@@ -119,56 +156,114 @@ func TestRunKeepsGoingWhenContextCancelled(t *testing.T) {
 }
 
 func TestFeed(t *testing.T) {
-	f := NewFeed(1)
-	f.Emit(ops.Event{Type: ops.EventWarning, Message: "buffered"})
+	// synctest.Wait returns once every goroutine of the bubble is blocked: the observable
+	// point at which an Emit that waits for the view is waiting (no window of time).
+	synctest.Test(t, func(t *testing.T) {
+		f := NewFeed(1)
+		f.Emit(ops.Event{Type: ops.EventWarning, Message: "first"})
+		sent := make(chan struct{})
+		go func() {
+			f.Emit(ops.Event{Type: ops.EventWarning, Message: "second"}) // buffer full
+			close(sent)
+		}()
+		synctest.Wait()
+		select {
+		case <-sent:
+			t.Fatal("Emit returned with the buffer full: it did not wait for the view")
+		default:
+		}
+		// The view gets both, in order.
+		for _, want := range []string{"first", "second"} {
+			if e := <-f.Events(); e.Message != want {
+				t.Fatalf("view got %q, want %q", e.Message, want)
+			}
+		}
+		<-sent
 
-	blocked := make(chan struct{})
-	go func() {
-		f.Emit(ops.Event{Type: ops.EventWarning, Message: "blocked"}) // buffer full
-		close(blocked)
-	}()
-	select {
-	case <-blocked:
-		t.Fatal("Emit did not wait for the view")
-	case <-time.After(50 * time.Millisecond):
-	}
+		f.Emit(ops.Event{Type: ops.EventWarning, Message: "buffered"})
+		blocked := make(chan struct{})
+		go func() {
+			f.Emit(ops.Event{Type: ops.EventWarning, Message: "blocked"}) // buffer full
+			close(blocked)
+		}()
+		synctest.Wait() // the Emit is blocked
+		f.Close()
+		<-blocked // Close released it (else the bubble deadlocks and the test fails)
+		f.Close() // idempotent
+		f.Emit(ops.Event{Type: ops.EventWarning, Message: "late"})
 
-	f.Close()
-	select {
-	case <-blocked:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not release a blocked Emit")
-	}
-	f.Close() // idempotent
-	f.Emit(ops.Event{Type: ops.EventWarning, Message: "late"})
-
-	var got []string
-	for e := range f.Events() {
-		got = append(got, e.Message)
-	}
-	// The buffered event survives Close; the blocked one may or may not
-	// have made it, the late one never does.
-	if len(got) == 0 || got[0] != "buffered" || strings.Contains(strings.Join(got, ","), "late") {
-		t.Errorf("events after Close = %v", got)
-	}
+		var got []string
+		for e := range f.Events() {
+			got = append(got, e.Message)
+		}
+		// The buffered event survives Close; the blocked one may or may not have made it
+		// (Close and the view race for it), the late one never does.
+		if len(got) == 0 || got[0] != "buffered" || slices.Contains(got, "late") {
+			t.Errorf("events after Close = %v", got)
+		}
+	})
 }
 
-// TestFeedConcurrent is meant for -race: emits racing with Close.
+// TestFeedConcurrent: emits racing with Close (run under -race too). The
+// view gets each emitter's events in the order they were emitted, none twice
+// and none it was not sent; Close releases every Emit and closes the channel;
+// an Emit after Close is dropped.
 func TestFeedConcurrent(t *testing.T) {
+	const emitters, perEmitter, closeAfter = 4, 100, 50
 	f := NewFeed(8)
 	var wg sync.WaitGroup
-	for range 4 {
+	for w := range emitters {
 		wg.Go(func() {
-			for range 100 {
-				f.Emit(ops.Event{Type: ops.EventPods})
+			for i := range perEmitter {
+				f.Emit(ops.Event{Type: ops.EventPods, Message: fmt.Sprintf("%d/%d", w, i)})
 			}
 		})
 	}
+	// Close once the view has read closeAfter events, so Close meets Emits in
+	// flight (an observable point, not a sleep).
+	var got []string
+	reachedClose, viewDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		for range f.Events() {
+		defer close(viewDone)
+		for e := range f.Events() {
+			got = append(got, e.Message)
+			if len(got) == closeAfter {
+				close(reachedClose)
+			}
 		}
 	}()
-	time.Sleep(time.Millisecond)
+	select {
+	case <-reachedClose:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the view did not get %d events", closeAfter)
+	}
 	f.Close()
-	wg.Wait()
+	emitsDone := make(chan struct{})
+	go func() { wg.Wait(); close(emitsDone) }()
+	select {
+	case <-emitsDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emits still blocked after Close")
+	}
+	select {
+	case <-viewDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Events() not closed after Close")
+	}
+	f.Emit(ops.Event{Type: ops.EventPods, Message: "late"})
+
+	if len(got) < closeAfter || len(got) > emitters*perEmitter {
+		t.Fatalf("view got %d events, want %d..%d", len(got), closeAfter, emitters*perEmitter)
+	}
+	next := make([]int, emitters) // next index expected from each emitter
+	for _, m := range got {
+		var w, i int
+		if _, err := fmt.Sscanf(m, "%d/%d", &w, &i); err != nil || w < 0 || w >= emitters {
+			t.Fatalf("view got an event nobody emitted: %q", m)
+		}
+		if i < next[w] {
+			t.Fatalf("emitter %d: event %d after %d (out of order or twice): %v", w, i, next[w]-1, got)
+		}
+		next[w] = i + 1
+	}
 }

@@ -239,7 +239,13 @@ func (m Model) detailLines() []string {
 		return out
 	}
 	if r.reason != "" {
-		out = append(out, indent+m.st.warn.Render("waiting: ")+oneLine(r.reason))
+		waiting := "waiting: "
+		if !r.started.IsZero() {
+			if d := m.now().Sub(r.started).Round(time.Second); d > 0 {
+				waiting = "waiting " + formatDuration(d) + ": "
+			}
+		}
+		out = append(out, indent+m.st.warn.Render(waiting)+oneLine(r.reason))
 	}
 	if r.message != "" {
 		out = append(out, indent+m.st.faint.Render(oneLine(r.message)))

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -298,6 +299,9 @@ func TestCrateDBTLS(t *testing.T) {
 	assertSecretsNotAudited(t, appPW, x.sysPW)
 }
 
+// plainWaiting is a plain progress line of a step that waits: "[i/n] target waiting[ for]: reason".
+var plainWaiting = regexp.MustCompile(`\] \S+ waiting( \S+)?: `)
+
 // TestCrateDBRestartTransientErrors: master elections answer with transient errors and
 // stopped nodes stay in sys.nodes for a while; a rolling restart rides that out, and says
 // which errors it tolerated. A restart that fails (a timeout while a pod is out) leaves shard
@@ -326,7 +330,8 @@ func TestCrateDBRestartTransientErrors(t *testing.T) {
 	// that repeats the one before it).
 	reported := 0
 	for _, line := range strings.Split(res.Stdout, "\n") {
-		if strings.Contains(line, "waiting: database error ") && strings.Contains(line, "retrying: ") && strings.Contains(line, "MasterNotDiscoveredException") {
+		// "[1/3] pod/NAME waiting 2s: database error 1 of at most ..., retrying: ..."
+		if plainWaiting.MatchString(line) && strings.Contains(line, ": database error ") && strings.Contains(line, "retrying: ") && strings.Contains(line, "MasterNotDiscoveredException") {
 			reported++
 		}
 	}

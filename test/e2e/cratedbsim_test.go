@@ -362,7 +362,9 @@ func TestCrateDBSimFullRestartRecoverAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSimNodes(t, sim, 4)
-	time.Sleep(time.Second) // a few ticks: nothing may recover
+	for range 10 { // ten ticks of the simulator (what a second of its own ticker runs), driven here: nothing may recover
+		sim.Tick()
+	}
 	if _, err := sim.Exec("test", "crate", `SELECT max(severity) FROM sys.health`); err == nil || !strings.Contains(err.Error(), "state not recovered") {
 		t.Fatalf("3 data nodes with recover_after_data_nodes=4 recovered: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
@@ -33,10 +36,9 @@ var webPods = []string{"web-0", "web-1", "web-2"}
 // restarted exactly once — the only serving (once Ready) incarnation deleted is the one it had in
 // old —, and pod N+1 was first touched only after pod N was back with a new UID and Ready.
 //
-// A replacement that is deleted before it was ever Ready is not a restart by the tool (the tool
-// deletes with a UID precondition on the old UID, and TestRollingRestartAPIRequests counts one
-// DELETE per pod): the StatefulSet controller occasionally deletes and recreates a fresh pod on
-// the testbed. Such deletions are logged, not counted.
+// A replacement that is deleted before it was ever Ready is not counted as a restart: the
+// StatefulSet controller occasionally deletes and recreates a fresh pod on the testbed. That it
+// was not the tool is proved from the API server's audit log (notToolDeleted), not assumed.
 func checkRestartOrder(t *testing.T, changes []podTransition, names []string, old map[string]types.UID) {
 	t.Helper()
 	served := map[types.UID]bool{} // UIDs seen Ready (the original pods were Ready at the start)
@@ -56,6 +58,7 @@ func checkRestartOrder(t *testing.T, changes []podTransition, names []string, ol
 		return b.String()
 	}
 	prevReady := -1 // seq at which the previous pod's replacement was Ready
+	var ignored []podTransition
 	for _, name := range names {
 		deleted, ready := -1, -1
 		deletedUIDs := map[types.UID]bool{}
@@ -65,7 +68,7 @@ func checkRestartOrder(t *testing.T, changes []podTransition, names []string, ol
 			}
 			if c.Terminating && !served[c.UID] {
 				if c.Type == watch.Deleted {
-					t.Logf("pod %s: replacement uid %s was deleted before it was ever Ready (not by the tool: it deletes only the old UID); ignored", name, c.UID)
+					ignored = append(ignored, c)
 				}
 				continue
 			}
@@ -93,6 +96,111 @@ func checkRestartOrder(t *testing.T, changes []podTransition, names []string, ol
 			t.Errorf("pod %s was deleted (event #%d) before the previous pod's replacement was Ready (event #%d); pod watch:\n%s", name, deleted, prevReady, dump())
 		}
 		prevReady = ready
+	}
+	for _, c := range ignored {
+		by, err := notToolDeleted(changes, c)
+		if err != nil {
+			t.Errorf("%v; pod watch:\n%s", err, dump())
+			continue
+		}
+		t.Logf("pod %s: replacement uid %s was deleted before it was ever Ready, by %s (audit log), not by kubectl-dbops; not counted as a restart", c.Name, c.UID, by)
+	}
+}
+
+// notToolDeleted proves from the API server's audit log that the pod incarnation whose
+// watch.Deleted event is gone was deleted by another client than kubectl-dbops, and returns
+// that client's user agent (all clients of the test bed authenticate as one admin user; the
+// plugin's user agent is "kubectl-dbops/<version>", internal/commands/factory.go). The audit
+// log at Metadata level names the pod but not its UID, so the incarnation is found by time:
+// between the previous incarnation's last watch event (the API server had removed it, and the
+// StatefulSet controller creates the next one only after that) and gone's own deletion, the
+// name belonged to gone alone. Every successful DELETE of that name then deleted gone; none
+// may come from kubectl-dbops and at least one must come from someone.
+func notToolDeleted(changes []podTransition, gone podTransition) (string, error) {
+	from := time.Time{}
+	for _, c := range changes {
+		if c.Seq >= gone.Seq {
+			break
+		}
+		if c.Name == gone.Name && c.Namespace == gone.Namespace && c.UID != gone.UID {
+			from = c.At // the last event of an earlier incarnation
+		}
+	}
+	events, err := bed.AuditEvents()
+	if err != nil {
+		return "", fmt.Errorf("who deleted pod %s/%s uid %s: %w", gone.Namespace, gone.Name, gone.UID, err)
+	}
+	var others []string
+	for _, e := range events {
+		if e.Verb != "delete" || e.ObjectRef == nil || e.ObjectRef.Resource != "pods" || e.ObjectRef.Subresource != "" ||
+			e.ObjectRef.Namespace != gone.Namespace || e.ObjectRef.Name != gone.Name ||
+			e.ResponseStatus == nil || e.ResponseStatus.Code/100 != 2 ||
+			!e.RequestReceived.After(from) || e.RequestReceived.After(gone.At) {
+			continue
+		}
+		if strings.HasPrefix(e.UserAgent, "kubectl-dbops/") {
+			return "", fmt.Errorf("pod %s/%s: uid %s, never Ready, was deleted by kubectl-dbops (audit: %s)", gone.Namespace, gone.Name, gone.UID, e.Raw)
+		}
+		others = append(others, e.UserAgent)
+	}
+	if len(others) == 0 {
+		return "", fmt.Errorf("pod %s/%s: uid %s was deleted (watch, %s) but the audit log has no successful DELETE of it since %s",
+			gone.Namespace, gone.Name, gone.UID, gone.At.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
+	}
+	return strings.Join(slices.Compact(slices.Sorted(slices.Values(others))), ", "), nil
+}
+
+// TestNotToolDeleted proves the audit check of checkRestartOrder can fail: a pod deleted by a
+// client whose user agent is the plugin's is reported, one deleted by another client is not.
+func TestNotToolDeleted(t *testing.T) {
+	ns := newNamespace(t)
+	pods := recordPodWatch(t, ns)
+	for i, tc := range []struct {
+		agent   string
+		wantErr bool
+	}{
+		{"statefulset-probe/v0", false},
+		{"kubectl-dbops/e2e-probe", true},
+	} {
+		cfg := rest.CopyConfig(bed.RESTConfig)
+		cfg.UserAgent = tc.agent
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.local/pause:dev"}},
+				// Never scheduled, so the delete removes it at once.
+				NodeSelector: map[string]string{"dbops.test/no-such-node": "true"}}}
+		created, err := bed.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.CoreV1().Pods(ns).Delete(t.Context(), "probe", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		err = pods.waitUntil(ctx, func(evs []recordedEvent) bool {
+			for _, c := range podTransitions(evs) {
+				if c.UID == created.UID && c.Type == watch.Deleted {
+					return true
+				}
+			}
+			return false
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: no Deleted event for the probe pod: %v", i, err)
+		}
+		changes := podTransitions(pods.snapshot())
+		gone := changes[len(changes)-1]
+		by, err := notToolDeleted(changes, gone)
+		switch {
+		case tc.wantErr && (err == nil || !strings.Contains(err.Error(), "deleted by kubectl-dbops")):
+			t.Errorf("deleted as %s: notToolDeleted = %q, %v; want an error naming kubectl-dbops", tc.agent, by, err)
+		case !tc.wantErr && (err != nil || by != tc.agent):
+			t.Errorf("deleted as %s: notToolDeleted = %q, %v; want %q", tc.agent, by, err, tc.agent)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,6 +128,90 @@ func (x *etcdEnv) waitHealthy(n int) *etcd.Status {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// waitMembers waits until etcd itself, not the engine's Status, says the cluster converged
+// on n members: `member list` has exactly the voters etcd-0..n-1, each once, no learner, each
+// advertising the peer URL its pod's runner gives it, `endpoint health --cluster` finds every
+// one healthy, and each member's pod exists.
+func (x *etcdEnv) waitMembers(n int) {
+	x.t.Helper()
+	ctx, cancel := context.WithTimeout(x.t.Context(), 3*time.Minute)
+	defer cancel()
+	var last string
+	for {
+		last = x.membersConverged(ctx, n)
+		if last == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			x.t.Fatalf("etcd did not converge on %d healthy voters: %s", n, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// membersConverged is "" when waitMembers' conditions hold, else what does not.
+func (x *etcdEnv) membersConverged(ctx context.Context, n int) string {
+	out, err := x.ctl(ctx, "member", "list", "-w", "json")
+	if err != nil {
+		return err.Error()
+	}
+	var ml struct {
+		Members []struct {
+			ID        uint64   `json:"ID"`
+			Name      string   `json:"name"`
+			PeerURLs  []string `json:"peerURLs"`
+			IsLearner bool     `json:"isLearner"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(out, &ml); err != nil {
+		return fmt.Sprintf("decode member list: %v", err)
+	}
+	if len(ml.Members) != n {
+		return fmt.Sprintf("%d members, want %d: %s", len(ml.Members), n, out)
+	}
+	seen := map[string]bool{}
+	for _, m := range ml.Members {
+		var o int
+		if _, err := fmt.Sscanf(m.Name, "etcd-%d", &o); err != nil || o < 0 || o >= n || m.Name != fmt.Sprintf("etcd-%d", o) {
+			return fmt.Sprintf("member %x named %q, not one of etcd-0..%d", m.ID, m.Name, n-1)
+		}
+		switch {
+		case m.IsLearner:
+			return fmt.Sprintf("member %s (%x) is a learner", m.Name, m.ID)
+		case seen[m.Name]:
+			return fmt.Sprintf("two members named %s", m.Name)
+		case !slices.Equal(m.PeerURLs, []string{x.runner.PeerURL(o)}):
+			return fmt.Sprintf("member %s advertises %v, its pod's peer URL is %s", m.Name, m.PeerURLs, x.runner.PeerURL(o))
+		}
+		seen[m.Name] = true
+		if _, err := bed.Client.CoreV1().Pods(x.ns).Get(ctx, m.Name, metav1.GetOptions{}); err != nil {
+			return fmt.Sprintf("member %s has no pod: %v", m.Name, err)
+		}
+	}
+	out, err = x.ctl(ctx, "endpoint", "health", "--cluster", "-w", "json")
+	if err != nil {
+		return err.Error()
+	}
+	var hs []struct {
+		Endpoint string `json:"endpoint"`
+		Health   bool   `json:"health"`
+	}
+	if err := json.Unmarshal(out, &hs); err != nil {
+		return fmt.Sprintf("decode endpoint health: %v", err)
+	}
+	healthy := 0
+	for _, h := range hs {
+		if h.Health {
+			healthy++
+		}
+	}
+	if healthy != n {
+		return fmt.Sprintf("%d of %d endpoints healthy: %s", healthy, n, out)
+	}
+	return ""
 }
 
 // ctl runs the local etcdctl against every address a member may have.
@@ -324,14 +409,9 @@ func (x *etcdEnv) replicas() int32 {
 // ordinal below n, and no PVC above.
 func (x *etcdEnv) checkConverged(n int) {
 	x.t.Helper()
-	st := x.waitHealthy(n)
+	x.waitMembers(n)
 	if got := x.replicas(); int(got) != n {
 		x.t.Fatalf("replicas = %d, want %d", got, n)
-	}
-	for _, m := range st.Members {
-		if m.Pod == "" || m.Ordinal >= n {
-			x.t.Fatalf("member %s (%s) has no pod below ordinal %d", m.ID, m.Name, n)
-		}
 	}
 	pvcs, err := bed.Client.CoreV1().PersistentVolumeClaims(x.ns).List(x.t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -501,18 +581,7 @@ func TestEtcdInterrupted(t *testing.T) {
 		n     int32
 		after string
 	}{{4, "add/etcd-3"}, {3, "remove/etcd-3"}} {
-		ctx, cancel := context.WithCancel(t.Context())
-		sink := ops.SinkFunc(func(e ops.Event) {
-			etcdLogEvent(t, e)
-			if e.Type == ops.EventStepDone && e.Step.ID == tc.after {
-				cancel()
-			}
-		})
-		_, err := x.scale(ctx, tc.n, sink)
-		cancel()
-		if ops.ExitCode(err) != ops.ExitInterrupted {
-			t.Fatalf("scale to %d interrupted after %s: got %v, want interrupted", tc.n, tc.after, err)
-		}
+		x.scaleInterruptedAfter(tc.n, tc.after)
 		st, err := x.eng.Status(t.Context(), x.cluster())
 		if err != nil {
 			t.Fatal(err)
@@ -531,14 +600,7 @@ func TestEtcdInterrupted(t *testing.T) {
 		t.Fatalf("scale to 4: %v", err)
 	}
 	x.checkConverged(4)
-	ctx, cancel := context.WithCancel(t.Context())
-	sink := ops.SinkFunc(func(e ops.Event) {
-		if e.Type == ops.EventStepDone && e.Step.ID == "remove/etcd-3" {
-			cancel()
-		}
-	})
-	_, _ = x.scale(ctx, 3, sink)
-	cancel()
+	x.scaleInterruptedAfter(3, "remove/etcd-3")
 	plan, err := x.scale(t.Context(), 4, nil)
 	if err != nil {
 		t.Fatalf("back to 4 after an interrupted scale to 3: %v", err)
@@ -554,19 +616,36 @@ func TestEtcdInterrupted(t *testing.T) {
 	x.checkConverged(3)
 
 	// Cancelling by asking for the old size mid-way leaves no learner.
-	ctx, cancel = context.WithCancel(t.Context())
-	sink = ops.SinkFunc(func(e ops.Event) {
-		if e.Type == ops.EventStepDone && e.Step.ID == "add/etcd-3" {
-			cancel()
-		}
-	})
-	_, _ = x.scale(ctx, 4, sink)
-	cancel()
+	x.scaleInterruptedAfter(4, "add/etcd-3")
 	if _, err := x.scale(t.Context(), 3, nil); err != nil {
 		t.Fatalf("back to 3 after an interrupted scale to 4: %v", err)
 	}
 	x.checkConverged(3)
 	x.checkKeys()
+}
+
+// scaleInterruptedAfter runs a scale to n and cancels it once step after is done; it fails
+// the test unless that step was reached and the run then ended interrupted (a run that
+// finished, or failed before the step, would not test the resume that follows).
+func (x *etcdEnv) scaleInterruptedAfter(n int32, after string) {
+	x.t.Helper()
+	ctx, cancel := context.WithCancel(x.t.Context())
+	defer cancel()
+	var reached atomic.Bool
+	sink := ops.SinkFunc(func(e ops.Event) {
+		etcdLogEvent(x.t, e)
+		if e.Type == ops.EventStepDone && e.Step.ID == after {
+			reached.Store(true)
+			cancel()
+		}
+	})
+	_, err := x.scale(ctx, n, sink)
+	if !reached.Load() {
+		x.t.Fatalf("scale to %d: step %s never done (err %v)", n, after, err)
+	}
+	if ops.ExitCode(err) != ops.ExitInterrupted {
+		x.t.Fatalf("scale to %d cancelled after %s: got %v (exit %d), want interrupted", n, after, err, ops.ExitCode(err))
+	}
 }
 
 func etcdPlanIDs(p *ops.Plan) string {

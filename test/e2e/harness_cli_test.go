@@ -571,6 +571,7 @@ type podTransition struct {
 	Seq         int
 	At          time.Time
 	Type        watch.EventType
+	Namespace   string
 	Name        string
 	UID         types.UID
 	Ready       bool
@@ -590,7 +591,7 @@ func podTransitions(evs []recordedEvent) []podTransition {
 		if !ok {
 			continue
 		}
-		out = append(out, podTransition{Seq: i, At: e.At, Type: e.Type, Name: p.Name, UID: p.UID,
+		out = append(out, podTransition{Seq: i, At: e.At, Type: e.Type, Namespace: p.Namespace, Name: p.Name, UID: p.UID,
 			Ready: testbed.PodReady(p) && e.Type != watch.Deleted, Terminating: p.DeletionTimestamp != nil || e.Type == watch.Deleted,
 			Phase: p.Status.Phase, Node: p.Spec.NodeName})
 	}

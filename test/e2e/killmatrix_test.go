@@ -23,15 +23,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // Kill-and-resume matrix: an operation is killed with SIGKILL at a seeded random point (after
 // the j-th step event, plus a short random delay so some kills land mid-action), then run
-// again, as a CI retry would, until it succeeds. Invariants are checked after every point.
+// again, as a CI retry would. The re-run must succeed: a refused or failed resume is the bug
+// the matrix exists to find, so it fails the test unless its reason is one of
+// expectedRetryReasons (each logged, and counted per test). Invariants are checked after
+// every point.
 //
-//	DBOPS_E2E_SEED=N          repeat a failing run (the seed is logged)
+//	DBOPS_E2E_SEED=N          repeat a failing run (the seed is logged; without it every run
+//	                          draws a fresh one from the clock, so CI tries new points each run)
 //	DBOPS_E2E_KILL_POINTS=N   kill points per engine (default 10; more for a soak)
 
 // killMatrixRNG returns the matrix's random source and how many kill points to try.
@@ -95,9 +100,35 @@ func killedRun(t *testing.T, rng *rand.Rand, env []string, args ...string) (kill
 	return res.Code == -1, point
 }
 
+// retryReason is a documented reason for which a re-run after a kill may fail and be run
+// again: not a bug of the resume.
+type retryReason struct {
+	code int
+	// stderr is a substring of the refused run's error output.
+	stderr string
+	why    string
+	// extraArgs are added to the next attempt.
+	extraArgs []string
+}
+
+// expectedRetryReasons lists the only failures of a re-run that are retried. The matrix
+// releases the killed run's lock session before re-running (lock release --lock-id), so a
+// lock still held by another session of the matrix's own ID can only be the killed one
+// until it counts as dead (its renewals stopped for the session timeout, a minute:
+// internal/ops/lock Manager.otherSession): wait for that.
+func expectedRetryReasons(lockID string) []retryReason {
+	return []retryReason{{
+		code:      ops.ExitLocked,
+		stderr:    "is locked by another kubectl-dbops session of " + lockID,
+		why:       "the killed run's lock session counts as alive until its renewals stop for the session timeout",
+		extraArgs: []string{"--wait-for-lock=3m"},
+	}}
+}
+
 // retryUntilDone re-runs args as a CI retry after a crash would: give up the dead run's
-// lock session (lock release), then run again, at most three times. A run that finished
-// before the kill landed needs no retry.
+// lock session (lock release), then run again. Every failed re-run is logged with its
+// reason; one whose reason is not in expectedRetryReasons fails the test at once, and so
+// does a third expected one. A run that finished before the kill landed needs no retry.
 func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, killed bool, args ...string) {
 	t.Helper()
 	if !killed {
@@ -112,8 +143,9 @@ func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, kill
 		t.Logf("  the killed run had already succeeded: no re-run")
 		return
 	}
+	runArgs := args
 	for attempt := 1; ; attempt++ {
-		res := runCLI(t, env, args...)
+		res := runCLI(t, env, runArgs...)
 		if res.Code == 0 {
 			for _, e := range parseNDJSON(t, res) {
 				if strings.HasPrefix(e.Type, "step-") && e.Type != "step-progress" || e.Type == "warning" {
@@ -122,10 +154,29 @@ func retryUntilDone(t *testing.T, env []string, cluster, ns, lockID string, kill
 			}
 			return
 		}
+		reason := lastLine(res.Stderr)
+		var expected *retryReason
+		for _, r := range expectedRetryReasons(lockID) {
+			if res.Code == r.code && strings.Contains(res.Stderr, r.stderr) {
+				expected = &r
+				break
+			}
+		}
+		if expected == nil {
+			t.Fatalf("re-run %d after the kill failed (exit %d: %s), not an expected reason to retry: the resume is broken:\n%s", attempt, res.Code, reason, res)
+		}
+		t.Logf("  RETRY %d after the kill: exit %d: %s (expected: %s)", attempt, res.Code, reason, expected.why)
 		if attempt == 3 {
 			t.Fatalf("re-run %d after the kill failed: %s", attempt, res)
 		}
+		runArgs = append(slices.Clone(args), expected.extraArgs...)
 	}
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 func TestKillMatrixGenericRestart(t *testing.T) {
@@ -305,13 +356,12 @@ func TestKillMatrixCrateDB(t *testing.T) {
 	}
 }
 
-// A SIGKILL after the run deleted the next pod but before it journaled the step before it done
-// (that write waits until the deleted pod's new incarnation is scheduled, at most 250 ms)
-// leaves web-0's step current, with web-1's UID staged and web-1 gone. A retry right away,
-// while web-1 is still coming back, resumes: the preflight and web-0's step do not refuse for
-// the pod this request deleted, and no pod is deleted twice. A ResourceQuota in the test's
-// namespace keeps the StatefulSet from recreating web-1 until the kill, so the kill lands in
-// that window every time.
+// A SIGKILL after the run deleted a pod (web-1) and before it journaled that pod's step done
+// leaves web-1's step current (web-0's done), with web-1's UID staged and web-1 gone. A retry
+// right away, while web-1 is still coming back, resumes: the preflight and web-1's step do
+// not refuse for the pod this request deleted, and no pod is deleted twice. A ResourceQuota
+// in the test's namespace keeps the StatefulSet from recreating web-1 until the kill, so the
+// kill lands in that window every time.
 func TestKillBetweenNextDeleteAndDone(t *testing.T) {
 	ns := newNamespace(t)
 	old := uidsByName(createDBCluster(t, ns, webCluster, 3, podsStartIn("2s")))
@@ -353,8 +403,8 @@ func TestKillBetweenNextDeleteAndDone(t *testing.T) {
 		t.Fatalf("the run ended before the kill: %s", res)
 	}
 	_, j := getLockLease(t, ns, webCluster)
-	if j.Current != "restart/web-0" || len(j.Done) != 0 || j.Data["restart.uid/web-1"] != string(old["web-1"]) {
-		t.Fatalf("journal after the kill: current %q, done %v, data %v; want web-0's step current, nothing done, web-1's old UID staged", j.Current, j.Done, j.Data)
+	if j.Current != "restart/web-1" || !slices.Equal(j.Done, []string{"restart/web-0"}) || j.Data["restart.uid/web-1"] != string(old["web-1"]) {
+		t.Fatalf("journal after the kill: current %q, done %v, data %v; want web-1's step current, web-0's done, web-1's old UID staged", j.Current, j.Done, j.Data)
 	}
 	if err := bed.Client.CoreV1().ResourceQuotas(ns).Delete(ctx, quota.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete quota: %v", err)

@@ -71,12 +71,13 @@ func testResumeCrateDB(t *testing.T, paste bool) {
 	if !strings.HasPrefix(hint, wantPrefix) {
 		t.Errorf("hint %q does not start with %q", hint, wantPrefix)
 	}
-	for _, bad := range []string{"dbops dbops", "--timeout", " -o", "--output", "--yes", "--kubeconfig"} {
+	for _, bad := range []string{"dbops dbops", "--timeout", " -o", "--output", "--kubeconfig"} {
 		if strings.Contains(hint, bad) {
 			t.Errorf("hint %q contains %q", hint, bad)
 		}
 	}
-	for _, want := range []string{"--rolling", "--health-checks=2", "--health-interval=200ms"} {
+	// The run had --yes: the hint repeats it, so it works where it was printed (no terminal).
+	for _, want := range []string{"--rolling", "--health-checks=2", "--health-interval=200ms", "--yes"} {
 		if !strings.Contains(hint, want) {
 			t.Errorf("hint %q lacks %q", hint, want)
 		}
@@ -190,12 +191,10 @@ func resumeHintOf(t *testing.T, res cliResult) string {
 }
 
 // runPasted runs line verbatim through /bin/sh, with a PATH where `kubectl dbops` finds this
-// build as a plugin, and DBOPS_YES=true as a CI job would set (the hint is the request; a
-// confirmation belongs to one run).
+// build as a plugin, and no terminal: the hint carries the interrupted run's --yes.
 func runPasted(t *testing.T, env []string, kubectl, line string) cliResult {
 	t.Helper()
 	env = pluginPath(t, env)
-	env = append(env, "DBOPS_YES=true")
 	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", line)

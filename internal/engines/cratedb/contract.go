@@ -14,6 +14,7 @@ var (
 	_ ops.Closer        = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*restartGate)(nil)
+	_ ops.BatchChecker       = (*restartGate)(nil)
 	_ ops.RestartStepper     = (*restartGate)(nil)
 	_ ops.RestartPreflighter = (*restartGate)(nil)
 	_ ops.ReplaceHooks       = (*replaceHooks)(nil)

@@ -253,6 +253,16 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		out.Details["allocationExclude"] = h.Exclusions
 		out.Message += ", allocation excluded from " + h.Exclusions
 	}
+	// Whether shard allocation is restricted now (an interrupted restart, or crate-operator's
+	// pod hooks, can leave it at primaries): status shows it, the gates do not need it.
+	if rows, err := e.session(c).query(ctx, nil, sqlAllocEnable); err == nil {
+		if v := cellString(rows, 0); v != "" {
+			out.Details["allocationEnable"] = v
+			if v != "all" {
+				out.Message += ", shard allocation restricted to " + v
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -270,7 +280,7 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if err := nodes.problem(c); err != nil {
 		return nil, err
 	}
-	gate := &restartGate{e: e, c: c, nodes: nodes}
+	gate := &restartGate{e: e, c: c, nodes: nodes, mode: opts.Mode}
 	rr := &ops.RollingRestart{Client: e.client, Gate: gate}
 	return rr.Plan(c, ops.EngineCrateDB, opts)
 }
@@ -280,6 +290,9 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 func (g *restartGate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 	g.resetOnFailure(s)
 	if len(pods) != 1 {
+		if len(pods) > 1 && g.mode != ops.ModeAll {
+			g.batches = append(g.batches, pods)
+		}
 		return nil
 	}
 	// A pod missing at plan time (deleted by a killed or interrupted run, being

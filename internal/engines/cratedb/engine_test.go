@@ -87,6 +87,7 @@ func TestHealth(t *testing.T) {
 		{"node missing", func(d *cratedbtest.DB) { d.Nodes = d.Nodes[1:] }, "yellow", "4/5 nodes"},
 		{"no master", func(d *cratedbtest.DB) { d.Master = "" }, "yellow", "master none"},
 		{"exclusions", func(d *cratedbtest.DB) { d.Exclusions = "data-hot-1" }, "green", "allocation excluded from data-hot-1"},
+		{"allocation restricted", func(d *cratedbtest.DB) { d.Allocation = "primaries" }, "green", "shard allocation restricted to primaries"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -494,6 +495,68 @@ func TestRestartInterruptedWhilePodShutsDown(t *testing.T) {
 	db.Do(func(d *cratedbtest.DB) {
 		if d.Allocation != "" {
 			t.Errorf("allocation left at %q", d.Allocation)
+		}
+	})
+}
+
+// TestMasterScaleResumeContinues: a 5 -> 3 master scale killed after its first removal
+// (replicas 4, the node gone) resumes with the one removal left: it plans from the live
+// size, and changes the replicas only from 4 to 3.
+func TestMasterScaleResumeContinues(t *testing.T) {
+	client, _, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 5}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
+	ctx := context.Background()
+	sts, _ := client.AppsV1().StatefulSets("prod").Get(ctx, "db-master", metav1.GetOptions{})
+	four := int32(4)
+	sts.Spec.Replicas = &four
+	if _, err := client.AppsV1().StatefulSets("prod").Update(ctx, sts, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = client.CoreV1().Pods("prod").Delete(ctx, "db-master-4", metav1.DeleteOptions{})
+	db.RemoveNodes("master-4")
+	c, err := discovery.Discover(ctx, client, discovery.Options{Namespace: "prod", Name: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The StatefulSet controller: a lower replica count deletes the pods above it.
+	client.PrependReactor("patch", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		for i := 3; i < 5; i++ {
+			_ = client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "prod", "db-master-"+itoa(i))
+		}
+		db.RemoveNodes("master-3")
+		return false, nil, nil
+	})
+	lk := &journalLock{j: &ops.Journal{Operation: "scale", Args: "--master 3", State: ops.JournalInterrupted,
+		Done: []string{"drain/master", "replicas/master/4"},
+		Data: map[string]string{"cratedb.scale.excluded": "master-3,master-4", "cratedb.scale.drain/master": "1", "cratedb.scale.nodes/master": "master-3,master-4"}}}
+	e := engine(client, db, nil)
+	three := int32(3)
+	p, err := e.PlanScale(ctx, c, ops.ScaleRequest{Masters: &three, Journal: lk.j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	if want := []string{"drain/master", "replicas/master/3", "exclusions", "ack-node-check"}; !slices.Equal(ids, want) {
+		t.Fatalf("resumed plan %v, want %v", ids, want)
+	}
+	client.ClearActions()
+	if err := (&ops.Executor{Locker: lk}).Run(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var patches []string
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "statefulsets" {
+			patches = append(patches, string(a.(k8stesting.PatchAction).GetPatch()))
+		}
+	}
+	if want := []string{`{"spec":{"replicas":3}}`}; !slices.Equal(patches, want) {
+		t.Errorf("replica patches %v, want %v", patches, want)
+	}
+	db.Do(func(d *cratedbtest.DB) {
+		if d.Exclusions != "" {
+			t.Errorf("exclusions left: %q", d.Exclusions)
 		}
 	})
 }

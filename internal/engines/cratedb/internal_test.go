@@ -54,7 +54,7 @@ func TestRewriteGateway(t *testing.T) {
 		{"other settings untouched", "-Cgateway.recover_after_time=5m", "-Cgateway.recover_after_time=5m", v("5.10.1")},
 	}
 	for _, tt := range tests {
-		if got := rewriteGateway(tt.in, gatewayTarget{Total: 7, Data: 4, Version: tt.ver}); got != tt.want {
+		if got := rewriteGateway(tt.in, gatewayTarget{Total: 7, Data: 4, Version: tt.ver}, nil); got != tt.want {
 			t.Errorf("%s: rewriteGateway(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
 		}
 	}
@@ -275,6 +275,76 @@ func TestSpecOf(t *testing.T) {
 			}
 			if argv := strings.Join(e.crashBase(got, user), " "); argv != tt.argv {
 				t.Errorf("crash argv %q, want %q", argv, tt.argv)
+			}
+		})
+	}
+}
+
+// TestSetGatewayArgsEachSettingOnce: from 4.7 expected_nodes becomes expected_data_nodes; a
+// template that has both must end with the setting once, because CrateDB exits at start-up
+// on a -C setting given twice (server/cli/EnvironmentAwareCommand.java). Before, the rewrite
+// left -Cgateway.expected_data_nodes twice and the next restarted pod crash-looped.
+func TestSetGatewayArgsEachSettingOnce(t *testing.T) {
+	v := func(s string) version { x, _ := parseVersion(s); return x }
+	tests := []struct {
+		name          string
+		command, args []string
+		ver           version
+		wantCmd       []string
+		wantArgs      []string
+	}{{
+		name:     "both in args, 5.10",
+		command:  []string{"/docker-entrypoint.sh", "crate"},
+		args:     []string{"-Cgateway.expected_nodes=9", "-Cgateway.expected_data_nodes=6", "-Cgateway.recover_after_nodes=5", "-Cgateway.recover_after_data_nodes=4", "-Cnode.name=x"},
+		ver:      v("5.10.1"),
+		wantCmd:  []string{"/docker-entrypoint.sh", "crate"},
+		wantArgs: []string{"-Cgateway.expected_data_nodes=4", "-Cgateway.recover_after_data_nodes=3", "-Cnode.name=x"},
+	}, {
+		name:     "one in command, one in args",
+		command:  []string{"/docker-entrypoint.sh", "crate", "-Cgateway.expected_nodes=7"},
+		args:     []string{"-Cgateway.expected_data_nodes=4"},
+		ver:      v("5.10.1"),
+		wantCmd:  []string{"/docker-entrypoint.sh", "crate", "-Cgateway.expected_data_nodes=4"},
+		wantArgs: []string{},
+	}, {
+		name:    "shell line",
+		command: []string{"/bin/sh", "-c", "/docker-entrypoint.sh crate -Cgateway.expected_nodes=7 -Cgateway.expected_data_nodes=4 -Cnode.name=x"},
+		ver:     v("5.10.1"),
+		wantCmd: []string{"/bin/sh", "-c", "/docker-entrypoint.sh crate -Cgateway.expected_data_nodes=4 -Cnode.name=x"},
+	}, {
+		name:     "before 4.7 both become expected_nodes",
+		args:     []string{"-Cgateway.expected_data_nodes=4", "-Cgateway.expected_nodes=7"},
+		ver:      v("4.6.8"),
+		wantArgs: []string{"-Cgateway.expected_nodes=7"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "crate", Command: slices.Clone(tt.command), Args: slices.Clone(tt.args)}}}}}}
+			if !setGatewayArgs(s, gatewayTarget{Total: 7, Data: 4, Version: tt.ver}) {
+				t.Fatal("no change reported")
+			}
+			c := s.Spec.Template.Spec.Containers[0]
+			if !slices.Equal(c.Command, tt.wantCmd) || !slices.Equal(c.Args, tt.wantArgs) {
+				t.Fatalf("command %q args %q, want %q %q", c.Command, c.Args, tt.wantCmd, tt.wantArgs)
+			}
+			// Every -C key once, over command and args, also inside shell lines.
+			seen := map[string]int{}
+			for _, a := range append(slices.Clone(c.Command), c.Args...) {
+				for _, w := range strings.Fields(a) {
+					if strings.HasPrefix(w, "-C") {
+						seen[gatewayKey(w)]++
+					}
+				}
+			}
+			for k, n := range seen {
+				if n > 1 {
+					t.Errorf("setting %s given %d times: %q %q", k, n, c.Command, c.Args)
+				}
+			}
+			// A second rewrite changes nothing.
+			if setGatewayArgs(s, gatewayTarget{Total: 7, Data: 4, Version: tt.ver}) {
+				t.Errorf("second rewrite reported a change")
 			}
 		})
 	}

@@ -146,35 +146,65 @@ func gatewayArgs(s *appsv1.StatefulSet) []string {
 }
 
 // setGatewayArgs rewrites every gateway argument (in args and command, also
-// inside a shell command line) to t; it reports a change.
+// inside a shell command line) to t; it reports a change. Each setting is
+// left once: from 4.7 both expected_nodes and expected_data_nodes become
+// expected_data_nodes, and CrateDB refuses to start when a -C setting is
+// given twice ("setting [...] already set", whatever the values).
 func setGatewayArgs(s *appsv1.StatefulSet, t gatewayTarget) bool {
 	c := crateContainerOf(&s.Spec.Template.Spec)
 	if c == nil {
 		return false
 	}
 	changed := false
-	rewrite := func(list []string) {
-		for i, a := range list {
-			n := rewriteGateway(a, t)
+	seen := map[string]bool{}
+	// The container runs command then args: the first occurrence stays.
+	rewrite := func(list []string) []string {
+		out := list[:0]
+		for _, a := range list {
+			n := rewriteGateway(a, t, seen)
 			if n != a {
-				list[i] = n
 				changed = true
 			}
+			if n == "" && a != "" {
+				continue // the argument was only a repeated setting
+			}
+			out = append(out, n)
 		}
+		return out
 	}
-	rewrite(c.Args)
-	rewrite(c.Command)
+	if len(c.Command) > 0 {
+		c.Command = rewrite(c.Command)
+	}
+	if len(c.Args) > 0 {
+		c.Args = rewrite(c.Args)
+	}
 	return changed
 }
 
+// gatewayKey is the setting name of a gateway argument word.
+func gatewayKey(w string) string {
+	k, _, _ := strings.Cut(strings.TrimPrefix(w, "-C"), "=")
+	return k
+}
+
 // rewriteGateway replaces each gateway argument in a (possibly
-// multi-word) argument.
-func rewriteGateway(a string, t gatewayTarget) string {
+// multi-word) argument and drops a gateway setting already in seen (nil:
+// none is dropped); it records the settings it keeps in seen.
+func rewriteGateway(a string, t gatewayTarget, seen map[string]bool) string {
 	words := strings.Split(a, " ")
-	for i, w := range words {
+	out := words[:0]
+	for _, w := range words {
 		if n := t.rewriteWord(w); n != "" {
-			words[i] = n
+			if seen != nil {
+				k := gatewayKey(n)
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+			}
+			w = n
 		}
+		out = append(out, w)
 	}
-	return strings.Join(words, " ")
+	return strings.Join(out, " ")
 }

@@ -20,7 +20,14 @@ func (g *restartGate) Preflight(ctx context.Context, c *ops.Cluster, st ops.Pref
 		return &ops.CodedError{Kind: ops.ErrPrecondition, Msg: "cannot read CrateDB health of " + c.Namespace + "/" + c.Name + " before the rolling restart: " + err.Error(), Err: err}
 	}
 	if !h.Green() {
-		return ops.Preconditionf("CrateDB cluster %s/%s is %s (%s); a rolling restart needs it green first", c.Namespace, c.Name, h.Status(), h)
+		return ops.Refusef(ops.ReasonNotGreen, "CrateDB cluster %s/%s is %s (%s); a rolling restart needs it green first", c.Namespace, c.Name, h.Status(), h)
+	}
+	// A batch that holds every copy of a shard now is refused before the lock; each
+	// batch checks again before it goes (BeforeBatch), as shards move meanwhile.
+	for _, b := range g.batches {
+		if err := g.checkBatch(ctx, c, b); err != nil {
+			return err
+		}
 	}
 	return nil
 }

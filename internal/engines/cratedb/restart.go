@@ -23,6 +23,10 @@ type restartGate struct {
 	// is deleted: a node's name is stable per pod in every layout, and
 	// the recreated pod is recognised again from its own facts.
 	nodes *nodeMap
+	// mode is the restart's --mode; batches are the steps of more than one
+	// pod, as planned, for the preflight's shard check (batch.go).
+	mode    string
+	batches [][]ops.Pod
 
 	mu sync.Mutex
 	// statementsAt is the session's statement count when each pod's restart began.
@@ -208,14 +212,23 @@ const allocResetTimeout = 30 * time.Second
 // greenInARow waits for HealthChecks consecutive green readings,
 // HealthInterval apart; any other reading starts the count again.
 func (e *Engine) greenInARow(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, expected int64) error {
+	return e.greenStable(ctx, sc, c, expected, false)
+}
+
+// greenStable is greenInARow; with sameMaster a change of master also starts the count
+// again, so the readings show a stable master (a master-eligible node's removal).
+func (e *Engine) greenStable(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, expected int64, sameMaster bool) error {
 	need := e.cfg.HealthChecks
 	streak := 0
-	last := ""
+	last, master := "", ""
 	err := e.pollDBEvery(ctx, sc, e.cfg.HealthInterval, func() (bool, error) {
 		h, err := e.readHealth(ctx, c, expected, nil)
 		if err != nil {
 			streak = 0
 			return false, err
+		}
+		if sameMaster && h.MasterNode != master {
+			streak, master = 0, h.MasterNode
 		}
 		if !h.Green() {
 			streak = 0

@@ -169,18 +169,50 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 			return nil, err
 		}
 	}
+	// A master-eligible node that is down now makes any removal of another
+	// one unsafe: refuse before the lock (each removal checks again).
+	for i, r := range changes {
+		if r.grows() || !isMasterEligible(r.g) {
+			continue
+		}
+		if mrs := masterRemovals(c, nodes, r, target); len(mrs) > 0 {
+			if err := e.checkMasterRemoval(ctx, nil, c, mrs[0]); err != nil {
+				return nil, err
+			}
+		}
+		// A data-holding master group's drain comes first: checked as a data drain is.
+		if i == 0 && r.g.Role == ops.RoleMaster && holdsData(r.g) && !resuming {
+			if err := e.checkShrink(ctx, c, r); err != nil {
+				return nil, err
+			}
+		}
+	}
 	p := ops.NewPlan("scale", c, ops.EngineCrateDB, args)
-	p.Destructive = len(downs) > 0
+	// Removing nodes is destructive, master-eligible ones included (as etcd's scale-down).
+	p.Destructive = slices.ContainsFunc(changes, func(r resize) bool { return !r.grows() })
 	p.Notes = append(p.Notes, "from "+sizes(c, nil)+" to "+sizes(c, target))
 	if len(changes) == 0 {
 		p.Notes = append(p.Notes, "every size already matches: finishing the interrupted run's clean-up")
 	}
+	drains := false
 	for _, r := range changes {
-		if r.grows() || r.g.Role == ops.RoleMaster {
+		switch {
+		case r.grows():
 			p.Steps = append(p.Steps, e.resizeStep(c, r))
-			continue
+		case isMasterEligible(r.g):
+			// One node at a time, each checked for the voting quorum (quorum.go); drained
+			// first when the nodes hold data.
+			if holdsData(r.g) {
+				p.Steps = append(p.Steps, e.drainStep(c, r))
+				drains = true
+			}
+			for _, mr := range masterRemovals(c, nodes, r, target) {
+				p.Steps = append(p.Steps, e.masterRemovalStep(c, mr))
+			}
+		default:
+			p.Steps = append(p.Steps, e.drainStep(c, r), e.resizeStep(c, r))
+			drains = true
 		}
-		p.Steps = append(p.Steps, e.drainStep(c, r), e.resizeStep(c, r))
 	}
 	ver, err := clusterVersion(nodes.rows)
 	if err != nil {
@@ -203,7 +235,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	} else {
 		p.Notes = append(p.Notes, "no StatefulSet sets -Cgateway.expected_(data_)nodes or -Cgateway.recover_after_(data_)nodes; nothing to update there")
 	}
-	if len(downs) > 0 || resuming {
+	if drains || resuming {
 		p.Steps = append(p.Steps, e.restoreExclusionsStep(c))
 	}
 	p.Steps = append(p.Steps, e.ackStep(c))
@@ -524,13 +556,17 @@ func (e *Engine) checkShrink(ctx context.Context, c *ops.Cluster, r resize) erro
 			r.g.Name, total, h.Nodes)
 	}
 	if !h.Green() {
-		return ops.Preconditionf("cannot scale %s down: cluster is %s (%s); it must be green", r.g.Name, h.Status(), h)
+		return ops.Refusef(ops.ReasonNotGreen, "cannot scale %s down: cluster is %s (%s); it must be green", r.g.Name, h.Status(), h)
 	}
 	rows, err := e.session(c).query(ctx, nil, sqlReplicas)
 	if err != nil {
 		return sqlErr(sqlReplicas, err)
 	}
 	remaining := data - int64(r.from-r.to)
+	if r.g.Role == ops.RoleMaster {
+		// data counts only data groups: a master group that holds data keeps r.to nodes.
+		remaining = data + int64(r.to)
+	}
 	for _, row := range rows {
 		v := ""
 		if len(row) > 0 {
@@ -567,8 +603,13 @@ func (e *Engine) expectedStep(c *ops.Cluster, t gatewayTarget) *ops.Step {
 			continue
 		}
 		var to []string
+		seen := map[string]bool{}
 		for _, a := range args {
-			to = append(to, t.rewriteWord(a))
+			// Each setting once, as setGatewayArgs leaves it.
+			if w := t.rewriteWord(a); !seen[gatewayKey(w)] {
+				seen[gatewayKey(w)] = true
+				to = append(to, w)
+			}
 		}
 		details = append(details, fmt.Sprintf("statefulset/%s: %s", g.StatefulSet, strings.Join(to, " ")))
 		groups = append(groups, g)

@@ -16,6 +16,7 @@ const (
 	sqlMasterNode     = `SELECT master_node FROM sys.cluster`
 	sqlReplicas       = `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`
 	sqlExclusions     = `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`
+	sqlAllocEnable    = `SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`
 	sqlResetExclusion = `RESET GLOBAL "cluster.routing.allocation.exclude._name"`
 	sqlShardsOn       = `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`
 	// Node checks 1 and 2 are CrateDB's expected-nodes and recover-after

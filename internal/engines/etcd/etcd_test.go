@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,7 +347,14 @@ func TestPromoteWaitsForLearnerToCatchUp(t *testing.T) {
 	step := fx.eng.promoteStep(s, "promote/etcd-3", 3, "http://127.0.3.4:2380")
 	p := &ops.Plan{Operation: "scale", Cluster: "etcd", Namespace: testNS, Steps: []*ops.Step{step}}
 	done := make(chan error, 1)
-	go func() { done <- (&ops.Executor{LockID: "test"}).Run(context.Background(), p) }()
+	waitingReady := make(chan struct{}) // the step reported that it waits for Ready
+	var once sync.Once
+	sink := ops.SinkFunc(func(e ops.Event) {
+		if e.Type == ops.EventStepWaiting && strings.Contains(e.Reason, "not Ready yet") {
+			once.Do(func() { close(waitingReady) })
+		}
+	})
+	go func() { done <- (&ops.Executor{LockID: "test", Sink: sink}).Run(context.Background(), p) }()
 
 	// Promoted once caught up, but the step is still waiting for Ready.
 	deadline := time.Now().Add(10 * time.Second)
@@ -365,10 +373,12 @@ func TestPromoteWaitsForLearnerToCatchUp(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// The step says it waits for the pod to be Ready before it may end (an event, not a
+	// window of time in which it did not end).
 	select {
 	case err := <-done:
 		t.Fatalf("step finished (%v) before the pod was Ready", err)
-	case <-time.After(200 * time.Millisecond):
+	case <-waitingReady:
 	}
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	if _, err := fx.client.CoreV1().Pods(testNS).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {

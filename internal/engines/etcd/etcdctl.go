@@ -226,6 +226,16 @@ func (c *ctl) describe(args ...string) string {
 	return strings.Join(append(parts, args...), " ")
 }
 
+// changesCluster reports whether etcdctl operation op changes the cluster (membership,
+// leadership) rather than reads it.
+func changesCluster(op string) bool {
+	switch op {
+	case "member add", "member remove", "member promote", "move-leader":
+		return true
+	}
+	return false
+}
+
 // run executes etcdctl args in pod, authenticated when credentials are set.
 // On a non-zero exit it returns stdout together with a *CtlError.
 func (c *ctl) run(ctx context.Context, pod, op string, args ...string) ([]byte, error) {
@@ -237,6 +247,12 @@ func (c *ctl) runAs(ctx context.Context, pod string, withCreds bool, op string, 
 }
 
 func (c *ctl) runTo(ctx context.Context, pod string, withCreds bool, endpoints []string, op string, args ...string) ([]byte, error) {
+	if changesCluster(op) {
+		// A run that lost its lock starts no membership or leadership change.
+		if err := kube.CheckWriteGuard(ctx); err != nil {
+			return nil, fmt.Errorf("not running etcdctl %s in %s: %w", op, pod, err)
+		}
+	}
 	if c.api != nil {
 		return c.api.run(ctx, pod, withCreds, endpoints, op, args)
 	}

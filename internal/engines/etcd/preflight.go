@@ -22,7 +22,7 @@ func (g *restartGate) Preflight(ctx context.Context, c *ops.Cluster, st ops.Pref
 		return &ops.CodedError{Kind: ops.ErrPrecondition, Msg: fmt.Sprintf("cannot read etcd health of %s/%s before the rolling restart: %v", c.Namespace, c.Name, err), Err: err}
 	}
 	if !status.HasQuorum {
-		return ops.Preconditionf("etcd has no quorum (%s); refusing to start a rolling restart of %s/%s", status.Summary(), c.Namespace, c.Name)
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "etcd has no quorum (%s); refusing to start a rolling restart of %s/%s", status.Summary(), c.Namespace, c.Name)
 	}
 	if st.Resuming {
 		return nil
@@ -33,7 +33,7 @@ func (g *restartGate) Preflight(ctx context.Context, c *ops.Cluster, st ops.Pref
 		if pod == "" {
 			pod = "POD"
 		}
-		return ops.Preconditionf("etcd member %s is not healthy%s; a rolling restart needs every member healthy first: repair it with `kubectl dbops replace %s %s -n %s` (or restart only its pod with --strategy deletion)",
+		return ops.Refusef(ops.ReasonMemberUnhealthy, "etcd member %s is not healthy%s; a rolling restart needs every member healthy first: repair it with `kubectl dbops replace %s %s -n %s` (or restart only its pod with --strategy deletion)",
 			m.label(), errSuffix(m.Error), c.Name, pod, c.Namespace)
 	}
 	return nil

@@ -103,7 +103,7 @@ func (g *restartGate) BeforeBatch(ctx context.Context, sc *ops.StepContext, pods
 		}
 	}
 	if left < Quorum(st.Voters) {
-		return ops.Preconditionf("restarting %s together would leave %d of %d etcd voters healthy, below quorum %d; use --mode pod or a smaller batch",
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "restarting %s together would leave %d of %d etcd voters healthy, below quorum %d; use --mode pod or a smaller batch",
 			strings.Join(names, ", "), left, st.Voters, Quorum(st.Voters))
 	}
 	return nil

@@ -91,7 +91,7 @@ func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod
 		return err
 	}
 	if !QuorumAfterRemoval(st.Voters, st.HealthyVoters, !m.Learner, m.Healthy) {
-		return ops.Preconditionf("restarting %s would leave etcd without quorum (%d voters, %d healthy)", p.Name, st.Voters, st.HealthyVoters)
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "restarting %s would leave etcd without quorum (%d voters, %d healthy)", p.Name, st.Voters, st.HealthyVoters)
 	}
 	if m.Leader {
 		return g.handOff(ctx, sc, st, m)

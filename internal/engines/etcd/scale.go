@@ -200,7 +200,7 @@ func checkScale(s *site, st *Status, target, current int, stale []Member) error 
 		return slices.ContainsFunc(stale, func(x Member) bool { return x.ID == m.ID })
 	}
 	if !st.HasQuorum {
-		return ops.Preconditionf("etcd has no quorum (%s); refusing to scale", st.Summary())
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "etcd has no quorum (%s); refusing to scale", st.Summary())
 	}
 	if target >= current {
 		// A learner this plan will start and promote (left by an
@@ -218,7 +218,7 @@ func checkScale(s *site, st *Status, target, current int, stale []Member) error 
 		voters, healthy := 0, 0
 		for _, m := range members {
 			if !m.Healthy {
-				return ops.Preconditionf("etcd member %s is not healthy%s; refusing to remove %s (every remaining member must be healthy)",
+				return ops.Refusef(ops.ReasonMemberUnhealthy, "etcd member %s is not healthy%s; refusing to remove %s (every remaining member must be healthy)",
 					m.label(), errSuffix(m.Error), gone.label())
 			}
 			if !m.Learner {
@@ -227,7 +227,7 @@ func checkScale(s *site, st *Status, target, current int, stale []Member) error 
 			}
 		}
 		if voters < 1 || healthy < Quorum(voters) {
-			return ops.Preconditionf("removing etcd member %s would lose quorum", gone.label())
+			return ops.Refusef(ops.ReasonQuorumAtRisk, "removing etcd member %s would lose quorum", gone.label())
 		}
 	}
 	return nil
@@ -280,7 +280,7 @@ func (e *Engine) cleanupStep(s *site, target, current int, planned []Member) *op
 			}
 			for _, m := range staleMembers(s, st, target, current, exist) {
 				if !m.Learner && !QuorumAfterRemoval(st.Voters, st.HealthyVoters, true, m.Healthy) {
-					return ops.Preconditionf("removing stale etcd member %s would lose quorum", m.label())
+					return ops.Refusef(ops.ReasonQuorumAtRisk, "removing stale etcd member %s would lose quorum", m.label())
 				}
 				if _, err := s.ctl.reconfig(ctx, st.Via, "member remove", e.pollInterval(), "member", "remove", m.ID); err != nil && !isCtlError(err, errTextMemberNotFound) {
 					return fmt.Errorf("removing stale etcd member %s: %w", m.label(), err)

@@ -26,7 +26,7 @@ func pvcUIDKey(pvc string) string  { return "etcd.pvc-uid/" + pvc }
 // is unhealthy.
 func checkAllHealthy(st *Status, skip func(*Member) bool, doing string) error {
 	if !st.HasQuorum {
-		return ops.Preconditionf("etcd has no quorum (%s); refusing to %s", st.Summary(), doing)
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "etcd has no quorum (%s); refusing to %s", st.Summary(), doing)
 	}
 	if bad := st.Unhealthy(skip); len(bad) > 0 {
 		names := make([]string, 0, len(bad))
@@ -37,7 +37,7 @@ func checkAllHealthy(st *Status, skip func(*Member) bool, doing string) error {
 			}
 			names = append(names, n)
 		}
-		return ops.Preconditionf("etcd member %s is not healthy; every member must be healthy to %s", strings.Join(names, ", "), doing)
+		return ops.Refusef(ops.ReasonMemberUnhealthy, "etcd member %s is not healthy; every member must be healthy to %s", strings.Join(names, ", "), doing)
 	}
 	return nil
 }
@@ -50,7 +50,7 @@ func checkRemoval(st *Status, m *Member) error {
 		return err
 	}
 	if !QuorumAfterRemoval(st.Voters, st.HealthyVoters, !m.Learner, m.Healthy) {
-		return ops.Preconditionf("removing etcd member %s would lose quorum (%d voters, %d healthy)", m.label(), st.Voters, st.HealthyVoters)
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "removing etcd member %s would lose quorum (%d voters, %d healthy)", m.label(), st.Voters, st.HealthyVoters)
 	}
 	return nil
 }

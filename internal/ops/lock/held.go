@@ -6,6 +6,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -80,11 +84,12 @@ func (h *heldLock) Renew(ctx context.Context) (ops.LockInfo, error) {
 	return info, nil
 }
 
-// Release frees the lock if this ID still holds it; a lock someone else
-// took over meanwhile is left alone. The journal stays on the lease.
+// Release frees the lock if this ID still holds it in this session; a lock someone else
+// took over meanwhile, another session of this ID included, is left alone. The journal stays
+// on the lease.
 func (h *heldLock) Release(ctx context.Context) error {
 	_, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
-		if !exists || holderOf(l) != h.m.ID {
+		if !exists || holderOf(l) != h.m.ID || l.Annotations[AnnotationSession] != h.m.Session {
 			return false, nil
 		}
 		clearHolder(l)
@@ -108,6 +113,9 @@ func (h *heldLock) SaveJournal(ctx context.Context, j *ops.Journal) error {
 		l.Spec.RenewTime = &now
 		seconds := h.m.durationSeconds()
 		l.Spec.LeaseDurationSeconds = &seconds
+		if err := h.recordHistory(l, j); err != nil {
+			return false, err
+		}
 		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
 	})
 	if err != nil {
@@ -129,6 +137,9 @@ func (h *heldLock) SaveJournalAndRelease(ctx context.Context, j *ops.Journal) er
 			return false, err
 		}
 		clearHolder(l)
+		if err := h.recordHistory(l, j); err != nil {
+			return false, err
+		}
 		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
 	})
 	return h.m.wrap("saving the journal on and releasing", err)
@@ -139,7 +150,7 @@ func (h *heldLock) SaveJournalAndRelease(ctx context.Context, j *ops.Journal) er
 func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
 	m := h.m
 	if !exists {
-		return ops.Lockedf("lost the lock on cluster %s: its lease %s was deleted; stop and check the cluster before going on",
+		return lostf("lost the lock on cluster %s: its lease %s was deleted; stop and check the cluster before going on",
 			m.clusterName(), LeaseName(m.Cluster))
 	}
 	denies, err := decodeDenyList(l)
@@ -152,17 +163,22 @@ func (h *heldLock) checkMine(l *coordinationv1.Lease, exists bool) error {
 	switch holder := holderOf(l); holder {
 	case m.ID:
 		if l.Annotations[AnnotationSession] != m.Session {
-			return ops.Lockedf("lost the lock on cluster %s: another kubectl-dbops session of %s took it over%s; stop and check the cluster before going on",
+			return lostf("lost the lock on cluster %s: another kubectl-dbops session of %s took it over%s; stop and check the cluster before going on",
 				m.clusterName(), m.ID, describeWork(l))
 		}
 		return nil
 	case "":
-		return ops.Lockedf("lost the lock on cluster %s: it was released by someone else; stop and check the cluster before going on",
+		return lostf("lost the lock on cluster %s: it was released by someone else; stop and check the cluster before going on",
 			m.clusterName())
 	default:
-		return ops.Lockedf("lost the lock on cluster %s: it is now held by %s%s until %s; stop and check the cluster before going on",
+		return lostf("lost the lock on cluster %s: it is now held by %s%s until %s; stop and check the cluster before going on",
 			m.clusterName(), holder, describeWork(l), formatTime(m.expiry(l)))
 	}
+}
+
+// lostf reports a lock this process held and no longer does (exit 3, reason LockLost).
+func lostf(format string, a ...any) error {
+	return ops.WithReason(ops.Lockedf(format, a...), ops.ReasonLockLost)
 }
 
 // Detach clears this process's session from a lock it keeps holding (a
@@ -177,4 +193,99 @@ func (h *heldLock) Detach(ctx context.Context) error {
 		return true, nil
 	})
 	return h.m.wrap("detaching from", err)
+}
+
+var (
+	_ ops.LockWatcher  = (*heldLock)(nil)
+	_ ops.LossRecorder = (*heldLock)(nil)
+)
+
+// WatchLock implements ops.LockWatcher with an informer on the lease alone (a field selector
+// on its name): the run hears of a deny, a release or takeover by someone else, or the
+// lease's deletion as the API server writes it, not at its next journal write or renewal.
+// Each state of the lease is judged as a write of this lock would judge it (checkMine); the
+// run's own writes pass.
+func (h *heldLock) WatchLock(ctx context.Context, lost func(error)) {
+	leases := h.m.Client.CoordinationV1().Leases(h.m.Namespace)
+	name := LeaseName(h.m.Cluster)
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return leases.Watch(ctx, o)
+		},
+	}
+	var once sync.Once
+	judge := func(l *coordinationv1.Lease, exists bool) {
+		if exists && l.Name != name {
+			return // a client that ignores the field selector (the fake clientset)
+		}
+		if err := h.checkMine(l, exists); err != nil {
+			once.Do(func() { lost(err) })
+		}
+	}
+	leaseOf := func(obj any) *coordinationv1.Lease {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		l, _ := obj.(*coordinationv1.Lease)
+		return l
+	}
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, h.m.Client),
+		ObjectType:    &coordinationv1.Lease{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if l := leaseOf(obj); l != nil {
+					judge(l, true)
+				}
+			},
+			UpdateFunc: func(_, obj any) {
+				if l := leaseOf(obj); l != nil {
+					judge(l, true)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if l := leaseOf(obj); l != nil && l.Name == name {
+					judge(nil, false)
+				}
+			},
+		},
+	})
+	informer.RunWithContext(ctx)
+}
+
+// SaveJournalAfterLoss implements ops.LossRecorder: a run that lost its lock records what it
+// finished. It writes only while the lease still carries this ID's journal and nobody else
+// holds it: after a deny (this ID may still be the holder: the write gives the lock up) or a
+// release by someone else. A lease taken over, by another ID or another session of this one,
+// or deleted, is left alone.
+func (h *heldLock) SaveJournalAfterLoss(ctx context.Context, j *ops.Journal) error {
+	_, err := h.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
+		if !exists {
+			return false, ops.Lockedf("the lease %s of cluster %s was deleted: this run's progress is not recorded", LeaseName(h.m.Cluster), h.m.clusterName())
+		}
+		switch holder := holderOf(l); {
+		case holder == h.m.ID && l.Annotations[AnnotationSession] == h.m.Session:
+			clearHolder(l)
+		case holder != "":
+			return false, ops.Lockedf("cluster %s is now locked by %s: this run's progress is not recorded", h.m.clusterName(), holder)
+		}
+		stored, err := decodeJournal(l)
+		if err != nil {
+			return false, err
+		}
+		if stored == nil || stored.Holder != h.m.ID {
+			return false, ops.Lockedf("the journal on cluster %s is no longer this run's: its progress is not recorded", h.m.clusterName())
+		}
+		if err := h.recordHistory(l, j); err != nil {
+			return false, err
+		}
+		return true, encodeAnnotation(l, AnnotationJournal, j, j == nil)
+	})
+	return h.m.wrap("recording the journal after losing the lock on", err)
 }

@@ -62,6 +62,9 @@ const (
 )
 
 // LeaseName returns the name of the lock Lease for cluster.
+// ManualOperation is the operation a hold taken by hand (`lock acquire`) records.
+const ManualOperation = "manual lock"
+
 func LeaseName(cluster string) string { return LeasePrefix + cluster }
 
 // Manager takes and inspects the lock of one database cluster on behalf of
@@ -89,6 +92,10 @@ type Manager struct {
 	// judged by the server's time, not the local one. Nil means the local
 	// clock.
 	Clock ops.Clock
+	// Force lets an acquisition take over, and Release give up, a lock someone else holds
+	// and has not let expire (`lock acquire|release --force`). A denied ID still never
+	// acquires.
+	Force bool
 
 	// seen is the lease as a Status read it (Seen): the next acquisition decides and writes
 	// from it instead of reading it again.
@@ -182,7 +189,10 @@ func (m *Manager) acquire(ctx context.Context, operation, reason string, first f
 	var (
 		action   string
 		previous string
-		journal  *ops.Journal
+		// handReason is the reason of the hold taken by hand (lock acquire) this acquisition
+		// extends.
+		handReason string
+		journal    *ops.Journal
 	)
 	seen, seenMissing := m.seen, m.seenMissing
 	m.seen, m.seenMissing = nil, false
@@ -199,6 +209,10 @@ func (m *Manager) acquire(ctx context.Context, operation, reason string, first f
 			return false, err
 		}
 		previous = holderOf(l)
+		handReason = ""
+		if action == ops.LockExtended && l.Annotations[AnnotationOperation] == ManualOperation {
+			handReason = l.Annotations[AnnotationReason]
+		}
 		if journal, err = decodeJournal(l); err != nil {
 			return false, err
 		}
@@ -237,6 +251,7 @@ func (m *Manager) acquire(ctx context.Context, operation, reason string, first f
 		// The documented lock event names whom a takeover replaced.
 		info.Previous = previous
 	}
+	info.HandReason = handReason
 	return &heldLock{m: m, journal: journal, info: info, lease: lease}, nil
 }
 
@@ -258,9 +273,11 @@ func (m *Manager) decide(l *coordinationv1.Lease, denies []DenyEntry, now time.T
 		return ops.LockTakeover, nil
 	case m.expired(l, now):
 		return ops.LockTakeover, nil
+	case m.Force:
+		return ops.LockTakeover, nil
 	}
-	return "", ops.Lockedf("cluster %s is locked by %s%s until %s; wait, or ask them to release it",
-		m.clusterName(), holder, describeWork(l), formatTime(m.expiry(l)))
+	return "", ops.Lockedf("cluster %s is locked by %s%s until %s; wait, ask them to release it, or take it over (stopping what it does) with: kubectl dbops lock acquire %s -n %s --force",
+		m.clusterName(), holder, describeWork(l), formatTime(m.expiry(l)), m.Cluster, m.Namespace)
 }
 
 // take makes the lease ours according to action.
@@ -292,24 +309,39 @@ func (m *Manager) take(l *coordinationv1.Lease, exists bool, action, operation, 
 
 // Release gives up the lock when this ID holds it (expired or not). It is
 // the `lock release` command: releasing a lock held by someone else is an
-// ops.ErrLocked error, releasing a free lock an ops.ErrPrecondition error.
+// ops.ErrLocked error (unless Force), releasing a free lock an ops.ErrPrecondition error.
 // The journal and deny list stay on the Lease.
 func (m *Manager) Release(ctx context.Context) error {
+	_, err := m.ReleaseHolder(ctx)
+	return err
+}
+
+// Released is what a release gave up.
+type Released struct {
+	// Holder is the ID that held the lock; Work its operation and reason (" (...)" or "").
+	Holder, Work string
+}
+
+// ReleaseHolder is Release, returning whose lock it released: with Force, someone else's.
+func (m *Manager) ReleaseHolder(ctx context.Context) (Released, error) {
 	if err := m.validate(); err != nil {
-		return err
+		return Released{}, err
 	}
+	var r Released
 	_, err := m.modify(ctx, func(l *coordinationv1.Lease, exists bool) (bool, error) {
 		switch holder := holderOf(l); {
 		case !exists || holder == "":
 			return false, ops.Preconditionf("cluster %s is not locked; nothing to release", m.clusterName())
-		case holder != m.ID:
-			return false, ops.Lockedf("cluster %s is locked by %s%s, not by %s; only the holder can release it",
+		case holder != m.ID && !m.Force:
+			return false, ops.Lockedf("cluster %s is locked by %s%s, not by %s; only the holder can release it, or release it for them (stopping what it does) with --force",
 				m.clusterName(), holder, describeWork(l), m.ID)
+		default:
+			r = Released{Holder: holder, Work: describeWork(l)}
 		}
 		clearHolder(l)
 		return true, nil
 	})
-	return m.wrap("releasing", err)
+	return r, m.wrap("releasing", err)
 }
 
 // Status reads the lock, judging expiry by the API server's clock.
@@ -530,8 +562,8 @@ func (m *Manager) deniedError(d *DenyEntry) error {
 	if d.Reason != "" {
 		why = ": " + d.Reason
 	}
-	return ops.Lockedf("lock ID %s is on the deny list of cluster %s (denied by %s at %s%s); it cannot take the lock until it is allowed again",
-		d.ID, m.clusterName(), d.By, formatTime(d.At), why)
+	return ops.WithReason(ops.Lockedf("lock ID %s is on the deny list of cluster %s (denied by %s at %s%s); it cannot take the lock until it is allowed again",
+		d.ID, m.clusterName(), d.By, formatTime(d.At), why), ops.ReasonDenied)
 }
 
 func holderOf(l *coordinationv1.Lease) string {

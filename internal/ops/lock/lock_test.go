@@ -42,7 +42,7 @@ func TestAcquire(t *testing.T) {
 			want: ops.LockExtended},
 		{name: "held by another", lease: testLease(heldBy(bob, "restart --rolling", t0.Add(-time.Minute), 600)),
 			errHas: []string{"cluster prod/mycrate is locked by " + bob + " (restart --rolling) until 2026-11-22T10:09:00Z",
-				"wait, or ask them to release it"}},
+				"wait, ask them to release it, or take it over (stopping what it does) with: kubectl dbops lock acquire mycrate -n prod --force"}},
 		{name: "held by another with a reason",
 			lease:  testLease(heldBy(bob, "lock", t0.Add(-time.Minute), 600), withAnnotation(AnnotationReason, "upgrade window")),
 			errHas: []string{"locked by " + bob + " (lock; reason: upgrade window)"}},

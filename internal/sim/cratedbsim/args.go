@@ -226,12 +226,23 @@ func expandPlaceholders(s string, env map[string]string) string {
 }
 
 // podSettings reads the -C settings of a pod's CrateDB container after Kubernetes' variable
-// expansion and the entrypoint's substitutions; later occurrences win, as in CrateDB.
+// expansion and the entrypoint's substitutions. A setting given twice keeps its first value
+// here; settingsError says why CrateDB would not start with it.
 func podSettings(pod *corev1.Pod, c *corev1.Container) nodeSettings {
+	out, _ := podSettingsChecked(pod, c)
+	return out
+}
+
+// podSettingsChecked is podSettings and the first reason CrateDB's command line refuses the
+// settings before the node starts (server/cli/EnvironmentAwareCommand.java in crate/crate,
+// org.elasticsearch.cli: "setting [k] must not be empty", "setting [k] already set, saw [a]
+// and [b]" - every -C key at most once, whatever the values).
+func podSettingsChecked(pod *corev1.Pod, c *corev1.Container) (nodeSettings, error) {
 	out := nodeSettings{}
 	if c == nil {
-		return out
+		return out, nil
 	}
+	var refusal error
 	env := containerEnv(c, pod)
 	hostname := ""
 	if pod != nil {
@@ -243,11 +254,22 @@ func podSettings(pod *corev1.Pod, c *corev1.Container) nodeSettings {
 		if !ok {
 			continue
 		}
-		if k, v, ok := strings.Cut(rest, "="); ok {
-			out[k] = v
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok {
+			continue
 		}
+		if prev, dup := out[k]; dup {
+			if refusal == nil {
+				refusal = fmt.Errorf("setting [%s] already set, saw [%s] and [%s]", k, prev, v)
+			}
+			continue
+		}
+		if v == "" && refusal == nil {
+			refusal = fmt.Errorf("setting [%s] must not be empty", k)
+		}
+		out[k] = v
 	}
-	return out
+	return out, refusal
 }
 
 // randomNodeName is the name a node without node.name gets: CrateDB generates a random one

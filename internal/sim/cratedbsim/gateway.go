@@ -22,44 +22,6 @@ type ghost struct {
 	until                  time.Time
 }
 
-// electMaster keeps the current master while it runs, otherwise elects the first running
-// master-eligible node if a majority of the master-eligible members runs. When no
-// master-eligible node runs any more, the cluster state lives on disk only: the next master
-// must recover it through the gateway, and transient settings are gone.
-func (m *model) electMaster() {
-	members, up := 0, 0
-	var first *simNode
-	for _, n := range m.sortedNodes() {
-		if !n.master || !n.member {
-			continue
-		}
-		members++
-		if n.up {
-			up++
-			if first == nil {
-				first = n
-			}
-		}
-	}
-	if up == 0 {
-		if m.recovered || len(m.transient) > 0 {
-			m.recovered = false
-			m.recoverAt = time.Time{}
-			m.transient = map[string]string{}
-		}
-	}
-	if up == 0 || up*2 <= members {
-		m.master = ""
-		return
-	}
-	if cur := m.nodes[m.master]; cur != nil && cur.up && cur.master {
-		m.gateway()
-		return
-	}
-	m.master = first.name
-	m.gateway()
-}
-
 // gateway performs the state recovery of a freshly elected master as CrateDB's
 // GatewayService does: not before recover_after_nodes (master and data nodes) and
 // recover_after_data_nodes have joined; then at once if every configured expected count is
@@ -145,6 +107,11 @@ func (m *model) nodeLeft(n *simNode) {
 	}
 	if n.master && m.chaos.ElectionErrors > 0 {
 		m.electionErrors = m.chaos.ElectionErrors
+	}
+	if n.master && m.voting[n.id] && m.master != "" {
+		// The elected master still lists the node until it publishes its departure
+		// (voting.go processDepartures).
+		m.leaving = append(m.leaving, ghost{name: n.name, id: n.id, hostname: n.hostname, ip: n.ip, version: n.version})
 	}
 }
 

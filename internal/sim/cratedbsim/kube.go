@@ -228,7 +228,7 @@ func (s *Sim) podSpec(p *corev1.Pod, sts *appsv1.StatefulSet) nodeSpec {
 	if c == nil || (len(c.Command) == 0 && len(c.Args) == 0) {
 		c = crateContainer(&sts.Spec.Template.Spec)
 	}
-	settings := podSettings(p, c)
+	settings, refusal := podSettingsChecked(p, c)
 	image := ""
 	if c != nil {
 		image = c.Image
@@ -245,6 +245,11 @@ func (s *Sim) podSpec(p *corev1.Pod, sts *appsv1.StatefulSet) nodeSpec {
 	// CrateDB's defaults: every node is master-eligible and holds data.
 	sp.master = settings.bool("node.master", true)
 	sp.data = settings.bool("node.data", true)
+	if sp.up && refusal != nil {
+		// CrateDB exits before it starts: the pod's container keeps restarting.
+		s.logf("cratedbsim: pod %s: node does not start: %v", p.Name, refusal)
+		sp.up = false
+	}
 	if sp.up {
 		if err := s.startable(sp); err != nil {
 			s.logf("cratedbsim: pod %s: node does not start: %v", p.Name, err)

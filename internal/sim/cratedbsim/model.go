@@ -108,6 +108,12 @@ type model struct {
 	recoverAt time.Time
 	// ghosts are nodes that stopped but are still listed in sys.nodes (chaos).
 	ghosts []ghost
+	// voting is the last committed voting configuration: the ids of the master-eligible
+	// nodes whose majority elects a master and commits a cluster state (voting.go).
+	voting map[string]bool
+	// leaving are voting nodes that stopped and that the elected master still lists in
+	// sys.nodes until it publishes their departure (voting.go processDepartures).
+	leaving []ghost
 	// electionErrors is how many statements still fail because of a master election (chaos).
 	electionErrors int
 	chaos          Chaos
@@ -254,6 +260,7 @@ func (m *model) setNodeUp(n *simNode, up bool) {
 		n.acked = map[int]bool{}
 		// A node that joins again replaces the instance the master still listed.
 		m.ghosts = slices.DeleteFunc(m.ghosts, func(g ghost) bool { return g.name == n.name || g.id == n.id })
+		m.leaving = slices.DeleteFunc(m.leaving, func(g ghost) bool { return g.name == n.name || g.id == n.id })
 	}
 	m.electMaster()
 	m.allocate()
@@ -509,6 +516,7 @@ func (m *model) removeCopy(key shardKey, c *shardCopy) {
 // tick advances recoveries: up to shardsPerTick copies finish, then allocation runs again.
 // It reports whether anything changed.
 func (m *model) tick() bool {
+	m.processDepartures()
 	if !m.recovered && m.master != "" {
 		m.gateway() // a delayed state recovery may be due
 	}

@@ -33,6 +33,12 @@ func virtualTables() map[string]virtualTable {
 				for _, g := range m.liveGhosts() {
 					out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String()})
 				}
+				// Voting nodes that stopped, until the master published their departure.
+				for _, g := range m.leaving {
+					if !slices.ContainsFunc(m.liveGhosts(), func(x ghost) bool { return x.id == g.id }) {
+						out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String()})
+					}
+				}
 				return out
 			},
 		},

@@ -381,6 +381,7 @@ func statementDefs() []*stmtDef {
 	colsShardCount := []column{{"node['name']", oidVarchar}, {"count(*)", oidInt8}}
 	colsExists := []column{{"(count(*) = 1)", oidBool}}
 	colsReplicas := []column{{"number_of_replicas", oidVarchar}}
+	colsStartedCopies := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"partition_ident", oidVarchar}, {"id", oidInt4}, {"node['name']", oidVarchar}}
 	return []*stmtDef{
 		{
 			patterns:  []string{"SELECT 1"},
@@ -450,6 +451,30 @@ func statementDefs() []*stmtDef {
 					}
 				}
 				return rows(colsShardCount, out...), nil
+			},
+		},
+		{
+			// Started copies (a relocating source still serves): routing_state STARTED or
+			// RELOCATING; unassigned and initializing copies are not listed. Tables here are
+			// not partitioned, so partition_ident is '' as CrateDB reports it for them.
+			patterns: []string{"SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')"},
+			cols:     colsStartedCopies,
+			run: func(x *execCtx) (*result, error) {
+				var out [][]any
+				for _, t := range x.m.sortedTables() {
+					schema, name, ok := strings.Cut(t.name, ".")
+					if !ok {
+						schema, name = "doc", t.name
+					}
+					for id, copies := range t.copies {
+						for _, c := range copies {
+							if c.started {
+								out = append(out, []any{schema, name, "", int32(id), c.node})
+							}
+						}
+					}
+				}
+				return rows(colsStartedCopies, out...), nil
 			},
 		},
 		{

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestPodSettings(t *testing.T) {
@@ -273,7 +275,11 @@ func TestRecoverAfterOnFullRestart(t *testing.T) {
 		t.Fatalf("after recover_after_time: %v", err)
 	}
 	// Transient settings did not survive the full restart.
-	if res, _ := sim.Exec("t", "crate", `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`); res.Rows[0][0] != "" {
+	res, err := sim.Exec("t", "crate", `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows[0][0] != "" {
 		t.Fatalf("transient exclusion survived a full restart: %v", res.Rows)
 	}
 }
@@ -281,10 +287,14 @@ func TestRecoverAfterOnFullRestart(t *testing.T) {
 func TestRecoverAtOnceWithExpectedNodes(t *testing.T) {
 	sim, _ := startGateway(t, "", Chaos{})
 	for _, n := range []string{"master-0", "master-1", "master-2", "data-hot-0", "data-hot-1", "data-hot-2", "data-hot-3"} {
-		_ = sim.SetNodeUp(n, false)
+		if err := sim.SetNodeUp(n, false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, n := range []string{"master-0", "master-1", "data-hot-0", "data-hot-1", "data-hot-2", "data-hot-3"} {
-		_ = sim.SetNodeUp(n, true)
+		if err := sim.SetNodeUp(n, true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := sim.Exec("t", "crate", `SELECT max(severity) FROM sys.health`); err != nil {
 		t.Fatalf("all expected data nodes are back: %v", err)
@@ -307,13 +317,18 @@ func TestNodeChecksPerNode(t *testing.T) {
 	if count(checkExpectedNodes, true) != 7 || count(checkRecoverAfter, true) != 7 || count(checkRecoverTime, true) != 7 {
 		t.Fatalf("checks 1-3 must pass with expected=4, after=3, 4 data nodes")
 	}
-	_ = sim.SetNodeUp("data-hot-3", false)
+	if err := sim.SetNodeUp("data-hot-3", false); err != nil {
+		t.Fatal(err)
+	}
 	if count(checkExpectedNodes, false) != 6 {
 		t.Fatal("check 1 must fail on every node with 3 of 4 expected data nodes")
 	}
 	// recover_after_time=0 with an expected count: check 3 fails.
 	sim2, _ := startGateway(t, "0s", Chaos{})
-	res, _ = sim2.Exec("t", "crate", `SELECT count(*) FROM sys.node_checks WHERE id = 3 AND passed = false`)
+	res, err = sim2.Exec("t", "crate", `SELECT count(*) FROM sys.node_checks WHERE id = 3 AND passed = false`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res.Rows[0][0] != int64(7) {
 		t.Fatalf("check 3 with recover_after_time=0: %v", res.Rows)
 	}
@@ -321,7 +336,9 @@ func TestNodeChecksPerNode(t *testing.T) {
 
 func TestChaos(t *testing.T) {
 	sim, now := startGateway(t, "", Chaos{ElectionErrors: 2, ShutdownGrace: 30 * time.Second})
-	_ = sim.SetNodeUp("master-0", false)
+	if err := sim.SetNodeUp("master-0", false); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 2 {
 		_, err := sim.Exec("t", "crate", `SELECT max(severity) FROM sys.health`)
 		var se *SQLError
@@ -354,6 +371,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("master-0 left sys.nodes at once: %s", got)
 	}
 	*now = now.Add(31 * time.Second)
+	sim.Tick() // the master's fault detection publishes the departure (voting.go)
 	if got := names(); strings.Contains(got, "master-0") {
 		t.Fatalf("master-0 still listed after the grace time: %s", got)
 	}
@@ -406,7 +424,9 @@ func TestShards(t *testing.T) {
 	if onHot0 == 0 {
 		t.Fatal("no copy of doc.s on data-hot-0")
 	}
-	_ = sim.SetNodeUp("data-hot-0", false)
+	if err := sim.SetNodeUp("data-hot-0", false); err != nil {
+		t.Fatal(err)
+	}
 	if got := count(); got["doc.s"] != fmt.Sprintf("%d+0", 4-onHot0) {
 		t.Fatalf("after data-hot-0 stopped: %v, want doc.s to lose its %d primaries there", got, onHot0)
 	}
@@ -505,4 +525,89 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, pool
+}
+
+// TestDuplicateSettingRefusesStart: CrateDB's command line takes each -C key once
+// (EnvironmentAwareCommand: "setting [k] already set, saw [a] and [b]") and an empty value
+// not at all; such a node never starts, whatever the values. Before, the simulator let the
+// later value win and started the node.
+func TestDuplicateSettingRefusesStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+		up   bool
+	}{
+		{"each key once", []string{"-Cgateway.expected_data_nodes=3", "-Cgateway.recover_after_data_nodes=2"}, "", true},
+		{"same key twice, same value", []string{"-Cgateway.expected_data_nodes=3", "-Cgateway.expected_data_nodes=3"},
+			"setting [gateway.expected_data_nodes] already set, saw [3] and [3]", false},
+		{"same key twice, other value", []string{"-Cgateway.expected_data_nodes=3", "-Cgateway.expected_data_nodes=4"},
+			"setting [gateway.expected_data_nodes] already set, saw [3] and [4]", false},
+		{"empty value", []string{"-Cgateway.expected_data_nodes="}, "setting [gateway.expected_data_nodes] must not be empty", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &corev1.Container{Command: []string{"/docker-entrypoint.sh", "crate", "-Cnode.name=n1"}, Args: tc.args}
+			_, err := podSettingsChecked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-0"}}, c)
+			if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
+				t.Fatalf("podSettingsChecked: %v, want %q", err, tc.want)
+			}
+			f := &fakeCluster{t: t, client: fake.NewClientset()}
+			f.sts("crate-data-hot-c", 1, append([]string{"-Cnode.name=$(POD_NAME)"}, tc.args...)...)
+			f.pvc("crate-data-hot-c-0")
+			f.pod("crate-data-hot-c-0", true)
+			var logs []string
+			var mu sync.Mutex
+			sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: "c", TickInterval: -1, Logf: func(format string, args ...any) {
+				mu.Lock()
+				logs = append(logs, fmt.Sprintf(format, args...))
+				mu.Unlock()
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sim.Close)
+			up := false
+			for _, n := range sim.Nodes() {
+				up = up || n.Up
+			}
+			if up != tc.up {
+				t.Fatalf("node up = %v, want %v: %+v", up, tc.up, sim.Nodes())
+			}
+			if !tc.up {
+				mu.Lock()
+				defer mu.Unlock()
+				if !strings.Contains(strings.Join(logs, "\n"), tc.want) {
+					t.Errorf("log lacks %q:\n%s", tc.want, strings.Join(logs, "\n"))
+				}
+			}
+		})
+	}
+}
+
+// TestStartedCopies: sys.shards lists started copies with their table and node; copies still
+// recovering are not started.
+func TestStartedCopies(t *testing.T) {
+	sim := startStatic(t)
+	if _, err := sim.Exec("t", "crate", `CREATE TABLE doc.t (a INT) CLUSTERED INTO 2 SHARDS WITH (number_of_replicas = 1)`); err != nil {
+		t.Fatal(err)
+	}
+	q := `SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')`
+	res, err := sim.Exec("t", "crate", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 2 { // the primaries start at once, the replicas recover over ticks
+		t.Fatalf("started copies before recovery: %v", res.Rows)
+	}
+	for range 5 {
+		sim.Tick()
+	}
+	if res, err = sim.Exec("t", "crate", q); err != nil || len(res.Rows) != 4 {
+		t.Fatalf("started copies after recovery: %v, %v", res, err)
+	}
+	for _, r := range res.Rows {
+		if r[0] != "doc" || r[1] != "t" || r[2] != "" || !strings.HasPrefix(fmt.Sprint(r[4]), "data-hot-") {
+			t.Errorf("row %v", r)
+		}
+	}
 }

@@ -9,14 +9,17 @@
 //     at start unless given), client port 2379, peer port 2380; exec into
 //     the pod gets ETCDCTL_ENDPOINTS=http://<AddrPrefix>.<N+1>:2379 and
 //     finds etcdctl through a shim on kwok's PATH; the peer URL a pod advertises is
-//     PeerURLTemplate(), which the StatefulSet carries in the annotation
-//     dbops.io/etcd-peer-url-template so the engine computes the same URL;
+//     PeerURLTemplate(), which the StatefulSet (Objects, the fixture) carries in
+//     the annotation dbops.io/etcd-peer-url-template, as a user's manifest would;
 //   - the data folder is keyed by the UID of the pod's PVC: recreating the
 //     pod keeps the data, deleting the PVC gives a new empty folder;
-//   - --initial-cluster and --initial-cluster-state come from the
-//     cluster-state ConfigMap (<sts>-cluster-state, keys
-//     ETCD_INITIAL_CLUSTER and ETCD_INITIAL_CLUSTER_STATE), read when the
-//     process starts, as a container reads its environment;
+//   - the process gets the environment a kubelet gives the pod's container
+//     (its env and the ConfigMaps of its envFrom, read when the process starts),
+//     and etcd reads its ETCD_* variables from it, as the real etcd does
+//     (etcd's flags have ETCD_<FLAG> environment equivalents). Objects' fixture
+//     puts ETCD_INITIAL_CLUSTER and ETCD_INITIAL_CLUSTER_STATE in the ConfigMap
+//     <sts>-cluster-state; the runner takes the layout from the pod, not from
+//     the engine;
 //   - a crashed process is restarted with a backoff while its pod exists
 //     (like a kubelet's restart policy).
 package etcdpods
@@ -45,7 +48,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
@@ -259,8 +261,12 @@ func (r *Runner) Endpoints(n int) string {
 	return strings.Join(parts, ",")
 }
 
-// ConfigMapName is the cluster-state ConfigMap the pods read.
-func (r *Runner) ConfigMapName() string { return r.opts.StatefulSet + etcd.ConfigMapSuffix }
+// ConfigMapName is the cluster-state ConfigMap of the fixture (Objects).
+func (r *Runner) ConfigMapName() string { return r.opts.StatefulSet + "-cluster-state" }
+
+// peerURLTemplateAnnotation is where the fixture tells kubectl-dbops how a member's peer
+// URL is made (README, etcd layouts), as a user's StatefulSet would.
+const peerURLTemplateAnnotation = "dbops.io/etcd-peer-url-template"
 
 // Objects returns a StatefulSet (with headless service name, PVC template
 // and the peer URL annotation) and its cluster-state ConfigMap for a new
@@ -270,7 +276,7 @@ func (r *Runner) Objects(n int32) (*appsv1.StatefulSet, *corev1.ConfigMap) {
 	lbls := map[string]string{"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": name}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Namespace, Labels: lbls,
-			Annotations: map[string]string{etcd.AnnotationPeerURLTemplate: r.PeerURLTemplate()}},
+			Annotations: map[string]string{peerURLTemplateAnnotation: r.PeerURLTemplate()}},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(n),
 			ServiceName:         name + "-headless",
@@ -301,7 +307,8 @@ func (r *Runner) Objects(n int32) (*appsv1.StatefulSet, *corev1.ConfigMap) {
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: r.ConfigMapName(), Namespace: r.opts.Namespace},
-		Data:       map[string]string{etcd.KeyInitialCluster: r.InitialCluster(int(n)), etcd.KeyInitialClusterState: "new"},
+		// etcd's own environment names of --initial-cluster and --initial-cluster-state.
+		Data: map[string]string{"ETCD_INITIAL_CLUSTER": r.InitialCluster(int(n)), "ETCD_INITIAL_CLUSTER_STATE": "new"},
 	}
 	return sts, cm
 }
@@ -500,11 +507,10 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 	if pvc.DeletionTimestamp != nil || pvc.Status.Phase != corev1.ClaimBound {
 		return nil, fmt.Errorf("PVC %s not usable", pvcName)
 	}
-	obj, ok, err = r.cms.GetByKey(r.opts.Namespace + "/" + r.ConfigMapName())
-	if err != nil || !ok {
-		return nil, fmt.Errorf("ConfigMap %s not found", r.ConfigMapName())
+	env, err := r.containerEnv(p)
+	if err != nil {
+		return nil, err
 	}
-	cm := obj.(*corev1.ConfigMap)
 	dataDir := filepath.Join(r.DataDir(), string(pvc.UID))
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
@@ -526,8 +532,6 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 		"--advertise-client-urls=" + r.ClientURL(o),
 		"--listen-peer-urls=" + r.PeerURL(o),
 		"--initial-advertise-peer-urls=" + r.PeerURL(o),
-		"--initial-cluster=" + cm.Data[etcd.KeyInitialCluster],
-		"--initial-cluster-state=" + cm.Data[etcd.KeyInitialClusterState],
 		"--initial-cluster-token=" + r.opts.Namespace + "-" + r.opts.StatefulSet,
 		"--heartbeat-interval=" + strconv.Itoa(max(100, r.opts.ElectionTimeout/10)),
 		"--election-timeout=" + strconv.Itoa(r.opts.ElectionTimeout),
@@ -535,6 +539,7 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 		"--log-level=warn",
 	}
 	cmd := exec.Command(r.etcd, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = dataDir
 	// Own process group so stopping it never signals anyone else.
@@ -544,7 +549,7 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 	}
 	np := &proc{podUID: string(p.UID), cmd: cmd, exited: make(chan struct{}), restarts: restarts, logPath: logPath}
 	r.opts.Logf("etcdpods: started etcd for %s (pid %d, pvc %s, state %s, log %s)", p.Name, cmd.Process.Pid,
-		shortUID(string(pvc.UID)), cm.Data[etcd.KeyInitialClusterState], logPath)
+		shortUID(string(pvc.UID)), envValue(env, "ETCD_INITIAL_CLUSTER_STATE"), logPath)
 	go func() {
 		err := cmd.Wait()
 		// Crash-loop backoff like a kubelet's, capped low for tests.
@@ -554,6 +559,65 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 		r.kick()
 	}()
 	return np, nil
+}
+
+// containerEnv is the environment a kubelet gives the pod's first container: for each envFrom
+// ConfigMap its keys (with the source's prefix; a missing ConfigMap fails the start unless
+// optional), then the env entries (literal values, and fieldRef metadata.name/namespace),
+// which win over envFrom (kubelet: makeEnvironmentVariables). Only what the fixtures use.
+func (r *Runner) containerEnv(p *corev1.Pod) ([]string, error) {
+	if len(p.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("pod %s has no container", p.Name)
+	}
+	c := p.Spec.Containers[0]
+	vars := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vars[k]; !ok {
+			order = append(order, k)
+		}
+		vars[k] = v
+	}
+	for _, ef := range c.EnvFrom {
+		if ef.ConfigMapRef == nil {
+			continue
+		}
+		obj, ok, err := r.cms.GetByKey(p.Namespace + "/" + ef.ConfigMapRef.Name)
+		if err != nil || !ok {
+			if ef.ConfigMapRef.Optional != nil && *ef.ConfigMapRef.Optional {
+				continue
+			}
+			return nil, fmt.Errorf("ConfigMap %s (envFrom of pod %s) not found", ef.ConfigMapRef.Name, p.Name)
+		}
+		for k, v := range obj.(*corev1.ConfigMap).Data {
+			set(ef.Prefix+k, v)
+		}
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			set(e.Name, e.Value)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			set(e.Name, p.Name)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			set(e.Name, p.Namespace)
+		}
+	}
+	env := make([]string, 0, len(order))
+	for _, k := range order {
+		env = append(env, k+"="+vars[k])
+	}
+	return env, nil
+}
+
+// envValue is the value of name in env (KEY=value entries).
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 // stopProc ends one process: SIGTERM (etcd hands leadership over), then

@@ -42,10 +42,13 @@ type DB struct {
 	DrainPerPoll int
 	// Replicas are the number_of_replicas values of information_schema.tables.
 	Replicas []string
-	Users    map[string]string // name -> password
-	Granted  map[string]bool
-	License  string
-	Acked    bool
+	// Copies are the started shard copies of sys.shards: schema, table,
+	// partition_ident, shard id, node name.
+	Copies  [][]any
+	Users   map[string]string // name -> password
+	Granted map[string]bool
+	License string
+	Acked   bool
 	// AckedRecover is the recover-after node check's acknowledgement.
 	AckedRecover bool
 	// SeverityScript is consumed, one value per health read, before Severity.
@@ -261,6 +264,12 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		return [][]any{{d.Master}}, nil
 	case sql == `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`:
 		return [][]any{{d.Exclusions}}, nil
+	case sql == `SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`:
+		// CrateDB's default is all; a transient setting overrides it.
+		if d.Allocation == "" {
+			return [][]any{{"all"}}, nil
+		}
+		return [][]any{{d.Allocation}}, nil
 	case sql == `SELECT id, name, hostname, rest_url, version['number'] FROM sys.nodes`:
 		var rows [][]any
 		for _, n := range d.Nodes {
@@ -300,6 +309,8 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 			}
 		}
 		return rows, nil
+	case sql == `SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')`:
+		return slices.Clone(d.Copies), nil
 	case sql == `SELECT count(*) = 1 FROM sys.users WHERE name = $1`:
 		_, ok := d.Users[fmt.Sprint(args[0])]
 		return [][]any{{ok}}, nil

@@ -1,0 +1,292 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+)
+
+// listHealthTimeout bounds each cluster's health read in `list`: one slow database must not
+// hold up the whole list.
+const listHealthTimeout = 10 * time.Second
+
+// ClusterSummary is one row of `list` (`-o json|yaml`: items of a ClusterList).
+type ClusterSummary struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Engine    string `json:"engine,omitempty"`
+	// Groups are "name ready/desired" per node group.
+	Groups []string `json:"groups,omitempty"`
+	Pods   int      `json:"pods"`
+	Ready  int      `json:"ready"`
+	Health string   `json:"health,omitempty"`
+	// LockHolder is who holds the lock now ("" when free or expired).
+	LockHolder string `json:"lockHolder,omitempty"`
+	// Unfinished is the operation an interrupted, failed or timed-out run left in the
+	// journal ("" when none).
+	Unfinished string `json:"unfinished,omitempty"`
+	// Error says why the cluster could not be read (the row shows what could).
+	Error string `json:"error,omitempty"`
+}
+
+// ListOptions holds `list` flags.
+type ListOptions struct {
+	*GlobalOptions
+	AllNamespaces bool
+	NoHeaders     bool
+}
+
+// NewListOptions returns options bound to the shared flags.
+func NewListOptions(g *GlobalOptions) *ListOptions { return &ListOptions{GlobalOptions: g} }
+
+// NewListCmd builds `list`.
+func NewListCmd(g *GlobalOptions) *cobra.Command {
+	o := NewListOptions(g)
+	cmd := &cobra.Command{
+		Use:         "list [-A]",
+		Aliases:     []string{"ls"},
+		Annotations: documentAnnotations(),
+		Short:       "List the database clusters in the namespace (or all with -A): engine, groups, health, lock, unfinished operation",
+		Example: `  kubectl dbops list -n prod
+  kubectl dbops list -A -o json | jq -r '.items[] | select(.lockHolder != "") | .name'`,
+		Args: noArgs,
+		RunE: runOptions(o),
+	}
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the clusters of every namespace")
+	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the table's column headers (-o text)")
+	return cmd
+}
+
+// Complete has nothing to take.
+func (o *ListOptions) Complete(*cobra.Command, []string) error { return nil }
+
+// Validate checks flags without touching the API.
+func (o *ListOptions) Validate() error {
+	if err := o.GlobalOptions.Validate(); err != nil {
+		return err
+	}
+	if o.DryRun {
+		return ops.Usagef("--dry-run does not apply to list (it never changes anything)")
+	}
+	return nil
+}
+
+// Run lists the clusters.
+func (o *ListOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	cl, err := o.Clients()
+	if err != nil {
+		return err
+	}
+	ns := ""
+	if !o.AllNamespaces {
+		if ns, err = o.Namespace(); err != nil {
+			return err
+		}
+	}
+	found, err := clusterNames(ctx, cl.Kube, ns)
+	if err != nil {
+		return err
+	}
+	rows := make([]ClusterSummary, len(found))
+	var wg sync.WaitGroup
+	for i, f := range found {
+		wg.Go(func() { rows[i] = o.summarize(ctx, cl, f.Namespace, f.Name) })
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	doc, err := documentList(rows, "ClusterList", "ClusterSummary", "", ns, func(r ClusterSummary) string { return r.Name })
+	if err != nil {
+		return err
+	}
+	return o.printDocument(o.Out, doc, func(w io.Writer) error { return o.writeList(w, rows, ns) })
+}
+
+// summarize reads one cluster's row; what cannot be read goes to Error.
+func (o *ListOptions) summarize(ctx context.Context, cl *Clients, ns, name string) ClusterSummary {
+	row := ClusterSummary{Namespace: ns, Name: name}
+	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
+		Engines: o.engineNames(), Dynamic: cl.Dynamic})
+	if err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	row.Engine = c.Engine
+	for _, g := range c.Groups {
+		row.Groups = append(row.Groups, fmt.Sprintf("%s %d/%d", g.Name, g.Ready, g.Desired))
+		for _, p := range g.Pods {
+			row.Pods++
+			if p.Ready {
+				row.Ready++
+			}
+		}
+	}
+	var errs []string
+	id, _ := o.ResolveLockID()
+	lm := &lock.Manager{Client: cl.Kube, Namespace: ns, Cluster: name, ID: id, Duration: o.LockDuration, Clock: cl.Clock}
+	if st, err := lm.Status(ctx); err != nil {
+		errs = append(errs, "lock: "+err.Error())
+	} else {
+		if st.Held {
+			row.LockHolder = st.Holder
+		}
+		if j := st.Journal; j != nil && j.State != ops.JournalSucceeded {
+			row.Unfinished = fmt.Sprintf("%s %s (%s, %d/%d done)", j.Operation, j.Args, j.State, len(j.Done), j.Steps)
+		}
+	}
+	if eng, err := o.engine(ctx, cl, c); err == nil {
+		hctx, cancel := context.WithTimeout(ctx, listHealthTimeout)
+		h, err := eng.Health(hctx, c)
+		cancel()
+		switch {
+		case err != nil:
+			row.Health = "unknown"
+			errs = append(errs, "health: "+err.Error())
+		case h != nil:
+			row.Health = h.Status
+		}
+		if cl, ok := eng.(ops.Closer); ok {
+			_ = cl.Close(context.WithoutCancel(ctx))
+		}
+	}
+	row.Error = strings.Join(errs, "; ")
+	return row
+}
+
+func (o *ListOptions) writeList(w io.Writer, rows []ClusterSummary, ns string) error {
+	if len(rows) == 0 {
+		where := fmt.Sprintf("namespace %q", ns)
+		if o.AllNamespaces {
+			where = "any namespace"
+		}
+		_, err := ops.Fprintf(w, "no database clusters in %s\n", where)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if !o.NoHeaders {
+		head := "NAME\tENGINE\tGROUPS\tREADY\tHEALTH\tLOCK\tUNFINISHED"
+		if o.AllNamespaces {
+			head = "NAMESPACE\t" + head
+		}
+		fmt.Fprintln(tw, head)
+	}
+	for _, r := range rows {
+		if o.AllNamespaces {
+			ops.Fprintf(tw, "%s\t", r.Namespace)
+		}
+		ops.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.Name, dash(r.Engine), dash(strings.Join(r.Groups, ", ")),
+			r.Ready, r.Pods, dash(r.Health), dash(r.LockHolder), dash(r.Unfinished))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			ops.Fprintf(w, "WARNING: %s/%s: %s\n", r.Namespace, r.Name, r.Error)
+		}
+	}
+	return nil
+}
+
+// namespacedName is a cluster found by clusterNames.
+type namespacedName struct{ Namespace, Name string }
+
+// clusterNames finds the database clusters of ns ("" = all namespaces) by their
+// StatefulSets, as discovery names them: the dbops.io/cluster label, the CrateDB operator's
+// name label, else the StatefulSet's own name. Sorted by namespace, then name.
+func clusterNames(ctx context.Context, client kubernetes.Interface, ns string) ([]namespacedName, error) {
+	list, err := client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing StatefulSets: %w", err)
+	}
+	seen := map[namespacedName]bool{}
+	var out []namespacedName
+	for i := range list.Items {
+		n := namespacedName{list.Items[i].Namespace, clusterNameOf(&list.Items[i])}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// clusterNameOf is the cluster a StatefulSet belongs to, as discovery finds it by name.
+func clusterNameOf(s *appsv1.StatefulSet) string {
+	switch name := s.Labels[discovery.LabelCluster]; {
+	case name != "":
+		return name
+	case strings.HasPrefix(s.Name, "crate-") && s.Labels["app.kubernetes.io/name"] != "":
+		return s.Labels["app.kubernetes.io/name"]
+	default:
+		return s.Name
+	}
+}
+
+// didYouMean adds to err, a cluster name that discovery did not find in ns, the closest
+// name that it would find, if one is close.
+func didYouMean(ctx context.Context, client kubernetes.Interface, ns, name string, err error) error {
+	var ce *ops.CodedError
+	if !errors.As(err, &ce) || !errors.Is(err, ops.ErrUsage) || !strings.HasPrefix(ce.Msg, fmt.Sprintf("no database cluster %q", name)) {
+		return err
+	}
+	found, lerr := clusterNames(ctx, client, ns)
+	if lerr != nil {
+		return err
+	}
+	best, bestD := "", len(name)/3+2
+	for _, f := range found {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(f.Name)); d < bestD {
+			best, bestD = f.Name, d
+		}
+	}
+	if best == "" {
+		return err
+	}
+	return &ops.CodedError{Kind: ops.ErrUsage, Msg: fmt.Sprintf("%s; did you mean %q?", ce.Msg, best), Err: err}
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

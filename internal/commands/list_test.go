@@ -1,0 +1,98 @@
+package commands
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// `list` shows every cluster of the namespace (or all with -A) with its engine, groups,
+// readiness, lock holder and unfinished operation; it never writes.
+func TestList(t *testing.T) {
+	objs := append(fakecluster.Objects("prod", "db", "", webObjects()...), fakecluster.Objects("prod", "other", "", webObjects()...)...)
+	objs = append(objs, fakecluster.Objects("staging", "db", "", webObjects()...)...)
+	objs = append(objs, heldLease("prod", "other", "bob@elsewhere", "s1", "restart --rolling", "INC-1"))
+	h := newHarness(t, uniqueObjects(objs)...)
+	h.client.ClearActions()
+
+	r := h.run("list", "-n", "prod")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], "db ") || !strings.HasPrefix(lines[2], "other ") {
+		t.Fatalf("list -n prod:\n%s", r.out)
+	}
+	if !strings.Contains(lines[2], "bob@elsewhere") || !strings.Contains(lines[1], "web 3/3") || !strings.Contains(lines[1], "3/3") {
+		t.Errorf("rows lack the lock holder or the groups:\n%s", r.out)
+	}
+
+	r = h.run("list", "-A", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var doc struct {
+		Kind  string           `json:"kind"`
+		Items []ClusterSummary `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
+		t.Fatalf("list -A -o json: %v\n%s", err, r.out)
+	}
+	var got []string
+	for _, it := range doc.Items {
+		got = append(got, it.Namespace+"/"+it.Name+" "+it.Engine+" "+it.LockHolder)
+	}
+	want := "prod/db generic ,prod/other generic bob@elsewhere,staging/db generic "
+	if doc.Kind != "ClusterList" || strings.Join(got, ",") != want {
+		t.Errorf("items %q (kind %s), want %q", strings.Join(got, ","), doc.Kind, want)
+	}
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("list wrote %v", w)
+	}
+}
+
+// uniqueObjects drops repeated objects (the nodes every fakecluster.Objects call adds).
+func uniqueObjects(objs []runtime.Object) []runtime.Object {
+	seen := map[string]bool{}
+	var out []runtime.Object
+	for _, o := range objs {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			out = append(out, o)
+			continue
+		}
+		key := fmt.Sprintf("%T/%s/%s", o, m.GetNamespace(), m.GetName())
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// A mistyped cluster name is refused (exit 2) with the closest name that exists.
+func TestDidYouMean(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "mycrate", "", webObjects()...)...)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "mycrte"}, `no database cluster "mycrte" in namespace "prod"`},
+		{[]string{"restart", "mycarte", "--rolling", "--yes"}, `; did you mean "mycrate"?`},
+	} {
+		r := h.run(append(tc.args, "-n", "prod")...)
+		if r.code != ops.ExitUsage || !strings.Contains(r.err, tc.want) || !strings.Contains(r.err, `did you mean "mycrate"?`) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 suggesting mycrate", tc.args, r.code, r.err)
+		}
+	}
+	if r := h.run("status", "zzz", "-n", "prod"); strings.Contains(r.err, "did you mean") {
+		t.Errorf("a name far from every cluster got a suggestion: %q", r.err)
+	}
+}
