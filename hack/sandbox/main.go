@@ -23,7 +23,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
-const usage = `usage: sandbox up [--real-nodes]|down|status|etcd
+const usage = `usage: sandbox up [--real-nodes]|down|status|etcd|fdb
 
   up      start the sandbox in the background (or reuse it) and print the KUBECONFIG export;
           --real-nodes adds 3 real nodes (kubelet + containerd, needs root) and a real etcd
@@ -31,6 +31,8 @@ const usage = `usage: sandbox up [--real-nodes]|down|status|etcd
   down    stop every sandbox process and delete its state
   status  report whether the sandbox runs
   etcd    run the demo etcd cluster (real etcd members) until Ctrl-C
+  fdb     run the demo FoundationDB cluster demo/myfdb (FDB simulator and a stand-in for the
+          FoundationDB operator) until Ctrl-C
 `
 
 func main() {
@@ -52,6 +54,8 @@ func main() {
 		err = status()
 	case "etcd":
 		err = runEtcd(ctx)
+	case "fdb":
+		err = runFDB(ctx)
 	case "reaper": // started by up, next to the detached test bed
 		err = runReaper(ctx)
 	default:

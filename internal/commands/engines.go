@@ -5,6 +5,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/generic"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/replicated"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -20,7 +21,7 @@ type EngineDeps struct {
 
 // deps are the engine packages' constructor dependencies (ops.EngineDeps) of d.
 func (d EngineDeps) deps() ops.EngineDeps {
-	return ops.EngineDeps{Client: d.Clients.Kube, Config: d.Clients.Config, Exec: d.Options.Exec}
+	return ops.EngineDeps{Client: d.Clients.Kube, Config: d.Clients.Config, Exec: d.Options.Exec, Dynamic: d.Clients.Dynamic}
 }
 
 // EngineKind is an engine commands can build: its name (the --engine value
@@ -45,6 +46,9 @@ func builtinEngines() []EngineKind {
 				return nil, err
 			}
 			return built(etcd.New(d.deps(), d.Options.Etcd.Options))
+		}},
+		{ops.EngineFoundationDB, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+			return built(foundationdb.New(d.deps(), foundationdb.Options{}))
 		}},
 		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			// A malformed configuration source is a usage error before anything runs.

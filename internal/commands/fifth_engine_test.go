@@ -202,7 +202,7 @@ func TestFifthEngine(t *testing.T) {
 	t.Run("unregistered, it is an unknown engine", func(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
 		r := h.run("restart", "db", "--rolling", "--engine", "toy", "--yes")
-		if r.code != ops.ExitUsage || !strings.Contains(r.err, `unknown engine "toy"; allowed: cratedb, etcd, replicated, generic`) {
+		if r.code != ops.ExitUsage || !strings.Contains(r.err, `unknown engine "toy"; allowed: cratedb, etcd, foundationdb, replicated, generic`) {
 			t.Errorf("exit %d, stderr %q", r.code, r.err)
 		}
 	})

@@ -21,6 +21,9 @@ type RestartOptions struct {
 	Groups  []string
 	// Mode is pod, zone or all (--mode).
 	Mode string
+	// Method is how each pod restarts (--method): pod (delete) or, for FoundationDB,
+	// process (bounce its processes); empty: the engine's default.
+	Method string
 	// MaxUnavailableZones is --max-unavailable-zones; zonesGiven says it
 	// was on the command line (0 is a meaningful value).
 	MaxUnavailableZones int
@@ -73,6 +76,7 @@ Bounded by --timeout, else 4 h.`,
 	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods batch by batch, waiting for each batch to be back (required)")
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
 	cmd.Flags().StringVar(&o.Mode, "mode", ops.ModePod, "How many pods at once: "+strings.Join(ops.RestartModes, "|"))
+	cmd.Flags().StringVar(&o.Method, "method", "", "How each pod restarts: pod (delete it) or, for FoundationDB, process (bounce its fdbserver processes with fdbcli kill; the default there)")
 	cmd.Flags().IntVar(&o.MaxUnavailableZones, "max-unavailable-zones", 0, "Before each batch, wait until at most K other zones have unavailable pods (default: refuse if any other pod is not Ready)")
 	cmd.Flags().DurationVar(&g.Pacing.Between, "pause-between", 0, "Wait this long between pods (batches) for a human or a check to look at the cluster")
 	cmd.Flags().IntVar(&g.Pacing.After, "pause-after", 0, "Stop cleanly (exit 7) after restarting N pods (batches) in this run; re-run the same command to continue")
@@ -111,6 +115,9 @@ func (o *RestartOptions) Validate() error {
 	if o.Pacing.After < 0 {
 		return ops.Usagef("--pause-after must be 0 (no pause) or more, got %d", o.Pacing.After)
 	}
+	if o.Method != "" && o.Method != ops.MethodPod && o.Method != "process" {
+		return ops.Usagef("unknown --method %q; allowed: pod, process", o.Method)
+	}
 	if !slices.Contains(ops.RestartModes, o.Mode) {
 		return ops.Usagef("unknown --mode %q; allowed: %s", o.Mode, strings.Join(ops.RestartModes, ", "))
 	}
@@ -127,7 +134,7 @@ func (o *RestartOptions) Validate() error {
 
 // restartOptions is the engine-facing form of the flags.
 func (o *RestartOptions) restartOptions() ops.RestartOptions {
-	ro := ops.RestartOptions{Groups: o.Groups, Mode: o.Mode}
+	ro := ops.RestartOptions{Groups: o.Groups, Mode: o.Mode, Method: o.Method}
 	if o.zonesGiven {
 		k := o.MaxUnavailableZones
 		ro.MaxUnavailableZones = &k

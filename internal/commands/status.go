@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -192,13 +193,22 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders, w
 	}
 	b.WriteString("\nNode groups:\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	header(tw, "  GROUP\tSTATEFULSET\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
+	// Groups whose pods an operator's resource recreates show it instead of a StatefulSet.
+	controllerCol := "STATEFULSET"
+	if slices.ContainsFunc(c.Groups, func(g *ops.NodeGroup) bool { return g.Controller != nil }) {
+		controllerCol = "CONTROLLER"
+	}
+	header(tw, "  GROUP\t"+controllerCol+"\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
 	for _, g := range c.Groups {
 		role := g.Role
 		if g.MasterEligible && role != ops.RoleMaster {
 			role += " (master-eligible)"
 		}
-		ops.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.StatefulSet, role, g.Order, g.Desired, g.Current, g.Ready)
+		controller := g.StatefulSet
+		if g.Controller != nil {
+			controller = g.Controller.Kind + "/" + g.Controller.Name
+		}
+		ops.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, controller, role, g.Order, g.Desired, g.Current, g.Ready)
 	}
 	tw.Flush()
 	b.WriteString("\nPods:\n")

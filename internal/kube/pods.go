@@ -252,7 +252,7 @@ func (p *Pods) WaitReplaced(ctx context.Context, name string, old types.UID, ok 
 		reason := ""
 		switch {
 		case pod == nil:
-			reason = "old pod gone; waiting for the StatefulSet to recreate it"
+			reason = "old pod gone; waiting for its controller (StatefulSet or operator) to recreate it"
 		case old != "" && pod.UID == old:
 			reason = "old pod terminating"
 		case ok(pod):

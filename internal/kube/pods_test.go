@@ -183,7 +183,7 @@ func TestWaitReplacedReports(t *testing.T) {
 	}{
 		{func() error { return nil }, report{"old pod terminating"}},
 		{func() error { return client.CoreV1().Pods("ns").Delete(ctx, "web-0", metav1.DeleteOptions{}) },
-			report{"old pod gone; waiting for the StatefulSet to recreate it"}},
+			report{"old pod gone; waiting for its controller (StatefulSet or operator) to recreate it"}},
 		{func() error {
 			_, err := client.CoreV1().Pods("ns").Create(ctx, fresh, metav1.CreateOptions{})
 			return err

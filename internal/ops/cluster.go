@@ -17,10 +17,13 @@ const (
 	EngineCrateDB    = "cratedb"
 	EngineEtcd       = "etcd"
 	EngineReplicated = "replicated"
+	// EngineFoundationDB is FoundationDB run by the FoundationDB operator: node groups are
+	// process classes whose pods the operator's FoundationDBCluster recreates (no StatefulSet).
+	EngineFoundationDB = "foundationdb"
 )
 
 // KnownEngines lists the accepted --engine values, in help order.
-var KnownEngines = []string{EngineCrateDB, EngineEtcd, EngineReplicated, EngineGeneric}
+var KnownEngines = []string{EngineCrateDB, EngineEtcd, EngineFoundationDB, EngineReplicated, EngineGeneric}
 
 // Node group roles.
 const (
@@ -51,15 +54,20 @@ type Cluster struct {
 	PodsResourceVersion string `json:"-"`
 }
 
-// NodeGroup is one StatefulSet of a cluster.
+// NodeGroup is a set of pods of a cluster and the controller that recreates them: a
+// StatefulSet (StatefulSet names it), or an operator's resource (Controller names it, and
+// StatefulSet is empty).
 type NodeGroup struct {
 	Name        string `json:"name"`
 	StatefulSet string `json:"statefulSet"`
-	Role        string `json:"role"`
-	Order       int    `json:"order"`
-	Desired     int32  `json:"desired"`
-	Current     int32  `json:"current"`
-	Ready       int32  `json:"ready"`
+	// Controller is the resource that recreates the group's pods when it is not a StatefulSet
+	// (a FoundationDBCluster); nil for StatefulSet groups.
+	Controller *ControllerRef `json:"controller,omitempty"`
+	Role       string         `json:"role"`
+	Order      int            `json:"order"`
+	Desired    int32          `json:"desired"`
+	Current    int32          `json:"current"`
+	Ready      int32          `json:"ready"`
 	// MasterEligible marks the group whose nodes can be elected master:
 	// the master group, or (CrateDB without dedicated masters) the first
 	// data group.
@@ -69,9 +77,21 @@ type NodeGroup struct {
 	Object *appsv1.StatefulSet `json:"-"`
 }
 
+// ControllerRef names a resource that creates and recreates pods, and holds it as read.
+type ControllerRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	// Object is the resource as discovery read it, for the engine (spec and status).
+	Object map[string]any `json:"-"`
+}
+
 // Pod is one member of a node group.
 type Pod struct {
-	Name     string    `json:"name"`
+	Name string `json:"name"`
+	// Member is the pod's identity in the database when discovery reads it from the pod (the
+	// FoundationDB operator's process group ID label); empty otherwise.
+	Member   string    `json:"member,omitempty"`
 	Group    string    `json:"group"`
 	Ordinal  int       `json:"ordinal"`
 	UID      types.UID `json:"uid"`

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -18,6 +19,8 @@ type EngineDeps struct {
 	Config *rest.Config
 	// Exec runs commands in pods; nil: through the API server (kube.APIExecutor).
 	Exec kube.Executor
+	// Dynamic reads custom resources (an operator's cluster resource); may be nil.
+	Dynamic dynamic.Interface
 }
 
 // Executor returns Exec, or the API server's exec subresource.
@@ -88,7 +91,14 @@ type RestartOptions struct {
 	// BatchSize is how many pods one step restarts together in pod mode
 	// (replace --max-concurrent); 0 or 1 = one at a time.
 	BatchSize int
+	// Method is how a pod is restarted (--method): MethodPod (delete it; the only one the
+	// shared procedure knows) or an engine's own (FoundationDB "process": bounce its
+	// processes). Empty: the engine's default.
+	Method string
 }
+
+// MethodPod restarts a pod by deleting it.
+const MethodPod = "pod"
 
 // ScaleRequest is what the user asked of `scale`. Engines read the fields
 // that apply to them and refuse the others with a usage error.

@@ -62,6 +62,9 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	if opts.Method != "" && opts.Method != MethodPod {
+		return nil, Usagef("--method %s is not available for engine %s (allowed: %s)", opts.Method, engine, MethodPod)
+	}
 	for _, name := range opts.Pods {
 		if !inCluster(c, name) {
 			return nil, Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(podNames(c.AllPods()), ", "))

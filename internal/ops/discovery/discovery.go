@@ -89,12 +89,22 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 		if opts.Name == "" {
 			return nil, ops.Usagef("no database cluster name given (or use --selector to pick StatefulSets explicitly)")
 		}
+		if opts.Engine == ops.EngineFoundationDB {
+			return discoverFoundationDBOnly(ctx, client, opts)
+		}
 		all, err := listStatefulSets(ctx, client, opts.Namespace, "")
 		if err != nil {
 			return nil, err
 		}
 		layout, stss, err = selectLayout(opts.Name, opts.Namespace, all)
 		if err != nil {
+			// No StatefulSet layout: the name may be a FoundationDBCluster, whose pods have
+			// no StatefulSet (asked only now, so other layouts cost no extra request).
+			if opts.Dynamic != nil && opts.Engine == "" {
+				if c, found, ferr := discoverFoundationDB(ctx, client, opts.Dynamic, opts); ferr != nil || found {
+					return c, ferr
+				}
+			}
 			return nil, err
 		}
 	}

@@ -247,7 +247,7 @@ func TestDiscover(t *testing.T) {
 			objs:      []runtime.Object{dbops("foo-a", withLabels(LabelEngine, "mysql"))},
 			opts:      Options{Name: "foo"},
 			wantUsage: true,
-			wantErr:   `label dbops.io/engine="mysql" is not a known engine (allowed: cratedb, etcd, replicated, generic)`,
+			wantErr:   `label dbops.io/engine="mysql" is not a known engine (allowed: cratedb, etcd, foundationdb, replicated, generic)`,
 		},
 		{
 			name: "dbops labels: engines disagree",
@@ -287,7 +287,7 @@ func TestDiscover(t *testing.T) {
 			objs:      []runtime.Object{plain},
 			opts:      Options{Name: "foo", Engine: "postgres"},
 			wantUsage: true,
-			wantErr:   `unknown engine "postgres" (allowed: cratedb, etcd, replicated, generic)`,
+			wantErr:   `unknown engine "postgres" (allowed: cratedb, etcd, foundationdb, replicated, generic)`,
 		},
 		{
 			name: "selector: picks StatefulSets, labels refine roles",

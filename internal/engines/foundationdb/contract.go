@@ -1,0 +1,14 @@
+package foundationdb
+
+import "github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+
+// The capabilities of internal/ops/engine.go this engine has, and the hooks of the shared
+// rolling restart it plugs in, checked at compile time.
+var (
+	_ ops.Engine = (*Engine)(nil)
+
+	_ ops.RestartGate        = (*gate)(nil)
+	_ ops.RestartOrderer     = (*gate)(nil)
+	_ ops.RestartStepper     = (*gate)(nil)
+	_ ops.RestartPreflighter = (*gate)(nil)
+)

@@ -1,0 +1,99 @@
+package foundationdb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
+)
+
+// Container is the container of an operator pod that has fdbcli, the cluster file
+// ($FDB_CLUSTER_FILE) and the TLS environment.
+const Container = "foundationdb"
+
+// DefaultTimeout is fdbcli's --timeout in seconds: fdbcli otherwise waits forever for an
+// unreachable cluster.
+const DefaultTimeout = 10
+
+// CLI runs fdbcli in pods through the exec seam. It never passes a cluster file or TLS flag:
+// the pod's own environment names them, as the operator's pods set it.
+type CLI struct {
+	Exec kube.Executor
+	// Timeout is fdbcli's --timeout in seconds (0: DefaultTimeout).
+	Timeout int
+	// Calls counts the fdbcli runs, for the done event.
+	Calls int
+}
+
+// Run runs `fdbcli --exec CMDS --timeout N` in pod. A non-zero exit is an error carrying
+// fdbcli's output.
+func (c *CLI) Run(ctx context.Context, namespace, pod, cmds string) (string, error) {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	c.Calls++
+	argv := []string{"fdbcli", "--exec", cmds, "--timeout", strconv.Itoa(timeout)}
+	out, errOut, err := c.Exec.Exec(ctx, namespace, pod, Container, argv, nil)
+	if err != nil {
+		msg := strings.TrimSpace(string(errOut))
+		if msg == "" {
+			msg = lastLine(string(out))
+		}
+		return string(out), fmt.Errorf("fdbcli --exec %q in pod %s/%s: %w: %s", cmds, namespace, pod, err, msg)
+	}
+	return string(out), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// Status runs `status json` in pod and parses it.
+func (c *CLI) Status(ctx context.Context, namespace, pod string) (*Status, error) {
+	out, err := c.Run(ctx, namespace, pod, "status json")
+	if err != nil {
+		return nil, err
+	}
+	st, err := ParseStatus([]byte(out))
+	if err != nil {
+		return nil, fmt.Errorf("status json from pod %s/%s: %w", namespace, pod, err)
+	}
+	return st, nil
+}
+
+// ParseStatus parses the output of `fdbcli --exec 'status json'`. fdbcli may print lines before
+// the document (the long-delay warning and the minimal status after it; fdbcli.actor.cpp
+// checkStatus), so the document starts at the first line that begins with "{".
+func ParseStatus(out []byte) (*Status, error) {
+	start := -1
+	for off := 0; off < len(out); {
+		line := out[off:]
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+		}
+		if bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("{")) {
+			start = off
+			break
+		}
+		off += len(line) + 1
+	}
+	if start < 0 {
+		return nil, errors.New("no JSON document in the output")
+	}
+	var st Status
+	dec := json.NewDecoder(bytes.NewReader(out[start:]))
+	if err := dec.Decode(&st); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	return &st, nil
+}

@@ -1,0 +1,565 @@
+package foundationdb
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+)
+
+// Restart methods (--method).
+const (
+	// MethodProcess bounces the fdbserver processes of the batch with `kill; kill <addresses>`
+	// (a bare `kill <address>` fails without a prior `kill` in the same fdbcli session,
+	// FoundationDB's fdbcli/KillCommand.actor.cpp); the pods keep their UIDs. The default.
+	MethodProcess = "process"
+	// MethodPod deletes the pods; the operator recreates them under the same names.
+	MethodPod = ops.MethodPod
+)
+
+// Journal keys of a restart.
+const (
+	// keyMaintenance holds the zone this run put into maintenance mode, so that a resumed run
+	// knows the zone is its own (and clears it), and never takes over anyone else's.
+	keyMaintenance = "fdb.maintenance"
+	// keyKilled + step ID holds when this run sent the step's kills (unix nanoseconds): a
+	// resumed run does not bounce a process that restarted since.
+	keyKilled = "fdb.killed/"
+)
+
+// maxActiveGenerations is the operator's limit for safe actions (its pkg/fdbstatus
+// DefaultSafetyChecks): more generations mean recoveries are piling up.
+const maxActiveGenerations = 10
+
+// maintenanceSeconds is how long a batch's maintenance zone lasts if this run dies: long
+// enough for a batch, short enough to expire by itself (the operator uses 600 s too,
+// controllers/maintenance_mode_checker.go).
+const maintenanceSeconds = 600
+
+// pollInterval is how often status json is read while waiting: FoundationDB has no watch.
+const pollInterval = time.Second
+
+// PlanRestart plans a rolling restart: the shared procedure's batches (pod, zone or all, by the
+// pods' FDB zoneid), the pods holding the master and cluster controller last, each batch gated by
+// FDB's health before and after, storage batches in maintenance mode.
+func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.RestartOptions) (*ops.Plan, error) {
+	method := opts.Method
+	if method == "" {
+		method = MethodProcess
+	}
+	if method != MethodProcess && method != MethodPod {
+		return nil, ops.Usagef("unknown --method %q for engine %s; allowed: %s, %s", method, ops.EngineFoundationDB, MethodProcess, MethodPod)
+	}
+	if Resource(c) == nil {
+		return nil, ops.Usagef("cluster %s/%s is not a FoundationDBCluster", c.Namespace, c.Name)
+	}
+	// With the operator's maintenance-mode checker on, the operator resets a maintenance zone
+	// whose processes are not registered under its lock key prefix
+	// (controllers/maintenance_mode_checker.go); this build does not register them, so it
+	// refuses rather than have its zone cleared under a storage batch.
+	if on, _, _ := unstructured.NestedBool(Resource(c).Object, "spec", "maintenanceModeOptions", "UseMaintenanceModeChecker"); on && opts.Mode != ops.ModeAll {
+		return nil, ops.Preconditionf("FoundationDBCluster %s/%s enables the operator's maintenance-mode checker (spec.maintenanceModeOptions.UseMaintenanceModeChecker), which would clear this restart's maintenance zone: not supported yet",
+			c.Namespace, c.Name)
+	}
+	cli := e.cli()
+	st, _, err := e.StatusFrom(ctx, cli, c, nil)
+	if err != nil {
+		return nil, ops.Preconditionf("cannot read the status of %s/%s: %v", c.Namespace, c.Name, err)
+	}
+	g := &gate{e: e, c: c, method: method, mode: opts.Mode, plan: st, replicas: replicasOf(st)}
+	opts.Method = ""
+	p, err := (&ops.RollingRestart{Client: e.client, Gate: g}).Plan(c, ops.EngineFoundationDB, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.Args += " --method " + method
+	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
+		MethodProcess: "fdbserver processes are bounced with fdbcli kill; pods keep their UIDs",
+		MethodPod:     "pods are deleted and the operator recreates them",
+	}[method]))
+	return p, nil
+}
+
+// replicasOf is the configured replication (storage team size) of status' redundancy mode.
+func replicasOf(st *Status) int {
+	if st.Cluster.Configuration == nil {
+		return 0
+	}
+	switch st.Cluster.Configuration.RedundancyMode {
+	case "single":
+		return 1
+	case "double":
+		return 2
+	case "triple", "three_data_hall", "three_datacenter":
+		return 3
+	}
+	return st.Cluster.Configuration.LogReplicas
+}
+
+// gate is the restart's hooks into the shared procedure (internal/ops/restart.go).
+type gate struct {
+	e        *Engine
+	c        *ops.Cluster
+	method   string
+	mode     string
+	plan     *Status // status json when planning: roles and addresses for the plan view
+	replicas int
+}
+
+// StepRank puts the batch holding the master or the cluster controller last: their loss
+// starts a recovery (and a new election), which one bounce at the end bounds to once.
+func (g *gate) StepRank(pods []ops.Pod) int {
+	for _, p := range pods {
+		for _, pr := range g.plan.ByInstance(p.Member) {
+			if pr.HasRole("master") || pr.HasRole("cluster_controller") {
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+// Describe shows a pod's processes and roles in the plan.
+func (g *gate) Describe(p ops.Pod) (pre, details []string) {
+	pre = []string{"database available, fully recovered, at most 10 active generations, can_clean_bounce not false",
+		fmt.Sprintf("min_replicas_remaining of every team tracker at the configured %d, log fault tolerance at replication - 1", g.replicas),
+		"every coordinator reachable, the FoundationDBCluster reconciled, no maintenance zone set by someone else"}
+	procs := g.plan.ByInstance(p.Member)
+	if len(procs) == 0 {
+		return pre, []string{fmt.Sprintf("process group %s: no process reports now", dash(p.Member))}
+	}
+	for _, pr := range procs {
+		details = append(details, fmt.Sprintf("process group %s: %s %s zoneid %s roles %s", p.Member, pr.ClassType, pr.Address,
+			dash(pr.Zone()), dash(strings.Join(pr.RoleNames(), ","))))
+	}
+	return pre, details
+}
+
+// batchInfo is what a step needs of its pods' processes now.
+type batchInfo struct {
+	addrs    []string
+	storage  bool
+	zones    []string
+	coords   int
+	missing  []string // process groups with no process reporting
+	instance map[string]bool
+}
+
+func (g *gate) batch(st *Status, pods []ops.Pod) batchInfo {
+	b := batchInfo{instance: map[string]bool{}}
+	for _, p := range pods {
+		b.instance[p.Member] = true
+		procs := st.ByInstance(p.Member)
+		if len(procs) == 0 {
+			b.missing = append(b.missing, p.Member)
+		}
+		for _, pr := range procs {
+			b.addrs = append(b.addrs, pr.Address)
+			if pr.ClassType == "storage" || pr.HasRole("storage") {
+				b.storage = true
+			}
+			if z := pr.Zone(); z != "" && !slices.Contains(b.zones, z) {
+				b.zones = append(b.zones, z)
+			}
+			if st.IsCoordinator(pr.Address) {
+				b.coords++
+			}
+		}
+	}
+	slices.Sort(b.addrs)
+	return b
+}
+
+// maintenanceZone is the zone a batch puts into maintenance: a batch with storage processes,
+// all in one zone (maintenance covers one zone at a time).
+func (b batchInfo) maintenanceZone() string {
+	if b.storage && len(b.zones) == 1 {
+		return b.zones[0]
+	}
+	return ""
+}
+
+// PlanStep makes each step of --method process a bounce instead of a pod deletion, and lists
+// the fdbcli commands it runs.
+func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
+	b := g.batch(g.plan, pods)
+	var cmds []string
+	zone := b.maintenanceZone()
+	if zone != "" {
+		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'maintenance on %s %d'", zone, maintenanceSeconds))
+	}
+	if g.method == MethodProcess {
+		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'kill; kill %s'", strings.Join(b.addrs, " ")))
+	}
+	if zone != "" {
+		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and data movement is quiet)")
+	}
+	for _, c := range cmds {
+		s.Details = append(s.Details, "run: "+c)
+	}
+	s.Needs = append(s.Needs, ops.Need("", "pods", "exec", "create")...)
+	s.Needs = append(s.Needs, ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")...)
+	if g.method == MethodPod {
+		return nil
+	}
+	s.Description = fmt.Sprintf("bounce the fdbserver processes of %d pod(s) with fdbcli kill (pods keep their UIDs); wait until they report again and the database is fully recovered", len(pods))
+	s.Preconditions = slices.DeleteFunc(s.Preconditions, func(p string) bool { return strings.Contains(p, "is Ready") })
+	s.Needs = slices.DeleteFunc(s.Needs, func(p ops.Permission) bool { return p.Verb == "delete" })
+	s.Prepare = nil
+	bp := &bounce{g: g, pods: pods}
+	s.Precheck, s.Action, s.Verify = bp.precheck, bp.action, bp.verify
+	return nil
+}
+
+// bounce is one --method process step.
+type bounce struct {
+	g    *gate
+	pods []ops.Pod
+}
+
+func (bp *bounce) skip() func(ops.Pod) bool {
+	return func(p ops.Pod) bool {
+		return slices.ContainsFunc(bp.pods, func(q ops.Pod) bool { return q.Name == p.Name })
+	}
+}
+
+func (bp *bounce) killedAt(sc *ops.StepContext) time.Time {
+	v := sc.Get(keyKilled + sc.Step.ID)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if v == "" || err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// restartedSince: every process of the batch reports with an uptime shorter than the time
+// since t.
+func restartedSince(st *Status, b batchInfo, pods []ops.Pod, t time.Time) bool {
+	since := time.Since(t).Seconds()
+	for _, p := range pods {
+		procs := st.ByInstance(p.Member)
+		if len(procs) == 0 {
+			return false
+		}
+		for _, pr := range procs {
+			if pr.UptimeSeconds >= since {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (bp *bounce) precheck(ctx context.Context, sc *ops.StepContext) (bool, error) {
+	if !bp.killedAt(sc).IsZero() {
+		// An interrupted run sent this batch's kills: the action decides from uptimes.
+		return false, nil
+	}
+	return false, bp.g.check(ctx, sc, bp.skip(), "")
+}
+
+func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
+	g := bp.g
+	cli := g.e.cli()
+	st, via, err := g.e.StatusFrom(ctx, cli, g.c, bp.skip())
+	if err != nil {
+		return err
+	}
+	b := g.batch(st, bp.pods)
+	if t := bp.killedAt(sc); !t.IsZero() {
+		if restartedSince(st, b, bp.pods, t) || len(b.addrs) < len(bp.pods) {
+			// Bounced by the interrupted run (or still coming back): never twice.
+			return nil
+		}
+	}
+	if len(b.missing) > 0 {
+		return ops.Preconditionf("process group(s) %s report no process; refusing to bounce a batch that is not all running", strings.Join(b.missing, ", "))
+	}
+	if err := g.maintenanceOn(ctx, sc, cli, via, st, b); err != nil {
+		return err
+	}
+	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+		return err
+	}
+	_, err = cli.Run(ctx, g.c.Namespace, via, "kill; kill "+strings.Join(b.addrs, " "))
+	return err
+}
+
+func (bp *bounce) verify(ctx context.Context, sc *ops.StepContext) error {
+	return bp.g.afterBatch(ctx, sc, bp.pods, bp.killedAt(sc), bp.skip())
+}
+
+// maintenanceOn puts the batch's zone into maintenance, journaling it first. A zone someone
+// else set is never taken over.
+func (g *gate) maintenanceOn(ctx context.Context, sc *ops.StepContext, cli *CLI, via string, st *Status, b batchInfo) error {
+	zone := b.maintenanceZone()
+	if zone == "" || g.mode == ops.ModeAll {
+		return nil
+	}
+	if cur := st.Cluster.MaintenanceZone; cur != "" && cur != sc.Get(keyMaintenance) {
+		return foreignZone(st)
+	}
+	if err := sc.Set(ctx, keyMaintenance, zone); err != nil {
+		return err
+	}
+	_, err := cli.Run(ctx, g.c.Namespace, via, fmt.Sprintf("maintenance on %s %d", zone, maintenanceSeconds))
+	return err
+}
+
+func foreignZone(st *Status) error {
+	left := 0
+	if st.Cluster.MaintenanceSecondsRemaining != nil {
+		left = int(*st.Cluster.MaintenanceSecondsRemaining)
+	}
+	return ops.Preconditionf("zone %s is in maintenance, set by someone else (%d seconds remaining); refusing to take it over: wait for it to end",
+		st.Cluster.MaintenanceZone, left)
+}
+
+// afterBatch waits until the batch's processes report again (restarted after since), the
+// database is fully recovered, then clears this run's maintenance zone once data movement is
+// quiet, and waits for the gate to pass again.
+func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.Pod, since time.Time, skip func(ops.Pod) bool) error {
+	cli := g.e.cli()
+	var via string
+	err := g.poll(ctx, sc, func() (bool, string, error) {
+		st, v, err := g.e.StatusFrom(ctx, cli, g.c, skip)
+		if err != nil {
+			return false, "status json: " + err.Error(), nil
+		}
+		via = v
+		b := g.batch(st, pods)
+		switch {
+		case !since.IsZero() && !restartedSince(st, b, pods, since):
+			return false, "processes of the batch to report again", nil
+		case since.IsZero() && len(b.missing) > 0:
+			return false, "process group(s) " + strings.Join(b.missing, ", ") + " to report", nil
+		case !st.Available():
+			return false, "the database to be available", nil
+		case st.RecoveryName() != "fully_recovered":
+			return false, "recovery: " + st.RecoveryName(), nil
+		}
+		if own := sc.Get(keyMaintenance); own != "" {
+			if st.Cluster.Data == nil || !st.Cluster.Data.State.Healthy || st.Cluster.Data.MovingData.InFlightBytes > 0 {
+				return false, "data movement to be quiet before maintenance off", nil
+			}
+			if st.Cluster.MaintenanceZone == own {
+				if _, err := cli.Run(ctx, g.c.Namespace, via, "maintenance off"); err != nil {
+					return false, "maintenance off: " + err.Error(), nil
+				}
+			}
+			if err := sc.Set(ctx, keyMaintenance, ""); err != nil {
+				return false, "", err
+			}
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return err
+	}
+	// The gate after the batch: wait until the cluster is fit for the next one.
+	return g.poll(ctx, sc, func() (bool, string, error) {
+		if err := g.check(ctx, sc, skip, ""); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
+
+// poll calls f every pollInterval until it is done, reporting what it waits for.
+func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, string, error)) error {
+	t := time.NewTicker(g.e.poll)
+	defer t.Stop()
+	last := ""
+	for {
+		done, reason, err := f()
+		if err != nil || done {
+			return err
+		}
+		if reason != last && sc != nil {
+			sc.Waiting(reason)
+			last = reason
+		}
+		select {
+		case <-ctx.Done():
+			// An interrupted run leaves its maintenance zone to expire by itself (it was set
+			// for maintenanceSeconds); say so, a resumed run clears it.
+			note := ""
+			if sc != nil {
+				if z := sc.Get(keyMaintenance); z != "" {
+					note = fmt.Sprintf(" (maintenance zone %s of this run is left to expire within %d s; re-running the same command clears it)", z, maintenanceSeconds)
+				}
+			}
+			if last != "" {
+				return fmt.Errorf("waiting for %s%s: %w", last, note, ctx.Err())
+			}
+			if note != "" {
+				return fmt.Errorf("interrupted%s: %w", note, ctx.Err())
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// check is the gate: FDB's health from status json and the FoundationDBCluster's. ownZone is
+// a maintenance zone this run may hold (also read from the journal when sc is set).
+func (g *gate) check(ctx context.Context, sc *ops.StepContext, skip func(ops.Pod) bool, ownZone string) error {
+	if sc != nil && ownZone == "" {
+		ownZone = sc.Get(keyMaintenance)
+	}
+	st, _, err := g.e.StatusFrom(ctx, g.e.cli(), g.c, skip)
+	if err != nil {
+		return ops.Preconditionf("cannot read the status of %s/%s: %v", g.c.Namespace, g.c.Name, err)
+	}
+	if err := g.checkStatus(st, ownZone); err != nil {
+		return err
+	}
+	return g.checkCR(ctx)
+}
+
+func (g *gate) checkStatus(st *Status, ownZone string) error {
+	c := g.c
+	if !st.Available() {
+		msg := st.Problems()
+		if msg == "" {
+			msg = "database unavailable"
+		}
+		return ops.Preconditionf("FoundationDB %s/%s is unavailable (%s); refusing to restart", c.Namespace, c.Name, msg)
+	}
+	if z := st.Cluster.MaintenanceZone; z != "" && z != ownZone {
+		return foreignZone(st)
+	}
+	if n := st.ActiveGenerations(); n > maxActiveGenerations {
+		return ops.Preconditionf("FoundationDB %s/%s has %d active generations (more than %d); refusing to restart", c.Namespace, c.Name, n, maxActiveGenerations)
+	}
+	if r := st.RecoveryName(); r != "fully_recovered" {
+		return ops.Preconditionf("FoundationDB %s/%s is recovering (%s); refusing to restart", c.Namespace, c.Name, r)
+	}
+	if b := st.Cluster.BounceImpact; b != nil && b.CanCleanBounce != nil && !*b.CanCleanBounce {
+		return ops.Preconditionf("FoundationDB %s/%s cannot bounce cleanly (%s); refusing to restart", c.Namespace, c.Name, b.Reason)
+	}
+	// The operator's fault domain checks (pkg/fdbstatus/status_checks.go
+	// DoStorageServerFaultDomainCheckOnStatus, DoLogServerFaultDomainCheckOnStatus,
+	// DoCoordinatorFaultDomainCheckOnStatus): every team tracker keeps the configured replicas,
+	// every log set tolerates replication-1 failures, every coordinator is reachable.
+	d := st.Cluster.Data
+	if d == nil || len(d.TeamTrackers) == 0 {
+		return ops.Preconditionf("FoundationDB %s/%s reports no team trackers; refusing to restart", c.Namespace, c.Name)
+	}
+	for _, tr := range d.TeamTrackers {
+		if tr.State.MinReplicasRemaining < g.replicas {
+			return ops.Preconditionf("FoundationDB %s/%s has min_replicas_remaining %d, below the configured %d (data %s); refusing to restart",
+				c.Namespace, c.Name, tr.State.MinReplicasRemaining, g.replicas, tr.State.Name)
+		}
+	}
+	if len(st.Cluster.Logs) == 0 {
+		return ops.Preconditionf("FoundationDB %s/%s reports no log servers; refusing to restart", c.Namespace, c.Name)
+	}
+	for _, l := range st.Cluster.Logs {
+		if l.LogReplicationFactor != 0 && l.LogFaultTolerance+1 != l.LogReplicationFactor {
+			return ops.Preconditionf("FoundationDB %s/%s log fault tolerance is %d, below replication %d - 1; refusing to restart",
+				c.Namespace, c.Name, l.LogFaultTolerance, l.LogReplicationFactor)
+		}
+		if l.RemoteLogReplicationFactor != 0 && l.RemoteLogFaultTolerance+1 != l.RemoteLogReplicationFactor {
+			return ops.Preconditionf("FoundationDB %s/%s remote log fault tolerance is %d, below replication %d - 1; refusing to restart",
+				c.Namespace, c.Name, l.RemoteLogFaultTolerance, l.RemoteLogReplicationFactor)
+		}
+	}
+	if !st.Client.Coordinators.QuorumReachable {
+		return ops.Preconditionf("FoundationDB %s/%s: the coordinators' quorum is not reachable; refusing to restart", c.Namespace, c.Name)
+	}
+	for _, co := range st.Client.Coordinators.Coordinators {
+		if !co.Reachable {
+			return ops.Preconditionf("coordinator %s of %s/%s is unreachable; refusing to restart", co.Address, c.Namespace, c.Name)
+		}
+	}
+	return nil
+}
+
+// checkCR refuses a FoundationDBCluster the operator has not reconciled: it is changing the
+// cluster, and a restart would race it.
+func (g *gate) checkCR(ctx context.Context) error {
+	u := Resource(g.c)
+	if dyn := g.e.deps.Dynamic; dyn != nil {
+		fresh, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading FoundationDBCluster %s/%s: %w", g.c.Namespace, u.GetName(), err)
+		}
+		u = fresh
+	}
+	s := ReadCR(u)
+	if s.Reconciled < s.Generation {
+		return ops.Preconditionf("FoundationDBCluster %s/%s is not reconciled (generation %d, reconciled %d): the operator is changing it; refusing to restart",
+			g.c.Namespace, u.GetName(), s.Generation, s.Reconciled)
+	}
+	return nil
+}
+
+// Preflight runs the gate before the lock is taken (and in --dry-run): a refusal writes
+// nothing. A resumed run may find its own maintenance zone still set.
+func (g *gate) Preflight(ctx context.Context, c *ops.Cluster, st ops.PreflightState) error {
+	return g.check(ctx, nil, nil, st.Data[keyMaintenance])
+}
+
+// Before runs before each pod of a --method pod batch is deleted: the gate and maintenance
+// mode for the batch (on its first pod), and the coordinator rule.
+func (g *gate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
+	if sc.Step.Pods[0] != p.Name {
+		return nil
+	}
+	skip := func(q ops.Pod) bool { return slices.Contains(sc.Step.Pods, q.Name) }
+	cli := g.e.cli()
+	st, via, err := g.e.StatusFrom(ctx, cli, g.c, skip)
+	if err != nil {
+		return ops.Preconditionf("cannot read the status of %s/%s: %v", g.c.Namespace, g.c.Name, err)
+	}
+	if err := g.checkStatus(st, sc.Get(keyMaintenance)); err != nil {
+		return err
+	}
+	if err := g.checkCR(ctx); err != nil {
+		return err
+	}
+	var pods []ops.Pod
+	for _, name := range sc.Step.Pods {
+		if _, q := g.c.Pod(name); q != nil {
+			pods = append(pods, *q)
+		}
+	}
+	b := g.batch(st, pods)
+	// A coordinator's pod goes only while a majority of the coordinators runs elsewhere.
+	if n := len(st.Client.Coordinators.Coordinators); b.coords > 0 && n-b.coords <= n/2 {
+		return ops.Preconditionf("the batch holds %d of %d coordinators; deleting its pods would leave no majority running", b.coords, n)
+	}
+	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+		return err
+	}
+	return g.maintenanceOn(ctx, sc, cli, via, st, b)
+}
+
+// After runs once each new pod is Ready; on the batch's last pod it waits for the processes
+// and the database, and ends the maintenance.
+func (g *gate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
+	if sc.Step.Pods[len(sc.Step.Pods)-1] != p.Name {
+		return nil
+	}
+	var pods []ops.Pod
+	for _, name := range sc.Step.Pods {
+		if _, q := g.c.Pod(name); q != nil {
+			pods = append(pods, *q)
+		}
+	}
+	skip := func(q ops.Pod) bool { return slices.Contains(sc.Step.Pods, q.Name) }
+	var since time.Time
+	if v, err := strconv.ParseInt(sc.Get(keyKilled+sc.Step.ID), 10, 64); err == nil {
+		since = time.Unix(0, v)
+	}
+	return g.afterBatch(ctx, sc, pods, since, skip)
+}

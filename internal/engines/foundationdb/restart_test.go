@@ -1,0 +1,321 @@
+package foundationdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+)
+
+// liveCluster is simCluster on the real clock with short delays, for runs of whole plans.
+func liveCluster(t *testing.T, generation, reconciled int64) (*ops.Cluster, *fdbsim.Cluster, *Engine) {
+	t.Helper()
+	host := fdbsim.NewHost(fdbsim.RealClock{})
+	c := &ops.Cluster{Name: "myfdb", Namespace: "demo", Engine: ops.EngineFoundationDB}
+	ref := &ops.ControllerRef{Kind: "FoundationDBCluster", Name: "myfdb", Object: map[string]any{
+		"metadata": map[string]any{"name": "myfdb", "generation": generation},
+		"status":   map[string]any{"generations": map[string]any{"reconciled": reconciled}},
+	}}
+	var specs []fdbsim.ProcessSpec
+	for gi, class := range []string{"storage", "log", "stateless"} {
+		g := &ops.NodeGroup{Name: class, Controller: ref}
+		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
+			id := fmt.Sprintf("%s-%d", class, 10+i)
+			pod := "myfdb-" + id
+			g.Pods = append(g.Pods, ops.Pod{Name: pod, Member: id, Group: class, Ready: true, Zone: z})
+			specs = append(specs, fdbsim.ProcessSpec{ID: id, Address: fmt.Sprintf("10.0.%d.%d:4501", gi, i+1), Class: class, Zone: z})
+			host.BindPod("demo/"+pod, "demo/myfdb")
+		}
+		c.Groups = append(c.Groups, g)
+	}
+	model, err := fdbsim.New(fdbsim.RealClock{}, fdbsim.Config{RedundancyMode: "triple", RestartDelay: 150 * time.Millisecond,
+		RecoveryStep: 10 * time.Millisecond, KillFlush: 50 * time.Millisecond}, specs,
+		[]string{"10.0.0.1:4501", "10.0.0.2:4501", "10.0.0.3:4501", "10.0.1.1:4501", "10.0.1.2:4501"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host.SetCluster("demo/myfdb", model)
+	e, err := New(ops.EngineDeps{Client: fake.NewClientset(), Exec: &simExec{host: host}}, Options{PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, model, e
+}
+
+// mutations are the commands of the model's log that change the cluster.
+func mutations(m *fdbsim.Cluster) []string {
+	var out []string
+	for _, e := range m.Log() {
+		if strings.HasPrefix(e.Command, "kill ") || strings.HasPrefix(e.Command, "maintenance on") ||
+			e.Command == "maintenance off" || strings.HasPrefix(e.Command, "exclude") || strings.HasPrefix(e.Command, "coordinators ") {
+			out = append(out, e.Command)
+		}
+	}
+	return out
+}
+
+// watchHealth samples min_replicas_remaining until stop, returning the lowest seen.
+func watchHealth(m *fdbsim.Cluster) (stop func() int) {
+	var mu sync.Mutex
+	low := 99
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var st Status
+			if json.Unmarshal(m.StatusJSON(), &st) == nil && st.Cluster.Data != nil && st.Cluster.Data.State.MinReplicasRemaining != nil {
+				mu.Lock()
+				low = min(low, *st.Cluster.Data.State.MinReplicasRemaining)
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int {
+		close(done)
+		<-finished
+		mu.Lock()
+		defer mu.Unlock()
+		return low
+	}
+}
+
+func TestRestartByProcessZoneMode(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	var lastHolders []string
+	for _, p := range model.Processes() {
+		if slices.Contains(p.Roles, "master") || slices.Contains(p.Roles, "cluster_controller") {
+			lastHolders = append(lastHolders, p.Address)
+		}
+	}
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Steps) != 3 || !strings.HasSuffix(p.Args, "--method process") {
+		t.Fatalf("plan: %d steps, args %q", len(p.Steps), p.Args)
+	}
+	// The dry-run view lists every fdbcli command of each batch.
+	for _, s := range p.Steps {
+		zone := strings.TrimPrefix(s.Target, "zone/")
+		var kill string
+		for _, d := range s.Details {
+			if strings.HasPrefix(d, "run: fdbcli --exec 'kill; kill ") {
+				kill = d
+			}
+		}
+		if !slices.Contains(s.Details, fmt.Sprintf("run: fdbcli --exec 'maintenance on %s 600'", zone)) || kill == "" {
+			t.Fatalf("step %s details %q", s.Target, s.Details)
+		}
+	}
+	if err := p.Preflight(context.Background(), ops.PreflightState{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	stop := watchHealth(model)
+	if err := (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if low := stop(); low < 3 {
+		t.Fatalf("min_replicas_remaining dropped to %d during the restart", low)
+	}
+	for _, pr := range model.Processes() {
+		if !pr.Up || !pr.Started.After(start) {
+			t.Fatalf("process %s not restarted by the run: %+v", pr.ID, pr)
+		}
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left", z)
+	}
+	// One zone at a time, always the batch's, switched off before the next; master and
+	// cluster controller in the last batch.
+	muts := mutations(model)
+	zoneOf := map[string]string{}
+	for _, pr := range model.Processes() {
+		zoneOf[pr.Address] = pr.Zone
+	}
+	open := ""
+	var kills []string
+	for _, m := range muts {
+		switch {
+		case strings.HasPrefix(m, "maintenance on "):
+			if open != "" {
+				t.Fatalf("maintenance on while %s is on: %q", open, muts)
+			}
+			open = strings.Fields(m)[2]
+		case m == "maintenance off":
+			open = ""
+		case strings.HasPrefix(m, "kill "):
+			kills = append(kills, m)
+			for _, a := range strings.Fields(m)[1:] {
+				if zoneOf[a] != open {
+					t.Fatalf("kill of %s (zone %s) while maintenance is %q: %q", a, zoneOf[a], open, muts)
+				}
+			}
+		}
+	}
+	if len(kills) != 3 {
+		t.Fatalf("kills %q", kills)
+	}
+	// The batches holding the master or the cluster controller (at planning) are the last ones.
+	holderBatches := map[int]bool{}
+	for _, a := range lastHolders {
+		for i, k := range kills {
+			if slices.Contains(strings.Fields(k), a) {
+				holderBatches[i] = true
+			}
+		}
+	}
+	for i := range holderBatches {
+		if i < len(kills)-len(holderBatches) {
+			t.Fatalf("master/cluster controller holders %v not in the last batches: %q", lastHolders, kills)
+		}
+	}
+	// A second run restarts again (a new request), but the same run resumed does nothing twice:
+	// see TestRestartResumeBouncesOnce.
+}
+
+func TestRestartRefusals(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(*testing.T, *fdbsim.Cluster)
+		gen     int64
+		wantMsg string
+	}{
+		{"unavailable", func(t *testing.T, m *fdbsim.Cluster) {
+			for _, id := range []string{"log-10", "log-11", "log-12"} {
+				if err := m.Stop(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, 3, "refusing to restart"},
+		{"not reconciled", nil, 4, "is not reconciled (generation 4, reconciled 3)"},
+		{"operator's maintenance checker", nil, 3, "enables the operator's maintenance-mode checker"},
+		{"another zone in maintenance", func(t *testing.T, m *fdbsim.Cluster) {
+			runFdbcli(t, m, "maintenance on zone-c 300")
+		}, 3, "zone zone-c is in maintenance, set by someone else ("},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, model, e := liveCluster(t, tt.gen, 3)
+			if strings.Contains(tt.name, "checker") {
+				c.Groups[0].Controller.Object["spec"] = map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true}}
+			}
+			if tt.setup != nil {
+				tt.setup(t, model)
+			}
+			before := len(mutations(model))
+			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+			if err == nil {
+				err = p.Preflight(context.Background(), ops.PreflightState{})
+			}
+			if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("got %v, want exit 5 with %q", err, tt.wantMsg)
+			}
+			if got := mutations(model)[before:]; len(got) != 0 {
+				t.Fatalf("refusal ran %q", got)
+			}
+		})
+	}
+}
+
+func runFdbcli(t *testing.T, m *fdbsim.Cluster, cmds string) {
+	t.Helper()
+	var out, errb strings.Builder
+	if code := m.Run(context.Background(), []string{"--exec", cmds}, &out, &errb); code != 0 {
+		t.Fatalf("%s: %s", cmds, errb.String())
+	}
+}
+
+// TestRestartResumeBouncesOnce: a run interrupted right after a batch's kill resumes without
+// killing that batch again, and clears its own maintenance zone.
+func TestRestartResumeBouncesOnce(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt the first run once its first kill is sent: cancel from the executor's events.
+	ctx, cancel := context.WithCancel(context.Background())
+	leases := fake.NewClientset()
+	locker := func() *lock.Manager {
+		return &lock.Manager{Client: leases, Namespace: "demo", Cluster: "myfdb", ID: "tester", Session: "s1"}
+	}
+	ex := &ops.Executor{LockID: "tester", Locker: locker()}
+	go func() {
+		for {
+			if slices.ContainsFunc(mutations(model), func(m string) bool { return strings.HasPrefix(m, "kill ") }) {
+				cancel()
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	_ = ex.Run(ctx, p)
+	first := mutations(model)
+	p2, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&ops.Executor{LockID: "tester", Locker: locker(), Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
+		t.Fatal(err)
+	}
+	all := mutations(model)
+	kills := map[string]int{}
+	for _, m := range all {
+		if strings.HasPrefix(m, "kill ") {
+			kills[m]++
+		}
+	}
+	for k, n := range kills {
+		if n > 1 {
+			t.Fatalf("%q sent %d times: first run %q, all %q", k, n, first, all)
+		}
+	}
+	if len(kills) != 3 {
+		t.Fatalf("kills %v", kills)
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left", z)
+	}
+}
+
+// TestRestartByProcessAllAtOnce: --mode all bounces every process in one fdbcli session (run
+// from one of the batch's own pods: fdbcli is a client), without maintenance (several zones).
+func TestRestartByProcessAllAtOnce(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	muts := mutations(model)
+	if len(muts) != 1 || len(strings.Fields(muts[0])) != 10 {
+		t.Fatalf("mutations %q, want one kill of the 9 processes", muts)
+	}
+	for _, pr := range model.Processes() {
+		if !pr.Up || !pr.Started.After(start) {
+			t.Fatalf("process %s not restarted", pr.ID)
+		}
+	}
+}

@@ -1,0 +1,698 @@
+// Package fdbop is a stand-in for the FoundationDB operator (FoundationDB/fdb-kubernetes-operator)
+// for the test bed: the real operator needs the FDB client library, which cannot run here. It
+// follows the operator's technical design (docs/manual/technical_design.md) for what the
+// foundationdb engine needs, each behaviour from the operator file named beside it:
+//   - one process group per process in spec.processCounts, with a random ID number
+//     (controllers/add_process_groups.go, GetNextRandomProcessGroupIDWithExclusions), written to
+//     status.processGroups;
+//   - one pod per process group, named $cluster-$class-$n, labelled with the match labels and
+//     the process class and process group ID labels (spec.labels may override them), owned by
+//     the cluster, with a preferred anti-affinity on the fault domain key
+//     (internal/pod_models.go GetPod, GetPodMetadata, GetPodSpec; api/v1beta2
+//     GetProcessGroupID, GetMatchLabels);
+//   - a deleted pod is created again under the same name (controllers/add_pods.go);
+//   - the zoneid of a process is its fault domain: the node name by default, or a node label
+//     through $NODE_LABEL_... (docs/manual/fault_domains.md);
+//   - coordinators 2R-1 on distinct zones where there are enough, changed when one of them no
+//     longer exists (controllers/change_coordinators.go);
+//   - status.processGroups (addresses, faultDomain, conditions MissingPod, PodPending,
+//     MissingProcesses), health from the machine-readable status, connectionString,
+//     generations.reconciled set to metadata.generation only when nothing is left to do
+//     (controllers/update_status.go, controllers/cluster_controller.go);
+//   - spec.skip: the cluster is left alone entirely (controllers/cluster_controller.go).
+//
+// The FDB cluster behind the pods is an fdbsim.Cluster on an fdbsim.Host: the stand-in creates
+// it once every first pod runs (the real operator then runs `configure new`), stops a process
+// whose pod is gone and starts it at its new pod's address. Everything it asks of the database
+// goes through fdbcli commands on the model, as the operator's admin client
+// (fdbclient/admin_client.go) runs fdbcli; those are logged with the client "operator".
+package fdbop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+)
+
+// GVR is the FoundationDBCluster resource.
+var GVR = schema.GroupVersionResource{Group: "apps.foundationdb.org", Version: "v1beta2", Resource: "foundationdbclusters"}
+
+// MainContainer is the container fdbcli runs in (api/v1beta2 foundationdb_constants.go).
+const MainContainer = "foundationdb"
+
+// maxProcessGroupIDNum is api/v1beta2 MaxProcessGroupIDNum.
+const maxProcessGroupIDNum = 99999
+
+// Options configure the stand-in.
+type Options struct {
+	// Namespace to watch.
+	Namespace string
+	// Model is the configuration of each cluster model it creates (delays, knobs).
+	Model fdbsim.Config
+	// Resync is how often every cluster is reconciled again without an event (the real
+	// operator requeues); default 500 ms.
+	Resync time.Duration
+	// Seed seeds the process group ID numbers (0: random).
+	Seed uint64
+}
+
+// Operator is the stand-in controller.
+type Operator struct {
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+	host *fdbsim.Host
+	opts Options
+	rnd  *rand.Rand
+
+	mu    sync.Mutex
+	state map[string]*clusterState
+	zones map[types.UID]string // pod UID -> zone, read once per incarnation
+	queue chan string
+}
+
+// clusterState is what the stand-in remembers of one cluster between reconciles.
+type clusterState struct {
+	// bound is the pod incarnation each process of the model runs in.
+	bound map[string]types.UID
+}
+
+// New makes the stand-in; Run starts it.
+func New(kube kubernetes.Interface, dyn dynamic.Interface, host *fdbsim.Host, opts Options) *Operator {
+	if opts.Resync == 0 {
+		opts.Resync = 500 * time.Millisecond
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	return &Operator{kube: kube, dyn: dyn, host: host, opts: opts, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		state: map[string]*clusterState{}, zones: map[types.UID]string{}, queue: make(chan string, 256)}
+}
+
+// Run reconciles until ctx ends: on every change of a FoundationDBCluster or of a pod in the
+// namespace, and every Resync.
+func (o *Operator) Run(ctx context.Context) error {
+	go o.watchLoop(ctx, func(ctx context.Context) (watch.Interface, error) {
+		return o.dyn.Resource(GVR).Namespace(o.opts.Namespace).Watch(ctx, metav1.ListOptions{})
+	}, func(ev watch.Event) string {
+		if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+			return u.GetName()
+		}
+		return ""
+	})
+	go o.watchLoop(ctx, func(ctx context.Context) (watch.Interface, error) {
+		return o.kube.CoreV1().Pods(o.opts.Namespace).Watch(ctx, metav1.ListOptions{})
+	}, func(ev watch.Event) string {
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			for _, ref := range p.OwnerReferences {
+				if ref.Kind == "FoundationDBCluster" {
+					return ref.Name
+				}
+			}
+		}
+		return ""
+	})
+	tick := time.NewTicker(o.opts.Resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case name := <-o.queue:
+			// Drain duplicates queued meanwhile.
+			names := map[string]bool{name: true}
+			for more := true; more; {
+				select {
+				case n := <-o.queue:
+					names[n] = true
+				default:
+					more = false
+				}
+			}
+			for n := range names {
+				_ = o.Reconcile(ctx, n) // errors are retried on the next event or resync
+			}
+		case <-tick.C:
+			list, err := o.dyn.Resource(GVR).Namespace(o.opts.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
+			}
+			for _, u := range list.Items {
+				_ = o.Reconcile(ctx, u.GetName())
+			}
+		}
+	}
+}
+
+func (o *Operator) watchLoop(ctx context.Context, start func(context.Context) (watch.Interface, error), key func(watch.Event) string) {
+	for ctx.Err() == nil {
+		w, err := start(ctx)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		for ev := range w.ResultChan() {
+			if k := key(ev); k != "" {
+				select {
+				case o.queue <- k:
+				default: // the resync will get to it
+				}
+			}
+		}
+		w.Stop()
+	}
+}
+
+// Key is the host key of a cluster.
+func Key(namespace, name string) string { return namespace + "/" + name }
+
+// Reconcile brings one cluster one step closer to its spec and writes its status.
+func (o *Operator) Reconcile(ctx context.Context, name string) error {
+	ns := o.opts.Namespace
+	u, err := o.dyn.Resource(GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get cluster %s: %w", name, err)
+	}
+	var spec clusterSpec
+	var status clusterStatus
+	if err := fromUnstructured(u.Object["spec"], &spec); err != nil {
+		return fmt.Errorf("cluster %s spec: %w", name, err)
+	}
+	if err := fromUnstructured(u.Object["status"], &status); err != nil {
+		return fmt.Errorf("cluster %s status: %w", name, err)
+	}
+	// cluster_controller.go: "Skipping cluster with skip value true".
+	if spec.Skip {
+		return nil
+	}
+	before := mustJSON(status)
+	key := Key(ns, name)
+	o.mu.Lock()
+	st := o.state[key]
+	if st == nil {
+		st = &clusterState{bound: map[string]types.UID{}}
+		o.state[key] = st
+	}
+	o.mu.Unlock()
+
+	o.addProcessGroups(&spec, &status)
+
+	pods := map[string]*corev1.Pod{}
+	list, err := o.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector(spec.matchLabels(name))})
+	if err != nil {
+		return fmt.Errorf("list pods of %s: %w", name, err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if metav1.IsControlledBy(p, u) {
+			pods[p.Name] = p
+		}
+	}
+
+	model := o.host.Cluster(key)
+	allRunning := true
+	addresses := map[string]string{}
+	for _, pg := range status.ProcessGroups {
+		podName := podName(name, pg)
+		pod := pods[podName]
+		o.host.BindPod(ns+"/"+podName, key)
+		gone := pod == nil || pod.DeletionTimestamp != nil
+		if gone && model != nil && st.bound[pg.ProcessGroupID] != "" {
+			_ = model.Stop(pg.ProcessGroupID)
+			st.bound[pg.ProcessGroupID] = ""
+		}
+		if pod == nil {
+			// add_pods.go: a process group without its pod gets it (again), same name.
+			if err := o.createPod(ctx, u, &spec, pg); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			allRunning = false
+			continue
+		}
+		if gone || pod.Status.PodIP == "" || !podReady(pod) {
+			allRunning = false
+			continue
+		}
+		addr := pod.Status.PodIP + ":4501"
+		if spec.MainContainer.EnableTLS {
+			addr = pod.Status.PodIP + ":4500:tls"
+		}
+		addresses[pg.ProcessGroupID] = addr
+		pg.Addresses = []string{pod.Status.PodIP}
+		zone, err := o.zone(ctx, &spec, pod)
+		if err != nil {
+			return err
+		}
+		pg.FaultDomain = zone
+		if model != nil && st.bound[pg.ProcessGroupID] != pod.UID {
+			if err := model.Start(pg.ProcessGroupID, addr); err == nil {
+				st.bound[pg.ProcessGroupID] = pod.UID
+			}
+		}
+	}
+
+	if model == nil && allRunning && len(status.ProcessGroups) > 0 {
+		model, err = o.createModel(&spec, &status, addresses)
+		if err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
+		for _, pg := range status.ProcessGroups {
+			st.bound[pg.ProcessGroupID] = pods[podName(name, pg)].UID
+		}
+		o.host.SetCluster(key, model)
+	}
+
+	reported := map[string]bool{}
+	var health fdbStatus
+	if model != nil {
+		o.fixCoordinators(ctx, model, &status)
+		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
+			for _, p := range health.Cluster.Processes {
+				reported[p.Locality["instance_id"]] = true
+			}
+		}
+		status.ConnectionString = model.ConnectionString()
+		status.Configured = true
+		status.RunningVersion = spec.Version
+		status.DatabaseConfiguration.RedundancyMode = redundancy(&spec)
+		status.DatabaseConfiguration.StorageEngine = "ssd-2"
+	}
+	// update_status.go: health from the machine-readable status.
+	status.Health.Available = health.Client.DatabaseStatus.Available
+	status.Health.Healthy = health.Client.DatabaseStatus.Healthy
+	status.Health.FullReplication = health.Cluster.FullReplication
+
+	now := time.Now().Unix()
+	reconciled := model != nil && status.Health.Available
+	for _, pg := range status.ProcessGroups {
+		pod := pods[podName(name, pg)]
+		var want []string
+		switch {
+		case pod == nil || pod.DeletionTimestamp != nil:
+			want = append(want, "MissingPod")
+		case pod.Status.Phase == corev1.PodPending || !podReady(pod):
+			want = append(want, "PodPending")
+		}
+		if !reported[pg.ProcessGroupID] {
+			want = append(want, "MissingProcesses")
+		}
+		if len(want) > 0 {
+			reconciled = false
+		}
+		pg.ProcessGroupConditions = conditions(pg.ProcessGroupConditions, want, now)
+	}
+	gen := u.GetGeneration()
+	if status.Generations == nil {
+		status.Generations = map[string]int64{}
+	}
+	delete(status.Generations, "missingDatabaseStatus")
+	if model != nil && !status.Health.Available {
+		status.Generations["missingDatabaseStatus"] = gen
+	}
+	if reconciled {
+		status.Generations["reconciled"] = gen
+	}
+	if bytes.Equal(before, mustJSON(status)) {
+		return nil
+	}
+	obj, err := toUnstructured(status)
+	if err != nil {
+		return err
+	}
+	u.Object["status"] = obj
+	if _, err := o.dyn.Resource(GVR).Namespace(ns).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update status of %s: %w", name, err)
+	}
+	return nil
+}
+
+// addProcessGroups adds process groups for each class below its count
+// (add_process_groups.go). Groups beyond the count are left alone: removal is not modelled.
+func (o *Operator) addProcessGroups(spec *clusterSpec, status *clusterStatus) {
+	classes := make([]string, 0, len(spec.ProcessCounts))
+	for c := range spec.ProcessCounts {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	for _, class := range classes {
+		used := map[int]bool{}
+		n := 0
+		for _, pg := range status.ProcessGroups {
+			if pg.ProcessClass != class {
+				continue
+			}
+			if i := strings.LastIndex(pg.ProcessGroupID, "-"); i >= 0 {
+				var num int
+				if _, err := fmt.Sscanf(pg.ProcessGroupID[i+1:], "%d", &num); err == nil {
+					used[num] = true
+				}
+			}
+			if pg.RemovalTimestamp == nil {
+				n++
+			}
+		}
+		for ; n < spec.ProcessCounts[class]; n++ {
+			num := 0
+			for num == 0 || used[num] {
+				num = o.rnd.IntN(maxProcessGroupIDNum) + 1
+			}
+			used[num] = true
+			id := fmt.Sprintf("%s-%d", class, num)
+			if spec.ProcessGroupIDPrefix != "" {
+				id = spec.ProcessGroupIDPrefix + "-" + id
+			}
+			status.ProcessGroups = append(status.ProcessGroups, &processGroupStatus{ProcessGroupID: id, ProcessClass: class,
+				ProcessGroupConditions: []*processGroupCondition{{Type: "MissingPod", Timestamp: time.Now().Unix()}}})
+		}
+	}
+}
+
+// podName is ProcessGroupStatus.GetPodName: $cluster-$class-$n, with "_" in the class as "-".
+func podName(cluster string, pg *processGroupStatus) string {
+	id := strings.ReplaceAll(pg.ProcessGroupID, "_", "-")
+	class := strings.ReplaceAll(pg.ProcessClass, "_", "-")
+	if i := strings.Index(id, class); i >= 0 {
+		id = id[i:]
+	}
+	return cluster + "-" + id
+}
+
+func (o *Operator) createPod(ctx context.Context, owner *unstructured.Unstructured, spec *clusterSpec, pg *processGroupStatus) error {
+	name := owner.GetName()
+	labels := map[string]string{}
+	for k, v := range spec.matchLabels(name) {
+		labels[k] = v
+	}
+	for k, v := range spec.resourceLabels(name) {
+		labels[k] = v
+	}
+	for _, l := range spec.processClassLabels() {
+		labels[l] = pg.ProcessClass
+	}
+	for _, l := range spec.processGroupIDLabels() {
+		labels[l] = pg.ProcessGroupID
+	}
+	affinityLabels := map[string]string{}
+	for k, v := range spec.matchLabels(name) {
+		affinityLabels[k] = v
+	}
+	affinityLabels[spec.processClassLabels()[0]] = pg.ProcessClass
+	fdKey := spec.FaultDomain.Key
+	if fdKey == "" {
+		fdKey = corev1.LabelHostname
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      podName(name, pg),
+			Namespace: owner.GetNamespace(),
+			Labels:    labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: GVR.GroupVersion().String(), Kind: "FoundationDBCluster",
+				Name: name, UID: owner.GetUID(), Controller: ptr(true), BlockOwnerDeletion: ptr(true)}},
+		},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:  MainContainer,
+				Image: "foundationdb/fdb-kubernetes-monitor:" + spec.Version,
+				Env: []corev1.EnvVar{
+					{Name: "FDB_CLUSTER_FILE", Value: "/var/dynamic-conf/fdb.cluster"},
+					{Name: "FDB_INSTANCE_ID", Value: pg.ProcessGroupID},
+				},
+			}},
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+					Weight: 1,
+					PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: fdKey,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: affinityLabels}},
+				}},
+			}},
+		},
+	}
+	_, err := o.kube.CoreV1().Pods(owner.GetNamespace()).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create pod %s: %w", pod.Name, err)
+	}
+	return err
+}
+
+// zone is the process's zoneid: spec.faultDomain.value, the node name (valueFrom spec.nodeName,
+// the default), or a node label named by $NODE_LABEL_<KEY> (fault_domains.md).
+func (o *Operator) zone(ctx context.Context, spec *clusterSpec, pod *corev1.Pod) (string, error) {
+	if spec.FaultDomain.Value != "" {
+		return spec.FaultDomain.Value, nil
+	}
+	from := spec.FaultDomain.ValueFrom
+	if from == "" || from == "spec.nodeName" {
+		return pod.Spec.NodeName, nil
+	}
+	o.mu.Lock()
+	z, ok := o.zones[pod.UID]
+	o.mu.Unlock()
+	if ok {
+		return z, nil
+	}
+	env, ok := strings.CutPrefix(from, "$NODE_LABEL_")
+	if !ok {
+		return "", fmt.Errorf("faultDomain.valueFrom %q is not supported by the stand-in", from)
+	}
+	node, err := o.kube.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("node of pod %s: %w", pod.Name, err)
+	}
+	for k, v := range node.Labels {
+		if strings.ToUpper(strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(k)) == env {
+			z = v
+		}
+	}
+	if z == "" {
+		return "", fmt.Errorf("node %s has no label for %s", node.Name, from)
+	}
+	o.mu.Lock()
+	o.zones[pod.UID] = z
+	o.mu.Unlock()
+	return z, nil
+}
+
+func redundancy(spec *clusterSpec) string {
+	if m := spec.DatabaseConfiguration.RedundancyMode; m != "" {
+		return m
+	}
+	return "double"
+}
+
+// coordinatorCount is 2R-1 for R replicas (the operator's DesiredCoordinatorCount).
+func coordinatorCount(mode string) int {
+	switch mode {
+	case "single":
+		return 1
+	case "triple":
+		return 5
+	}
+	return 3
+}
+
+func (o *Operator) createModel(spec *clusterSpec, status *clusterStatus, addresses map[string]string) (*fdbsim.Cluster, error) {
+	var specs []fdbsim.ProcessSpec
+	for _, pg := range status.ProcessGroups {
+		specs = append(specs, fdbsim.ProcessSpec{ID: pg.ProcessGroupID, Address: addresses[pg.ProcessGroupID],
+			Class: pg.ProcessClass, Zone: pg.FaultDomain})
+	}
+	cfg := o.opts.Model
+	cfg.RedundancyMode = redundancy(spec)
+	coords := chooseCoordinators(specs, nil, coordinatorCount(cfg.RedundancyMode))
+	return fdbsim.New(o.host.Clock(), cfg, specs, coords)
+}
+
+// chooseCoordinators keeps the given coordinators and adds processes until n, storage and log
+// processes first, spreading over zones (a zone is reused only once every zone has one; the
+// real operator requires distinct zones, locality.ChooseDistributedProcesses).
+func chooseCoordinators(procs []fdbsim.ProcessSpec, keep []string, n int) []string {
+	out := slices.Clone(keep)
+	perZone := map[string]int{}
+	byAddr := map[string]fdbsim.ProcessSpec{}
+	for _, p := range procs {
+		byAddr[p.Address] = p
+	}
+	for _, a := range out {
+		perZone[byAddr[a].Zone]++
+	}
+	cands := slices.Clone(procs)
+	rank := map[string]int{fdbsim.ClassStorage: 0, fdbsim.ClassLog: 1}
+	sort.SliceStable(cands, func(i, j int) bool {
+		ri, ok := rank[cands[i].Class]
+		if !ok {
+			ri = 2
+		}
+		rj, ok := rank[cands[j].Class]
+		if !ok {
+			rj = 2
+		}
+		return ri < rj
+	})
+	for limit := 1; len(out) < n && limit <= n; limit++ {
+		for _, p := range cands {
+			if len(out) >= n {
+				break
+			}
+			if (p.Class != fdbsim.ClassStorage && p.Class != fdbsim.ClassLog) || slices.Contains(out, p.Address) || perZone[p.Zone] >= limit {
+				continue
+			}
+			out = append(out, p.Address)
+			perZone[p.Zone]++
+		}
+	}
+	return out
+}
+
+// fixCoordinators replaces coordinators whose address no process has any more (a pod came back
+// with a new IP) by running `coordinators` (change_coordinators.go).
+func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, status *clusterStatus) {
+	procs := model.Processes()
+	var specs []fdbsim.ProcessSpec
+	live := map[string]bool{}
+	for _, p := range procs {
+		if p.Up {
+			specs = append(specs, fdbsim.ProcessSpec{ID: p.ID, Address: p.Address, Class: p.Class, Zone: p.Zone})
+			live[p.Address] = true
+		}
+	}
+	cur := model.Coordinators()
+	var keep []string
+	for _, a := range cur {
+		if live[a] {
+			keep = append(keep, a)
+		}
+	}
+	if len(keep) == len(cur) || len(keep) <= len(cur)/2 {
+		// All fine, or no quorum to change them with.
+		return
+	}
+	next := chooseCoordinators(specs, keep, len(cur))
+	if len(next) < len(cur) {
+		// Not enough running processes for a full set yet: wait for them rather than shrink
+		// the coordinators.
+		return
+	}
+	var out, errb bytes.Buffer
+	args := []string{"--exec", "coordinators " + strings.Join(next, " "), "--timeout", "10"}
+	_ = model.RunAs(ctx, "operator", args, &out, &errb)
+}
+
+// fdbStatus is the part of status json the stand-in reads.
+type fdbStatus struct {
+	Client struct {
+		DatabaseStatus struct {
+			Available bool `json:"available"`
+			Healthy   bool `json:"healthy"`
+		} `json:"database_status"`
+	} `json:"client"`
+	Cluster struct {
+		FullReplication bool `json:"full_replication"`
+		Processes       map[string]struct {
+			Locality map[string]string `json:"locality"`
+		} `json:"processes"`
+	} `json:"cluster"`
+}
+
+// conditions keeps the timestamp of a condition that persists.
+func conditions(old []*processGroupCondition, want []string, now int64) []*processGroupCondition {
+	var out []*processGroupCondition
+	for _, w := range want {
+		ts := now
+		for _, c := range old {
+			if c.Type == w {
+				ts = c.Timestamp
+			}
+		}
+		out = append(out, &processGroupCondition{Type: w, Timestamp: ts})
+	}
+	return out
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func selector(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func fromUnstructured(in any, out any) error {
+	if in == nil {
+		return nil
+	}
+	m, ok := in.(map[string]any)
+	if !ok {
+		return fmt.Errorf("not an object")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+func toUnstructured(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return runtime.DeepCopyJSON(m), nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,103 @@
+package fdbop
+
+// The subset of apps.foundationdb.org/v1beta2 FoundationDBCluster this stand-in reads and
+// writes, with the JSON names of FoundationDB/fdb-kubernetes-operator
+// api/v1beta2/foundationdbcluster_types.go (the operator's Go module is not imported: it pulls
+// in the FDB client bindings).
+
+type clusterSpec struct {
+	Version               string         `json:"version"`
+	Skip                  bool           `json:"skip,omitempty"`
+	ProcessGroupIDPrefix  string         `json:"processGroupIDPrefix,omitempty"`
+	ProcessCounts         map[string]int `json:"processCounts,omitempty"`
+	DatabaseConfiguration struct {
+		RedundancyMode string `json:"redundancy_mode,omitempty"`
+	} `json:"databaseConfiguration,omitempty"`
+	FaultDomain struct {
+		Key       string `json:"key,omitempty"`
+		Value     string `json:"value,omitempty"`
+		ValueFrom string `json:"valueFrom,omitempty"`
+	} `json:"faultDomain,omitempty"`
+	Labels struct {
+		MatchLabels          map[string]string `json:"matchLabels,omitempty"`
+		ResourceLabels       map[string]string `json:"resourceLabels,omitempty"`
+		ProcessGroupIDLabels []string          `json:"processGroupIDLabels,omitempty"`
+		ProcessClassLabels   []string          `json:"processClassLabels,omitempty"`
+	} `json:"labels,omitempty"`
+	MainContainer struct {
+		EnableTLS bool `json:"enableTLS,omitempty"`
+	} `json:"mainContainer,omitempty"`
+}
+
+type processGroupCondition struct {
+	Type      string `json:"type,omitempty"`
+	Timestamp int64  `json:"timestamp,omitempty"`
+}
+
+type processGroupStatus struct {
+	ProcessGroupID         string                   `json:"processGroupID,omitempty"`
+	ProcessClass           string                   `json:"processClass,omitempty"`
+	Addresses              []string                 `json:"addresses,omitempty"`
+	RemovalTimestamp       *string                  `json:"removalTimestamp,omitempty"`
+	ExclusionTimestamp     *string                  `json:"exclusionTimestamp,omitempty"`
+	FaultDomain            string                   `json:"faultDomain,omitempty"`
+	ProcessGroupConditions []*processGroupCondition `json:"processGroupConditions,omitempty"`
+}
+
+type clusterStatus struct {
+	ProcessGroups []*processGroupStatus `json:"processGroups,omitempty"`
+	Generations   map[string]int64      `json:"generations,omitempty"`
+	Health        struct {
+		Available            bool `json:"available,omitempty"`
+		Healthy              bool `json:"healthy,omitempty"`
+		FullReplication      bool `json:"fullReplication,omitempty"`
+		DataMovementPriority int  `json:"dataMovementPriority,omitempty"`
+	} `json:"health,omitempty"`
+	Locks struct {
+		DenyList []string `json:"lockDenyList,omitempty"`
+	} `json:"locks,omitempty"`
+	ConnectionString      string `json:"connectionString,omitempty"`
+	RunningVersion        string `json:"runningVersion,omitempty"`
+	Configured            bool   `json:"configured,omitempty"`
+	DatabaseConfiguration struct {
+		RedundancyMode string `json:"redundancy_mode,omitempty"`
+		StorageEngine  string `json:"storage_engine,omitempty"`
+	} `json:"databaseConfiguration,omitempty"`
+}
+
+// Labels of api/v1beta2/foundationdb_labels.go.
+const (
+	labelClusterName    = "foundationdb.org/fdb-cluster-name"
+	labelProcessClass   = "foundationdb.org/fdb-process-class"
+	labelProcessGroupID = "foundationdb.org/fdb-process-group-id"
+)
+
+// matchLabels is GetMatchLabels: spec.labels.matchLabels, else the cluster-name label.
+func (s *clusterSpec) matchLabels(name string) map[string]string {
+	if s.Labels.MatchLabels != nil {
+		return s.Labels.MatchLabels
+	}
+	return map[string]string{labelClusterName: name}
+}
+
+// resourceLabels is GetResourceLabels.
+func (s *clusterSpec) resourceLabels(name string) map[string]string {
+	if s.Labels.ResourceLabels != nil {
+		return s.Labels.ResourceLabels
+	}
+	return map[string]string{labelClusterName: name}
+}
+
+func (s *clusterSpec) processClassLabels() []string {
+	if s.Labels.ProcessClassLabels != nil {
+		return s.Labels.ProcessClassLabels
+	}
+	return []string{labelProcessClass}
+}
+
+func (s *clusterSpec) processGroupIDLabels() []string {
+	if s.Labels.ProcessGroupIDLabels != nil {
+		return s.Labels.ProcessGroupIDLabels
+	}
+	return []string{labelProcessGroupID}
+}

@@ -1,0 +1,637 @@
+package fdbsim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Process classes the model recruits from (mr-status-json-schemas.rst.inc, class_type).
+const (
+	ClassStorage   = "storage"
+	ClassLog       = "log"
+	ClassStateless = "stateless"
+)
+
+// recoveryStates are the recovery_state names in the order a recovery passes them
+// (mr-status-json-schemas.rst.inc, recovery_state.name; fdbserver/RecoveryState.h orders them).
+var recoveryStates = []string{
+	"reading_coordinated_state",
+	"locking_coordinated_state",
+	"locking_old_transaction_servers",
+	"reading_transaction_system_state",
+	"recruiting_transaction_servers",
+	"initializing_transaction_servers",
+	"recovery_transaction",
+	"writing_coordinated_state",
+	"accepting_commits",
+	"all_logs_recruited",
+	"storage_recovered",
+	"fully_recovered",
+}
+
+// acceptingCommits is the first state in which the database accepts commits again.
+var acceptingCommits = slices.Index(recoveryStates, "accepting_commits")
+
+// ProcessSpec describes one fdbserver process of the model.
+type ProcessSpec struct {
+	// ID is the process's locality_instance_id (the operator's process group ID).
+	ID string
+	// Address is ip:port, with ":tls" when the process listens with TLS.
+	Address string
+	Class   string
+	// Zone is the locality_zoneid, the fault domain.
+	Zone string
+	// Machine is the locality_machineid; it defaults to Zone.
+	Machine string
+}
+
+// Config tunes the model. Zero durations take the defaults below.
+type Config struct {
+	// RedundancyMode is single, double (default) or triple.
+	RedundancyMode string
+	// Logs, CommitProxies, GrvProxies and Resolvers are the desired counts (status
+	// configuration); defaults 3, 2, 1, 1.
+	Logs, CommitProxies, GrvProxies, Resolvers int
+	// RestartDelay is how long a killed process stays away (fdbmonitor restarting it).
+	RestartDelay time.Duration
+	// RecoveryStep is how long each recovery state lasts.
+	RecoveryStep time.Duration
+	// KillFlush is fdbcli's wait after sending kills (KillCommand.actor.cpp: delay(3.0)).
+	KillFlush time.Duration
+	// DataMove is how long the data of an excluded storage process takes to move away.
+	DataMove time.Duration
+	// Description and ID make the connection string description:ID@coordinators.
+	Description, ID string
+}
+
+func (c *Config) defaults() {
+	if c.RedundancyMode == "" {
+		c.RedundancyMode = "double"
+	}
+	if c.Logs == 0 {
+		c.Logs = 3
+	}
+	if c.CommitProxies == 0 {
+		c.CommitProxies = 2
+	}
+	if c.GrvProxies == 0 {
+		c.GrvProxies = 1
+	}
+	if c.Resolvers == 0 {
+		c.Resolvers = 1
+	}
+	if c.RestartDelay == 0 {
+		c.RestartDelay = 2 * time.Second
+	}
+	if c.RecoveryStep == 0 {
+		c.RecoveryStep = 200 * time.Millisecond
+	}
+	if c.KillFlush == 0 {
+		c.KillFlush = 3 * time.Second
+	}
+	if c.DataMove == 0 {
+		c.DataMove = 5 * time.Second
+	}
+	if c.Description == "" {
+		c.Description = "sim"
+	}
+	if c.ID == "" {
+		c.ID = "simcluster"
+	}
+}
+
+// replicas is the storage team size and the log replication factor of a redundancy mode
+// (fdbclient/DatabaseConfiguration.cpp, setDefaultReplicationPolicy).
+func replicas(mode string) int {
+	switch mode {
+	case "single":
+		return 1
+	case "triple", "three_data_hall":
+		return 3
+	}
+	return 2
+}
+
+type process struct {
+	spec ProcessSpec
+	// processID is the hex key of the process in status json; it lives in the data directory
+	// and so survives kills.
+	processID string
+	started   time.Time
+	// up is false while the process is killed or its pod is gone.
+	up bool
+	// backAt is when a killed process returns (zero when it is away until Start).
+	backAt time.Time
+	// removedData: an excluded storage process whose data has moved away holds no storage role.
+	removedData bool
+}
+
+type recovery struct {
+	start time.Time
+	// oldGeneration: the recovery replaces a running generation (active_generations 2 until it
+	// is fully recovered).
+	oldGeneration bool
+	// stalled: recruitment found no process for a required role; it restarts when one
+	// returns.
+	stalled bool
+}
+
+type exclusion struct {
+	key    string // as written: ip, ip:port or locality_<name>:<value>
+	failed bool
+	at     time.Time
+}
+
+// Cluster is the model of one FoundationDB cluster. All methods are safe for concurrent use.
+type Cluster struct {
+	mu    sync.Mutex
+	clock Clock
+	cfg   Config
+
+	procs []*process // in the order given
+	// coordinators are the addresses in the connection string.
+	coordinators []string
+
+	generation int
+	rec        recovery
+	// role holders chosen at the start of the current recovery (process IDs).
+	cc, master string
+	txnRoles   map[string][]string // process ID -> roles other than storage and coordinator
+
+	maintZone  string
+	maintUntil time.Time
+
+	exclusions []exclusion
+	// log is every command the shell ran, with its result, in order.
+	log []LogEntry
+}
+
+// LogEntry is one command an fdbcli session ran against the model.
+type LogEntry struct {
+	Time time.Time
+	// Client is who ran it: the pod of the fdbcli shim, "operator", or "" for a direct Run.
+	Client  string
+	Command string
+	OK      bool
+}
+
+// New builds a running, fully recovered cluster. Coordinators are addresses of processes.
+func New(clock Clock, cfg Config, specs []ProcessSpec, coordinators []string) (*Cluster, error) {
+	cfg.defaults()
+	c := &Cluster{clock: clock, cfg: cfg, txnRoles: map[string][]string{}}
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if s.ID == "" || s.Zone == "" {
+			return nil, fmt.Errorf("process %q: ID and zone are required", s.ID)
+		}
+		if !validAddress(s.Address) {
+			return nil, fmt.Errorf("process %s: invalid address %q", s.ID, s.Address)
+		}
+		if seen[s.ID] || seen[s.Address] {
+			return nil, fmt.Errorf("process %s: duplicate ID or address", s.ID)
+		}
+		seen[s.ID], seen[s.Address] = true, true
+		switch s.Class {
+		case ClassStorage, ClassLog, ClassStateless:
+		default:
+			return nil, fmt.Errorf("process %s: unsupported class %q", s.ID, s.Class)
+		}
+		if s.Machine == "" {
+			s.Machine = s.Zone
+		}
+		sum := sha256.Sum256([]byte(s.ID))
+		c.procs = append(c.procs, &process{spec: s, processID: hex.EncodeToString(sum[:16]), started: clock.Now(), up: true})
+	}
+	for _, a := range coordinators {
+		if c.byAddress(a) == nil {
+			return nil, fmt.Errorf("coordinator %s is not a process of the cluster", a)
+		}
+	}
+	if len(coordinators) == 0 {
+		return nil, fmt.Errorf("no coordinators")
+	}
+	c.coordinators = slices.Clone(coordinators)
+	now := clock.Now()
+	c.generation = 1
+	c.startRecovery(now, false)
+	// A new model starts fully recovered.
+	c.rec.start = now.Add(-time.Duration(len(recoveryStates)) * c.cfg.RecoveryStep)
+	return c, nil
+}
+
+// validAddress accepts ip:port and ip:port:tls (flow/network.cpp, NetworkAddress::parse).
+func validAddress(a string) bool {
+	a = strings.TrimSuffix(a, ":tls")
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || net.ParseIP(host) == nil {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p > 0 && p < 65536
+}
+
+func (c *Cluster) byAddress(a string) *process {
+	for _, p := range c.procs {
+		if p.spec.Address == a {
+			return p
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) byID(id string) *process {
+	for _, p := range c.procs {
+		if p.spec.ID == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// advance brings the model to now: killed processes whose delay is over return, an expired
+// maintenance zone disappears, data of excluded storage processes finishes moving.
+func (c *Cluster) advance(now time.Time) {
+	for _, p := range c.procs {
+		if !p.up && !p.backAt.IsZero() && !now.Before(p.backAt) {
+			c.bringUp(p, p.backAt)
+		}
+	}
+	if c.maintZone != "" && !now.Before(c.maintUntil) {
+		c.maintZone = ""
+	}
+	for _, p := range c.procs {
+		if p.spec.Class == ClassStorage && !p.removedData {
+			if e, ok := c.excludedBy(p); ok && !now.Before(e.at.Add(c.cfg.DataMove)) {
+				p.removedData = true
+			}
+		}
+	}
+}
+
+func (c *Cluster) bringUp(p *process, at time.Time) {
+	p.up, p.backAt, p.started = true, time.Time{}, at
+	// A recovery that found no quorum, no cluster controller or no log starts again once a
+	// process returns.
+	if c.rec.stalled {
+		c.startRecovery(at, true)
+	}
+}
+
+// quorum: a majority of the coordinators' processes run.
+func (c *Cluster) quorum() bool {
+	n := 0
+	for _, a := range c.coordinators {
+		if p := c.byAddress(a); p != nil && p.up {
+			n++
+		}
+	}
+	return n > len(c.coordinators)/2
+}
+
+// startRecovery recruits a new transaction system from the processes up at `at`
+// (fdbserver/ClusterRecovery.actor.cpp: the cluster controller recruits the master, which
+// recruits logs, proxies and resolvers; stateless processes take the stateless roles).
+func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
+	c.rec = recovery{start: at, oldGeneration: oldGeneration}
+	c.txnRoles = map[string][]string{}
+	if !c.quorum() {
+		c.rec.stalled = true
+		c.cc, c.master = "", ""
+		return
+	}
+	var stateless, logs []*process
+	for _, p := range c.procs {
+		if !p.up {
+			continue
+		}
+		if _, ex := c.excludedBy(p); ex {
+			continue
+		}
+		switch p.spec.Class {
+		case ClassStateless:
+			stateless = append(stateless, p)
+		case ClassLog:
+			logs = append(logs, p)
+		}
+	}
+	if ccp := c.byID(c.cc); ccp == nil || !ccp.up {
+		c.cc = ""
+		if len(stateless) > 0 {
+			c.cc = stateless[0].spec.ID
+		}
+	}
+	if c.cc == "" || len(logs) == 0 {
+		c.rec.stalled = true
+		c.master = ""
+		return
+	}
+	c.generation++
+	c.txnRoles[c.cc] = append(c.txnRoles[c.cc], "cluster_controller")
+	// The master goes to a stateless process other than the cluster controller when there is one.
+	others := []*process{}
+	for _, p := range stateless {
+		if p.spec.ID != c.cc {
+			others = append(others, p)
+		}
+	}
+	if len(others) == 0 {
+		others = stateless
+	}
+	c.master = others[0].spec.ID
+	c.txnRoles[c.master] = append(c.txnRoles[c.master], "master")
+	i := 1
+	next := func() string {
+		p := others[i%len(others)]
+		i++
+		return p.spec.ID
+	}
+	for range c.cfg.CommitProxies {
+		id := next()
+		c.txnRoles[id] = append(c.txnRoles[id], "commit_proxy")
+	}
+	for range c.cfg.GrvProxies {
+		id := next()
+		c.txnRoles[id] = append(c.txnRoles[id], "grv_proxy")
+	}
+	for range c.cfg.Resolvers {
+		id := next()
+		c.txnRoles[id] = append(c.txnRoles[id], "resolver")
+	}
+	for _, r := range []string{"ratekeeper", "data_distributor"} {
+		id := next()
+		c.txnRoles[id] = append(c.txnRoles[id], r)
+	}
+	for j, p := range logs {
+		if j >= c.cfg.Logs {
+			break
+		}
+		c.txnRoles[p.spec.ID] = append(c.txnRoles[p.spec.ID], "log")
+	}
+}
+
+// recoveryIndex is the index of the current recovery state at now.
+func (c *Cluster) recoveryIndex(now time.Time) int {
+	if c.rec.stalled {
+		return 0
+	}
+	i := int(now.Sub(c.rec.start) / c.cfg.RecoveryStep)
+	return min(max(i, 0), len(recoveryStates)-1)
+}
+
+// available: the coordinators have a quorum and the recovery accepts commits.
+func (c *Cluster) available(now time.Time) bool {
+	return c.quorum() && c.cc != "" && !c.rec.stalled && c.recoveryIndex(now) >= acceptingCommits
+}
+
+// ccReachable: a client finds a cluster controller (coordinators' quorum and a running CC).
+func (c *Cluster) ccReachable() bool {
+	if !c.quorum() || c.cc == "" {
+		return false
+	}
+	p := c.byID(c.cc)
+	return p != nil && p.up
+}
+
+// down takes p away at `at`; back is when it returns (zero: until Start).
+func (c *Cluster) down(p *process, at, back time.Time) {
+	wasUp := p.up
+	c.lose(p, back)
+	if !wasUp {
+		return
+	}
+	// Losing the cluster controller, the master, a proxy, a resolver or a log starts a new
+	// recovery (fdbserver/ClusterController.actor.cpp, fdbserver/ClusterRecovery.actor.cpp).
+	if len(c.txnRoles[p.spec.ID]) > 0 || !c.quorum() {
+		c.startRecovery(at, true)
+	}
+}
+
+// lose takes p away until back (zero: until Start). A storage server failing outside the
+// maintenance zone ends the maintenance (MaintenanceCommand.actor.cpp help: "or after a
+// storage server with a different ZONEID fails").
+func (c *Cluster) lose(p *process, back time.Time) {
+	if p.up && p.spec.Class == ClassStorage && c.maintZone != "" && p.spec.Zone != c.maintZone && !p.removedData {
+		c.maintZone = ""
+	}
+	p.up, p.backAt = false, back
+}
+
+// kill reboots the processes at the addresses (rebootWorker): each goes away now and comes back
+// after RestartDelay with a new uptime. Addresses of processes that are already away are
+// ignored, as a reboot request to a dead address is.
+func (c *Cluster) kill(addrs []string) {
+	now := c.clock.Now()
+	c.advance(now)
+	var victims []*process
+	for _, a := range addrs {
+		if p := c.byAddress(a); p != nil && p.up {
+			victims = append(victims, p)
+		}
+	}
+	// All requests are sent at once (KillCommand.actor.cpp joins the addresses into one
+	// rebootWorker call): recovery starts once, after all are down.
+	needRecovery := false
+	for _, p := range victims {
+		if len(c.txnRoles[p.spec.ID]) > 0 {
+			needRecovery = true
+		}
+		c.lose(p, now.Add(c.cfg.RestartDelay))
+	}
+	if needRecovery || (len(victims) > 0 && !c.quorum()) {
+		c.startRecovery(now, true)
+	}
+}
+
+// Stop takes a process away until Start: its pod was deleted.
+func (c *Cluster) Stop(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	p := c.byID(id)
+	if p == nil {
+		return fmt.Errorf("no process %s", id)
+	}
+	c.down(p, now, time.Time{})
+	return nil
+}
+
+// Start brings a stopped process back, at address (its new pod's IP may differ; empty keeps
+// the old address). Its uptime starts now.
+func (c *Cluster) Start(id, address string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	p := c.byID(id)
+	if p == nil {
+		return fmt.Errorf("no process %s", id)
+	}
+	if address != "" && address != p.spec.Address {
+		if !validAddress(address) {
+			return fmt.Errorf("invalid address %q", address)
+		}
+		if q := c.byAddress(address); q != nil {
+			if q.up {
+				return fmt.Errorf("address %s is in use by %s", address, q.spec.ID)
+			}
+			// A stopped process listens nowhere: its pod's IP went to a new pod (IPs are
+			// reused). It gets an address again when it starts.
+			q.spec.Address = ""
+		}
+		p.spec.Address = address
+	}
+	if !p.up {
+		c.bringUp(p, now)
+	}
+	return nil
+}
+
+// Process is what tests and the test bed read of a process.
+type Process struct {
+	ID, Address, Class, Zone string
+	Up                       bool
+	Started                  time.Time
+	Roles                    []string
+}
+
+// Processes lists the processes at the model's now.
+func (c *Cluster) Processes() []Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	var out []Process
+	for _, p := range c.procs {
+		out = append(out, Process{ID: p.spec.ID, Address: p.spec.Address, Class: p.spec.Class, Zone: p.spec.Zone,
+			Up: p.up, Started: p.started, Roles: c.roles(p)})
+	}
+	return out
+}
+
+// Log returns the commands the shell ran so far.
+func (c *Cluster) Log() []LogEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+// MaintenanceZone is the zone under maintenance and its end ("" when none).
+func (c *Cluster) MaintenanceZone() (string, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	return c.maintZone, c.maintUntil
+}
+
+// Coordinators are the addresses of the connection string.
+func (c *Cluster) Coordinators() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.coordinators)
+}
+
+// ConnectionString is description:ID@coordinators, the content of the cluster file.
+func (c *Cluster) ConnectionString() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connectionString()
+}
+
+func (c *Cluster) connectionString() string {
+	return c.cfg.Description + ":" + c.cfg.ID + "@" + strings.Join(c.coordinators, ",")
+}
+
+// roles a process holds now (status json processes.roles).
+func (c *Cluster) roles(p *process) []string {
+	if !p.up {
+		return nil
+	}
+	var r []string
+	if p.spec.Class == ClassStorage && !p.removedData {
+		r = append(r, "storage")
+	}
+	r = append(r, c.txnRoles[p.spec.ID]...)
+	if slices.Contains(c.coordinators, p.spec.Address) {
+		r = append(r, "coordinator")
+	}
+	return r
+}
+
+// excludedBy returns the exclusion that matches p: its IP, its IP:port, or a locality
+// (fdbclient/ManagementAPI: addressExcluded; locality_<name>:<value> matching the process's
+// locality).
+func (c *Cluster) excludedBy(p *process) (exclusion, bool) {
+	addr := strings.TrimSuffix(p.spec.Address, ":tls")
+	ip, _, _ := net.SplitHostPort(addr)
+	for _, e := range c.exclusions {
+		if e.key == addr || e.key == ip {
+			return e, true
+		}
+		if name, val, ok := strings.Cut(strings.TrimPrefix(e.key, "locality_"), ":"); ok && strings.HasPrefix(e.key, "locality_") {
+			if v, has := c.locality(p)[name]; has && v == val {
+				return e, true
+			}
+		}
+	}
+	return exclusion{}, false
+}
+
+func (c *Cluster) locality(p *process) map[string]string {
+	return map[string]string{
+		"instance_id": p.spec.ID,
+		"zoneid":      p.spec.Zone,
+		"machineid":   p.spec.Machine,
+		"processid":   p.processID,
+	}
+}
+
+// storageState computes data.state the way data distribution reports it: a storage server
+// that is down makes its teams lose a replica, except inside the maintenance zone, whose
+// failures data distribution ignores (fdbserver/DDTeamCollection.actor.cpp,
+// storageServerFailureTracker: servers in the healthy zone are not marked failed).
+func (c *Cluster) storageState() (name string, healthy bool, minReplicas int, downZones int) {
+	r := replicas(c.cfg.RedundancyMode)
+	zones := map[string]bool{}
+	removing := false
+	for _, p := range c.procs {
+		if p.spec.Class != ClassStorage || p.removedData {
+			continue
+		}
+		if _, ex := c.excludedBy(p); ex {
+			removing = true
+		}
+		if !p.up && p.spec.Zone != c.maintZone {
+			zones[p.spec.Zone] = true
+		}
+	}
+	downZones = len(zones)
+	minReplicas = max(r-downZones, 0)
+	switch {
+	case downZones == 0 && removing:
+		return "healthy_removing_server", true, minReplicas, 0
+	case downZones == 0:
+		return "healthy", true, minReplicas, 0
+	case minReplicas == 0:
+		return "missing_data", false, 0, downZones
+	default:
+		return "healing", false, minReplicas, downZones
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,446 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+)
+
+// fdbModel is the simulator's model of the fixture's cluster.
+func fdbModel(t *testing.T, ns string, b interface{ Cluster(string) *fdbsim.Cluster }) *fdbsim.Cluster {
+	t.Helper()
+	m := b.Cluster(fdbop.Key(ns, "myfdb"))
+	if m == nil {
+		t.Fatal("no model for myfdb")
+	}
+	return m
+}
+
+// fdbMutations are the commands that changed the simulated cluster, run from pods (the
+// operator's own are left out).
+func fdbMutations(m *fdbsim.Cluster) []string {
+	var out []string
+	for _, e := range m.Log() {
+		if e.Client == "operator" || !e.OK {
+			continue
+		}
+		if strings.HasPrefix(e.Command, "kill ") || strings.HasPrefix(e.Command, "maintenance on") || e.Command == "maintenance off" {
+			out = append(out, e.Command)
+		}
+	}
+	return out
+}
+
+// lowestReplicas samples min_replicas_remaining until stop.
+func lowestReplicas(m *fdbsim.Cluster) (stop func() int) {
+	var mu sync.Mutex
+	low := 99
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var st struct {
+				Cluster struct {
+					Data *struct {
+						State struct {
+							MinReplicasRemaining *int `json:"min_replicas_remaining"`
+						} `json:"state"`
+					} `json:"data"`
+				} `json:"cluster"`
+			}
+			if json.Unmarshal(m.StatusJSON(), &st) == nil && st.Cluster.Data != nil && st.Cluster.Data.State.MinReplicasRemaining != nil {
+				mu.Lock()
+				low = min(low, *st.Cluster.Data.State.MinReplicasRemaining)
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int {
+		close(done)
+		<-finished
+		mu.Lock()
+		defer mu.Unlock()
+		return low
+	}
+}
+
+// checkMaintenanceDiscipline: every kill ran while exactly its batch's zone was in
+// maintenance (or none, for a batch without storage), one zone at a time, none left.
+func checkMaintenanceDiscipline(t *testing.T, m *fdbsim.Cluster, muts []string, wantKills bool) {
+	t.Helper()
+	zoneOf := map[string]string{}
+	for _, p := range m.Processes() {
+		zoneOf[p.Address] = p.Zone
+	}
+	open, ons := "", 0
+	for _, c := range muts {
+		switch {
+		case strings.HasPrefix(c, "maintenance on "):
+			if open != "" {
+				t.Fatalf("maintenance on while %s is on: %q", open, muts)
+			}
+			open = strings.Fields(c)[2]
+			ons++
+		case c == "maintenance off":
+			open = ""
+		case strings.HasPrefix(c, "kill "):
+			for _, a := range strings.Fields(c)[1:] {
+				if zoneOf[a] != open {
+					t.Fatalf("kill of %s (zone %s) while maintenance is %q: %q", a, zoneOf[a], open, muts)
+				}
+			}
+		}
+	}
+	if ons != 3 {
+		t.Fatalf("%d maintenance zones set, want one per zone: %q", ons, muts)
+	}
+	if z, _ := m.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left after the run", z)
+	}
+	if !wantKills && slices.ContainsFunc(muts, func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
+		t.Fatalf("--method pod sent kills: %q", muts)
+	}
+}
+
+func TestFoundationDBStatus(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	env := cliEnv(t)
+	r := runCLI(t, env, "status", "myfdb", "-n", ns)
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	model := fdbModel(t, ns, b.Host)
+	for _, want := range []string{"engine foundationdb, layout foundationdb-operator", "Health:   healthy",
+		"FoundationDBCluster/myfdb", "Processes:", "COORDINATOR", "zone-a", "zone-b", "zone-c", "master", "cluster_controller",
+		"maintenance: none", "operatorReconciled: yes", "coordinators: 5/5 reachable", "recovery: fully_recovered"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("status lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	for _, class := range []string{"storage", "log", "stateless"} {
+		if !strings.Contains(r.Stdout, "\n  "+class+" ") {
+			t.Fatalf("status lacks group %s:\n%s", class, r.Stdout)
+		}
+	}
+	r = runCLI(t, env, "status", "myfdb", "-n", ns, "-o", "json")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	var doc struct {
+		Cluster struct {
+			Engine string
+			Groups []struct {
+				Name       string
+				Controller struct{ Kind, Name string }
+				Pods       []struct{ Name, Member, Zone string }
+			}
+		}
+		Health struct {
+			Status  string
+			Details map[string]string
+			Table   struct{ Rows [][]string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
+	}
+	if doc.Cluster.Engine != "foundationdb" || len(doc.Cluster.Groups) != 3 || doc.Health.Status != "healthy" || len(doc.Health.Table.Rows) != 9 {
+		t.Fatalf("json: %+v", doc)
+	}
+	for _, g := range doc.Cluster.Groups {
+		if g.Controller.Kind != "FoundationDBCluster" || len(g.Pods) != 3 {
+			t.Fatalf("group %+v", g)
+		}
+		for _, p := range g.Pods {
+			if p.Member == "" || !strings.HasPrefix(p.Zone, "zone-") {
+				t.Fatalf("pod %+v", p)
+			}
+		}
+	}
+	// Under maintenance the zone and its remaining time show.
+	var out, errb strings.Builder
+	if code := model.Run(context.Background(), []string{"--exec", "maintenance on zone-b 300"}, &out, &errb); code != 0 {
+		t.Fatal(errb.String())
+	}
+	r = runCLI(t, env, "status", "myfdb", "-n", ns)
+	if !strings.Contains(r.Stdout, "maintenance: zone zone-b, ") || !strings.Contains(r.Stdout, "UnderMaintenance") {
+		t.Fatalf("status under maintenance:\n%s", r.Stdout)
+	}
+}
+
+func podUIDs(t *testing.T, ns string) map[string]types.UID {
+	t.Helper()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-cluster-name=myfdb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]types.UID{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.UID
+	}
+	return out
+}
+
+func TestFoundationDBRestartByProcessZone(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	var holders []string
+	for _, p := range model.Processes() {
+		if slices.Contains(p.Roles, "master") || slices.Contains(p.Roles, "cluster_controller") {
+			holders = append(holders, p.Address)
+		}
+	}
+	uids := podUIDs(t, ns)
+	env := cliEnv(t)
+	dry := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--dry-run")
+	if dry.Code != 0 || strings.Count(dry.Stdout, "fdbcli --exec 'kill; kill ") != 3 || strings.Count(dry.Stdout, "fdbcli --exec 'maintenance on zone-") != 3 {
+		t.Fatalf("dry-run:\n%s", dry)
+	}
+	if muts := fdbMutations(model); len(muts) != 0 {
+		t.Fatalf("dry-run changed the cluster: %q", muts)
+	}
+	start := time.Now()
+	stop := lowestReplicas(model)
+	r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--yes", "-o", "json")
+	low := stop()
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	if low < 3 {
+		t.Fatalf("min_replicas_remaining fell to %d during the restart", low)
+	}
+	// The done event counts the run's requests; each fdbcli call is an exec (a GET of pods/exec).
+	evs := parseNDJSON(t, r)
+	done := evs[len(evs)-1]
+	if done.Type != "done" || done.APIRequests["get pods/exec"] == 0 || done.APIRequests["delete pods"] != 0 {
+		t.Fatalf("done event %+v", done)
+	}
+	t.Logf("requests: %v (%d processes restarted)", done.APIRequests, len(model.Processes()))
+	for _, p := range model.Processes() {
+		if p.Class == "storage" && !p.Started.After(start) {
+			t.Fatalf("storage process %s not restarted (uptime longer than the run)", p.ID)
+		}
+	}
+	muts := fdbMutations(model)
+	checkMaintenanceDiscipline(t, model, muts, true)
+	var kills []string
+	for _, c := range muts {
+		if strings.HasPrefix(c, "kill ") {
+			kills = append(kills, c)
+		}
+	}
+	last := map[int]bool{}
+	for _, a := range holders {
+		for i, k := range kills {
+			if slices.Contains(strings.Fields(k), a) {
+				last[i] = true
+			}
+		}
+	}
+	for i := range last {
+		if i < len(kills)-len(last) {
+			t.Fatalf("master/cluster controller %v not in the last batches: %q", holders, kills)
+		}
+	}
+	// Bounced, not deleted: the pods keep their UIDs.
+	if got := podUIDs(t, ns); !mapsEqual(got, uids) {
+		t.Fatalf("pods changed: %v -> %v", uids, got)
+	}
+}
+
+func mapsEqual(a, b map[string]types.UID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFoundationDBRestartByPodZone(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	uids := podUIDs(t, ns)
+	start := time.Now()
+	stop := lowestReplicas(model)
+	r := runCLI(t, cliEnv(t), "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--method", "pod", "--yes", "--timeout", "150s")
+	low := stop()
+	if r.Code != 0 {
+		for _, p := range model.Processes() {
+			t.Logf("process %+v", p)
+		}
+		t.Logf("status: %s", model.StatusJSON())
+		t.Fatal(r)
+	}
+	if low < 3 {
+		t.Fatalf("min_replicas_remaining fell to %d during the restart", low)
+	}
+	got := podUIDs(t, ns)
+	for name, uid := range uids {
+		if got[name] == "" || got[name] == uid {
+			t.Fatalf("pod %s: uid %s -> %s, want the same name with a new UID", name, uid, got[name])
+		}
+	}
+	for _, p := range model.Processes() {
+		if !p.Up || !p.Started.After(start) {
+			t.Fatalf("process %s not restarted: %+v", p.ID, p)
+		}
+	}
+	checkMaintenanceDiscipline(t, model, fdbMutations(model), false)
+}
+
+func TestFoundationDBRestartRefusals(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, ns string, m *fdbsim.Cluster)
+		want  string
+	}{
+		{"unavailable", func(t *testing.T, _ string, m *fdbsim.Cluster) {
+			for _, p := range m.Processes() {
+				if p.Class == "log" {
+					if err := m.Stop(p.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}, "is unavailable"},
+		{"not reconciled", func(t *testing.T, ns string, _ *fdbsim.Cluster) {
+			// The operator is told to skip the cluster, then its spec changes: a generation the
+			// operator has not reconciled.
+			res := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns)
+			if _, err := res.Patch(t.Context(), "myfdb", types.MergePatchType, []byte(`{"spec":{"skip":true}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := res.Patch(t.Context(), "myfdb", types.MergePatchType, []byte(`{"spec":{"processGroupIDPrefix":"x"}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not reconciled"},
+		{"another zone in maintenance", func(t *testing.T, _ string, m *fdbsim.Cluster) {
+			var out, errb strings.Builder
+			if code := m.Run(context.Background(), []string{"--exec", "maintenance on zone-c 300"}, &out, &errb); code != 0 {
+				t.Fatal(errb.String())
+			}
+		}, "zone zone-c is in maintenance, set by someone else"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			b := fdbSimFixture(t, ns, "myfdb")
+			model := fdbModel(t, ns, b.Host)
+			tt.setup(t, ns, model)
+			before := len(fdbMutations(model))
+			r := runCLI(t, cliEnv(t), "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--yes")
+			if r.Code != 5 || !strings.Contains(r.Stderr, tt.want) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+				t.Fatalf("want exit 5 with one line %q: %s", tt.want, r)
+			}
+			if muts := fdbMutations(model)[before:]; len(muts) != 0 {
+				t.Fatalf("refused restart changed the cluster: %q", muts)
+			}
+			leases, err := bed.Client.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{})
+			if err != nil || len(leases.Items) != 0 {
+				t.Fatalf("leases after a refusal: %v %v", err, leases)
+			}
+			pods, _ := bed.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+					t.Fatalf("pod %s touched by a refusal", p.Name)
+				}
+			}
+		})
+	}
+}
+
+// TestFoundationDBRestartInterrupted: a restart by process interrupted (SIGINT, and kill -9)
+// while its first batch comes back, then run again, converges: every storage process
+// restarted, no batch bounced twice, no maintenance zone left.
+func TestFoundationDBRestartInterrupted(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ns := newNamespace(t)
+			b := fdbSimFixture(t, ns, "myfdb")
+			model := fdbModel(t, ns, b.Host)
+			env := cliEnv(t)
+			args := []string{"restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--yes", "-o", "json"}
+			start := time.Now()
+			run := startCLI(t, env, args...)
+			// Interrupt while the first batch's kill is under way: fdbcli holds its session
+			// for the kill's flush delay, the processes restart meanwhile.
+			tick := time.NewTicker(5 * time.Millisecond)
+			for !slices.ContainsFunc(fdbMutations(model), func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
+				select {
+				case <-t.Context().Done():
+					t.Fatal(t.Context().Err())
+				case <-tick.C:
+				}
+			}
+			tick.Stop()
+			if err := run.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			res := run.wait()
+			if res.Code == 0 {
+				t.Fatalf("the interrupted run succeeded: %s", res)
+			}
+			if sig == syscall.SIGKILL {
+				// The dead run's session holds the lock until it expires: give it up, as a
+				// retry after a crash does.
+				if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", defaultLockID(t)); r.Code != 0 {
+					t.Fatalf("lock release: %s", r)
+				}
+			}
+			r := runCLI(t, env, args...)
+			if r.Code != 0 {
+				t.Fatal(r)
+			}
+			kills := map[string]int{}
+			for _, c := range fdbMutations(model) {
+				if strings.HasPrefix(c, "kill ") {
+					kills[c]++
+				}
+			}
+			if len(kills) != 3 {
+				t.Fatalf("kills %v, want one per zone", kills)
+			}
+			for k, n := range kills {
+				if n != 1 {
+					t.Fatalf("%q sent %d times", k, n)
+				}
+			}
+			for _, p := range model.Processes() {
+				if p.Class == "storage" && !p.Started.After(start) {
+					t.Fatalf("storage process %s not restarted", p.ID)
+				}
+			}
+			if z, _ := model.MaintenanceZone(); z != "" {
+				t.Fatalf("maintenance zone %s left", z)
+			}
+		})
+	}
+}
