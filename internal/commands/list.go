@@ -103,6 +103,7 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	found = append(found, operatorClusterNames(ctx, cl, ns)...)
 	rows := make([]ClusterSummary, len(found))
 	var wg sync.WaitGroup
 	for i, f := range found {
@@ -232,6 +233,30 @@ func clusterNames(ctx context.Context, client kubernetes.Interface, ns string) (
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+// operatorClusterNames finds the clusters an operator runs without StatefulSets (the
+// FoundationDB operator's FoundationDBClusters) in ns ("" = all). Where that resource is not
+// installed, or may not be listed, there are none.
+func operatorClusterNames(ctx context.Context, cl *Clients, ns string) []namespacedName {
+	if cl.Dynamic == nil {
+		return nil
+	}
+	list, err := cl.Dynamic.Resource(discovery.FoundationDBClusterGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []namespacedName
+	for _, u := range list.Items {
+		out = append(out, namespacedName{u.GetNamespace(), u.GetName()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
 // clusterNameOf is the cluster a StatefulSet belongs to, as discovery finds it by name.

@@ -7,10 +7,14 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // `list` shows every cluster of the namespace (or all with -A) with its engine, groups,
@@ -94,5 +98,35 @@ func TestDidYouMean(t *testing.T) {
 	}
 	if r := h.run("status", "zzz", "-n", "prod"); strings.Contains(r.err, "did you mean") {
 		t.Errorf("a name far from every cluster got a suggestion: %q", r.err)
+	}
+}
+
+// `list` also finds the clusters an operator runs without StatefulSets (FoundationDBClusters),
+// and a cluster where that resource is not installed lists the rest.
+func TestListFindsFoundationDBClusters(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	fdb := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
+		"metadata": map[string]any{"name": "myfdb", "namespace": "prod"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, fdb)
+	r := h.runWith(func(g *GlobalOptions) {
+		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Dynamic: dyn, Clock: h.clock}, nil }
+	}, "list", "-n", "prod", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var doc struct {
+		Items []ClusterSummary `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range doc.Items {
+		names = append(names, it.Name)
+	}
+	if strings.Join(names, ",") != "db,myfdb" {
+		t.Errorf("listed %v, want db and myfdb", names)
 	}
 }
