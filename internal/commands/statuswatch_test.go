@@ -65,25 +65,32 @@ func jsonDocs(t *testing.T, s string) []ClusterStatus {
 	}
 }
 
-// TestStatusWatch: --watch -o json prints the status, then one document
-// per change (a pod going not Ready, the lock taken), and ends with exit 0
-// when the context ends (Ctrl-C).
-func TestStatusWatch(t *testing.T) {
-	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
-	out := &notifyBuffer{wrote: make(chan struct{}, 1)}
-	var errb bytes.Buffer
-	root := NewRootCmd(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: &errb}, func(g *GlobalOptions) {
+// startStatusWatch runs `status db --watch -o format --timeout 60s` in the background with
+// h's fakes; cancel is Ctrl-C.
+func startStatusWatch(t *testing.T, h *harness, format string) (out *notifyBuffer, errb *bytes.Buffer, done chan error, cancel context.CancelFunc) {
+	t.Helper()
+	out, errb = &notifyBuffer{wrote: make(chan struct{}, 1)}, &bytes.Buffer{}
+	root := NewRootCmd(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: errb}, func(g *GlobalOptions) {
 		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
 		g.IsTerminal = func() bool { return false }
 		g.Getenv = func(k string) string { return h.env[k] }
 		kc := h.env["KUBECONFIG"]
 		g.ConfigFlags.KubeConfig = &kc
 	})
-	root.SetArgs([]string{"status", "db", "--watch", "-o", "json", "--timeout", "60s"})
+	root.SetArgs([]string{"status", "db", "--watch", "-o", format, "--timeout", "60s"})
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan error, 1)
+	done = make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
+	return out, errb, done, cancel
+}
+
+// TestStatusWatch: --watch -o json prints the status, then one document
+// per change (a pod going not Ready, the lock taken), and ends with exit 0
+// when the context ends (Ctrl-C).
+func TestStatusWatch(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	out, errb, done, cancel := startStatusWatch(t, h, "json")
+	defer cancel()
 
 	waitDocs := func(n int, what string) []ClusterStatus {
 		t.Helper()
@@ -170,20 +177,8 @@ func TestStatusWatchTimeout(t *testing.T) {
 // group's, not the other pods' rows.
 func TestStatusWatchTextPrintsChanges(t *testing.T) {
 	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
-	out := &notifyBuffer{wrote: make(chan struct{}, 1)}
-	var errb bytes.Buffer
-	root := NewRootCmd(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: &errb}, func(g *GlobalOptions) {
-		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
-		g.IsTerminal = func() bool { return false }
-		g.Getenv = func(k string) string { return h.env[k] }
-		kc := h.env["KUBECONFIG"]
-		g.ConfigFlags.KubeConfig = &kc
-	})
-	root.SetArgs([]string{"status", "db", "--watch", "-o", "wide", "--timeout", "60s"})
-	ctx, cancel := context.WithCancel(t.Context())
+	out, errb, done, cancel := startStatusWatch(t, h, "wide")
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
 	waitFor := func(what string, cond func(string) bool) string {
 		t.Helper()
 		deadline := time.After(20 * time.Second)
