@@ -85,36 +85,46 @@ func (b sandboxBed) WriteShim(name string, content []byte) (string, error) {
 	return p, nil
 }
 
+// demoClients checks that the sandbox runs and returns its state folder and clients, with
+// namespace ns created for a demo cluster.
+func demoClients(ctx context.Context, ns string) (string, kubernetes.Interface, dynamic.Interface, error) {
+	dir, err := stateDir()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	alive, err := testbed.PidfileAlive(pidfile(dir))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if !alive {
+		return "", nil, nil, fmt.Errorf("the sandbox does not run; start it with: go run ./hack/sandbox up")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig(dir))
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("load sandbox kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", nil, nil, fmt.Errorf("create namespace: %w", err)
+	}
+	return dir, client, dyn, nil
+}
+
 // runEtcd creates the demo etcd cluster if needed and keeps its members
 // running until interrupted. Member data stays in the sandbox folder, so
 // running it again resumes the same cluster.
 func runEtcd(ctx context.Context) error {
-	dir, err := stateDir()
+	dir, client, dyn, err := demoClients(ctx, etcdDemoNamespace)
 	if err != nil {
 		return err
-	}
-	alive, err := testbed.PidfileAlive(pidfile(dir))
-	if err != nil {
-		return err
-	}
-	if !alive {
-		return fmt.Errorf("the sandbox does not run; start it with: go run ./hack/sandbox up")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig(dir))
-	if err != nil {
-		return fmt.Errorf("load sandbox kubeconfig: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: etcdDemoNamespace}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace: %w", err)
 	}
 	r, err := etcdpods.Start(ctx, etcdpods.Options{
 		Bed: sandboxBed{dyn: dyn, shimDir: filepath.Join(dir, "shims")}, Client: client,

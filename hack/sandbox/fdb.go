@@ -5,16 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // The demo FoundationDB cluster: a FoundationDBCluster run by the stand-in operator, its FDB
@@ -28,32 +22,9 @@ const (
 // redundancy: 5 coordinators) and runs its simulator and stand-in operator until interrupted.
 // The simulator keeps its state in memory: running it again starts the cluster afresh.
 func runFDB(ctx context.Context) error {
-	dir, err := stateDir()
+	dir, client, dyn, err := demoClients(ctx, fdbDemoNamespace)
 	if err != nil {
 		return err
-	}
-	alive, err := testbed.PidfileAlive(pidfile(dir))
-	if err != nil {
-		return err
-	}
-	if !alive {
-		return fmt.Errorf("the sandbox does not run; start it with: go run ./hack/sandbox up")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig(dir))
-	if err != nil {
-		return fmt.Errorf("load sandbox kubeconfig: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fdbDemoNamespace}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace: %w", err)
 	}
 	bed := sandboxBed{dyn: dyn, shimDir: filepath.Join(dir, "shims")}
 	b, err := fdbwire.Start(ctx, bed, client, dyn, fdbDemoNamespace, fdbsim.Config{})

@@ -103,11 +103,16 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	found = append(found, operatorClusterNames(ctx, cl, ns)...)
+	found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns)...))
+	// Read once for every row: who the lock status is judged for.
+	id, err := o.ResolveLockID()
+	if err != nil {
+		return err
+	}
 	rows := make([]ClusterSummary, len(found))
 	var wg sync.WaitGroup
 	for i, f := range found {
-		wg.Go(func() { rows[i] = o.summarize(ctx, cl, f.Namespace, f.Name) })
+		wg.Go(func() { rows[i] = o.summarize(ctx, cl, id, f.Namespace, f.Name) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -121,7 +126,7 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 }
 
 // summarize reads one cluster's row; what cannot be read goes to Error.
-func (o *ListOptions) summarize(ctx context.Context, cl *Clients, ns, name string) ClusterSummary {
+func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name string) ClusterSummary {
 	row := ClusterSummary{Namespace: ns, Name: name}
 	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
 		Engines: o.engineNames(), Dynamic: cl.Dynamic})
@@ -140,7 +145,6 @@ func (o *ListOptions) summarize(ctx context.Context, cl *Clients, ns, name strin
 		}
 	}
 	var errs []string
-	id, _ := o.ResolveLockID()
 	lm := &lock.Manager{Client: cl.Kube, Namespace: ns, Cluster: name, ID: id, Duration: o.LockDuration, Clock: cl.Clock}
 	if st, err := lm.Status(ctx); err != nil {
 		errs = append(errs, "lock: "+err.Error())
@@ -226,13 +230,7 @@ func clusterNames(ctx context.Context, client kubernetes.Interface, ns string) (
 			out = append(out, n)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out, nil
+	return sortedNames(out), nil
 }
 
 // operatorClusterNames finds the clusters an operator runs without StatefulSets (the
@@ -250,13 +248,18 @@ func operatorClusterNames(ctx context.Context, cl *Clients, ns string) []namespa
 	for _, u := range list.Items {
 		out = append(out, namespacedName{u.GetNamespace(), u.GetName()})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
 	return out
+}
+
+// sortedNames sorts clusters by namespace, then name.
+func sortedNames(names []namespacedName) []namespacedName {
+	sort.Slice(names, func(i, j int) bool {
+		if names[i].Namespace != names[j].Namespace {
+			return names[i].Namespace < names[j].Namespace
+		}
+		return names[i].Name < names[j].Name
+	})
+	return names
 }
 
 // clusterNameOf is the cluster a StatefulSet belongs to, as discovery finds it by name.

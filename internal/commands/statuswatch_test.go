@@ -84,6 +84,25 @@ func startStatusWatch(t *testing.T, h *harness, format string) (out *notifyBuffe
 	return out, errb, done, cancel
 }
 
+// waitWatchOutput waits, on each write, until the watch's output satisfies cond, and returns
+// it; the test fails if the watch ends or 20 s pass first.
+func waitWatchOutput(t *testing.T, out *notifyBuffer, errb *bytes.Buffer, done chan error, what string, cond func(string) bool) string {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		if s := out.String(); cond(s) {
+			return s
+		}
+		select {
+		case <-out.wrote:
+		case err := <-done:
+			t.Fatalf("watch ended (%v) before %s:\n%s\n%s", err, what, out.String(), errb.String())
+		case <-deadline:
+			t.Fatalf("no output for %s:\n%s", what, out.String())
+		}
+	}
+}
+
 // TestStatusWatch: --watch -o json prints the status, then one document
 // per change (a pod going not Ready, the lock taken), and ends with exit 0
 // when the context ends (Ctrl-C).
@@ -94,19 +113,7 @@ func TestStatusWatch(t *testing.T) {
 
 	waitDocs := func(n int, what string) []ClusterStatus {
 		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for {
-			if docs := jsonDocs(t, out.String()); len(docs) >= n {
-				return docs
-			}
-			select {
-			case <-out.wrote:
-			case err := <-done:
-				t.Fatalf("watch ended (%v) before %s:\n%s\n%s", err, what, out.String(), errb.String())
-			case <-deadline:
-				t.Fatalf("no document for %s:\n%s", what, out.String())
-			}
-		}
+		return jsonDocs(t, waitWatchOutput(t, out, errb, done, what, func(s string) bool { return len(jsonDocs(t, s)) >= n }))
 	}
 	docs := waitDocs(1, "the first status")
 	if docs[0].Kind != "ClusterStatus" || len(docs[0].Cluster.AllPods()) != 3 {
@@ -181,19 +188,7 @@ func TestStatusWatchTextPrintsChanges(t *testing.T) {
 	defer cancel()
 	waitFor := func(what string, cond func(string) bool) string {
 		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for {
-			if s := out.String(); cond(s) {
-				return s
-			}
-			select {
-			case <-out.wrote:
-			case err := <-done:
-				t.Fatalf("watch ended (%v) before %s:\n%s\n%s", err, what, out.String(), errb.String())
-			case <-deadline:
-				t.Fatalf("no output for %s:\n%s", what, out.String())
-			}
-		}
+		return waitWatchOutput(t, out, errb, done, what, cond)
 	}
 	first := waitFor("the first status", func(s string) bool { return strings.Contains(s, "db-web-2") })
 	if !strings.Contains(first, "UID") || !strings.Contains(first, "db-web-0-uid0") {
