@@ -89,24 +89,18 @@ func virtualTables() map[string]virtualTable {
 			rows: func(m *model) [][]any {
 				var out [][]any
 				for _, t := range m.sortedTables() {
+					if t.partitioned {
+						continue // its partitions hold its shards
+					}
 					sev, missing, under := m.tableHealth(t)
-					schema, name, _ := strings.Cut(t.name, ".")
+					schema, name := t.schemaName()
 					out = append(out, []any{schema, name, [...]string{"", "GREEN", "YELLOW", "RED"}[sev], int16(sev), int32(missing), int32(under)})
 				}
 				return out
 			},
 		},
-		"information_schema.tables": {
-			cols: []column{{"table_schema", oidVarchar}, {"table_name", oidVarchar}, {"number_of_shards", oidInt4}, {"number_of_replicas", oidVarchar}},
-			rows: func(m *model) [][]any {
-				var out [][]any
-				for _, t := range m.sortedTables() {
-					schema, name, _ := strings.Cut(t.name, ".")
-					out = append(out, []any{schema, name, int32(t.shards), t.replicas})
-				}
-				return out
-			},
-		},
+		"information_schema.tables":           tablesVirtualTable(),
+		"information_schema.table_partitions": partitionsVirtualTable(),
 	}
 }
 
