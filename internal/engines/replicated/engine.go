@@ -84,6 +84,9 @@ type site struct {
 	selector string
 	desired  int
 	stsUID   string
+	// container is the application container (Config.Container, "" for the pod's first):
+	// its restarts make a role label stale (incarnation.go).
+	container string
 	// noTimeout is set once a pod's container had no timeout command: query commands then
 	// run unwrapped (runQuery).
 	noTimeout atomic.Bool
@@ -142,6 +145,9 @@ type member struct {
 	Ready    bool
 	Pending  bool
 	Deleting bool
+	// Stale, when set, is the role label the pod carries and why it is not trusted (its
+	// container restarted since); Role is then "".
+	Stale string
 }
 
 // members lists the StatefulSet's pods by ordinal: inside a run (sc, or the
@@ -158,8 +164,15 @@ func (e *Engine) members(ctx context.Context, sc *ops.StepContext, s *site) ([]m
 		if o < 0 {
 			continue
 		}
-		out = append(out, member{Name: p.Name, Ordinal: o, UID: p.UID, Role: p.Labels[LabelRole], Ready: ops.PodReady(p),
-			Pending: p.Status.Phase == corev1.PodPending, Deleting: p.DeletionTimestamp != nil})
+		m := member{Name: p.Name, Ordinal: o, UID: p.UID, Role: p.Labels[LabelRole], Ready: ops.PodReady(p),
+			Pending: p.Status.Phase == corev1.PodPending, Deleting: p.DeletionTimestamp != nil}
+		if m.Role == RolePrimary || m.Role == RoleSecondary {
+			if why := staleRole(p, s.container); why != "" {
+				m.Stale = m.Role + ": " + why
+				m.Role = ""
+			}
+		}
+		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b member) int { return a.Ordinal - b.Ordinal })
 	return out, nil
