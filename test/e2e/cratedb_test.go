@@ -877,6 +877,18 @@ func TestCrateDBScaleRefusals(t *testing.T) {
 		code:   5,
 		stderr: "routing.allocation.require._name = '",
 	}, {
+		name: "awareness-group-emptied",
+		// Awareness on the group attribute: each shard keeps one copy among the hot and one
+		// among the cold nodes; with no cold node left, the cold copies have nowhere to go.
+		setup: func(x *crateEnv) {
+			x.sql(`SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'node_name'`)
+			x.waitGreen()
+		},
+		undo:   func(x *crateEnv) { x.sql(`RESET GLOBAL "cluster.routing.allocation.awareness.attributes"`); x.waitGreen() },
+		args:   []string{"--data", "cold=0"},
+		code:   5,
+		stderr: "cluster.routing.allocation.awareness.attributes = 'node_name'",
+	}, {
 		name: "allocation-primaries",
 		// crate-operator's pods leave a transient 'primaries' when their postStart reset fails:
 		// replicas would never leave the removed node.

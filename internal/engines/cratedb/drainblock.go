@@ -21,6 +21,8 @@ const (
 	sqlPartitionAlloc = `SELECT table_schema, table_name, partition_ident, number_of_replicas, ` +
 		`settings['routing']['allocation']['require'], settings['routing']['allocation']['include'], settings['routing']['allocation']['exclude'] ` +
 		`FROM information_schema.table_partitions`
+	sqlNodeAttributes = `SELECT name, attributes FROM sys.nodes`
+	sqlAwareness      = `SELECT settings['cluster']['routing']['allocation']['awareness']['attributes'] FROM sys.cluster`
 )
 
 // shardUnit is a table or one partition of a partitioned table: the unit that carries its own
@@ -88,9 +90,16 @@ func objectStrings(v any) map[string]string {
 	return out
 }
 
-// nodeAttr is the value of a built-in filter attribute of a node; ok is false for custom
-// attributes (node.attr.*), which sys.nodes does not show.
-func nodeAttr(n nodeRow, attr string) (string, bool) {
+// attrNode is a node as allocation filters and awareness see it: its sys.nodes row and its
+// custom attributes (node.attr.*, sys.nodes.attributes).
+type attrNode struct {
+	nodeRow
+	attrs map[string]string
+}
+
+// nodeAttr is the value of a filter attribute of a node; ok is false when the node does not
+// have it.
+func nodeAttr(n attrNode, attr string) (string, bool) {
 	switch attr {
 	case "_name":
 		return n.Name, true
@@ -101,7 +110,8 @@ func nodeAttr(n nodeRow, attr string) (string, bool) {
 	case "_ip", "_host_ip", "_publish_ip":
 		return n.RestHost, true
 	}
-	return "", false
+	v, ok := n.attrs[attr]
+	return v, ok
 }
 
 // simpleMatch matches s against a pattern whose only wildcard is '*', as CrateDB's node
@@ -125,7 +135,7 @@ func simpleMatch(pattern, s string) bool {
 	return strings.HasSuffix(s, parts[len(parts)-1])
 }
 
-func attrMatches(n nodeRow, attr, values string) (match, known bool) {
+func attrMatches(n attrNode, attr, values string) (match, known bool) {
 	v, known := nodeAttr(n, attr)
 	if !known {
 		return false, false
@@ -139,22 +149,22 @@ func attrMatches(n nodeRow, attr, values string) (match, known bool) {
 }
 
 // allows says whether u's filters let a copy live on n: every require attribute matches,
-// some include attribute matches (when there are any), no exclude attribute matches. Filters
-// on attributes sys.nodes does not show are not judged (they allow).
-func (u shardUnit) allows(n nodeRow) bool {
+// some include attribute matches (when there are any), no exclude attribute matches. A
+// require or include on an attribute the node lacks does not match (CrateDB's
+// DiscoveryNodeFilters).
+func (u shardUnit) allows(n attrNode) bool {
 	for attr, vals := range u.filters["require"] {
-		if m, known := attrMatches(n, attr, vals); known && !m {
+		if m, _ := attrMatches(n, attr, vals); !m {
 			return false
 		}
 	}
 	if inc := u.filters["include"]; len(inc) > 0 {
-		hit, judged := false, false
+		hit := false
 		for attr, vals := range inc {
-			m, known := attrMatches(n, attr, vals)
-			judged = judged || known
+			m, _ := attrMatches(n, attr, vals)
 			hit = hit || m
 		}
-		if judged && !hit {
+		if !hit {
 			return false
 		}
 	}
@@ -186,22 +196,73 @@ func slicesSortedKeys(m map[string]string) []string {
 	return out
 }
 
-// remainingDataNodes are the sys.nodes rows of data-holding pods that stay: not leaving and
-// not excluded from allocation by anyone else.
-func remainingDataNodes(c *ops.Cluster, m *nodeMap, leaving, excluded []string) []nodeRow {
-	var out []nodeRow
+// dataNodes are the sys.nodes rows of data-holding pods, with their attributes; remain says
+// which stay: not leaving and not excluded from allocation by anyone else.
+func dataNodes(c *ops.Cluster, m *nodeMap, attrs map[string]map[string]string, leaving, excluded []string) (all, remain []attrNode) {
 	for _, p := range c.AllPods() {
 		g := c.Group(p.Group)
 		pn := m.pods[p.Name]
 		if g == nil || pn == nil || pn.Row == nil || !holdsData(g) {
 			continue
 		}
+		n := attrNode{nodeRow: *pn.Row, attrs: attrs[pn.Row.Name]}
+		all = append(all, n)
 		if slices.Contains(leaving, pn.Row.Name) || slices.Contains(excluded, pn.Row.Name) {
 			continue
 		}
-		out = append(out, *pn.Row)
+		remain = append(remain, n)
+	}
+	return all, remain
+}
+
+// readNodeAttributes reads sys.nodes.attributes per node name. A version without the column
+// answers with an error: no attributes then (filters on them do not match, as for a node
+// without them).
+func (e *Engine) readNodeAttributes(ctx context.Context, c *ops.Cluster, avoid []string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	rows, err := e.session(c).query(ctx, avoid, sqlNodeAttributes)
+	if err != nil {
+		return out
+	}
+	for _, r := range rows {
+		if len(r) > 1 {
+			out[toString(r[0])] = objectStrings(r[1])
+		}
 	}
 	return out
+}
+
+// awarenessFit is how many copies of a shard with copies copies the remaining nodes can hold
+// under allocation awareness on attrs (CrateDB keeps Elasticsearch's
+// AwarenessAllocationDecider): per attribute, at most ceil(copies / values) per value, the
+// values counted over all data nodes (leaving ones included: they are still in the cluster),
+// one copy per node, none on a node without the attribute. The smallest fit over the
+// attributes, and the attribute that gives it.
+func awarenessFit(attrs []string, all, remain []attrNode, copies int) (fit int, attr string) {
+	fit = len(remain)
+	for _, a := range attrs {
+		values := map[string]bool{}
+		for _, n := range all {
+			if v, ok := n.attrs[a]; ok {
+				values[v] = true
+			}
+		}
+		perValue := (copies + max(len(values), 1) - 1) / max(len(values), 1)
+		per := map[string]int{}
+		for _, n := range remain {
+			if v, ok := n.attrs[a]; ok {
+				per[v]++
+			}
+		}
+		f := 0
+		for _, k := range per {
+			f += min(k, perValue)
+		}
+		if f < fit {
+			fit, attr = f, a
+		}
+	}
+	return fit, attr
 }
 
 // checkDrainable refuses (exit 5) a drain of leaving that cannot finish: allocation not
@@ -224,11 +285,16 @@ func (e *Engine) checkDrainable(ctx context.Context, c *ops.Cluster, avoid []str
 		return err
 	}
 	excluded := splitList(cellString(rows, 0))
+	rows, err = e.queryDB(ctx, nil, c, avoid, sqlAwareness)
+	if err != nil {
+		return err
+	}
+	awareness := splitList(cellString(rows, 0))
 	m, err := e.mapNodes(ctx, c, avoid)
 	if err != nil {
 		return err
 	}
-	remain := remainingDataNodes(c, m, leaving, excluded)
+	all, remain := dataNodes(c, m, e.readNodeAttributes(ctx, c, avoid), leaving, excluded)
 	units, err := e.readShardUnits(ctx, c, avoid)
 	if err != nil {
 		return err
@@ -242,11 +308,16 @@ func (e *Engine) checkDrainable(ctx context.Context, c *ops.Cluster, avoid []str
 		if !bounded {
 			need = len(remain) + 1
 		}
-		fit := 0
+		var allowed []attrNode
 		for _, r := range remain {
 			if u.allows(r) {
-				fit++
+				allowed = append(allowed, r)
 			}
+		}
+		fit := len(allowed)
+		if aware, attr := awarenessFit(awareness, all, allowed, need); aware < need && fit >= need {
+			return ops.Refusef(ops.ReasonPreconditionFailed, "%s: %s has number_of_replicas = '%s' and cluster.routing.allocation.awareness.attributes = '%s': the data nodes that remain can hold %d of its %d copies per shard spread over the %s values; change that setting first",
+				what, u, u.replicas, strings.Join(awareness, ","), aware, need, attr)
 		}
 		if fit >= need {
 			continue

@@ -31,6 +31,14 @@ func TestDrainStalls(t *testing.T) {
 		setup:   func(d *cratedbtest.DB) { d.Allocation = "primaries" },
 		planErr: "cluster.routing.allocation.enable is 'primaries'",
 	}, {
+		name: "awareness keeps the zone's copies",
+		// Two zones, one copy of each shard per zone; data-hot-2 is zone b's only node.
+		setup: func(d *cratedbtest.DB) {
+			d.Replicas, d.Awareness = []string{"1"}, "zone"
+			d.Attrs = map[string]map[string]string{"data-hot-0": {"zone": "a"}, "data-hot-1": {"zone": "a"}, "data-hot-2": {"zone": "b"}}
+		},
+		planErr: "table doc.t0 has number_of_replicas = '1' and cluster.routing.allocation.awareness.attributes = 'zone'",
+	}, {
 		name:   "allocation set to none while draining",
 		setup:  func(d *cratedbtest.DB) { d.AllocationOnExclude = "none" },
 		runErr: "cluster.routing.allocation.enable is 'none'",

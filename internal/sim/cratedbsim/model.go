@@ -341,10 +341,10 @@ func (m *model) copiesPerNode() map[string]int {
 
 // pickNode chooses an eligible node without a copy of the shard, preferring one that has the
 // shard's data on disk, then the least loaded one.
-func (m *model) pickNode(t *table, key shardKey, copies []*shardCopy, load map[string]int) *simNode {
+func (m *model) pickNode(t *table, key shardKey, copies []*shardCopy, load map[string]int, from string) *simNode {
 	var best *simNode
 	for _, n := range m.sortedNodes() {
-		if !m.eligibleFor(t, n) || holds(copies, n.name) {
+		if !m.eligibleFor(t, n) || holds(copies, n.name) || !m.awarenessAllows(t, copies, n, from) {
 			continue
 		}
 		if best == nil {
@@ -415,7 +415,7 @@ func (m *model) allocate() {
 				if slices.ContainsFunc(copies, func(x *shardCopy) bool { return x.relocatingFrom == c.node }) {
 					continue
 				}
-				if n := m.pickNode(t, key, copies, load); n != nil {
+				if n := m.pickNode(t, key, copies, load, c.node); n != nil {
 					copies = append(copies, &shardCopy{node: n.name, relocatingFrom: c.node})
 					load[n.name]++
 				}
@@ -432,7 +432,7 @@ func (m *model) allocate() {
 				}
 			}
 			for ; replicas < desired; replicas++ {
-				n := m.pickNode(t, key, copies, load)
+				n := m.pickNode(t, key, copies, load, "")
 				if n == nil {
 					break
 				}
@@ -491,7 +491,7 @@ func (m *model) rebalance(load map[string]int, primariesOnly, replicasOnly bool)
 	}
 	for _, t := range m.sortedTables() {
 		for i, copies := range t.copies {
-			if holds(copies, least.name) || !hasStartedPrimary(copies) || !t.filtersAllow(least) {
+			if holds(copies, least.name) || !hasStartedPrimary(copies) || !t.filtersAllow(least) || !m.awarenessAllows(t, copies, least, most.name) {
 				continue
 			}
 			for _, c := range copies {

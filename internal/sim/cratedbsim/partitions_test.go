@@ -128,3 +128,42 @@ func TestAllocationEnableKeepsReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestAwarenessKeepsCopiesInTheirZone: with awareness on zone and two zones, each zone holds
+// one copy of a shard with one replica; the only node of zone b excluded, its copies have no
+// node in b to go to and stay, while without awareness they move.
+func TestAwarenessKeepsCopiesInTheirZone(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		awareness bool
+		stay      bool
+	}{{"awareness on zone", true, true}, {"no awareness", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testModel(0, 3, 4)
+			for name, zone := range map[string]string{"data-hot-0": "a", "data-hot-1": "a", "data-hot-2": "b"} {
+				m.nodes[name].settings = nodeSettings{"node.attr.zone": zone}
+			}
+			if tc.awareness {
+				runSQL(t, m, `SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'zone'`)
+			}
+			runSQL(t, m, `CREATE TABLE doc.t (a INT) CLUSTERED INTO 4 SHARDS WITH (number_of_replicas = '1')`)
+			settle(m, 100)
+			settle(m, 100)
+			if tc.awareness {
+				if n := copiesOn(m, "data-hot-2", "doc.t"); n != 4 {
+					t.Fatalf("%d copies in zone b (data-hot-2), want one of each of the 4 shards: %s", n, m.summary())
+				}
+			}
+			runSQL(t, m, `SET GLOBAL "cluster.routing.allocation.exclude._name" = 'data-hot-2'`)
+			settle(m, 100)
+			settle(m, 100)
+			if got := copiesOn(m, "data-hot-2", "doc.t") > 0; got != tc.stay {
+				t.Fatalf("copies stay on the excluded node: %v, want %v: %s", got, tc.stay, m.summary())
+			}
+			res := runSQL(t, m, `SELECT name, attributes FROM sys.nodes`)
+			if z := res.rows[2][1].(map[string]any)["zone"]; z != "b" {
+				t.Fatalf("sys.nodes attributes of %v: %v", res.rows[2][0], res.rows[2][1])
+			}
+		})
+	}
+}

@@ -22,21 +22,21 @@ func virtualTables() map[string]virtualTable {
 	return map[string]virtualTable{
 		"sys.nodes": {
 			cols: []column{{"id", oidVarchar}, {"name", oidVarchar}, {"hostname", oidVarchar},
-				{"rest_url", oidVarchar}, {"version['number']", oidVarchar}},
+				{"rest_url", oidVarchar}, {"version['number']", oidVarchar}, {"attributes", oidJSON}},
 			stateless: true,
 			rows: func(m *model) [][]any {
 				var out [][]any
 				for _, n := range m.upNodes() {
-					out = append(out, []any{n.id, n.name, n.hostname, n.ip + ":4200", n.version.String()})
+					out = append(out, []any{n.id, n.name, n.hostname, n.ip + ":4200", n.version.String(), n.attributes()})
 				}
 				// Nodes that stopped but whose departure the master has not noticed yet.
 				for _, g := range m.liveGhosts() {
-					out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String()})
+					out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String(), map[string]any{}})
 				}
 				// Voting nodes that stopped, until the master published their departure.
 				for _, g := range m.leaving {
 					if !slices.ContainsFunc(m.liveGhosts(), func(x ghost) bool { return x.id == g.id }) {
-						out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String()})
+						out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String(), map[string]any{}})
 					}
 				}
 				return out

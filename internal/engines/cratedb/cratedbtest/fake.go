@@ -64,6 +64,10 @@ type DB struct {
 	// FailOn, when set) fail like a master election does (transient).
 	Failures int
 	FailOn   string
+	// Awareness is cluster.routing.allocation.awareness.attributes; Attrs are each
+	// node's sys.nodes.attributes.
+	Awareness string
+	Attrs     map[string]map[string]string
 	// AllocationOnExclude, when set, is what allocation.enable becomes as the
 	// exclusion is set: someone holds allocation while a drain runs.
 	AllocationOnExclude string
@@ -295,6 +299,18 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		var rows [][]any
 		for _, r := range d.Replicas {
 			rows = append(rows, []any{r})
+		}
+		return rows, nil
+	case sql == `SELECT settings['cluster']['routing']['allocation']['awareness']['attributes'] FROM sys.cluster`:
+		return [][]any{{d.Awareness}}, nil
+	case sql == `SELECT name, attributes FROM sys.nodes`:
+		var rows [][]any
+		for _, n := range d.Nodes {
+			attrs := map[string]any{}
+			for k, v := range d.Attrs[n] {
+				attrs[k] = v
+			}
+			rows = append(rows, []any{n, attrs})
 		}
 		return rows, nil
 	case strings.HasPrefix(sql, `SELECT table_schema, table_name, number_of_shards, number_of_replicas, settings['routing']['allocation']['require']`):
