@@ -884,7 +884,10 @@ func TestCrateDBScaleRefusals(t *testing.T) {
 			x.sql(`SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'node_name'`)
 			x.waitGreen()
 		},
-		undo:   func(x *crateEnv) { x.sql(`RESET GLOBAL "cluster.routing.allocation.awareness.attributes"`); x.waitGreen() },
+		undo: func(x *crateEnv) {
+			x.sql(`RESET GLOBAL "cluster.routing.allocation.awareness.attributes"`)
+			x.waitGreen()
+		},
 		args:   []string{"--data", "cold=0"},
 		code:   5,
 		stderr: "cluster.routing.allocation.awareness.attributes = 'node_name'",
