@@ -72,11 +72,13 @@ type crateEnv struct {
 	// pods in real containers on the real nodes.
 	version string
 	real    *bedwire.RealNodes
-	sim     *cratedbsim.Sim
-	simCtx  context.Context // ends when the test's simulator stops
-	sysPW   string
-	simLog  *simLogLines
-	env     []string
+	// awareness is the fixture's -Ccluster.routing.allocation.awareness.attributes ("" = none).
+	awareness string
+	sim       *cratedbsim.Sim
+	simCtx    context.Context // ends when the test's simulator stops
+	sysPW     string
+	simLog    *simLogLines
+	env       []string
 }
 
 // simLogLines keeps the simulator's diagnostics in order. The simulator writes them while
@@ -133,7 +135,7 @@ var crateLayouts = []struct {
 
 // fixture is the bedwire fixture of x's StatefulSets.
 func (x *crateEnv) fixture() bedwire.Fixture {
-	f := bedwire.Fixture{Namespace: x.ns, Cluster: x.name, Layout: x.layout, TLS: x.tls, Version: x.version, RealNodes: x.real}
+	f := bedwire.Fixture{Namespace: x.ns, Cluster: x.name, Layout: x.layout, TLS: x.tls, Version: x.version, RealNodes: x.real, Awareness: x.awareness}
 	for _, g := range x.groups {
 		f.Groups = append(f.Groups, bedwire.Group{Name: g.name, Replicas: g.replicas})
 	}
@@ -166,6 +168,8 @@ type crateSetup struct {
 	// (the caller has called needRealNodes): crash runs in the container, exec and
 	// port-forwards go through the real kubelet, the simulator follows the real pods.
 	realNodes bool
+	// awareness starts every node with -Ccluster.routing.allocation.awareness.attributes.
+	awareness string
 }
 
 func newCrateEnvWith(t *testing.T, cs crateSetup) *crateEnv {
@@ -174,7 +178,8 @@ func newCrateEnvWith(t *testing.T, cs crateSetup) *crateEnv {
 		cs.groups = crateE2EGroups
 	}
 	ns := newNamespace(t)
-	x := &crateEnv{t: t, ns: ns, name: crateE2ECluster, layout: cs.layout, groups: cs.groups, tls: cs.tls, version: cs.version, sysPW: "sys-" + randomHex(t, 12), simLog: &simLogLines{}}
+	x := &crateEnv{t: t, ns: ns, name: crateE2ECluster, layout: cs.layout, groups: cs.groups, tls: cs.tls, version: cs.version, sysPW: "sys-" + randomHex(t, 12), simLog: &simLogLines{},
+		awareness: cs.awareness}
 	systemUser := cs.systemUser
 	ctx := t.Context()
 	_, total := x.fixture().Counts()
@@ -877,21 +882,6 @@ func TestCrateDBScaleRefusals(t *testing.T) {
 		code:   5,
 		stderr: "routing.allocation.require._name = '",
 	}, {
-		name: "awareness-group-emptied",
-		// Awareness on the group attribute: each shard keeps one copy among the hot and one
-		// among the cold nodes; with no cold node left, the cold copies have nowhere to go.
-		setup: func(x *crateEnv) {
-			x.sql(`SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'node_name'`)
-			x.waitGreen()
-		},
-		undo: func(x *crateEnv) {
-			x.sql(`RESET GLOBAL "cluster.routing.allocation.awareness.attributes"`)
-			x.waitGreen()
-		},
-		args:   []string{"--data", "cold=0"},
-		code:   5,
-		stderr: "cluster.routing.allocation.awareness.attributes = 'node_name'",
-	}, {
 		name: "allocation-primaries",
 		// crate-operator's pods leave a transient 'primaries' when their postStart reset fails:
 		// replicas would never leave the removed node.
@@ -980,6 +970,47 @@ func TestCrateDBScaleRefusals(t *testing.T) {
 			}
 			t.Logf("stderr: %s", strings.TrimSpace(res.Stderr))
 		})
+	}
+}
+
+// TestCrateDBScaleRefusedByAwareness: every node starts with allocation awareness on its group
+// attribute (node_name, as crate-operator sets it), so each shard of a table with one replica
+// keeps one copy among the hot and one among the cold nodes; with no cold node left those
+// copies have nowhere to go. The scale is refused before anything is written, and the
+// simulator shows why: with the cold nodes excluded their copies stay.
+func TestCrateDBScaleRefusedByAwareness(t *testing.T) {
+	x := newCrateEnvWith(t, crateSetup{systemUser: true, layout: bedwire.LayoutOperator, awareness: "node_name"})
+	before := snapshotNamespace(t, x.ns)
+	seq0 := x.lastSeq()
+	res := runCLI(t, x.env, x.args("scale", "--data", "cold=0", "--yes")...)
+	if res.Code != 5 || !strings.Contains(res.Stderr, "cluster.routing.allocation.awareness.attributes = 'node_name'") {
+		t.Fatalf("want exit 5 naming the awareness setting: %s", res)
+	}
+	for _, s := range x.toolStatements(seq0) {
+		if isMutatingStatement(s.Statement) {
+			t.Errorf("refused scale ran a writing statement: #%d %s", s.Seq, s.Statement)
+		}
+	}
+	for _, d := range diffRVSnapshots(t, before, snapshotNamespace(t, x.ns)) {
+		if !strings.Contains(d, "lease/dbops-") {
+			t.Errorf("the refused scale changed the namespace: %s", d)
+		}
+	}
+	// The stall the refusal avoids: excluded, the cold nodes keep their copies.
+	cold := x.node("cold", 0) + "," + x.node("cold", 1)
+	x.sql(`SET GLOBAL "cluster.routing.allocation.exclude._name" = '` + cold + `'`)
+	defer func() { x.sql(`RESET GLOBAL "cluster.routing.allocation.exclude._name"`); x.waitGreen() }()
+	x.sim.Tick()
+	x.sim.Tick()
+	x.sim.Tick()
+	left := 0
+	for _, c := range x.sim.Shards() {
+		if c.Table == "doc.events" && (c.Node == x.node("cold", 0) || c.Node == x.node("cold", 1)) {
+			left++
+		}
+	}
+	if left == 0 {
+		t.Errorf("the cold nodes' copies of doc.events all moved under awareness; want them kept: %+v", x.sim.Shards())
 	}
 }
 

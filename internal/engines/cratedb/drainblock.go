@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,8 +23,31 @@ const (
 		`settings['routing']['allocation']['require'], settings['routing']['allocation']['include'], settings['routing']['allocation']['exclude'] ` +
 		`FROM information_schema.table_partitions`
 	sqlNodeAttributes = `SELECT name, attributes FROM sys.nodes`
-	sqlAwareness      = `SELECT settings['cluster']['routing']['allocation']['awareness']['attributes'] FROM sys.cluster`
 )
+
+// settingAwareness is not a runtime setting in CrateDB (docs/config/cluster.rst): every node
+// is started with it, so it is read from the crate containers' -C arguments.
+const settingAwareness = "cluster.routing.allocation.awareness.attributes"
+
+// awarenessAttributes lists the awareness attributes the StatefulSets start their nodes with.
+func awarenessAttributes(c *ops.Cluster) []string {
+	var out []string
+	for _, g := range c.Groups {
+		if g.Object == nil {
+			continue
+		}
+		ct := crateContainerOf(&g.Object.Spec.Template.Spec)
+		if ct == nil {
+			continue
+		}
+		for _, a := range splitList(settingsOf(ct)[settingAwareness]) {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
 
 // shardUnit is a table or one partition of a partitioned table: the unit that carries its own
 // number_of_replicas and allocation filters.
@@ -180,20 +204,11 @@ func (u shardUnit) allows(n attrNode) bool {
 func (u shardUnit) filterText() string {
 	var out []string
 	for _, kind := range []string{"require", "include", "exclude"} {
-		for _, attr := range slicesSortedKeys(u.filters[kind]) {
+		for _, attr := range slices.Sorted(maps.Keys(u.filters[kind])) {
 			out = append(out, filterSetting(kind, attr, u.filters[kind][attr]))
 		}
 	}
 	return strings.Join(out, ", ")
-}
-
-func slicesSortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // dataNodes are the sys.nodes rows of data-holding pods, with their attributes; remain says
@@ -215,21 +230,34 @@ func dataNodes(c *ops.Cluster, m *nodeMap, attrs map[string]map[string]string, l
 	return all, remain
 }
 
-// readNodeAttributes reads sys.nodes.attributes per node name. A version without the column
-// answers with an error: no attributes then (filters on them do not match, as for a node
-// without them).
-func (e *Engine) readNodeAttributes(ctx context.Context, c *ops.Cluster, avoid []string) map[string]map[string]string {
-	out := map[string]map[string]string{}
-	rows, err := e.session(c).query(ctx, avoid, sqlNodeAttributes)
+// readNodeAttributes reads sys.nodes.attributes per node name; only asked when awareness or a
+// filter names a custom attribute, so a version without the column is never asked.
+func (e *Engine) readNodeAttributes(ctx context.Context, c *ops.Cluster, avoid []string) (map[string]map[string]string, error) {
+	rows, err := e.queryDB(ctx, nil, c, avoid, sqlNodeAttributes)
 	if err != nil {
-		return out
+		return nil, err
 	}
+	out := map[string]map[string]string{}
 	for _, r := range rows {
 		if len(r) > 1 {
 			out[toString(r[0])] = objectStrings(r[1])
 		}
 	}
-	return out
+	return out, nil
+}
+
+// customAttrs reports whether a unit filters on a custom node attribute.
+func customAttrs(units []shardUnit) bool {
+	for _, u := range units {
+		for _, f := range u.filters {
+			for attr := range f {
+				if _, builtin := nodeAttr(attrNode{}, attr); !builtin {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // awarenessFit is how many copies of a shard with copies copies the remaining nodes can hold
@@ -285,20 +313,22 @@ func (e *Engine) checkDrainable(ctx context.Context, c *ops.Cluster, avoid []str
 		return err
 	}
 	excluded := splitList(cellString(rows, 0))
-	rows, err = e.queryDB(ctx, nil, c, avoid, sqlAwareness)
-	if err != nil {
-		return err
-	}
-	awareness := splitList(cellString(rows, 0))
+	awareness := awarenessAttributes(c)
 	m, err := e.mapNodes(ctx, c, avoid)
 	if err != nil {
 		return err
 	}
-	all, remain := dataNodes(c, m, e.readNodeAttributes(ctx, c, avoid), leaving, excluded)
 	units, err := e.readShardUnits(ctx, c, avoid)
 	if err != nil {
 		return err
 	}
+	var attrs map[string]map[string]string
+	if len(awareness) > 0 || customAttrs(units) {
+		if attrs, err = e.readNodeAttributes(ctx, c, avoid); err != nil {
+			return err
+		}
+	}
+	all, remain := dataNodes(c, m, attrs, leaving, excluded)
 	for _, u := range units {
 		n, bounded, err := replicaCount(u.replicas)
 		if err != nil {

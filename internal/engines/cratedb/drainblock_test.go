@@ -22,8 +22,10 @@ import (
 // are ridden out.
 func TestDrainStalls(t *testing.T) {
 	tests := []struct {
-		name    string
-		setup   func(d *cratedbtest.DB)
+		name  string
+		setup func(d *cratedbtest.DB)
+		// args are the crate container's arguments in every StatefulSet.
+		args    []string
 		planErr string // refused by the plan's preflight
 		runErr  string // stopped while draining
 	}{{
@@ -34,9 +36,10 @@ func TestDrainStalls(t *testing.T) {
 		name: "awareness keeps the zone's copies",
 		// Two zones, one copy of each shard per zone; data-hot-2 is zone b's only node.
 		setup: func(d *cratedbtest.DB) {
-			d.Replicas, d.Awareness = []string{"1"}, "zone"
+			d.Replicas = []string{"1"}
 			d.Attrs = map[string]map[string]string{"data-hot-0": {"zone": "a"}, "data-hot-1": {"zone": "a"}, "data-hot-2": {"zone": "b"}}
 		},
+		args:    []string{"-Ccluster.routing.allocation.awareness.attributes=zone"},
 		planErr: "table doc.t0 has number_of_replicas = '1' and cluster.routing.allocation.awareness.attributes = 'zone'",
 	}, {
 		name:   "allocation set to none while draining",
@@ -53,6 +56,9 @@ func TestDrainStalls(t *testing.T) {
 			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 3})
 			fakecluster.Start(t, client, "prod")
 			db.Do(func(d *cratedbtest.DB) { d.Shards["data-hot-2"] = 40; d.DrainPerPoll = 1 })
+			for _, g := range c.Groups {
+				g.Object.Spec.Template.Spec.Containers[0].Args = tt.args
+			}
 			e := engine(client, db, nil)
 			two := int32(2)
 			if tt.planErr != "" {

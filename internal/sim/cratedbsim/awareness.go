@@ -3,7 +3,8 @@ package cratedbsim
 import "strings"
 
 // Shard allocation awareness, after Elasticsearch's AwarenessAllocationDecider, which CrateDB
-// keeps (docs/config/cluster.rst, cluster.routing.allocation.awareness.attributes): for each
+// keeps (docs/config/cluster.rst, cluster.routing.allocation.awareness.attributes; not a runtime
+// setting there: every node is started with it, and the elected master's applies): for each
 // awareness attribute, the copies of a shard (number_of_replicas + 1) spread over the values
 // the data nodes of the cluster have for it (excluded nodes count: they are still in the
 // cluster), at most ceil(copies / values) per value; a node without the attribute takes no
@@ -32,7 +33,7 @@ func (n *simNode) attr(name string) (string, bool) {
 // from is the node a relocation moves the copy off ("" for a new copy).
 func (m *model) awarenessAllows(t *table, copies []*shardCopy, n *simNode, from string) bool {
 	var attrs []string
-	for _, a := range strings.Split(m.setting(settingAwarenessAttributes), ",") {
+	for _, a := range strings.Split(m.awarenessSetting(), ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			attrs = append(attrs, a)
 		}
@@ -70,4 +71,12 @@ func (m *model) awarenessAllows(t *table, copies []*shardCopy, n *simNode, from 
 		}
 	}
 	return true
+}
+
+// awarenessSetting is the elected master's awareness attributes ("" without a master).
+func (m *model) awarenessSetting() string {
+	if n := m.nodes[m.master]; n != nil {
+		return n.settings[settingAwarenessAttributes]
+	}
+	return ""
 }

@@ -142,9 +142,15 @@ func TestAwarenessKeepsCopiesInTheirZone(t *testing.T) {
 			m := testModel(0, 3, 4)
 			for name, zone := range map[string]string{"data-hot-0": "a", "data-hot-1": "a", "data-hot-2": "b"} {
 				m.nodes[name].settings = nodeSettings{"node.attr.zone": zone}
+				if tc.awareness {
+					m.nodes[name].settings[settingAwarenessAttributes] = "zone"
+				}
 			}
-			if tc.awareness {
-				runSQL(t, m, `SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'zone'`)
+			// Not a runtime setting: CrateDB refuses to SET it.
+			if p, err := newStatements().prepare(`SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'zone'`); err == nil {
+				if _, err := p.run(&execCtx{m: m, user: "crate", caps: p.caps, variant: p.variant}); err == nil {
+					t.Fatal("SET GLOBAL of the awareness attributes was accepted; CrateDB does not change them at runtime")
+				}
 			}
 			runSQL(t, m, `CREATE TABLE doc.t (a INT) CLUSTERED INTO 4 SHARDS WITH (number_of_replicas = '1')`)
 			settle(m, 100)

@@ -24,7 +24,6 @@ func runtimeSettings() map[string]string {
 		"cluster.routing.allocation.disk.watermark.high":               "90%",
 		"cluster.routing.allocation.disk.watermark.flood_stage":        "95%",
 		"cluster.routing.allocation.total_shards_per_node":             "-1",
-		"cluster.routing.allocation.awareness.attributes":              "",
 		"cluster.max_shards_per_node":                                  "1000",
 		"cluster.graceful_stop.min_availability":                       "primaries",
 		"cluster.graceful_stop.timeout":                                "2h",
@@ -53,6 +52,8 @@ func staticSettings() []string {
 		"gateway.expected_nodes", "gateway.expected_data_nodes", "gateway.recover_after_nodes",
 		"gateway.recover_after_data_nodes", "gateway.recover_after_time", "license.enterprise",
 		"node.name", "node.master", "node.data", "cluster.name",
+		// Not runtime in CrateDB (docs/config/cluster.rst): given with -C on every node.
+		"cluster.routing.allocation.awareness.attributes",
 	}
 }
 

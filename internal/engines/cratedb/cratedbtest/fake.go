@@ -64,10 +64,8 @@ type DB struct {
 	// FailOn, when set) fail like a master election does (transient).
 	Failures int
 	FailOn   string
-	// Awareness is cluster.routing.allocation.awareness.attributes; Attrs are each
-	// node's sys.nodes.attributes.
-	Awareness string
-	Attrs     map[string]map[string]string
+	// Attrs are each node's sys.nodes.attributes.
+	Attrs map[string]map[string]string
 	// AllocationOnExclude, when set, is what allocation.enable becomes as the
 	// exclusion is set: someone holds allocation while a drain runs.
 	AllocationOnExclude string
@@ -301,8 +299,6 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 			rows = append(rows, []any{r})
 		}
 		return rows, nil
-	case sql == `SELECT settings['cluster']['routing']['allocation']['awareness']['attributes'] FROM sys.cluster`:
-		return [][]any{{d.Awareness}}, nil
 	case sql == `SELECT name, attributes FROM sys.nodes`:
 		var rows [][]any
 		for _, n := range d.Nodes {

@@ -70,7 +70,10 @@ type Fixture struct {
 	// RecoverAfterTime sets gateway.recover_after_time ("" = CrateDB's default: 5m when an
 	// expected count is set).
 	RecoverAfterTime string
-	Groups           []Group
+	// Awareness, when set, starts every node with
+	// -Ccluster.routing.allocation.awareness.attributes=<Awareness> (a static setting in CrateDB).
+	Awareness string
+	Groups    []Group
 	// RealNodes, when set, puts the pods on the test bed's real nodes (RealNodeFixture).
 	RealNodes *RealNodes
 }
@@ -223,6 +226,9 @@ func (f Fixture) Args(group string, master bool, data, total int32) []string {
 	}
 	if f.RecoverAfterTime != "" {
 		args = append(args, "-Cgateway.recover_after_time="+f.RecoverAfterTime)
+	}
+	if f.Awareness != "" {
+		args = append(args, "-Ccluster.routing.allocation.awareness.attributes="+f.Awareness)
 	}
 	if !f.NoHBA {
 		args = append(args,
