@@ -293,6 +293,16 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	var health fdbStatus
 	if model != nil {
 		o.fixCoordinators(ctx, model, &status)
+		var mopts maintenanceOptions
+		if err := fromUnstructured(u.Object["spec"], &mopts); err == nil {
+			storage := map[string]bool{}
+			for _, pg := range status.ProcessGroups {
+				if pg.ProcessClass == fdbsim.ClassStorage {
+					storage[pg.ProcessGroupID] = true
+				}
+			}
+			o.checkMaintenance(ctx, model, &mopts, storage)
+		}
 		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
 			for _, p := range health.Cluster.Processes {
 				reported[p.Locality["instance_id"]] = true
