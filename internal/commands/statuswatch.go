@@ -4,12 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // watch prints the status, then again each time it changes, until ctx ends
@@ -36,6 +44,24 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 		return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	defer stopWatch()
+	// Health that lives only in the database (FoundationDB's status json has no watch) is read
+	// again every interval; an operator's resource (a FoundationDBCluster) is watched.
+	var tick <-chan time.Time
+	if eng, err := o.engine(ctx, cl, c); err == nil {
+		if p, ok := eng.(ops.HealthPoller); ok && p.HealthPollInterval() > 0 {
+			t := time.NewTicker(p.HealthPollInterval())
+			defer t.Stop()
+			tick = t.C
+		}
+	}
+	crChanged, stopCR, err := watchControllers(ctx, cl.Dynamic, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	defer stopCR()
 	last, printed := "", 0
 	var tw textWatch
 	for {
@@ -70,8 +96,56 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-crChanged:
+		case <-tick:
 		}
 	}
+}
+
+// watchControllers watches the operator resources that recreate c's pods (the
+// FoundationDBCluster of an FDB cluster: its status carries the operator's view of health);
+// the channel is nil when there are none.
+func watchControllers(ctx context.Context, dyn dynamic.Interface, c *ops.Cluster) (changed <-chan struct{}, stop func(), err error) {
+	var gvrs []schema.GroupVersionResource
+	for _, g := range c.Groups {
+		if g.Controller != nil && g.Controller.Kind == "FoundationDBCluster" && !slices.Contains(gvrs, discovery.FoundationDBClusterGVR) {
+			gvrs = append(gvrs, discovery.FoundationDBClusterGVR)
+		}
+	}
+	if dyn == nil || len(gvrs) == 0 {
+		return nil, func() {}, nil
+	}
+	ch := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, c.Namespace, nil)
+	for _, gvr := range gvrs {
+		if _, err := factory.ForResource(gvr).Informer().AddEventHandler(handler); err != nil {
+			return nil, nil, err
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stop = func() {
+		cancel()
+		factory.Shutdown()
+	}
+	factory.Start(wctx.Done())
+	for gvr, ok := range factory.WaitForCacheSync(wctx.Done()) {
+		if !ok {
+			stop()
+			return nil, nil, fmt.Errorf("the %s cache did not sync", gvr.Resource)
+		}
+	}
+	return ch, stop, nil
 }
 
 // watchNamespace starts informers on ns's pods, StatefulSets and Leases (a cluster's pods,
@@ -195,6 +269,30 @@ func statusSignature(st *ClusterStatus) (string, error) {
 		l := *st.Lock
 		l.ServerTime = time.Time{}
 		cp.Lock = &l
+	}
+	// What changes with time alone (uptimes, seconds remaining) is not a change.
+	if h := st.Health; h != nil && (len(h.Volatile) > 0 || (h.Table != nil && len(h.Table.VolatileColumns) > 0)) {
+		hc := *h
+		hc.Details = maps.Clone(h.Details)
+		for _, k := range h.Volatile {
+			if _, ok := hc.Details[k]; ok {
+				hc.Details[k] = ""
+			}
+		}
+		if h.Table != nil {
+			tc := *h.Table
+			tc.Rows = make([][]string, len(h.Table.Rows))
+			for i, r := range h.Table.Rows {
+				tc.Rows[i] = slices.Clone(r)
+				for _, col := range h.Table.VolatileColumns {
+					if col < len(r) {
+						tc.Rows[i][col] = ""
+					}
+				}
+			}
+			hc.Table = &tc
+		}
+		cp.Health = &hc
 	}
 	b, err := json.Marshal(&cp)
 	if err != nil {
