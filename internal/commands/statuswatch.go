@@ -102,6 +102,18 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 	}
 }
 
+// watchNamespace starts informers on ns's pods, StatefulSets and Leases (a cluster's pods,
+// groups and lock) and returns a channel that receives (coalesced) once after each change,
+// once their caches synced. stop ends them.
+func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string) (changed <-chan struct{}, stop func(), err error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	return startInformers(ctx, []cache.SharedIndexInformer{
+		factory.Core().V1().Pods().Informer(),
+		factory.Apps().V1().StatefulSets().Informer(),
+		factory.Coordination().V1().Leases().Informer(),
+	}, factory.Start, factory.Shutdown)
+}
+
 // watchControllers watches the operator resources that recreate c's pods (the
 // FoundationDBCluster of an FDB cluster: its status carries the operator's view of health);
 // the channel is nil when there are none.
@@ -115,43 +127,17 @@ func watchControllers(ctx context.Context, dyn dynamic.Interface, c *ops.Cluster
 	if dyn == nil || len(gvrs) == 0 {
 		return nil, func() {}, nil
 	}
-	ch := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
-	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, c.Namespace, nil)
+	var infs []cache.SharedIndexInformer
 	for _, gvr := range gvrs {
-		if _, err := factory.ForResource(gvr).Informer().AddEventHandler(handler); err != nil {
-			return nil, nil, err
-		}
+		infs = append(infs, factory.ForResource(gvr).Informer())
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	stop = func() {
-		cancel()
-		factory.Shutdown()
-	}
-	factory.Start(wctx.Done())
-	for gvr, ok := range factory.WaitForCacheSync(wctx.Done()) {
-		if !ok {
-			stop()
-			return nil, nil, fmt.Errorf("the %s cache did not sync", gvr.Resource)
-		}
-	}
-	return ch, stop, nil
+	return startInformers(ctx, infs, factory.Start, factory.Shutdown)
 }
 
-// watchNamespace starts informers on ns's pods, StatefulSets and Leases (a cluster's pods,
-// groups and lock) and returns a channel that receives (coalesced) once after each change,
-// once their caches synced. stop ends them.
-func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string) (changed <-chan struct{}, stop func(), err error) {
+// startInformers gives infs one coalescing change channel (it receives once after any number
+// of changes), starts them and waits for their caches; stop ends them.
+func startInformers(ctx context.Context, infs []cache.SharedIndexInformer, start func(<-chan struct{}), shutdown func()) (changed <-chan struct{}, stop func(), err error) {
 	ch := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -164,27 +150,25 @@ func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string)
 		UpdateFunc: func(any, any) { notify() },
 		DeleteFunc: func(any) { notify() },
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().StatefulSets().Informer(),
-		factory.Coordination().V1().Leases().Informer(),
-	} {
+	synced := make([]cache.InformerSynced, 0, len(infs))
+	for _, inf := range infs {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return nil, nil, err
 		}
+		synced = append(synced, inf.HasSynced)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	stop = func() {
 		cancel()
-		factory.Shutdown()
+		shutdown()
 	}
-	factory.Start(wctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(wctx.Done()) {
-		if !ok {
-			stop()
-			return nil, nil, fmt.Errorf("the %v cache did not sync", typ)
+	start(wctx.Done())
+	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
+		stop()
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
 		}
+		return nil, nil, fmt.Errorf("the informer caches did not sync")
 	}
 	return ch, stop, nil
 }

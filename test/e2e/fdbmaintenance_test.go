@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -106,50 +105,18 @@ func TestFoundationDBStatusWatchSeesFDBHealth(t *testing.T) {
 	model := fdbModel(t, ns, b.Host)
 	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, dbopsBinary(t), "status", "myfdb", "-n", ns, "--watch", "-o", "json", "--timeout", "2m")
-	cmd.Env = cliEnv(t)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	w := startJSONWatch(ctx, t, cliEnv(t), "status", "myfdb", "-n", ns, "--watch", "-o", "json", "--timeout", "2m")
 	type doc struct {
 		Health struct {
 			Details map[string]string `json:"details"`
 		} `json:"health"`
 	}
-	docs := make(chan doc, 16)
-	go func() {
-		defer close(docs)
-		dec := json.NewDecoder(out)
-		for {
-			var d doc
-			if err := dec.Decode(&d); err != nil {
-				return
-			}
-			docs <- d
-		}
-	}()
-	next := func(what string) doc {
+	next := func(what string) (d doc) {
 		t.Helper()
-		select {
-		case d, ok := <-docs:
-			if !ok {
-				t.Fatalf("watch output ended before %s; stderr: %s", what, stderr.String())
-			}
-			return d
-		case <-ctx.Done():
-			t.Fatalf("no document for %s", what)
+		if err := json.Unmarshal(w.next(what), &d); err != nil {
+			t.Fatal(err)
 		}
-		return doc{}
+		return d
 	}
 	if d := next("the first status"); d.Health.Details["maintenance"] != "none" {
 		t.Fatalf("first document: maintenance %q", d.Health.Details["maintenance"])
