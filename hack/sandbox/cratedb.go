@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -189,14 +188,8 @@ func startCrateSimulator(tb *testbed.Testbed, stateDir, bin, addrFile string) (i
 	pid := cmd.Process.Pid
 	// Not waited for: it belongs to the sandbox now. Release avoids keeping its handle.
 	_ = cmd.Process.Release()
-	f, err := os.OpenFile(tb.Pidfile, os.O_APPEND|os.O_WRONLY, 0o600)
-	if err == nil {
-		_, err = fmt.Fprintf(f, "%d cratedb-simulator %s\n", pid, bin)
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		return 0, fmt.Errorf("record simulator pid: %w", err)
+	if err := recordPid(tb, pid, "cratedb-simulator", bin); err != nil {
+		return 0, err
 	}
 	return pid, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -120,14 +119,8 @@ func startFDBDemo(ctx context.Context, tb *testbed.Testbed, stateDir string) err
 	// Reap it if it exits while up still runs (a failed start); after up it belongs to the
 	// sandbox.
 	go func() { _ = cmd.Wait() }()
-	f, err := os.OpenFile(tb.Pidfile, os.O_APPEND|os.O_WRONLY, 0o600)
-	if err == nil {
-		_, err = fmt.Fprintf(f, "%d fdb-demo %s\n", pid, bin)
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		return fmt.Errorf("record fdb demo pid: %w", err)
+	if err := recordPid(tb, pid, "fdb-demo", bin); err != nil {
+		return err
 	}
 	line := make(chan string, 1)
 	go func() {

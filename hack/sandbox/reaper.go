@@ -36,14 +36,20 @@ func startReaper(ctx context.Context, tb *testbed.Testbed, stateDir string) erro
 	}
 	pid := cmd.Process.Pid
 	_ = cmd.Process.Release() // it belongs to the sandbox now
+	return recordPid(tb, pid, "reaper", bin)
+}
+
+// recordPid adds a process started in its own session to the test bed's pidfile, for `down`;
+// if that fails the process is stopped, so that nothing runs unrecorded.
+func recordPid(tb *testbed.Testbed, pid int, name, bin string) error {
 	f, err := os.OpenFile(tb.Pidfile, os.O_APPEND|os.O_WRONLY, 0o600)
 	if err == nil {
-		_, err = fmt.Fprintf(f, "%d reaper %s\n", pid, bin)
+		_, err = fmt.Fprintf(f, "%d %s %s\n", pid, name, bin)
 		err = errors.Join(err, f.Close())
 	}
 	if err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		return fmt.Errorf("record reaper pid: %w", err)
+		return fmt.Errorf("record %s pid: %w", name, err)
 	}
 	return nil
 }
