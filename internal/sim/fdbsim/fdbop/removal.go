@@ -160,7 +160,9 @@ func (o *Operator) fdbcli(ctx context.Context, model *fdbsim.Cluster, cmd string
 }
 
 // exclusionString is ProcessGroupStatus.GetExclusionString: the locality of the group.
-func exclusionString(pg *processGroupStatus) string { return "locality_instance_id:" + pg.ProcessGroupID }
+func exclusionString(pg *processGroupStatus) string {
+	return "locality_instance_id:" + pg.ProcessGroupID
+}
 
 // reconcileRemovals runs one round of exclude, remove and include for the groups marked for
 // removal. pods are the cluster's pods by name; reported says which groups' processes report.

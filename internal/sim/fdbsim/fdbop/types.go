@@ -6,15 +6,15 @@ package fdbop
 // in the FDB client bindings).
 
 type clusterSpec struct {
-	Version               string         `json:"version"`
-	Skip                  bool           `json:"skip,omitempty"`
-	ProcessGroupIDPrefix  string         `json:"processGroupIDPrefix,omitempty"`
-	ProcessCounts         map[string]int `json:"processCounts,omitempty"`
+	Version              string         `json:"version"`
+	Skip                 bool           `json:"skip,omitempty"`
+	ProcessGroupIDPrefix string         `json:"processGroupIDPrefix,omitempty"`
+	ProcessCounts        map[string]int `json:"processCounts,omitempty"`
 	// ProcessGroupsToRemove and ProcessGroupsToRemoveWithoutExclusion name process groups to
 	// remove (the latter without excluding them first).
 	ProcessGroupsToRemove                 []string `json:"processGroupsToRemove,omitempty"`
 	ProcessGroupsToRemoveWithoutExclusion []string `json:"processGroupsToRemoveWithoutExclusion,omitempty"`
-	DatabaseConfiguration struct {
+	DatabaseConfiguration                 struct {
 		RedundancyMode string `json:"redundancy_mode,omitempty"`
 	} `json:"databaseConfiguration,omitempty"`
 	FaultDomain struct {
