@@ -7,6 +7,7 @@ import "github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 var (
 	_ ops.Engine      = (*Engine)(nil)
 	_ ops.PodReplacer = (*Engine)(nil)
+	_ ops.Scaler      = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*gate)(nil)
 	_ ops.RestartOrderer     = (*gate)(nil)

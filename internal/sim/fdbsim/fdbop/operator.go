@@ -224,6 +224,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 
 	markRemovals(&spec, &status, time.Now())
 	o.addProcessGroups(&spec, &status)
+	chooseRemovals(&spec, &status, time.Now())
 	marked := removing(&status)
 
 	pods := map[string]*corev1.Pod{}

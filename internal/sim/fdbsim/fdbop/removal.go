@@ -328,3 +328,46 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 	status.ProcessGroups = keep
 	return nil
 }
+
+// chooseRemovals marks the excess process groups of a class whose count went down
+// (controllers/choose_removals.go): the groups kept are spread over fault domains
+// (locality.ChooseDistributedProcesses), so the ones marked come from the most crowded zones
+// first, then the newest (highest ID number) within a zone.
+func chooseRemovals(spec *clusterSpec, status *clusterStatus, now time.Time) {
+	ts := now.UTC().Format(time.RFC3339)
+	byClass := map[string][]*processGroupStatus{}
+	for _, pg := range status.ProcessGroups {
+		if pg.RemovalTimestamp == nil {
+			byClass[pg.ProcessClass] = append(byClass[pg.ProcessClass], pg)
+		}
+	}
+	for class, groups := range byClass {
+		want, ok := spec.ProcessCounts[class]
+		if !ok || len(groups) <= want {
+			continue
+		}
+		for excess := len(groups) - want; excess > 0; excess-- {
+			perZone := map[string]int{}
+			for _, pg := range groups {
+				perZone[pg.FaultDomain]++
+			}
+			best := -1
+			for i, pg := range groups {
+				if best < 0 || perZone[pg.FaultDomain] > perZone[groups[best].FaultDomain] ||
+					(perZone[pg.FaultDomain] == perZone[groups[best].FaultDomain] && idNumber(pg.ProcessGroupID) > idNumber(groups[best].ProcessGroupID)) {
+					best = i
+				}
+			}
+			groups[best].RemovalTimestamp = ptr(ts)
+			groups = slices.Delete(groups, best, best+1)
+		}
+	}
+}
+
+func idNumber(id string) int {
+	n := 0
+	if i := strings.LastIndex(id, "-"); i >= 0 {
+		_, _ = fmt.Sscanf(id[i+1:], "%d", &n)
+	}
+	return n
+}

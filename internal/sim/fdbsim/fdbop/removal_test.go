@@ -110,3 +110,55 @@ func TestStandInRemovesAProcessGroupAsGrowThenShrink(t *testing.T) {
 		t.Fatalf("after removal: model has it %v, status %+v", model.Has(victim.ProcessGroupID), st)
 	}
 }
+
+// TestStandInFollowsProcessCounts: a class grown gets a new group and process; shrunk, its
+// excess group is marked, excluded, removed and included again.
+func TestStandInFollowsProcessCounts(t *testing.T) {
+	b := newBed(t, sandboxSpec())
+	clock := b.host.Clock().(*fdbsim.ManualClock)
+	b.reconcile(t)
+	b.kubelet(t)
+	b.reconcile(t)
+	model := b.host.Cluster("demo/myfdb")
+	count := func() (groups, marked, procs int) {
+		for _, pg := range b.status(t).ProcessGroups {
+			if pg.ProcessClass == "storage" {
+				groups++
+				if pg.RemovalTimestamp != nil {
+					marked++
+				}
+			}
+		}
+		for _, p := range model.Processes() {
+			if p.Class == "storage" && p.Up {
+				procs++
+			}
+		}
+		return
+	}
+	b.setSpec(t, int64(4), "processCounts", "storage")
+	b.reconcile(t)
+	b.kubelet(t)
+	b.reconcile(t)
+	if g, m, p := count(); g != 4 || m != 0 || p != 4 {
+		t.Fatalf("grown: %d groups, %d marked, %d processes", g, m, p)
+	}
+	b.setSpec(t, int64(3), "processCounts", "storage")
+	b.reconcile(t)
+	if g, m, _ := count(); g != 4 || m != 1 {
+		t.Fatalf("shrinking: %d groups, %d marked", g, m)
+	}
+	if ex := operatorCommands(model, "exclude"); len(ex) != 1 {
+		t.Fatalf("exclusions %v", ex)
+	}
+	clock.Advance(10 * time.Second)
+	for range 3 {
+		b.reconcile(t)
+	}
+	if g, m, p := count(); g != 3 || m != 0 || p != 3 {
+		t.Fatalf("shrunk: %d groups, %d marked, %d processes", g, m, p)
+	}
+	if st := b.status(t); st.Generations["reconciled"] != 4 {
+		t.Fatalf("not reconciled: %v", st.Generations)
+	}
+}
