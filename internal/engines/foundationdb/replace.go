@@ -87,7 +87,7 @@ func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.Re
 		}
 	}
 	p.Notes = append(p.Notes, "the operator does the work (a grow followed by a shrink); each step waits until the CR's status and status json show it done")
-	r := &removal{e: e, c: c, name: u.GetName(), field: field, noExclusion: req.NoExclusion, idLabel: idLabel(u), all: groups}
+	r := &removal{e: e, c: c, name: u.GetName(), field: field, noExclusion: req.NoExclusion, idLabel: idLabel(u), all: groups, planned: u}
 	for i := 0; i < len(groups); i += req.MaxConcurrent {
 		batch := groups[i:min(i+req.MaxConcurrent, len(groups))]
 		r.steps(p, st, cr, batch)
@@ -222,6 +222,8 @@ type removal struct {
 	noExclusion bool
 	idLabel     string
 	all         []string
+	// planned is the FoundationDBCluster as the plan read it.
+	planned *unstructured.Unstructured
 }
 
 // steps appends one batch's steps to the plan.
@@ -275,6 +277,16 @@ func (r *removal) steps(p *ops.Plan, st *Status, cr CRState, batch []string) {
 		func(ctx context.Context, sc *ops.StepContext) error { return r.waitHealthy(ctx, sc) })
 }
 
+// read is the FoundationDBCluster a patch is computed from: first the one the plan was made
+// from (its resourceVersion is the precondition, so any change since the plan is a conflict),
+// then, after a conflict, the one read now.
+func (r *removal) read(ctx context.Context, attempt int) (*unstructured.Unstructured, error) {
+	if attempt == 0 && r.planned != nil {
+		return r.planned.DeepCopy(), nil
+	}
+	return r.get(ctx)
+}
+
 // get reads the FoundationDBCluster now.
 func (r *removal) get(ctx context.Context) (*unstructured.Unstructured, error) {
 	dyn := r.e.deps.Dynamic
@@ -298,7 +310,7 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		u, err := r.get(ctx)
+		u, err := r.read(ctx, attempt)
 		if err != nil {
 			return err
 		}

@@ -86,7 +86,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		args = append(args, fmt.Sprintf("%s=%d", class, req.Processes[class]))
 	}
 	p := ops.NewPlan("scale", c, ops.EngineFoundationDB, "--processes "+strings.Join(args, ","))
-	r := &removal{e: e, c: c, name: u.GetName(), idLabel: idLabel(u)}
+	r := &removal{e: e, c: c, name: u.GetName(), idLabel: idLabel(u), planned: u}
 	var changes []string
 	for _, class := range classes {
 		changes = append(changes, fmt.Sprintf("%s %d -> %d", class, from[class], req.Processes[class]))
@@ -119,7 +119,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 // since the plan (from) is refused, anything else is patched again on the fresh version.
 func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map[string]int32, from map[string]int) error {
 	for attempt := 0; ; attempt++ {
-		u, err := r.get(ctx)
+		u, err := r.read(ctx, attempt)
 		if err != nil {
 			return err
 		}
