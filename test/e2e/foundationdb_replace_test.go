@@ -141,7 +141,9 @@ func TestFoundationDBReplaceInterrupted(t *testing.T) {
 	if model.Has(id) {
 		t.Fatalf("process %s still in the cluster", id)
 	}
-	if !slices.ContainsFunc(model.Log(), func(e fdbsim.LogEntry) bool { return e.Client == "operator" && strings.HasPrefix(e.Command, "exclude ") }) {
+	if !slices.ContainsFunc(model.Log(), func(e fdbsim.LogEntry) bool {
+		return e.Client == "operator" && strings.HasPrefix(e.Command, "exclude ")
+	}) {
 		t.Fatal("the operator never excluded")
 	}
 }
