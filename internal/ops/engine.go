@@ -125,6 +125,8 @@ type ScaleRequest struct {
 	Replicas *int32
 	// Primaries is the wanted number of primaries (replicated apps).
 	Primaries *int32
+	// Processes maps FoundationDB process classes to wanted process counts (--processes).
+	Processes map[string]int32
 	// Journal is the cluster's unfinished operation record, read (without
 	// the lock) before planning; nil when there is none. An engine uses it
 	// to finish a run that crashed after its last size change, when live

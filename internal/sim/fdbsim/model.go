@@ -68,6 +68,9 @@ type Config struct {
 	KillFlush time.Duration
 	// DataMove is how long the data of an excluded storage process takes to move away.
 	DataMove time.Duration
+	// StoredBytes is what each storage process holds (0: 1 GiB); it drains at StoredBytes per
+	// DataMove once the process is excluded.
+	StoredBytes int64
 	// Description and ID make the connection string description:ID@coordinators.
 	Description, ID string
 }
