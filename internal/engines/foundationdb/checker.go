@@ -74,3 +74,18 @@ func escapeToken(s string) string {
 	}
 	return sb.String()
 }
+
+// maintenanceOff is the fdbcli line that ends this run's zone; with the checker on it also
+// clears the batch's entries (the operator drops entries of restarted processes itself, but
+// only when its clock puts their restart after the entry's time: a client clock ahead of the
+// cluster's would leave them for its 4-hour stale period).
+func (k checker) maintenanceOff(groups []string) string {
+	if !k.on || len(groups) == 0 {
+		return "maintenance off"
+	}
+	parts := []string{"option on ACCESS_SYSTEM_KEYS", "writemode on"}
+	for _, g := range groups {
+		parts = append(parts, "clear "+escapeToken(k.prefix+g))
+	}
+	return strings.Join(append(parts, "maintenance off"), "; ")
+}

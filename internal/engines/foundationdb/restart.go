@@ -198,7 +198,7 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'kill; kill %s'", strings.Join(b.addrs, " ")))
 	}
 	if zone != "" && g.checker.on {
-		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and data movement is quiet, unless the operator's maintenance checker cleared the zone first)")
+		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOff(b.storageGroups)+"' (once the batch reports again and data movement is quiet, unless the operator's maintenance checker cleared the zone first)")
 	} else if zone != "" {
 		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and data movement is quiet)")
 	}
@@ -351,7 +351,7 @@ func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.P
 				return false, "data movement to be quiet before maintenance off", nil
 			}
 			if st.Cluster.MaintenanceZone == own {
-				if _, err := cli.Run(ctx, g.c.Namespace, via, "maintenance off"); err != nil {
+				if _, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOff(b.storageGroups)); err != nil {
 					return false, "maintenance off: " + err.Error(), nil
 				}
 			}
