@@ -37,6 +37,10 @@ type fakeReplExec struct {
 func (f *fakeReplExec) Exec(_ context.Context, _, pod, _ string, argv []string, _ io.Reader) ([]byte, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Query commands run under "timeout -s KILL SECS": timeout(1) in the container runs the rest.
+	if len(argv) > 4 && argv[0] == "timeout" && argv[1] == "-s" {
+		argv = argv[4:]
+	}
 	cmd := path.Base(argv[0])
 	f.calls = append(f.calls, strings.TrimSpace(pod+": "+cmd+" "+strings.Join(argv[1:], " ")))
 	if cmd == "sequence" {

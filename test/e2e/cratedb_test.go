@@ -851,6 +851,56 @@ func TestCrateDBScaleRefusals(t *testing.T) {
 		code:   5,
 		stderr: "number_of_replicas = '4'",
 	}, {
+		name: "partition-replicas",
+		// ALTER TABLE ONLY lowers the template: information_schema.tables shows 1 replica, the
+		// existing partition keeps 4, which needs all 5 data nodes.
+		setup: func(x *crateEnv) {
+			x.sql(`CREATE TABLE doc.parts (d TEXT, v INT) CLUSTERED INTO 2 SHARDS PARTITIONED BY (d) WITH (number_of_replicas = '4')`)
+			x.sql(`INSERT INTO doc.parts (d) VALUES ('2026-11')`)
+			x.sql(`ALTER TABLE ONLY doc.parts SET (number_of_replicas = '1')`)
+			x.waitGreen()
+		},
+		undo:   func(x *crateEnv) { x.sql(`DROP TABLE doc.parts`); x.waitGreen() },
+		args:   []string{"--data", "cold=1"},
+		code:   5,
+		stderr: "partition ",
+	}, {
+		name: "allocation-filter",
+		// The table may only live on the cold node the scale removes.
+		setup: func(x *crateEnv) {
+			x.sql(`CREATE TABLE doc.pinned (id INT) CLUSTERED INTO 2 SHARDS WITH (number_of_replicas = '0')`)
+			x.sql(`ALTER TABLE doc.pinned SET ("routing.allocation.require._name" = '` + x.node("cold", 1) + `')`)
+			x.waitGreen()
+		},
+		undo:   func(x *crateEnv) { x.sql(`DROP TABLE doc.pinned`); x.waitGreen() },
+		args:   []string{"--data", "cold=1"},
+		code:   5,
+		stderr: "routing.allocation.require._name = '",
+	}, {
+		name: "awareness-group-emptied",
+		// Awareness on the group attribute: each shard keeps one copy among the hot and one
+		// among the cold nodes; with no cold node left, the cold copies have nowhere to go.
+		setup: func(x *crateEnv) {
+			x.sql(`SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'node_name'`)
+			x.waitGreen()
+		},
+		undo: func(x *crateEnv) {
+			x.sql(`RESET GLOBAL "cluster.routing.allocation.awareness.attributes"`)
+			x.waitGreen()
+		},
+		args:   []string{"--data", "cold=0"},
+		code:   5,
+		stderr: "cluster.routing.allocation.awareness.attributes = 'node_name'",
+	}, {
+		name: "allocation-primaries",
+		// crate-operator's pods leave a transient 'primaries' when their postStart reset fails:
+		// replicas would never leave the removed node.
+		setup:  func(x *crateEnv) { x.sql(`SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'`) },
+		undo:   func(x *crateEnv) { x.sql(`RESET GLOBAL "cluster.routing.allocation.enable"`); x.waitGreen() },
+		args:   []string{"--data", "cold=1", "--timeout", "2m"},
+		code:   5,
+		stderr: "cluster.routing.allocation.enable is 'primaries'",
+	}, {
 		name: "master-2", args: []string{"--master", "2"}, code: 2, stderr: "odd number of at least 3",
 	}, {
 		name: "master-4", args: []string{"--master", "4"}, code: 2, stderr: "odd number of at least 3",

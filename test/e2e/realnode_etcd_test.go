@@ -496,3 +496,34 @@ func (x *realEtcd) checkZones() {
 	}
 	x.t.Logf("zones: %v", zones)
 }
+
+// TestRealNodeEtcdScaleNeedsNotReadyAddresses: the members' /readyz probe fails for a learner,
+// so its pod is never Ready; once the headless Service no longer publishes not-ready
+// addresses (someone edited it: the cluster bootstrapped with them), the new member's DNS name
+// would never resolve and a scale-up would hang. It is refused (exit 5, naming the Service and
+// the field) with nothing changed.
+func TestRealNodeEtcdScaleNeedsNotReadyAddresses(t *testing.T) {
+	needRealNodes(t)
+	x := newRealEtcd(t, 3)
+	ctx := t.Context()
+	svcName := x.name + "-headless"
+	svc, err := bed.Client.CoreV1().Services(x.ns).Get(ctx, svcName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.PublishNotReadyAddresses = false
+	if _, err := bed.Client.CoreV1().Services(x.ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshotNamespace(t, x.ns)
+	res := runCLI(t, cliEnv(t), "scale", x.name, "-n", x.ns, "--replicas", "4", "--yes", "--timeout", "170s")
+	if res.Code != 5 || !strings.Contains(res.Stderr, "service/"+svcName+" does not set publishNotReadyAddresses: true") {
+		t.Fatalf("want exit 5 naming service/%s and publishNotReadyAddresses: %s", svcName, res)
+	}
+	for _, d := range diffRVSnapshots(t, before, snapshotNamespace(t, x.ns)) {
+		if !strings.Contains(d, "lease/dbops-") {
+			t.Errorf("the refused scale changed the namespace: %s", d)
+		}
+	}
+	x.checkConverged(3)
+}

@@ -134,3 +134,64 @@ func TestRealNodeReplicatedPrimaryHang(t *testing.T) {
 	}
 	t.Logf("%d samples, no two primaries; final holder %v", sampled, final)
 }
+
+// TestRealNodeReplicatedPrimaryRestartedInPlace: the primary's process dies and the kubelet
+// restarts its container in place (same pod UID, the role label kept); the new process serves
+// no role. A bootstrap afterwards must not trust the label: it promotes a primary again, and
+// exactly one pod runs as primary at the end.
+func TestRealNodeReplicatedPrimaryRestartedInPlace(t *testing.T) {
+	needRealNodes(t)
+	ns := newNamespace(t)
+	const name = "app"
+	objs := testbed.RealReplicatedObjects(ns, name, 3, testbed.RealReplicatedConfig(1, "20s", false))
+	ctx := t.Context()
+	if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bed.Client.AppsV1().StatefulSets(ns).Create(ctx, objs.StatefulSet, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sel := labels.SelectorFromSet(labels.Set{"app": name})
+	waitPods(t, ns, sel, 3, func(p *corev1.Pod) bool { return testbed.PodReady(p) && p.DeletionTimestamp == nil })
+	waitStatefulSetSettled(t, ns, name, 3)
+	pods := []string{name + "-0", name + "-1", name + "-2"}
+	for i, seq := range []string{"9", "5", "3"} {
+		if _, err := podSh(ctx, ns, pods[i], "echo "+seq+" > /data/seq"); err != nil {
+			t.Fatalf("prepare %s: %v", pods[i], err)
+		}
+	}
+	env := cliEnv(t)
+	if res := runCLI(t, env, "bootstrap", name, "-n", ns, "--yes", "--no-tui", "--timeout", "120s"); res.Code != 0 {
+		t.Fatalf("first bootstrap: %s", res)
+	}
+	if h := primaryHolders(ctx, ns, pods); len(h) != 1 || !strings.HasPrefix(h[0], name+"-0(") {
+		t.Fatalf("primary holders after the first bootstrap = %v, want app-0", h)
+	}
+	before, err := bed.Client.CoreV1().Pods(ns).Get(ctx, name+"-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// End the main process; the kubelet restarts the container in place.
+	if _, err := podSh(ctx, ns, name+"-0", "kill -TERM 1"); err != nil {
+		t.Logf("kill: %v (the exec may end with the container)", err)
+	}
+	waitPods(t, ns, labels.SelectorFromSet(labels.Set{"statefulset.kubernetes.io/pod-name": name + "-0"}), 1, func(p *corev1.Pod) bool {
+		if p.UID != before.UID || !testbed.PodReady(p) || len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		return p.Status.ContainerStatuses[0].RestartCount > before.Status.ContainerStatuses[0].RestartCount
+	})
+	if h := primaryHolders(ctx, ns, pods); len(h) != 0 {
+		t.Fatalf("primary holders right after the restart = %v, want none (the new process is idle)", h)
+	}
+	res := runCLI(t, env, "bootstrap", name, "-n", ns, "--yes", "--no-tui", "--timeout", "120s")
+	if res.Code != 0 {
+		t.Fatalf("second bootstrap: %s", res)
+	}
+	if !strings.Contains(res.Stdout+res.Stderr, "not trusted: "+name+"-0") {
+		t.Errorf("the plan should say app-0's label is not trusted: %s", res)
+	}
+	if h := primaryHolders(ctx, ns, pods); len(h) != 1 {
+		t.Fatalf("primary holders after the second bootstrap = %v, want exactly one", h)
+	}
+}

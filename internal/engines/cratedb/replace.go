@@ -57,7 +57,8 @@ func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.Re
 		if !ok {
 			return nil
 		}
-		return e.checkReplace(ctx, c, batch, podNames(batch))
+		names, _ := h.present(batch)
+		return e.checkReplace(ctx, c, batch, podNames(batch), names)
 	}
 	return p, nil
 }
@@ -172,13 +173,12 @@ func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 		if sc.Get(replaceDrainKey(id)) != "" {
 			return false, nil
 		}
-		return false, e.checkReplace(ctx, c, batch, pods)
+		return false, e.checkRetried(ctx, sc, func() error { return e.checkReplace(ctx, c, batch, pods, nodes) })
 	}
 	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
-		sess := e.session(c)
-		rows, err := sess.query(ctx, pods, sqlExclusions)
+		rows, err := e.queryDB(ctx, sc, c, pods, sqlExclusions)
 		if err != nil {
-			return sqlErr(sqlExclusions, err)
+			return err
 		}
 		cur := splitList(cellString(rows, 0))
 		added := splitList(sc.Get(replaceExclKey(id)))
@@ -217,7 +217,15 @@ func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 		if len(nodes) == 0 {
 			return nil
 		}
-		return e.waitDrained(ctx, sc, c, nodes, pods)
+		return e.waitDrained(ctx, sc, c, nodes, pods, "cannot replace "+id, func(ctx context.Context) error {
+			if _, err := e.dropExclusions(ctx, sc, c, splitList(sc.Get(replaceExclKey(id)))); err != nil {
+				return err
+			}
+			if err := sc.Set(ctx, replaceExclKey(id), ""); err != nil {
+				return err
+			}
+			return sc.Set(ctx, replaceDrainKey(id), "")
+		})
 	}
 	return []*ops.Step{s}
 }
@@ -225,7 +233,7 @@ func (h *replaceHooks) Before(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 // checkReplace refuses a replacement that would lose data: red now, or a
 // table whose replicas need more data nodes than remain while the batch
 // is out.
-func (e *Engine) checkReplace(ctx context.Context, c *ops.Cluster, batch []ops.Pod, avoid []string) error {
+func (e *Engine) checkReplace(ctx context.Context, c *ops.Cluster, batch []ops.Pod, avoid, nodes []string) error {
 	hs, err := e.readHealth(ctx, c, expectedNodes(c), avoid)
 	if err != nil {
 		return err
@@ -264,7 +272,7 @@ func (e *Engine) checkReplace(ctx context.Context, c *ops.Cluster, batch []ops.P
 				ops.BatchID(batch), v, need, data)
 		}
 	}
-	return nil
+	return e.checkDrainable(ctx, c, avoid, "cannot replace "+ops.BatchID(batch), nodes)
 }
 
 // After implements ops.ReplaceHooks: rejoin, drop this exclusion, green.
@@ -292,7 +300,7 @@ func (h *replaceHooks) After(c *ops.Cluster, batch []ops.Pod) []*ops.Step {
 			if len(added) == 0 {
 				return nil
 			}
-			changed, err := e.dropExclusions(ctx, c, added)
+			changed, err := e.dropExclusions(ctx, sc, c, added)
 			if err != nil {
 				return err
 			}

@@ -139,6 +139,9 @@ func TestReplacementRefusals(t *testing.T) {
 	}{
 		{"red", func(d *cratedbtest.DB) { d.Severity = int32(3) }, []string{"db-hot-1"}, 1, "cluster is red"},
 		{"replicas need the nodes", func(d *cratedbtest.DB) { d.Replicas = []string{"1"} }, []string{"db-hot-0", "db-hot-1"}, 2, "only 1 data nodes remain"},
+		// Replicas would never leave the drained node (drainblock.go).
+		{"allocation held to new_primaries", func(d *cratedbtest.DB) { d.Allocation = "new_primaries" }, []string{"db-hot-1"}, 1,
+			"cannot replace db-hot-1: cluster.routing.allocation.enable is 'new_primaries'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

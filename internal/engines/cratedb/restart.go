@@ -161,10 +161,11 @@ func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err e
 	if err == nil || !g.pending(sc) {
 		return err
 	}
-	// The step's context may be cancelled already.
+	// The step's context may be cancelled already. The wait has its own bound: the end of
+	// the pod's grace period, which a decommissioning preStop hook may use in full.
+	g.waitDeletedGone(context.WithoutCancel(ctx), sc)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), allocResetTimeout)
 	defer cancel()
-	g.waitDeletedGone(rctx, sc)
 	if rerr := g.e.execDB(rctx, sc, g.c, nil, sqlAllocReset); rerr != nil {
 		// One line: the step's error, then what is left to do by hand.
 		return fmt.Errorf("%w; shard allocation is still 'primaries', re-enable it with %s (that failed too: %v)", err, sqlAllocReset, rerr)
@@ -174,24 +175,38 @@ func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err e
 	return fmt.Errorf("%w (shard allocation was re-enabled)", err)
 }
 
-// waitDeletedGone waits, within ctx, for each gated pod that is being deleted (its delete was
-// sent: a step's action finishes after Ctrl-C) to be gone: allocation is held at primaries
-// for exactly that, so it is not re-enabled while the node still shuts down. The pod is read
+// waitDeletedGone waits for each gated pod that is being deleted (its delete was sent: a
+// step's action finishes after Ctrl-C) to be gone: allocation is held at primaries for
+// exactly that, so it is not re-enabled while the node still shuts down. The pod is read
 // with a GET, which sees a delete the API server has answered even before the informer does.
+// Each wait lasts until the pod's deletionTimestamp (when the kubelet kills it: the end of its
+// grace period) and allocResetTimeout more: crate-operator's pods run dc_util in their preStop
+// hook, an ALTER CLUSTER DECOMMISSION of up to 720 s under a 1200 s grace period
+// (crate-operator create.py, constants.py), and allocation must not be re-enabled under a node
+// that is still decommissioning.
 func (g *restartGate) waitDeletedGone(ctx context.Context, sc *ops.StepContext) {
 	ns := g.c.Namespace
 	for _, p := range g.c.AllPods() {
 		if sc.Get(gateKey(p.Name)) == "" {
 			continue
 		}
-		live, err := g.e.client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		gctx, cancel := context.WithTimeout(ctx, allocResetTimeout)
+		live, err := g.e.client.CoreV1().Pods(ns).Get(gctx, p.Name, metav1.GetOptions{})
+		cancel()
 		if err != nil || live.DeletionTimestamp == nil {
 			continue // gone already, or not being deleted: nothing to wait for
 		}
-		sc.Waiting(fmt.Sprintf("stopping: waiting for pod %s to finish shutting down before re-enabling shard allocation (at most %s)", p.Name, allocResetTimeout))
-		_, _ = ops.WaitPod(ctx, sc, g.e.client, ns, p.Name, func(cur *corev1.Pod) (bool, error) {
+		until := live.DeletionTimestamp.Add(allocResetTimeout)
+		if now := time.Now(); until.Before(now.Add(allocResetTimeout)) {
+			until = now.Add(allocResetTimeout)
+		}
+		sc.Waiting(fmt.Sprintf("stopping: waiting for pod %s to finish shutting down (its grace period ends %s) before re-enabling shard allocation (at most until %s)",
+			p.Name, live.DeletionTimestamp.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)))
+		wctx, cancel := context.WithDeadline(ctx, until)
+		_, _ = ops.WaitPod(wctx, sc, g.e.client, ns, p.Name, func(cur *corev1.Pod) (bool, error) {
 			return cur == nil || cur.UID != live.UID, nil
 		}) // at the bound, allocation is re-enabled anyway
+		cancel()
 	}
 }
 

@@ -2,6 +2,7 @@ package cratedb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -443,13 +444,12 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 			// and live counts are legitimately in flux now.
 			return false, nil
 		}
-		return false, e.checkShrink(ctx, c, r)
+		return false, e.checkRetried(ctx, sc, func() error { return e.checkShrink(ctx, c, r) })
 	}
 	s.Action = func(ctx context.Context, sc *ops.StepContext) error {
-		sess := e.session(c)
-		rows, err := sess.query(ctx, nil, sqlExclusions)
+		rows, err := e.queryDB(ctx, sc, c, nil, sqlExclusions)
 		if err != nil {
-			return sqlErr(sqlExclusions, err)
+			return err
 		}
 		cur := splitList(cellString(rows, 0))
 		var add []string
@@ -486,18 +486,32 @@ func (e *Engine) drainStep(c *ops.Cluster, r resize) *ops.Step {
 		return nil
 	}
 	s.Verify = func(ctx context.Context, sc *ops.StepContext) error {
-		return e.waitDrained(ctx, sc, c, nodes, nil)
+		return e.waitDrained(ctx, sc, c, nodes, nil, fmt.Sprintf("cannot scale %s down", r.g.Name), func(ctx context.Context) error {
+			// Give back only this group's nodes that this run excluded; a re-run checks again.
+			added := splitList(sc.Get(keyExclAdded))
+			mine := slices.DeleteFunc(slices.Clone(added), func(n string) bool { return !slices.Contains(nodes, n) })
+			if _, err := e.dropExclusions(ctx, sc, c, mine); err != nil {
+				return err
+			}
+			rest := slices.DeleteFunc(added, func(n string) bool { return slices.Contains(nodes, n) })
+			if err := sc.Set(ctx, keyExclAdded, strings.Join(rest, ",")); err != nil {
+				return err
+			}
+			return sc.Set(ctx, keyDrainStarted(r.g.Name), "")
+		})
 	}
 	return s
 }
 
 // dropExclusions removes the nodes in added from the allocation exclusion
 // list, leaving everyone else's; it reports whether the list changed.
-func (e *Engine) dropExclusions(ctx context.Context, c *ops.Cluster, added []string) (bool, error) {
-	sess := e.session(c)
-	rows, err := sess.query(ctx, nil, sqlExclusions)
+func (e *Engine) dropExclusions(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, added []string) (bool, error) {
+	if len(added) == 0 {
+		return false, nil
+	}
+	rows, err := e.queryDB(ctx, sc, c, nil, sqlExclusions)
 	if err != nil {
-		return false, sqlErr(sqlExclusions, err)
+		return false, err
 	}
 	cur := splitList(cellString(rows, 0))
 	keep := slices.DeleteFunc(slices.Clone(cur), func(n string) bool { return slices.Contains(added, n) })
@@ -508,7 +522,7 @@ func (e *Engine) dropExclusions(ctx context.Context, c *ops.Cluster, added []str
 	if len(keep) > 0 {
 		q = sqlSetExclusions(strings.Join(keep, ","))
 	}
-	if err := e.execDB(ctx, nil, c, nil, q); err != nil {
+	if err := e.execDB(ctx, sc, c, nil, q); err != nil {
 		return false, sqlErr(q, err)
 	}
 	return true, nil
@@ -516,10 +530,14 @@ func (e *Engine) dropExclusions(ctx context.Context, c *ops.Cluster, added []str
 
 // waitDrained polls sys.shards until no shard is left on nodes, reporting
 // "shards left" progress; queries avoid the pods in avoid (being removed).
-func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, nodes, avoid []string) error {
+// While shards are left, each poll also checks what would keep them from
+// moving (checkDrainable); when something does, undo gives the exclusion
+// back and the drain stops with that refusal instead of waiting out the timeout.
+func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, nodes, avoid []string, what string, undo func(context.Context) error) error {
 	var first int64
 	sess := e.session(c)
 	list := strings.Join(nodes, ", ")
+	var stalled error
 	err := e.pollDB(ctx, sc, func() (bool, error) {
 		rows, err := sess.query(ctx, avoid, sqlShardsOn, nodes)
 		if err != nil {
@@ -533,10 +551,26 @@ func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 		}
 		first = max(first, left)
 		sc.Progress(first-left, first, "shards", fmt.Sprintf("%d shards left on %s", left, list))
-		return len(rows) == 0, nil
+		if len(rows) == 0 {
+			return true, nil
+		}
+		if err := e.checkDrainable(ctx, c, avoid, what, nodes); err != nil {
+			if errors.Is(err, ops.ErrPrecondition) {
+				stalled = err
+				return true, nil
+			}
+			return false, err
+		}
+		return false, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for shards to leave %s: %w", list, err)
+	}
+	if stalled != nil {
+		if err := undo(ctx); err != nil {
+			return fmt.Errorf("%w; removing this run's allocation exclusion of %s failed too (remove it by hand): %v", stalled, list, err)
+		}
+		return fmt.Errorf("%w (the drain stopped; this run's allocation exclusion of %s was removed)", stalled, list)
 	}
 	return nil
 }
@@ -585,7 +619,7 @@ func (e *Engine) checkShrink(ctx context.Context, c *ops.Cluster, r resize) erro
 				r.g.Name, r.to, v, need, remaining)
 		}
 	}
-	return nil
+	return e.checkDrainable(ctx, c, nil, fmt.Sprintf("cannot scale %s down to %d", r.g.Name, r.to), r.nodes)
 }
 
 // expectedStep sets every StatefulSet's gateway arguments (expected
@@ -651,7 +685,7 @@ func (e *Engine) restoreExclusionsStep(c *ops.Cluster) *ops.Step {
 			if len(added) == 0 {
 				return nil
 			}
-			changed, err := e.dropExclusions(ctx, c, added)
+			changed, err := e.dropExclusions(ctx, sc, c, added)
 			if err != nil {
 				return err
 			}

@@ -60,6 +60,8 @@ type fakeEtcd struct {
 	execs []fakeExec
 	// noStty: the image has no stty, so etcdctl's password prompt fails.
 	noStty bool
+	// memberOfPod names the member a pod runs when it is not named after the pod.
+	memberOfPod map[string]string
 }
 
 type fakeExec struct {
@@ -80,8 +82,12 @@ func newFakeEtcd(n, leader int) *fakeEtcd {
 }
 
 func (f *fakeEtcd) member(pod string) *fakeMember {
+	name := pod
+	if n, ok := f.memberOfPod[pod]; ok {
+		name = n
+	}
 	for _, m := range f.members {
-		if m.name == pod {
+		if m.name == name {
 			return m
 		}
 	}

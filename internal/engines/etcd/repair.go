@@ -70,17 +70,34 @@ func (e *Engine) repairSteps(s *site, ordinal int, url string, n int) ([]*ops.St
 }
 
 // NotMembers implements ops.MemberChecker for replace --failed: pods of
-// the StatefulSet with no etcd member (matched by peer URL).
+// the StatefulSet with no etcd member (matched by name, else peer URL).
+// A member that maps to no pod while a pod has no member means the
+// mapping cannot be trusted (members named otherwise, a peer URL template
+// that does not match): that pod may well run a healthy voter, and
+// replacing it would wipe its data, so it is refused (docs/procedures.md,
+// etcd, "replace --failed").
 func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]string, error) {
-	_, st, err := e.prepare(ctx, c)
+	s, st, err := e.prepare(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("reading etcd membership of %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	out := map[string]string{}
+	var missing []string
 	for _, p := range c.AllPods() {
 		if st.ByPod(p.Name) == nil {
 			out[p.Name] = "no etcd member for pod " + p.Name
+			missing = append(missing, p.Name)
 		}
+	}
+	var unmapped []string
+	for _, m := range st.Members {
+		if m.Pod == "" {
+			unmapped = append(unmapped, fmt.Sprintf("%s (ID %s, %s)", m.label(), m.ID, strings.Join(m.PeerURLs, ",")))
+		}
+	}
+	if len(missing) > 0 && len(unmapped) > 0 {
+		return nil, ops.Refusef(ops.ReasonPreconditionFailed, "cannot tell which pod runs etcd member(s) %s: neither their names nor their peer URLs match the pods of statefulset/%s (peer URL template %q from %s), so pod(s) %s cannot be called failed; set the peer URL template (--etcd-peer-url-template or annotation %s) to what the members advertise",
+			strings.Join(unmapped, ", "), s.sts, s.tmplText, s.tmplSource, strings.Join(missing, ", "), AnnotationPeerURLTemplate)
 	}
 	return out, nil
 }

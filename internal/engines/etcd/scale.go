@@ -104,6 +104,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		p.Steps = append(p.Steps, e.pvcStep(s, o))
 	}
 	// Up, and members missing below the target.
+	dnsChecked := false
 	for o := range target {
 		pod := s.podName(o)
 		url, err := s.peerURL(o)
@@ -113,6 +114,13 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		m := memberFor(st, pod, url)
 		if m != nil && !m.Learner {
 			continue
+		}
+		// Every learner this plan adds must be reachable by its DNS name.
+		if !dnsChecked {
+			if err := e.checkPeerDNS(ctx, s, c.Groups[0].Object, o); err != nil {
+				return nil, err
+			}
+			dnsChecked = true
 		}
 		if m == nil && o < current && existingPods[pod] {
 			// The pod runs but is no member: its data is stale; replace it.

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,6 +84,12 @@ type site struct {
 	selector string
 	desired  int
 	stsUID   string
+	// container is the application container (Config.Container, "" for the pod's first):
+	// its restarts make a role label stale (incarnation.go).
+	container string
+	// noTimeout is set once a pod's container had no timeout command: query commands then
+	// run unwrapped (runQuery).
+	noTimeout atomic.Bool
 }
 
 func newSite(c *ops.Cluster) (*site, error) {
@@ -138,6 +145,9 @@ type member struct {
 	Ready    bool
 	Pending  bool
 	Deleting bool
+	// Stale, when set, is the role label the pod carries and why it is not trusted (its
+	// container restarted since); Role is then "".
+	Stale string
 }
 
 // members lists the StatefulSet's pods by ordinal: inside a run (sc, or the
@@ -154,8 +164,15 @@ func (e *Engine) members(ctx context.Context, sc *ops.StepContext, s *site) ([]m
 		if o < 0 {
 			continue
 		}
-		out = append(out, member{Name: p.Name, Ordinal: o, UID: p.UID, Role: p.Labels[LabelRole], Ready: ops.PodReady(p),
-			Pending: p.Status.Phase == corev1.PodPending, Deleting: p.DeletionTimestamp != nil})
+		m := member{Name: p.Name, Ordinal: o, UID: p.UID, Role: p.Labels[LabelRole], Ready: ops.PodReady(p),
+			Pending: p.Status.Phase == corev1.PodPending, Deleting: p.DeletionTimestamp != nil}
+		if m.Role == RolePrimary || m.Role == RoleSecondary {
+			if why := staleRole(p, s.container); why != "" {
+				m.Stale = m.Role + ": " + why
+				m.Role = ""
+			}
+		}
+		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b member) int { return a.Ordinal - b.Ordinal })
 	return out, nil
@@ -288,9 +305,12 @@ func (e *Engine) run(ctx context.Context, sc *ops.StepContext, s *site, cfg *Con
 		}
 		uid = p.UID
 	}
+	argv := append(slices.Clone(c.Argv), args...)
+	if !isRoleCommand(name) {
+		return e.runQuery(ctx, s, cfg, c, name, pod, argv)
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	argv := append(slices.Clone(c.Argv), args...)
 	stdout, stderr, err := e.Exec.Exec(cctx, s.ns, pod, cfg.Container, argv, nil)
 	if err != nil {
 		ce := &CommandError{Name: name, Pod: pod, Stderr: lastLine(stderr), Err: err}
@@ -354,8 +374,11 @@ type CommandError struct {
 	// PodStopped: the command timed out and its pod was deleted (and is
 	// gone) to end it.
 	PodStopped bool
-	Stderr     string
-	Err        error
+	// Ended: a query command that timed out was killed in the pod by timeout(1); MayRun: it
+	// timed out in a container without timeout(1), so nothing ended it.
+	Ended, MayRun bool
+	Stderr        string
+	Err           error
 }
 
 func (e *CommandError) Error() string {
@@ -366,6 +389,10 @@ func (e *CommandError) Error() string {
 		fmt.Fprintf(&b, "exited with code %d", e.Code)
 	case e.Timeout != 0 && e.PodStopped:
 		fmt.Fprintf(&b, "did not finish within %s; the pod was deleted to end it", e.Timeout)
+	case e.Timeout != 0 && e.Ended:
+		fmt.Fprintf(&b, "did not finish within %s and was ended in the pod", e.Timeout)
+	case e.Timeout != 0 && e.MayRun:
+		fmt.Fprintf(&b, "did not finish within %s; it may still run in the pod (its container has no timeout command to end it)", e.Timeout)
 	case e.Timeout != 0:
 		fmt.Fprintf(&b, "did not finish within %s", e.Timeout)
 	default:

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,7 @@ func (f *fakeApp) failOn(cmd string, pods ...string) {
 func (f *fakeApp) Exec(_ context.Context, _, pod, _ string, argv []string, _ io.Reader) ([]byte, []byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	argv, _, _ = inPodTimeout(argv)
 	cmd := path.Base(argv[0])
 	f.calls = append(f.calls, strings.TrimSpace(pod+": "+cmd+" "+strings.Join(argv[1:], " ")))
 	if f.hook != nil {
@@ -349,4 +351,17 @@ func (h *memHeld) SaveJournal(_ context.Context, j *ops.Journal) error {
 	c.Done = slices.Clone(j.Done)
 	h.m.journal = &c
 	return nil
+}
+
+// inPodTimeout reads a "timeout -s SIG SECS PROG ARGS" prefix as timeout(1) in the container
+// would: the command it runs, and after how long it kills it.
+func inPodTimeout(argv []string) (cmd []string, limit time.Duration, wrapped bool) {
+	if len(argv) < 5 || argv[0] != "timeout" || argv[1] != "-s" {
+		return argv, 0, false
+	}
+	secs, err := strconv.Atoi(argv[3])
+	if err != nil {
+		return argv, 0, false
+	}
+	return argv[4:], time.Duration(secs) * time.Second, true
 }

@@ -22,11 +22,23 @@ import (
 // patch returns only once the informer has seen it, so the next read (the
 // next slot's candidates, the demote loop) never acts on the old role.
 func (e *Engine) setRole(ctx context.Context, sc *ops.StepContext, s *site, pod, role string) error {
-	var v any
+	var v, inc any
 	if role != "" {
 		v = role
+		// Record the container run the role was given to (incarnation.go): a restart in
+		// place later makes the label stale.
+		p, err := e.getPod(ctx, sc, s, pod)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			if i := incarnation(p, s.container); i != "" {
+				inc = i
+			}
+		}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelRole: v}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelRole: v},
+		"annotations": map[string]any{AnnotationRoleIncarnation: inc}}})
 	if err != nil {
 		return fmt.Errorf("encoding label patch: %w", err)
 	}

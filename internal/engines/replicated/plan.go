@@ -36,6 +36,7 @@ func (e *Engine) prepare(ctx context.Context, c *ops.Cluster, primaries *int32) 
 	if err := cfg.Require(CmdSequence, CmdPrimary); err != nil {
 		return nil, err
 	}
+	s.container = cfg.Container
 	ms, err := e.members(ctx, nil, s)
 	if err != nil {
 		return nil, err
@@ -56,6 +57,11 @@ func rolesNote(ms []member) string {
 	for _, r := range []string{RolePrimary, RoleSecondary, RoleFailed} {
 		if l := names(withRole(ms, r, 1<<30)); len(l) > 0 {
 			parts = append(parts, r+": "+strings.Join(l, ", "))
+		}
+	}
+	for _, m := range ms {
+		if m.Stale != "" {
+			parts = append(parts, fmt.Sprintf("not trusted: %s (label %s)", m.Name, m.Stale))
 		}
 	}
 	if len(parts) == 0 {

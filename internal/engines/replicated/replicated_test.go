@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -475,10 +476,20 @@ type hangingExec struct {
 
 	mu    sync.Mutex
 	calls []string // "pod: cmd (deleted: ...)"
+	// ended are hung commands timeout(1) killed in the pod, running those the client gave up
+	// on while they ran on; noTimeout models an image without timeout(1).
+	ended, running []string
+	noTimeout      bool
 }
 
 func (h *hangingExec) Exec(ctx context.Context, ns, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
-	cmd := path.Base(argv[0])
+	inner, limit, wrapped := inPodTimeout(argv)
+	if wrapped && h.noTimeout {
+		// The image has no timeout binary: the runtime cannot start the exec.
+		return nil, []byte(`OCI runtime exec failed: exec failed: unable to start container process: exec: "timeout": executable file not found in $PATH: unknown`),
+			&kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 126}
+	}
+	cmd := path.Base(inner[0])
 	h.f.mu.Lock()
 	deleted := strings.Join(h.f.deleted, ",")
 	h.f.mu.Unlock()
@@ -486,10 +497,79 @@ func (h *hangingExec) Exec(ctx context.Context, ns, pod, container string, argv 
 	h.calls = append(h.calls, fmt.Sprintf("%s: %s (deleted: %s)", pod, cmd, deleted))
 	h.mu.Unlock()
 	if h.hang[pod+": "+cmd] {
-		<-ctx.Done()
+		if wrapped {
+			// timeout(1) kills the command in the container, which ends the exec.
+			select {
+			case <-time.After(limit):
+				h.mu.Lock()
+				h.ended = append(h.ended, pod+": "+cmd)
+				h.mu.Unlock()
+				return nil, nil, &kube.ExitError{Namespace: ns, Pod: pod, Container: container, Code: 137}
+			case <-ctx.Done():
+			}
+		} else {
+			<-ctx.Done()
+		}
+		// The client gave up; nothing ended the command in the container.
+		h.mu.Lock()
+		h.running = append(h.running, pod+": "+cmd)
+		h.mu.Unlock()
 		return nil, nil, ctx.Err()
 	}
 	return h.app.Exec(ctx, ns, pod, container, argv, stdin)
+}
+
+// TestQueryTimeoutEndsCommandInPod: a sequence or status command that times out is ended in
+// the pod (run under timeout(1)), not left running; in a container without timeout(1) the
+// engine still works and says the command may run on.
+func TestQueryTimeoutEndsCommandInPod(t *testing.T) {
+	cfg := `
+primaries: 1
+commands:
+  sequence: {argv: [/bin/sequence], timeout: 1s}
+  primary: {argv: [/bin/primary]}
+  secondary: {argv: [/bin/secondary]}
+  stop: {argv: [/bin/stop]}
+  status: {argv: [/bin/status], timeout: 1s}
+`
+	for _, tc := range []struct {
+		name      string
+		noTimeout bool
+		want      string
+	}{
+		{"ended by timeout(1)", false, "sequence command in pod db-1 did not finish within 1s and was ended in the pod"},
+		{"no timeout(1) in the image", true, "sequence command in pod db-1 did not finish within 1s; it may still run in the pod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 3, map[string]string{"db-0": RolePrimary}, cfg)
+			f.app.seq = map[string]string{"db-0": "3", "db-1": "2", "db-2": "1"}
+			h := &hangingExec{app: f.app, f: f, hang: map[string]bool{"db-1: sequence": true}, noTimeout: tc.noTimeout}
+			f.eng.Exec = h
+			s, err := newSite(f.cluster())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := f.eng.config(f.cluster(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = f.eng.run(context.Background(), nil, s, c, CmdSequence, "db-1", nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if tc.noTimeout {
+				if len(h.running) != 1 {
+					t.Errorf("running %v, want the hung command reported as left running", h.running)
+				}
+				return
+			}
+			if len(h.running) != 0 || !slices.Equal(h.ended, []string{"db-1: sequence"}) {
+				t.Errorf("ended %v, still running %v; want the hung sequence ended in the pod", h.ended, h.running)
+			}
+		})
+	}
 }
 
 // TestPrimaryTimeoutStopsPodBeforeNextCandidate: a primary command that

@@ -149,13 +149,14 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 	if err != nil {
 		return &ops.Health{Status: "unknown", Message: err.Error()}, nil
 	}
-	ms, err := e.members(ctx, nil, s)
-	if err != nil {
-		return nil, err
-	}
 	cfg, cerr := e.config(c, nil)
 	if cerr != nil {
 		cfg = &Config{Primaries: DefaultPrimaries, Commands: map[string]*Command{}}
+	}
+	s.container = cfg.Container
+	ms, err := e.members(ctx, nil, s)
+	if err != nil {
+		return nil, err
 	}
 	h := &ops.Health{Table: &ops.Table{Title: "Members", Columns: []string{"POD", "ROLE", "SEQUENCE", "STATUS"}},
 		Details: map[string]string{}}

@@ -45,6 +45,8 @@ func crateTypeID(oid uint32) int {
 		return 10
 	case oidTextArray:
 		return 100
+	case oidJSON:
+		return 12 // object
 	}
 	return 4
 }

@@ -50,6 +50,13 @@ type table struct {
 	// anywhere lets primaries start on any data node: a new table, or one restored from the
 	// state file whose data location is unknown.
 	anywhere bool
+	// partitioned tables hold no shards, their partitions do (partitions.go): a partition has
+	// its table's name as parent, its ident and the partition column's value.
+	partitioned          bool
+	partitionedBy        string
+	parent, ident, value string
+	// filters are the table's routing.allocation filters: "require._name" -> "a,b".
+	filters map[string]string
 }
 
 // simNode is the model of one CrateDB node.
@@ -334,10 +341,10 @@ func (m *model) copiesPerNode() map[string]int {
 
 // pickNode chooses an eligible node without a copy of the shard, preferring one that has the
 // shard's data on disk, then the least loaded one.
-func (m *model) pickNode(key shardKey, copies []*shardCopy, load map[string]int) *simNode {
+func (m *model) pickNode(t *table, key shardKey, copies []*shardCopy, load map[string]int, from string) *simNode {
 	var best *simNode
 	for _, n := range m.sortedNodes() {
-		if !m.eligible(n) || holds(copies, n.name) {
+		if !m.eligibleFor(t, n) || holds(copies, n.name) || !m.awarenessAllows(t, copies, n, from) {
 			continue
 		}
 		if best == nil {
@@ -380,7 +387,7 @@ func (m *model) allocate() {
 				// Primaries recover locally from a node that has the data, instantly.
 				var from *simNode
 				for _, n := range m.sortedNodes() {
-					if n.up && n.data && !holds(copies, n.name) && (n.disk[key] || (t.anywhere && !m.excluded(n.name))) {
+					if n.up && n.data && !holds(copies, n.name) && (n.disk[key] || (t.anywhere && m.eligibleFor(t, n))) {
 						if from == nil || (n.disk[key] && !from.disk[key]) || (n.disk[key] == from.disk[key] && load[n.name] < load[from.name]) {
 							from = n
 						}
@@ -402,13 +409,13 @@ func (m *model) allocate() {
 			// Relocate copies off excluded nodes. Under "primaries" CrateDB still allocates
 			// (and so moves) primaries, only replicas stay where they are.
 			for _, c := range slices.Clone(copies) {
-				if !m.excluded(c.node) || !c.started || (enable == "primaries" && !c.primary) {
+				if !m.mustMove(t, c.node) || !c.started || (enable == "primaries" && !c.primary) {
 					continue
 				}
 				if slices.ContainsFunc(copies, func(x *shardCopy) bool { return x.relocatingFrom == c.node }) {
 					continue
 				}
-				if n := m.pickNode(key, copies, load); n != nil {
+				if n := m.pickNode(t, key, copies, load, c.node); n != nil {
 					copies = append(copies, &shardCopy{node: n.name, relocatingFrom: c.node})
 					load[n.name]++
 				}
@@ -425,7 +432,7 @@ func (m *model) allocate() {
 				}
 			}
 			for ; replicas < desired; replicas++ {
-				n := m.pickNode(key, copies, load)
+				n := m.pickNode(t, key, copies, load, "")
 				if n == nil {
 					break
 				}
@@ -484,7 +491,7 @@ func (m *model) rebalance(load map[string]int, primariesOnly, replicasOnly bool)
 	}
 	for _, t := range m.sortedTables() {
 		for i, copies := range t.copies {
-			if holds(copies, least.name) || !hasStartedPrimary(copies) {
+			if holds(copies, least.name) || !hasStartedPrimary(copies) || !t.filtersAllow(least) || !m.awarenessAllows(t, copies, least, most.name) {
 				continue
 			}
 			for _, c := range copies {
@@ -609,6 +616,7 @@ func (m *model) dropTable(name string) {
 	if t == nil {
 		return
 	}
+	m.dropPartitions(name)
 	for i := range t.copies {
 		for _, n := range m.nodes {
 			delete(n.disk, shardKey{name, i})

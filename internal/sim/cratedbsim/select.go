@@ -22,21 +22,21 @@ func virtualTables() map[string]virtualTable {
 	return map[string]virtualTable{
 		"sys.nodes": {
 			cols: []column{{"id", oidVarchar}, {"name", oidVarchar}, {"hostname", oidVarchar},
-				{"rest_url", oidVarchar}, {"version['number']", oidVarchar}},
+				{"rest_url", oidVarchar}, {"version['number']", oidVarchar}, {"attributes", oidJSON}},
 			stateless: true,
 			rows: func(m *model) [][]any {
 				var out [][]any
 				for _, n := range m.upNodes() {
-					out = append(out, []any{n.id, n.name, n.hostname, n.ip + ":4200", n.version.String()})
+					out = append(out, []any{n.id, n.name, n.hostname, n.ip + ":4200", n.version.String(), n.attributes()})
 				}
 				// Nodes that stopped but whose departure the master has not noticed yet.
 				for _, g := range m.liveGhosts() {
-					out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String()})
+					out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String(), map[string]any{}})
 				}
 				// Voting nodes that stopped, until the master published their departure.
 				for _, g := range m.leaving {
 					if !slices.ContainsFunc(m.liveGhosts(), func(x ghost) bool { return x.id == g.id }) {
-						out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String()})
+						out = append(out, []any{g.id, g.name, g.hostname, g.ip + ":4200", g.version.String(), map[string]any{}})
 					}
 				}
 				return out
@@ -89,24 +89,18 @@ func virtualTables() map[string]virtualTable {
 			rows: func(m *model) [][]any {
 				var out [][]any
 				for _, t := range m.sortedTables() {
+					if t.partitioned {
+						continue // its partitions hold its shards
+					}
 					sev, missing, under := m.tableHealth(t)
-					schema, name, _ := strings.Cut(t.name, ".")
+					schema, name := t.schemaName()
 					out = append(out, []any{schema, name, [...]string{"", "GREEN", "YELLOW", "RED"}[sev], int16(sev), int32(missing), int32(under)})
 				}
 				return out
 			},
 		},
-		"information_schema.tables": {
-			cols: []column{{"table_schema", oidVarchar}, {"table_name", oidVarchar}, {"number_of_shards", oidInt4}, {"number_of_replicas", oidVarchar}},
-			rows: func(m *model) [][]any {
-				var out [][]any
-				for _, t := range m.sortedTables() {
-					schema, name, _ := strings.Cut(t.name, ".")
-					out = append(out, []any{schema, name, int32(t.shards), t.replicas})
-				}
-				return out
-			},
-		},
+		"information_schema.tables":           tablesVirtualTable(),
+		"information_schema.table_partitions": partitionsVirtualTable(),
 	}
 }
 

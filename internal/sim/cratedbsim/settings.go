@@ -24,6 +24,7 @@ func runtimeSettings() map[string]string {
 		"cluster.routing.allocation.disk.watermark.high":               "90%",
 		"cluster.routing.allocation.disk.watermark.flood_stage":        "95%",
 		"cluster.routing.allocation.total_shards_per_node":             "-1",
+		"cluster.routing.allocation.awareness.attributes":              "",
 		"cluster.max_shards_per_node":                                  "1000",
 		"cluster.graceful_stop.min_availability":                       "primaries",
 		"cluster.graceful_stop.timeout":                                "2h",

@@ -382,7 +382,7 @@ func statementDefs() []*stmtDef {
 	colsExists := []column{{"(count(*) = 1)", oidBool}}
 	colsReplicas := []column{{"number_of_replicas", oidVarchar}}
 	colsStartedCopies := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"partition_ident", oidVarchar}, {"id", oidInt4}, {"node['name']", oidVarchar}}
-	return []*stmtDef{
+	return append([]*stmtDef{
 		{
 			patterns:  []string{"SELECT 1"},
 			cols:      []column{{"1", oidInt4}},
@@ -421,6 +421,9 @@ func statementDefs() []*stmtDef {
 				seen := map[string]bool{}
 				var out [][]any
 				for _, t := range x.m.sortedTables() {
+					if t.parent != "" {
+						continue // a partition: information_schema.tables lists its table only
+					}
 					if !seen[t.replicas] {
 						seen[t.replicas] = true
 						out = append(out, []any{t.replicas})
@@ -455,21 +458,18 @@ func statementDefs() []*stmtDef {
 		},
 		{
 			// Started copies (a relocating source still serves): routing_state STARTED or
-			// RELOCATING; unassigned and initializing copies are not listed. Tables here are
-			// not partitioned, so partition_ident is '' as CrateDB reports it for them.
+			// RELOCATING; unassigned and initializing copies are not listed. partition_ident is ''
+			// for a table that is not partitioned, as CrateDB reports it.
 			patterns: []string{"SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')"},
 			cols:     colsStartedCopies,
 			run: func(x *execCtx) (*result, error) {
 				var out [][]any
 				for _, t := range x.m.sortedTables() {
-					schema, name, ok := strings.Cut(t.name, ".")
-					if !ok {
-						schema, name = "doc", t.name
-					}
+					schema, name := t.schemaName()
 					for id, copies := range t.copies {
 						for _, c := range copies {
 							if c.started {
-								out = append(out, []any{schema, name, "", int32(id), c.node})
+								out = append(out, []any{schema, name, t.ident, int32(id), c.node})
 							}
 						}
 					}
@@ -727,7 +727,7 @@ func statementDefs() []*stmtDef {
 				}
 				name := tableName(x.caps[0].toks)
 				t := x.m.tables[name]
-				if t == nil {
+				if t == nil || t.parent != "" {
 					return nil, errRelationUnknown(name)
 				}
 				r, err := x.str(1)
@@ -737,8 +737,7 @@ func statementDefs() []*stmtDef {
 				if err := validateReplicas(r); err != nil {
 					return nil, err
 				}
-				t.replicas = r
-				x.m.allocate()
+				x.m.setReplicas(t, r, false)
 				x.mutated = true
 				return done("ALTER", -1), nil
 			},
@@ -746,7 +745,7 @@ func statementDefs() []*stmtDef {
 		{patterns: []string{"BEGIN"}, run: func(*execCtx) (*result, error) { return done("BEGIN", 0), nil }},
 		{patterns: []string{"COMMIT"}, run: func(*execCtx) (*result, error) { return done("COMMIT", 0), nil }},
 		{patterns: []string{"REFRESH TABLE :id"}, run: func(*execCtx) (*result, error) { return done("REFRESH", 1), nil }},
-	}
+	}, partitionStatementDefs()...)
 }
 
 func runSetGlobal(x *execCtx) (*result, error) {

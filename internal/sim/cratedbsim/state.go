@@ -28,6 +28,11 @@ type persistedTable struct {
 	Name     string `json:"name"`
 	Shards   int    `json:"shards"`
 	Replicas string `json:"replicas"`
+	// Partitioned tables and partitions (partitions.go), allocation filters.
+	PartitionedBy string            `json:"partitionedBy,omitempty"`
+	Parent        string            `json:"parent,omitempty"`
+	Value         string            `json:"value,omitempty"`
+	Filters       map[string]string `json:"filters,omitempty"`
 }
 
 func (s *Sim) statePath() string { return filepath.Join(s.cfg.StateDir, "cratedb-sim-state.json") }
@@ -57,7 +62,15 @@ func (s *Sim) loadState() error {
 	}
 	for _, t := range st.Tables {
 		// Where the data lives is not kept: primaries may start anywhere.
-		s.m.tables[t.Name] = &table{name: t.Name, shards: t.Shards, replicas: t.Replicas, copies: make([][]*shardCopy, t.Shards), anywhere: true}
+		tb := &table{name: t.Name, shards: t.Shards, replicas: t.Replicas, copies: make([][]*shardCopy, t.Shards), anywhere: true,
+			partitionedBy: t.PartitionedBy, partitioned: t.PartitionedBy != "", parent: t.Parent, value: t.Value, filters: t.Filters}
+		if tb.partitioned {
+			tb.copies = nil
+		}
+		if tb.parent != "" {
+			tb.ident = partitionIdent(tb.value)
+		}
+		s.m.tables[t.Name] = tb
 	}
 	return nil
 }
@@ -71,7 +84,8 @@ func (s *Sim) saveStateLocked() error {
 		st.Users = append(st.Users, persistedUser{Name: u.name, PwHash: u.pwHash, Superuser: u.superuser, Granted: u.granted})
 	}
 	for _, t := range s.m.sortedTables() {
-		st.Tables = append(st.Tables, persistedTable{Name: t.name, Shards: t.shards, Replicas: t.replicas})
+		st.Tables = append(st.Tables, persistedTable{Name: t.name, Shards: t.shards, Replicas: t.replicas,
+			PartitionedBy: t.partitionedBy, Parent: t.parent, Value: t.value, Filters: t.filters})
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {

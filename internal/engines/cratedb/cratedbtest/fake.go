@@ -64,6 +64,13 @@ type DB struct {
 	// FailOn, when set) fail like a master election does (transient).
 	Failures int
 	FailOn   string
+	// Awareness is cluster.routing.allocation.awareness.attributes; Attrs are each
+	// node's sys.nodes.attributes.
+	Awareness string
+	Attrs     map[string]map[string]string
+	// AllocationOnExclude, when set, is what allocation.enable becomes as the
+	// exclusion is set: someone holds allocation while a drain runs.
+	AllocationOnExclude string
 
 	calls    []Call
 	connects []string
@@ -294,6 +301,27 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 			rows = append(rows, []any{r})
 		}
 		return rows, nil
+	case sql == `SELECT settings['cluster']['routing']['allocation']['awareness']['attributes'] FROM sys.cluster`:
+		return [][]any{{d.Awareness}}, nil
+	case sql == `SELECT name, attributes FROM sys.nodes`:
+		var rows [][]any
+		for _, n := range d.Nodes {
+			attrs := map[string]any{}
+			for k, v := range d.Attrs[n] {
+				attrs[k] = v
+			}
+			rows = append(rows, []any{n, attrs})
+		}
+		return rows, nil
+	case strings.HasPrefix(sql, `SELECT table_schema, table_name, number_of_shards, number_of_replicas, settings['routing']['allocation']['require']`):
+		// One table per Replicas value, without allocation filters.
+		var rows [][]any
+		for i, r := range d.Replicas {
+			rows = append(rows, []any{"doc", fmt.Sprintf("t%d", i), int32(4), r, map[string]any{}, map[string]any{}, map[string]any{}})
+		}
+		return rows, nil
+	case strings.HasPrefix(sql, `SELECT table_schema, table_name, partition_ident, number_of_replicas, settings['routing']['allocation']['require']`):
+		return nil, nil
 	case sql == `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`:
 		var rows [][]any
 		excl := strings.Split(d.Exclusions, ",")
@@ -302,9 +330,9 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 				rows = append(rows, []any{n, int64(d.Shards[n])})
 			}
 		}
-		// Shards move between polls, off excluded nodes only.
+		// Shards move between polls, off excluded nodes only, while allocation is enabled.
 		for n := range d.Shards {
-			if slices.Contains(excl, n) {
+			if slices.Contains(excl, n) && (d.Allocation == "" || d.Allocation == "all") {
 				d.Shards[n] = max(0, d.Shards[n]-d.DrainPerPoll)
 			}
 		}
@@ -337,6 +365,9 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 	}
 	if m := reSetExcl.FindStringSubmatch(sql); m != nil {
 		d.Exclusions = m[1]
+		if d.AllocationOnExclude != "" {
+			d.Allocation = d.AllocationOnExclude
+		}
 		return nil, nil
 	}
 	if m := reCreateUser.FindStringSubmatch(sql); m != nil {

@@ -207,6 +207,9 @@ func (f Fixture) Args(group string, master bool, data, total int32) []string {
 		"-Ccluster.name="+f.Cluster,
 		"-Cnode.master="+strconv.FormatBool(master),
 		"-Cnode.data="+strconv.FormatBool(group != "master"),
+		// crate-operator gives every node its group as an attribute (create.py
+		// "-Cnode.attr.node_name"); allocation filters and awareness can use it.
+		"-Cnode.attr.node_name="+group,
 	)
 	v, err := cratedbsim.ParseVersion(f.version())
 	if err == nil && !v.AtLeast(4, 7) {
