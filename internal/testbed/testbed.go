@@ -386,7 +386,7 @@ func (tb *Testbed) start(ctx context.Context) error {
 		"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort),
 		"--tls-cert-file="+tb.pki.Cert,
 		"--tls-private-key-file="+tb.pki.Key,
-		"--node-lease-duration-seconds=40",
+		"--node-lease-duration-seconds="+strconv.Itoa(int(nodeLeaseDuration/time.Second)),
 		"--cidr=10.244.0.0/16",
 		"--enable-crds="+strings.Join(kwokCRDKinds, ","),
 	); err != nil {
@@ -417,6 +417,10 @@ func (tb *Testbed) start(ctx context.Context) error {
 	}
 	return tb.checkAlive()
 }
+
+// nodeLeaseDuration is the kwok nodes' lease duration; kwok renews a lease every quarter of
+// it, as a kubelet does with its own.
+const nodeLeaseDuration = 40 * time.Second
 
 // freePorts reserves n distinct free loopback ports. They are released before the components
 // bind them; holding all listeners until the end at least keeps them distinct.
