@@ -116,9 +116,6 @@ func errAuth(user string) *SQLError {
 		Message: fmt.Sprintf("password authentication failed for user \"%s\"", user)}
 }
 
-// allPrivileges are the cluster privilege types GRANT ALL PRIVILEGES grants.
-func allPrivileges() []string { return []string{"AL", "DDL", "DML", "DQL"} }
-
 // plan is a statement recognised by prepare, ready to run with arguments.
 type plan struct {
 	// cols are the result columns; nil for statements that return no rows.
@@ -202,6 +199,9 @@ func (s *statements) prepare(sql string) (*plan, error) {
 	}
 	if p, ok := prepareSimpleSelect(toks); ok {
 		return p, nil
+	}
+	if p, ok, err := preparePrivilegeStatement(toks); ok {
+		return p, err
 	}
 	first := ""
 	if len(toks) > 0 {
@@ -507,24 +507,6 @@ func statementDefs() []*stmtDef {
 		},
 		{
 			patterns: []string{
-				"SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = :v AND class = 'CLUSTER' AND state = 'GRANT'",
-				"SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = :v AND class = 'CLUSTER'",
-			},
-			cols: []column{{"count(DISTINCT type)", oidInt8}},
-			run: func(x *execCtx) (*result, error) {
-				name, err := x.str(0)
-				if err != nil {
-					return nil, err
-				}
-				n := int64(0)
-				if u := x.m.users[name]; u != nil && u.granted {
-					n = int64(len(allPrivileges()))
-				}
-				return rows([]column{{"count(DISTINCT type)", oidInt8}}, []any{n}), nil
-			},
-		},
-		{
-			patterns: []string{
 				"SET GLOBAL :id = :v", "SET GLOBAL TRANSIENT :id = :v", "SET GLOBAL PERSISTENT :id = :v",
 				"SET GLOBAL :id TO :v", "SET GLOBAL TRANSIENT :id TO :v", "SET GLOBAL PERSISTENT :id TO :v",
 			},
@@ -648,22 +630,6 @@ func statementDefs() []*stmtDef {
 				}
 				x.mutated = true
 				return done("ALTER", 1), nil
-			},
-		},
-		{
-			patterns: []string{"GRANT ALL PRIVILEGES TO :id", "GRANT ALL TO :id"},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				name := identName(x.caps[0].toks)
-				u := x.m.users[name]
-				if u == nil {
-					return nil, errRoleUnknown(name, x.version)
-				}
-				u.granted = true
-				x.mutated = true
-				return done("GRANT", 1), nil
 			},
 		},
 		{
