@@ -19,13 +19,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Labels and annotations of the layouts the simulator recognises.
-const (
-	labelCluster   = "dbops.io/cluster"
-	labelNodeGroup = "dbops.io/node-group"
-	annotOrder     = "dbops.io/order"
-)
-
 // kubeWatch lists what the informers cache.
 type kubeWatch struct {
 	sts  listersappsv1.StatefulSetLister
@@ -87,30 +80,34 @@ func trySend(ch chan struct{}) {
 	}
 }
 
-// groupOf maps a StatefulSet to its node group, ok false if it is not part of the cluster.
+// groupOf maps a StatefulSet to its node group, ok false if its pods are not nodes of the
+// cluster. A CrateDB node joins the cluster its own settings name: cluster.name (CrateDB's
+// default "crate"), from the crate container's command line as the pods run it
+// (ClusterName.CLUSTER_NAME_SETTING in crate/crate; nodes with another name never join).
+// Labels and names of the StatefulSet mean nothing to CrateDB. Master-eligible groups
+// (node.master, default true) come first, then by name.
 func (s *Sim) groupOf(sts *appsv1.StatefulSet) (g Group, order int, ok bool) {
-	order, err := strconv.Atoi(sts.Annotations[annotOrder])
-	if err != nil {
-		order = 1 << 20
-	}
 	if len(s.cfg.Groups) > 0 {
 		for _, g := range s.cfg.Groups {
 			if g.StatefulSet == sts.Name {
-				return g, order, true
+				return g, 0, true
 			}
 		}
 		return Group{}, 0, false
 	}
-	c := s.cfg.Cluster
-	switch {
-	case sts.Name == "crate-master-"+c:
-		return Group{StatefulSet: sts.Name}, -1, true
-	case strings.HasPrefix(sts.Name, "crate-data-") && strings.HasSuffix(sts.Name, "-"+c) && len(sts.Name) > len("crate-data-")+len(c)+1:
-		return Group{StatefulSet: sts.Name}, order, true
-	case sts.Labels[labelCluster] == c && sts.Labels[labelNodeGroup] != "":
-		return Group{StatefulSet: sts.Name}, order, true
+	tmpl := &corev1.Pod{ObjectMeta: sts.Spec.Template.ObjectMeta, Spec: sts.Spec.Template.Spec}
+	settings := podSettings(tmpl, crateContainer(&tmpl.Spec))
+	name := settings["cluster.name"]
+	if name == "" {
+		name = "crate"
 	}
-	return Group{}, 0, false
+	if name != s.cfg.Cluster {
+		return Group{}, 0, false
+	}
+	if settings.bool("node.master", true) {
+		return Group{StatefulSet: sts.Name}, 0, true
+	}
+	return Group{StatefulSet: sts.Name}, 1, true
 }
 
 // podUp tells whether the pod's CrateDB process runs: the pod is Running and not being

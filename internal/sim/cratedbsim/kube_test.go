@@ -3,6 +3,8 @@ package cratedbsim
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +29,12 @@ func (f *fakeCluster) uid() types.UID {
 	return types.UID(fmt.Sprintf("uid-%d", f.uids))
 }
 
+// sts creates a StatefulSet of CrateDB nodes of cluster "c" (-Ccluster.name=c first, unless
+// args name a cluster themselves).
 func (f *fakeCluster) sts(name string, replicas int32, args ...string) {
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-Ccluster.name=") }) {
+		args = append([]string{"-Ccluster.name=c"}, args...)
+	}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
 		Spec: appsv1.StatefulSetSpec{
@@ -101,8 +108,9 @@ func TestFollowsKubernetes(t *testing.T) {
 	// The operator's naming for the master, the official guide's (pod name) for data nodes.
 	f.sts("crate-master-c", 1, append([]string{"-Cnode.name=master-$(hostname | awk -F- '{print $NF}')", "-Cnode.master=true", "-Cnode.data=false"}, gw...)...)
 	f.sts("crate-data-hot-c", 3, append([]string{"-Cnode.name=$(POD_NAME)", "-Cnode.master=false", "-Cnode.data=true"}, gw...)...)
-	f.sts("unrelated", 1)
-	for _, p := range []string{"crate-master-c-0", "crate-data-hot-c-0", "crate-data-hot-c-1", "crate-data-hot-c-2", "unrelated-0"} {
+	// Named like a group of c, but its nodes belong to another cluster.
+	f.sts("crate-data-cold-c", 1, "-Ccluster.name=other", "-Cnode.name=$(POD_NAME)")
+	for _, p := range []string{"crate-master-c-0", "crate-data-hot-c-0", "crate-data-hot-c-1", "crate-data-hot-c-2", "crate-data-cold-c-0"} {
 		f.pvc(p)
 		f.pod(p, true)
 	}
@@ -203,5 +211,39 @@ func TestShutdownGraceFollowsTerminatingPods(t *testing.T) {
 	res, err := sim.Exec("test", "crate", "SELECT count(*) FROM sys.nodes WHERE name = 'crate-data-hot-c-1'")
 	if err != nil || res.Rows[0][0] != int64(1) {
 		t.Fatalf("terminating node not listed during the grace time: %v %v", res, err)
+	}
+}
+
+// TestMembershipFromClusterName: the simulator's nodes are the pods whose CrateDB settings
+// name its cluster (-Ccluster.name), whatever the StatefulSets are called or labelled.
+// Before, membership came
+// from StatefulSet names (crate-data-*-<cluster>) or dbops.io/* labels.
+func TestMembershipFromClusterName(t *testing.T) {
+	for _, tc := range []struct {
+		name, cluster string
+		want          string
+	}{
+		{"any StatefulSet name", "c", "[[db-one-0] [db-one-1]]"},
+		{"another cluster", "prod", "[[db-one-0] [db-one-1]]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeCluster{t: t, client: fake.NewClientset()}
+			f.sts("db-one", 2, "-Cnode.name=$(POD_NAME)", "-Ccluster.name="+tc.cluster)
+			f.sts("crate-master-"+tc.cluster, 1, "-Ccluster.name=someone-else", "-Cnode.name=$(POD_NAME)")
+			for _, p := range []string{"db-one-0", "db-one-1", "crate-master-" + tc.cluster + "-0"} {
+				f.pvc(p)
+				f.pod(p, true)
+			}
+			sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: tc.cluster, TickInterval: -1, Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sim.Close)
+			waitFor(t, "2 nodes", func() bool { _, n := sim.Health(); return n == 2 })
+			res, err := sim.Exec("test", "crate", "SELECT name FROM sys.nodes ORDER BY name")
+			if err != nil || fmt.Sprint(res.Rows) != tc.want {
+				t.Fatalf("nodes = %v, %v; want %s", res, err, tc.want)
+			}
+		})
 	}
 }

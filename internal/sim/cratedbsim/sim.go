@@ -52,8 +52,8 @@ type Config struct {
 	// the nodes and SetNodeUp changes them (unit tests).
 	Client    kubernetes.Interface
 	Namespace string
-	// Cluster is the CrateDB cluster name: StatefulSets crate-master-<Cluster> and
-	// crate-data-<group>-<Cluster>, or labelled dbops.io/cluster=<Cluster>.
+	// Cluster is the CrateDB cluster name: the nodes are the pods of the namespace's
+	// StatefulSets whose crate container sets -Ccluster.name=<Cluster> (kube.go groupOf).
 	Cluster string
 	// Groups, when set, replaces that discovery by an explicit StatefulSet mapping.
 	Groups      []Group
