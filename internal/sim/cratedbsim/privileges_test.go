@@ -56,6 +56,10 @@ func TestPrivileges(t *testing.T) {
 		{"crate", `SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = 'riley' AND class = 'TABLE'`, "3"},
 		{"crate", `SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = 'riley' AND class = 'CLUSTER' AND state = 'GRANT'`, "0"},
 		{"crate", `SELECT count(*) FROM sys.privileges WHERE grantee = 'will' AND ident = 'doc.books'`, "2"},
+		// sys.users through the same evaluation: count(*) = N is a boolean, with or without parentheses.
+		{"crate", `SELECT (count(*) = 1) FROM sys.users WHERE name = 'riley'`, "true"},
+		{"crate", `SELECT count(*) = 0 FROM sys.users WHERE name = 'nobody'`, "true"},
+		{"crate", `SELECT count(*) = 1 FROM sys.users WHERE name = 'nobody'`, "false"},
 		// Without AL on the cluster a user manages nobody; DENY wins over a GRANT.
 		{"riley", `CREATE USER kala`, "error: MissingPrivilegeException"},
 		{"crate", `GRANT AL TO riley`, "1"},

@@ -116,8 +116,18 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 	var projs []string
 	countStar := false
 	distinct := "" // count(DISTINCT col)
+	countEq := -1  // count(*) = N, a boolean
 	proj := toks[1:fromIdx]
-	if len(proj) == 4 && proj[0].text == "count" && proj[1].text == "(" && proj[2].text == "*" && proj[3].text == ")" {
+	if len(proj) >= 2 && proj[0].text == "(" && proj[len(proj)-1].text == ")" && proj[1].text == "count" {
+		proj = proj[1 : len(proj)-1]
+	}
+	if len(proj) == 6 && proj[0].text == "count" && proj[1].text == "(" && proj[2].text == "*" && proj[3].text == ")" && proj[4].text == "=" && proj[5].kind == tkNumber {
+		n, err := strconv.Atoi(proj[5].text)
+		if err != nil {
+			return nil, false
+		}
+		countEq = n
+	} else if len(proj) == 4 && proj[0].text == "count" && proj[1].text == "(" && proj[2].text == "*" && proj[3].text == ")" {
 		countStar = true
 	} else if len(proj) >= 5 && proj[0].text == "count" && proj[1].text == "(" && proj[2].kind == tkWord && proj[2].text == "distinct" {
 		name, n := readColumn(proj[3:])
@@ -208,6 +218,8 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 	distinctCol := -1
 	if countStar {
 		outCols = []column{{"count(*)", oidInt8}}
+	} else if countEq >= 0 {
+		outCols = []column{{"(count(*) = " + strconv.Itoa(countEq) + ")", oidBool}}
 	} else if distinct != "" {
 		if distinctCol = colIdx(distinct); distinctCol < 0 {
 			return nil, false
@@ -250,6 +262,9 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 		}
 		if countStar {
 			return rows(outCols, []any{int64(len(all))}), nil
+		}
+		if countEq >= 0 {
+			return rows(outCols, []any{len(all) == countEq}), nil
 		}
 		if distinctCol >= 0 {
 			// NULLs are not counted, as in SQL.

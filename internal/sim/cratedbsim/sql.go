@@ -379,7 +379,6 @@ func tableName(toks []token) string {
 func statementDefs() []*stmtDef {
 	colsSeverity := []column{{"max(severity)", oidInt2}}
 	colsShardCount := []column{{"node['name']", oidVarchar}, {"count(*)", oidInt8}}
-	colsExists := []column{{"(count(*) = 1)", oidBool}}
 	colsReplicas := []column{{"number_of_replicas", oidVarchar}}
 	colsStartedCopies := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"partition_ident", oidVarchar}, {"id", oidInt4}, {"node['name']", oidVarchar}}
 	return []*stmtDef{
@@ -491,18 +490,6 @@ func statementDefs() []*stmtDef {
 					total += counts[n]
 				}
 				return rows([]column{{"count(*)", oidInt8}}, []any{int64(total)}), nil
-			},
-		},
-		{
-			patterns: []string{"SELECT count(*) = 1 FROM sys.users WHERE name = :v", "SELECT (count(*) = 1) FROM sys.users WHERE name = :v"},
-			cols:     colsExists,
-			run: func(x *execCtx) (*result, error) {
-				name, err := x.str(0)
-				if err != nil {
-					return nil, err
-				}
-				_, ok := x.m.users[name]
-				return rows(colsExists, []any{ok}), nil
 			},
 		},
 		{
