@@ -185,9 +185,11 @@ func newCrateEnvWith(t *testing.T, cs crateSetup) *crateEnv {
 		if _, err := x.fixture().Image(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, x.fixture().DiscoveryService(), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create discovery service: %v", err)
-		}
+	}
+	// The nodes find each other through its SRV records (-Cdiscovery.srv.query), on kwok as on
+	// real nodes.
+	if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, x.fixture().DiscoveryService(), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create discovery service: %v", err)
 	}
 	for _, sts := range x.fixture().StatefulSets() {
 		if _, err := bed.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
