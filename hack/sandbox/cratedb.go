@@ -86,6 +86,11 @@ func installCrateDemo(ctx context.Context, tb *testbed.Testbed, stateDir string,
 			dataNodes += g.replicas
 		}
 	}
+	// The nodes find each other through its SRV records (-Cdiscovery.srv.query).
+	svc := bedwire.Fixture{Namespace: crateNamespace, Cluster: crateCluster}.DiscoveryService()
+	if _, err := tb.Client.CoreV1().Services(crateNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create service %s: %w", svc.Name, err)
+	}
 	for _, g := range crateGroups() {
 		if _, err := tb.Client.AppsV1().StatefulSets(crateNamespace).Create(ctx, crateStatefulSet(g, dataNodes), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create statefulset %s: %w", g.sts, err)

@@ -16,7 +16,8 @@ import (
 )
 
 // startReaper runs `sandbox reaper` in its own session next to the detached test bed (whose
-// kwok leaves pod deletion to testbed.RunReaper) and records it in the pidfile for `down`.
+// kwok leaves pod deletion to testbed.RunReaper, and whose nodes' exec is served by
+// testbed.RunNodeServer) and records it in the pidfile for `down`.
 func startReaper(ctx context.Context, tb *testbed.Testbed, stateDir string) error {
 	bin := filepath.Join(stateDir, "bin", "sandbox")
 	if b, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/kubectl-dbops/kubectl-dbops/hack/sandbox").CombinedOutput(); err != nil {
@@ -54,7 +55,8 @@ func recordPid(tb *testbed.Testbed, pid int, name, bin string) error {
 	return nil
 }
 
-// runReaper is `sandbox reaper`: testbed.RunReaper against the sandbox until a signal.
+// runReaper is `sandbox reaper`: testbed.RunReaper and testbed.RunNodeServer against the
+// sandbox until a signal.
 func runReaper(ctx context.Context) error {
 	dir, err := stateDir()
 	if err != nil {
@@ -72,6 +74,5 @@ func runReaper(ctx context.Context) error {
 	if err := testbed.RunReaper(ctx, client, logf); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	return nil
+	return testbed.RunNodeServer(ctx, dir, logf)
 }

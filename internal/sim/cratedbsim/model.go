@@ -88,10 +88,12 @@ type user struct {
 	name      string
 	pwHash    string // sha256 hex of the password; empty = no password
 	superuser bool
-	granted   bool
+	// privs are the privileges granted or denied to the user (privileges.go).
+	privs map[privKey]privEntry
 }
 
-func (u *user) privileged() bool { return u.superuser || u.granted }
+// privileged is what user management and SET GLOBAL need: AL on the cluster.
+func (u *user) privileged() bool { return u.hasClusterPrivilege("AL") }
 
 func hashPassword(pw string) string {
 	sum := sha256.Sum256([]byte(pw))
