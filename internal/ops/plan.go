@@ -163,8 +163,9 @@ func (sc *StepContext) MarkReady() {
 	}
 }
 
-// RecordCatchUp notes how long a member took, once Ready, to catch up with its leader.
-func (sc *StepContext) RecordCatchUp(d time.Duration) { sc.catchUp = d }
+// RecordCatchUp notes how long a member took, once Ready, to catch up with its leader; for
+// a step of several members, the longest counts.
+func (sc *StepContext) RecordCatchUp(d time.Duration) { sc.catchUp = max(sc.catchUp, d) }
 
 // Get reads a journal value ("" when unset).
 func (sc *StepContext) Get(key string) string {

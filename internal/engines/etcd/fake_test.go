@@ -60,6 +60,9 @@ type fakeEtcd struct {
 	execs []fakeExec
 	// noStty: the image has no stty, so etcdctl's password prompt fails.
 	noStty bool
+	// lagReads makes the named member report a raft index far behind the leader's in that
+	// many of the endpoint status answers that include it (a restarted member catching up).
+	lagReads map[string]int
 }
 
 type fakeExec struct {
@@ -233,6 +236,10 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 			es.Status.Header.MemberID = m.id
 			es.Status.Leader = f.leader
 			es.Status.RaftIndex, es.Status.RaftTerm = m.index, 2
+			if f.lagReads[m.name] > 0 && m.id != f.leader {
+				f.lagReads[m.name]--
+				es.Status.RaftIndex = 0
+			}
 			es.Status.IsLearner = m.learner
 			out = append(out, es)
 		}
