@@ -58,6 +58,8 @@ func TestCrateDBRestartGateSpeed(t *testing.T) {
 	// The safety sampler: every few milliseconds, every shard's started copies.
 	var mu sync.Mutex
 	var violations []string
+	// quietAt are the moments recoveries ended (some copy was not started, then none was).
+	var quietAt []time.Time
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -65,6 +67,7 @@ func TestCrateDBRestartGateSpeed(t *testing.T) {
 		defer wg.Done()
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
+		wasBusy := false
 		for {
 			select {
 			case <-stop:
@@ -72,10 +75,21 @@ func TestCrateDBRestartGateSpeed(t *testing.T) {
 			case <-tick.C:
 			}
 			started := map[string]int{}
+			busy := false
 			for _, c := range x.sim.Shards() {
 				if c.Started {
 					started[fmt.Sprintf("%s/%d", c.Table, c.Shard)]++
+				} else {
+					busy = true
 				}
+			}
+			if busy != wasBusy {
+				if !busy {
+					mu.Lock()
+					quietAt = append(quietAt, time.Now())
+					mu.Unlock()
+				}
+				wasBusy = busy
 			}
 			for _, tb := range tables {
 				for id := range tb.shards {
@@ -126,6 +140,7 @@ func TestCrateDBRestartGateSpeed(t *testing.T) {
 		}
 		var done struct {
 			Type        string         `json:"type"`
+			Time        time.Time      `json:"time"`
 			Outcome     string         `json:"outcome"`
 			APIRequests map[string]int `json:"apiRequests"`
 			StepTimes   []struct {
@@ -136,6 +151,20 @@ func TestCrateDBRestartGateSpeed(t *testing.T) {
 			} `json:"stepTimes"`
 		}
 		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		// When each step was reported done.
+		doneAt := map[string]time.Time{}
+		for _, l := range lines {
+			var ev struct {
+				Type string    `json:"type"`
+				Time time.Time `json:"time"`
+				Step *struct {
+					ID string `json:"id"`
+				} `json:"step"`
+			}
+			if json.Unmarshal([]byte(l), &ev) == nil && ev.Type == "step-done" && ev.Step != nil {
+				doneAt[ev.Step.ID] = ev.Time
+			}
+		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &done); err != nil || done.Type != "done" || done.Outcome != "succeeded" {
 			t.Fatalf("%s: last event %q: %v", name, lines[len(lines)-1], err)
 		}
@@ -144,12 +173,28 @@ func TestCrateDBRestartGateSpeed(t *testing.T) {
 		r.proxReq = counter.total
 		counter.mu.Unlock()
 		var per []string
+		var beyondMax time.Duration
 		for _, st := range done.StepTimes {
-			if st.Gate > 0 {
-				r.gates = append(r.gates, st.Gate)
-				per = append(per, fmt.Sprintf("%s %s (step %s)", st.Target, st.Gate.Round(time.Millisecond), st.Took.Round(time.Millisecond)))
+			if st.Gate <= 0 {
+				continue
 			}
+			r.gates = append(r.gates, st.Gate)
+			// Beyond recovery: from the later of the pod Ready and the end of the last
+			// recovery the sampler saw within the gate, to the step done.
+			end := doneAt[st.Step]
+			from := end.Add(-st.Gate)
+			mu.Lock()
+			for _, q := range quietAt {
+				if q.After(from) && q.Before(end) {
+					from = q
+				}
+			}
+			mu.Unlock()
+			beyond := end.Sub(from)
+			beyondMax = max(beyondMax, beyond)
+			per = append(per, fmt.Sprintf("%s gate %s, beyond recovery %s (step %s)", st.Target, st.Gate.Round(time.Millisecond), beyond.Round(time.Millisecond), st.Took.Round(time.Millisecond)))
 		}
+		t.Logf("%s: longest time beyond pod start and shard recovery: %s", name, beyondMax.Round(time.Millisecond))
 		pods := max(len(r.gates), 1)
 		t.Logf("%s: %s wall, %d pods, gate time per pod (Ready to done): %s", name, wall.Round(time.Millisecond), len(r.gates), strings.Join(per, ", "))
 		t.Logf("%s: API requests: CLI counted %d (%.1f per pod), proxy saw %d (%.1f per pod); CLI %v; proxy %s",

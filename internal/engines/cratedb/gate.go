@@ -20,12 +20,14 @@ import (
 // interval apart: Config.GreenInARow) stays available as greenInARow.
 
 const (
-	// DefaultStableFor is how long the evidence must hold before the next pod goes.
-	DefaultStableFor = 3 * time.Second
+	// DefaultStableFor is how long the evidence must hold before the next pod goes: long
+	// enough to see a node that rejoined drop out again or the balancer start moving copies,
+	// short enough that a pod costs at most ~2s beyond its start and its shards' recovery.
+	DefaultStableFor = 1500 * time.Millisecond
 	// gateFirstPoll and gateMaxPoll bound the gate's backoff: the database cannot be
 	// watched, and most of a gate is shard recovery, which takes seconds.
 	gateFirstPoll = 25 * time.Millisecond
-	gateMaxPoll   = 500 * time.Millisecond
+	gateMaxPoll   = 250 * time.Millisecond
 
 	sqlShardsBusy = `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`
 )
