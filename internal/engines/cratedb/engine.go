@@ -316,7 +316,25 @@ func (g *restartGate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		}
 	}
 	g.wrapPrecheck(s, pod)
+	g.stageMark(s, pod.Name)
 	return nil
+}
+
+// stageMark makes the step's Prepare (run while the step before finishes) stage the gate's
+// mark, so it rides on the journal write that already carries the pod's UID and Before needs
+// no write of its own: one API request less per pod. A mark staged for a step that then never
+// runs only makes a failure or a resumed run re-enable allocation, which is idempotent.
+func (g *restartGate) stageMark(s *ops.Step, pod string) {
+	inner := s.Prepare
+	if inner == nil {
+		return
+	}
+	s.Prepare = func(sc *ops.StepContext) {
+		inner(sc)
+		if sc.Get(gateKey(pod)) == "" {
+			sc.Stage(gateKey(pod), "pending")
+		}
+	}
 }
 
 // sqlErr names the statement that failed (statements carry no secrets:

@@ -2,6 +2,7 @@ package cratedb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,68 @@ func TestRestartEvidenceGate(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// countingLock is journalLock counting journal writes, and what each carried.
+type countingLock struct {
+	journalLock
+	db    *cratedbtest.DB
+	saves []savedJournal
+}
+
+type savedJournal struct {
+	calls int // statements the database had received when it was written
+	marks map[string]string
+}
+
+func (l *countingLock) Acquire(context.Context, string) (ops.HeldLock, error) { return l, nil }
+
+func (l *countingLock) SaveJournal(ctx context.Context, j *ops.Journal) error {
+	marks := map[string]string{}
+	for k, v := range j.Data {
+		if strings.HasPrefix(k, "cratedb.gate/") {
+			marks[strings.TrimPrefix(k, "cratedb.gate/")] = v
+		}
+	}
+	l.saves = append(l.saves, savedJournal{calls: len(l.db.Calls()), marks: marks})
+	return l.journalLock.SaveJournal(ctx, j)
+}
+
+// The gate's journal mark is durable before each pod's allocation change, without a journal
+// write of its own: it rides on the write that carries the step before's "done".
+func TestRestartGateMarkWithoutOwnWrite(t *testing.T) {
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3})
+	fakecluster.Start(t, client, "prod")
+	e := engine(client, db, nil)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Groups: []string{"master"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := &countingLock{db: db}
+	if err := (&ops.Executor{Locker: lk, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	k := 0
+	for i, call := range db.Calls() {
+		if call.SQL != `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'` {
+			continue
+		}
+		pod := p.Steps[k].Pods[0]
+		k++
+		var last *savedJournal
+		for j := range lk.saves {
+			if lk.saves[j].calls <= i {
+				last = &lk.saves[j]
+			}
+		}
+		if last == nil || last.marks[pod] != "pending" {
+			t.Errorf("allocation held for %s before its gate mark was written (last write: %+v)", pod, last)
+		}
+	}
+	// The run's first writes carry step 1's start, each step's "done" the next one's, then the
+	// final write: none for the marks (they cost one more write per pod).
+	if got, want := len(lk.saves), len(p.Steps)+3; got > want {
+		t.Errorf("%d journal writes for %d steps, want at most %d (a mark written on its own?): %+v", got, len(p.Steps), want, lk.saves)
 	}
 }

@@ -59,9 +59,12 @@ func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
 // Before implements ops.RestartGate.
 func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
 	g.startStatements(p.Name)
-	// Durable before allocation changes.
-	if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
-		return err
+	// Durable before allocation changes: normally staged by the step's Prepare and written
+	// with the step before's "done" (or the run's first write), else written now.
+	if sc.Get(gateKey(p.Name)) == "" {
+		if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
+			return err
+		}
 	}
 	// Never talk through the pod about to be deleted.
 	if err := g.e.execDB(ctx, sc, g.c, []string{p.Name}, sqlAllocPrimaries); err != nil {
