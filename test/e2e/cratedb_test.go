@@ -166,6 +166,9 @@ type crateSetup struct {
 	// (the caller has called needRealNodes): crash runs in the container, exec and
 	// port-forwards go through the real kubelet, the simulator follows the real pods.
 	realNodes bool
+	// shardSize, when set, makes the simulator's copies recover at
+	// indices.recovery.max_bytes_per_sec (cratedbsim.Config.ShardSize).
+	shardSize int64
 }
 
 func newCrateEnvWith(t *testing.T, cs crateSetup) *crateEnv {
@@ -247,6 +250,7 @@ func (x *crateEnv) startSim(cs crateSetup) {
 		TickInterval: 100 * time.Millisecond,
 		Logf:         x.simLog.logf,
 		Chaos:        cs.chaos,
+		ShardSize:    cs.shardSize,
 	}
 	if cs.realNodes {
 		ip, iface, err := bed.RealNodePodGateway()

@@ -62,6 +62,9 @@ type fakeEtcd struct {
 	noStty bool
 	// memberOfPod names the member a pod runs when it is not named after the pod.
 	memberOfPod map[string]string
+	// lagReads makes the named member report a raft index far behind the leader's in that
+	// many of the endpoint status answers that include it (a restarted member catching up).
+	lagReads map[string]int
 }
 
 type fakeExec struct {
@@ -239,6 +242,10 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 			es.Status.Header.MemberID = m.id
 			es.Status.Leader = f.leader
 			es.Status.RaftIndex, es.Status.RaftTerm = m.index, 2
+			if f.lagReads[m.name] > 0 && m.id != f.leader {
+				f.lagReads[m.name]--
+				es.Status.RaftIndex = 0
+			}
 			es.Status.IsLearner = m.learner
 			out = append(out, es)
 		}

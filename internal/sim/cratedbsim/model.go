@@ -40,6 +40,8 @@ type shardCopy struct {
 	started bool
 	// relocatingFrom is set on a copy being built to replace the copy on that node.
 	relocatingFrom string
+	// recovered is how many bytes a recovering copy received so far (recovery.go).
+	recovered float64
 }
 
 type table struct {
@@ -129,6 +131,10 @@ type model struct {
 	now            func() time.Time
 	// shardsPerTick bounds how many shard copies finish recovering per tick.
 	shardsPerTick int
+	// shardSize, when positive, replaces shardsPerTick by peer recovery at a finite rate
+	// (recovery.go); lastRecovery is when recoveries last advanced.
+	shardSize    int64
+	lastRecovery time.Time
 }
 
 func newModel(shardsPerTick int) *model {
@@ -528,6 +534,11 @@ func (m *model) tick() bool {
 	m.processDepartures()
 	if !m.recovered && m.master != "" {
 		m.gateway() // a delayed state recovery may be due
+	}
+	if m.shardSize > 0 {
+		changed := m.recoverAtRate()
+		m.allocate()
+		return changed
 	}
 	budget := m.shardsPerTick
 	changed := false

@@ -92,6 +92,10 @@ type Config struct {
 	TickInterval time.Duration
 	// ShardsPerTick is how many shard copies finish recovering per tick (default 2).
 	ShardsPerTick int
+	// ShardSize, when positive, is the size in bytes of every shard copy, and copies recover
+	// at the rate of indices.recovery.max_bytes_per_sec per node instead of ShardsPerTick
+	// (recovery.go). Small sizes, or a raised rate (SET GLOBAL), keep tests fast.
+	ShardSize int64
 	// Logf receives diagnostics (never passwords); nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -201,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 	s := &Sim{
 		cfg:          cfg,
 		stmts:        newStatements(),
-		m:            newModel(cfg.ShardsPerTick),
+		m:            newModelSized(cfg.ShardsPerTick, cfg.ShardSize),
 		servers:      map[string]*nodeServer{},
 		podNode:      map[string]string{},
 		volumes:      map[string]*volume{},

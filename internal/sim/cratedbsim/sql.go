@@ -160,7 +160,7 @@ type statements struct {
 }
 
 func newStatements() *statements {
-	defs := statementDefs()
+	defs := append(statementDefs(), recoveryStatementDefs()...)
 	for _, d := range defs {
 		for _, p := range d.patterns {
 			toks, err := lex(p)
