@@ -214,7 +214,7 @@ func TestStdin(t *testing.T) {
 }
 
 // TestStdinRunsNothingBeforeEOF: crash reads all of stdin before it runs anything, so "\q"
-// on an open stdin (kwok's exec never delivers EOF) ends nothing; closing stdin runs it all.
+// on an open stdin ends nothing; closing stdin runs it all.
 func TestStdinRunsNothingBeforeEOF(t *testing.T) {
 	sim, env := startSim(t, "5.10.3")
 	pr, pw := io.Pipe()

@@ -46,6 +46,7 @@ func run() error {
 		shutdownGrace = flag.Duration("chaos-shutdown-grace", 0, "how long a stopped node stays in sys.nodes (0 = off)")
 		tick          = flag.Duration("tick", 500*time.Millisecond, "pace of shard recoveries")
 		shardsPerTick = flag.Int("shards-per-tick", 2, "shard copies recovered per tick")
+		shardSize     = flag.Int64("shard-size", 0, "bytes per shard copy: copies recover at indices.recovery.max_bytes_per_sec (default 40mb) per node instead of --shards-per-tick (0 = off)")
 		kwokWiring    = flag.Bool("kwok-wiring", false, "create kwok Exec/PortForward objects mapping each pod to its simulated node")
 		podGateway    = flag.String("pod-gateway", "", "host IP where pods of the simulator image on real nodes reach their nodes (loopback or an address of --pod-gateway-interface; a free port)")
 		podGatewayIf  = flag.String("pod-gateway-interface", "", "interface holding --pod-gateway (the test bed's pod bridge)")
@@ -88,6 +89,7 @@ func run() error {
 		PodGatewayInterface: *podGatewayIf,
 		TickInterval:        *tick,
 		ShardsPerTick:       *shardsPerTick,
+		ShardSize:           *shardSize,
 		Logf:                logger.Printf,
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -86,6 +85,11 @@ func installCrateDemo(ctx context.Context, tb *testbed.Testbed, stateDir string,
 		if g.order != "" {
 			dataNodes += g.replicas
 		}
+	}
+	// The nodes find each other through its SRV records (-Cdiscovery.srv.query).
+	svc := bedwire.Fixture{Namespace: crateNamespace, Cluster: crateCluster}.DiscoveryService()
+	if _, err := tb.Client.CoreV1().Services(crateNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create service %s: %w", svc.Name, err)
 	}
 	for _, g := range crateGroups() {
 		if _, err := tb.Client.AppsV1().StatefulSets(crateNamespace).Create(ctx, crateStatefulSet(g, dataNodes), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -189,14 +193,8 @@ func startCrateSimulator(tb *testbed.Testbed, stateDir, bin, addrFile string) (i
 	pid := cmd.Process.Pid
 	// Not waited for: it belongs to the sandbox now. Release avoids keeping its handle.
 	_ = cmd.Process.Release()
-	f, err := os.OpenFile(tb.Pidfile, os.O_APPEND|os.O_WRONLY, 0o600)
-	if err == nil {
-		_, err = fmt.Fprintf(f, "%d cratedb-simulator %s\n", pid, bin)
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		return 0, fmt.Errorf("record simulator pid: %w", err)
+	if err := recordPid(tb, pid, "cratedb-simulator", bin); err != nil {
+		return 0, err
 	}
 	return pid, nil
 }

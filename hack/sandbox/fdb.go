@@ -1,14 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // The demo FoundationDB cluster: a FoundationDBCluster run by the stand-in operator, its FDB
@@ -22,6 +29,12 @@ const (
 // redundancy: 5 coordinators) and runs its simulator and stand-in operator until interrupted.
 // The simulator keeps its state in memory: running it again starts the cluster afresh.
 func runFDB(ctx context.Context) error {
+	return serveFDB(ctx, nil)
+}
+
+// serveFDB is runFDB; ready (the pipe of `sandbox up`, when detached) is told once the cluster
+// is reconciled and reachable, then closed.
+func serveFDB(ctx context.Context, ready *os.File) error {
 	dir, client, dyn, err := demoClients(ctx, fdbDemoNamespace)
 	if err != nil {
 		return err
@@ -43,6 +56,15 @@ func runFDB(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if ready != nil {
+		_, err := fmt.Fprintln(ready, "ready")
+		ready.Close()
+		if err != nil {
+			return fmt.Errorf("tell sandbox up: %w", err)
+		}
+		<-ctx.Done()
+		return nil
+	}
 	fmt.Printf("# FoundationDB cluster %s/%s runs while this command runs (Ctrl-C stops it)\n", fdbDemoNamespace, fdbDemoName)
 	fmt.Println("# in another shell:")
 	for _, h := range []string{
@@ -56,4 +78,66 @@ func runFDB(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// fdbDemoHints are what `sandbox up` suggests for the FoundationDB demo.
+func fdbDemoHints() []string {
+	return []string{
+		"kubectl dbops status " + fdbDemoName + " -n " + fdbDemoNamespace,
+		"kubectl dbops restart " + fdbDemoName + " -n " + fdbDemoNamespace + " --rolling --mode zone --dry-run",
+		"kubectl exec -n " + fdbDemoNamespace + " <a myfdb pod> -c foundationdb -- fdbcli --exec status --timeout 10",
+	}
+}
+
+// startFDBDemo runs `sandbox fdb --detached` in its own session next to the test bed (the
+// simulator keeps its cluster in memory, so it lives as long as the sandbox), records it in
+// the pidfile for `down`, and waits until it reports the cluster reconciled on the pipe it
+// gets as fd 3 — or until it exits (EOF) or the deadline passes.
+func startFDBDemo(ctx context.Context, tb *testbed.Testbed, stateDir string) error {
+	bin := filepath.Join(stateDir, "bin", "sandbox") // built by startReaper
+	logFile, err := os.OpenFile(filepath.Join(tb.LogDir, "fdb.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open fdb demo log: %w", err)
+	}
+	defer logFile.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(bin, "fdb", "--detached")
+	cmd.Env = append(os.Environ(), "DBOPS_SANDBOX_DIR="+stateDir)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("start the FoundationDB demo: %w", err)
+	}
+	w.Close()
+	pid := cmd.Process.Pid
+	// Reap it if it exits while up still runs (a failed start); after up it belongs to the
+	// sandbox.
+	go func() { _ = cmd.Wait() }()
+	if err := recordPid(tb, pid, "fdb-demo", bin); err != nil {
+		return err
+	}
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(r).ReadString('\n')
+		line <- s
+	}()
+	timer := time.NewTimer(3 * time.Minute)
+	defer timer.Stop()
+	select {
+	case s := <-line:
+		if strings.TrimSpace(s) != "ready" {
+			return fmt.Errorf("the FoundationDB demo stopped before its cluster was ready; see %s", logFile.Name())
+		}
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("the FoundationDB demo was not ready within 3 minutes; see %s", logFile.Name())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -32,12 +32,13 @@ const usage = `usage: sandbox up [--real-nodes]|down|status|etcd|fdb
   status  report whether the sandbox runs
   etcd    run the demo etcd cluster (real etcd members) until Ctrl-C
   fdb     run the demo FoundationDB cluster demo/myfdb (FDB simulator and a stand-in for the
-          FoundationDB operator) until Ctrl-C
+          FoundationDB operator) until Ctrl-C; up starts it in the background
 `
 
 func main() {
 	realNodes := len(os.Args) == 3 && os.Args[1] == "up" && os.Args[2] == "--real-nodes"
-	if len(os.Args) != 2 && !realNodes {
+	detachedFDB := len(os.Args) == 3 && os.Args[1] == "fdb" && os.Args[2] == "--detached"
+	if len(os.Args) != 2 && !realNodes && !detachedFDB {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -55,7 +56,12 @@ func main() {
 	case "etcd":
 		err = runEtcd(ctx)
 	case "fdb":
-		err = runFDB(ctx)
+		if detachedFDB {
+			// Started by up: fd 3 is the pipe on which up waits for "ready".
+			err = serveFDB(ctx, os.NewFile(3, "ready"))
+		} else {
+			err = runFDB(ctx)
+		}
 	case "reaper": // started by up, next to the detached test bed
 		err = runReaper(ctx)
 	default:
@@ -167,6 +173,11 @@ func up(ctx context.Context, realNodes bool) error {
 		return fmt.Errorf("demo cluster %s/%s: %w", crateNamespace, crateCluster, err)
 	}
 	hints = append(hints, crateHints...)
+	logf("sandbox: creating demo foundationdb cluster %s/%s (FDB simulator and a stand-in FoundationDB operator)", fdbDemoNamespace, fdbDemoName)
+	if err := startFDBDemo(ctx, tb, dir); err != nil {
+		return fmt.Errorf("demo cluster %s/%s: %w", fdbDemoNamespace, fdbDemoName, err)
+	}
+	hints = append(hints, fdbDemoHints()...)
 	if realNodes {
 		logf("sandbox: creating etcd cluster %s/%s on the real nodes %v", realEtcdNamespace, realEtcdName, tb.RealNodes)
 		rnHints, err := installRealEtcd(fixCtx, tb)

@@ -16,7 +16,8 @@ import (
 )
 
 // startReaper runs `sandbox reaper` in its own session next to the detached test bed (whose
-// kwok leaves pod deletion to testbed.RunReaper) and records it in the pidfile for `down`.
+// kwok leaves pod deletion to testbed.RunReaper, and whose nodes' exec is served by
+// testbed.RunNodeServer) and records it in the pidfile for `down`.
 func startReaper(ctx context.Context, tb *testbed.Testbed, stateDir string) error {
 	bin := filepath.Join(stateDir, "bin", "sandbox")
 	if b, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/kubectl-dbops/kubectl-dbops/hack/sandbox").CombinedOutput(); err != nil {
@@ -36,19 +37,26 @@ func startReaper(ctx context.Context, tb *testbed.Testbed, stateDir string) erro
 	}
 	pid := cmd.Process.Pid
 	_ = cmd.Process.Release() // it belongs to the sandbox now
+	return recordPid(tb, pid, "reaper", bin)
+}
+
+// recordPid adds a process started in its own session to the test bed's pidfile, for `down`;
+// if that fails the process is stopped, so that nothing runs unrecorded.
+func recordPid(tb *testbed.Testbed, pid int, name, bin string) error {
 	f, err := os.OpenFile(tb.Pidfile, os.O_APPEND|os.O_WRONLY, 0o600)
 	if err == nil {
-		_, err = fmt.Fprintf(f, "%d reaper %s\n", pid, bin)
+		_, err = fmt.Fprintf(f, "%d %s %s\n", pid, name, bin)
 		err = errors.Join(err, f.Close())
 	}
 	if err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		return fmt.Errorf("record reaper pid: %w", err)
+		return fmt.Errorf("record %s pid: %w", name, err)
 	}
 	return nil
 }
 
-// runReaper is `sandbox reaper`: testbed.RunReaper against the sandbox until a signal.
+// runReaper is `sandbox reaper`: testbed.RunReaper and testbed.RunNodeServer against the
+// sandbox until a signal.
 func runReaper(ctx context.Context) error {
 	dir, err := stateDir()
 	if err != nil {
@@ -66,6 +74,5 @@ func runReaper(ctx context.Context) error {
 	if err := testbed.RunReaper(ctx, client, logf); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	return nil
+	return testbed.RunNodeServer(ctx, dir, logf)
 }

@@ -96,6 +96,15 @@ func TestBadInput(t *testing.T) {
 		{"scale replicas and data", []string{"scale", "db", "--replicas", "3", "--data", "hot=2"}, nil, "--replicas cannot be combined with --master or --data"},
 		{"scale replicas not a number", []string{"scale", "db", "--replicas", "three"}, nil, `invalid argument "three"`},
 		{"generic cannot scale", []string{"scale", "db", "--replicas", "3", "--yes"}, nil, "engine generic (cluster db) cannot scale"},
+		{"scale processes bad syntax", []string{"scale", "db", "--processes", "storage:4", "--yes"}, nil, `--processes "storage:4": want CLASS=N with CLASS one of storage, log,`},
+		{"scale processes unknown class", []string{"scale", "db", "--processes", "disk=4", "--yes"}, nil, `--processes "disk=4": want CLASS=N with CLASS one of storage, log,`},
+		{"scale processes negative", []string{"scale", "db", "--processes", "storage=-1", "--yes"}, nil, "N must be a whole number of at least 0"},
+		{"scale processes and replicas", []string{"scale", "db", "--processes", "storage=4", "--replicas", "3"}, nil, "--processes (FoundationDB) cannot be combined"},
+		{"scale processes on generic", []string{"scale", "db", "--processes", "storage=4", "--yes"}, nil, "--processes applies to FoundationDB clusters only"},
+		{"replace process class on generic", []string{"replace", "db", "--process-class", "storage", "--yes"}, nil, "--process-class applies to FoundationDB clusters only"},
+		{"replace no-exclusion without force", []string{"replace", "db", "db-hot-1", "--no-exclusion", "--yes"}, nil, "needs --force"},
+		{"replace force without no-exclusion", []string{"replace", "db", "db-hot-1", "--force", "--yes"}, nil, "--force only applies to --no-exclusion"},
+		{"replace node and pods", []string{"replace", "db", "db-hot-1", "--node", "n1", "--yes"}, nil, "choose the pods one way"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ type CrateDBOptions struct {
 	SystemPasswordSecret string
 	HealthChecks         int
 	HealthInterval       time.Duration
+	StableFor            time.Duration
 	AllowRollingUpdate   bool
 	CrashUser            string
 
@@ -38,7 +39,7 @@ type CrateDBOptions struct {
 // NewCrateDBOptions returns the defaults.
 func NewCrateDBOptions() *CrateDBOptions {
 	return &CrateDBOptions{PGSSLMode: "auto",
-		HealthChecks: cratedb.DefaultHealthChecks, HealthInterval: cratedb.DefaultHealthInterval}
+		HealthChecks: cratedb.DefaultHealthChecks, HealthInterval: cratedb.DefaultHealthInterval, StableFor: cratedb.DefaultStableFor}
 }
 
 // AddConnFlags binds how to reach the database.
@@ -53,8 +54,13 @@ func (o *CrateDBOptions) AddConnFlags(fs *pflag.FlagSet) {
 // AddHealthFlags binds the health gate of restarts, replacements and
 // master-eligible removals.
 func (o *CrateDBOptions) AddHealthFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row before a restarted pod counts as back, or (scale) with the same master before the next master-eligible node goes")
+	fs.IntVar(&o.HealthChecks, "health-checks", o.HealthChecks, "CrateDB: green health checks in a row (the crate-operator's rule) before a replaced pod counts as back, or (scale) with the same master before the next master-eligible node goes; for restart, giving it or --health-interval selects this rule instead of the evidence gate (--stable-for)")
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "CrateDB: time between those health checks")
+}
+
+// AddRestartGateFlags binds the evidence gate of restarts.
+func (o *CrateDBOptions) AddRestartGateFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.StableFor, "stable-for", o.StableFor, "CrateDB: a restarted pod counts as back once its node rejoined, allocation is all, every table green and no shard initializing or relocating, held this long (the evidence gate; not with --health-checks/--health-interval)")
 }
 
 // AddBootstrapFlags binds what only bootstrap uses.
@@ -80,6 +86,9 @@ func (o *CrateDBOptions) Validate() error {
 	}
 	if o.HealthInterval <= 0 {
 		return ops.Usagef("--health-interval must be positive, got %s", o.HealthInterval)
+	}
+	if o.StableFor <= 0 {
+		return ops.Usagef("--stable-for must be positive, got %s", o.StableFor)
 	}
 	if _, err := o.refs(); err != nil {
 		return err
@@ -113,6 +122,11 @@ func (g *GlobalOptions) crateConfig(ctx context.Context, cl *Clients, c *ops.Clu
 	if err := o.Validate(); err != nil {
 		return cratedb.Config{}, err
 	}
+	// --health-checks/--health-interval select the crate-operator's rule for restarts.
+	greenInARow := g.flagGiven("health-checks") || g.flagGiven("health-interval")
+	if greenInARow && g.flagGiven("stable-for") {
+		return cratedb.Config{}, ops.Usagef("--stable-for is the evidence gate's; --health-checks/--health-interval select the crate-operator's rule instead: give one or the other")
+	}
 	refs, _ := o.refs()
 	if !refs.ca.IsZero() {
 		if err := checkSecretKey(ctx, cl, c.Namespace, refs.ca, "--pg-ca-secret"); err != nil {
@@ -128,6 +142,7 @@ func (g *GlobalOptions) crateConfig(ctx context.Context, cl *Clients, c *ops.Clu
 	// the container's ports), not from flags.
 	return cratedb.Config{Connector: conn, SystemPassword: refs.system,
 		HealthChecks: o.HealthChecks, HealthInterval: o.HealthInterval, PollInterval: o.PollInterval,
+		GreenInARow: greenInARow, StableFor: o.StableFor,
 		AllowRollingUpdate: o.AllowRollingUpdate, CrashUser: o.CrashUser}, nil
 }
 

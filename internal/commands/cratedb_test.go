@@ -228,6 +228,8 @@ func TestCrateBadInput(t *testing.T) {
 		{"one master", []string{"scale", "db", "--master", "1"}, "masters must be an odd number of at least 3", nil},
 		{"bad sslmode", []string{"scale", "db", "--data", "hot=3", "--pg-sslmode", "prefer"}, `unknown --pg-sslmode "prefer"; allowed: auto, disable, require, verify-ca, verify-full`, nil},
 		{"zero health checks", []string{"restart", "db", "--rolling", "--health-checks", "0"}, "--health-checks must be at least 1", nil},
+		{"zero stable-for", []string{"restart", "db", "--rolling", "--stable-for", "0s", "--yes"}, "--stable-for must be positive", nil},
+		{"stable-for with the operator rule", []string{"restart", "db", "--rolling", "--stable-for", "1s", "--health-interval", "10s", "--yes"}, "--stable-for is the evidence gate's; --health-checks/--health-interval select the crate-operator's rule instead", nil},
 		{"missing password secret", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "nope", "--yes"}, `Secret prod/nope not found (wanted key "password")`, nil},
 		{"missing password key", []string{"scale", "db", "--data", "cold=1", "--system-password-secret", "app-pw/pass", "--yes"}, `Secret prod/app-pw has no key "pass"`, nil},
 		{"user without secret", []string{"bootstrap", "db", "--user", "app"}, `--user "app": want NAME=SECRET[/KEY]`, nil},

@@ -40,6 +40,9 @@ type DenyOptions struct {
 	Action string
 	// Target is the lock ID to deny or allow; the lock manager acts as the caller.
 	Target string
+	// OperatorInstance is a FoundationDB operator instance to deny or allow in the
+	// FoundationDBCluster's spec.lockOptions.denyList instead of a lock ID.
+	OperatorInstance string
 }
 
 // NewDenyOptions returns options for action (deny or allow) bound to the shared flags.
@@ -50,11 +53,13 @@ func NewDenyOptions(g *GlobalOptions, action string) *DenyOptions {
 func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
 	o := NewDenyOptions(g, "deny")
 	cmd := &cobra.Command{
-		Use:         "add CLUSTER ID [--reason R]",
+		Use:         "add CLUSTER ID [--reason R] | add CLUSTER --operator-instance ID",
 		Annotations: documentAnnotations(),
 		Short:       "Deny a lock ID",
-		Example:     `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"`,
-		Args:        rangeArgs(2, 2, "CLUSTER and ID"),
+		Example: `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"
+  # FoundationDB: keep the operator instance dc2 from taking the operator's lock
+  kubectl dbops deny add myfdb --operator-instance dc2`,
+		Args: rangeArgs(1, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return completeClusters(g)(cmd, args, toComplete)
@@ -67,34 +72,47 @@ func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
 		RunE: runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is denied (recorded)")
+	cmd.Flags().StringVar(&o.OperatorInstance, "operator-instance", "", "FoundationDB: deny this operator instance in the FoundationDBCluster's spec.lockOptions.denyList instead of a lock ID")
 	return cmd
 }
 
 func newDenyAllowCmd(g *GlobalOptions) *cobra.Command {
 	o := NewDenyOptions(g, "allow")
 	cmd := &cobra.Command{
-		Use:               "allow CLUSTER ID [--reason R]",
-		Annotations:       documentAnnotations(),
-		Short:             "Remove a lock ID from the deny list",
-		Example:           `  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"`,
-		Args:              rangeArgs(2, 2, "CLUSTER and ID"),
+		Use:         "allow CLUSTER ID [--reason R] | allow CLUSTER --operator-instance ID",
+		Annotations: documentAnnotations(),
+		Short:       "Remove a lock ID from the deny list",
+		Example: `  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"
+  kubectl dbops deny allow myfdb --operator-instance dc2`,
+		Args:              rangeArgs(1, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
 		ValidArgsFunction: completeDenied(g),
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is allowed again (recorded)")
+	cmd.Flags().StringVar(&o.OperatorInstance, "operator-instance", "", "FoundationDB: allow this operator instance ({id, allow: true} in spec.lockOptions.denyList; entries are never removed)")
 	return cmd
 }
 
 // Complete fills in arguments.
-func (o *DenyOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster, o.Target = args[0], strings.TrimSpace(args[1])
+func (o *DenyOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.Cluster, o.Target = args[0], ""
+	if len(args) > 1 {
+		o.Target = strings.TrimSpace(args[1])
+	} else if o.OperatorInstance == "" && !cmd.Flags().Changed("operator-instance") {
+		return ops.Usagef("%s expects CLUSTER and ID (or CLUSTER with --operator-instance): usage: %s", cmd.CommandPath(), cmd.UseLine())
+	}
 	return nil
 }
 
 // Validate checks the ID and the flags without touching the API.
 func (o *DenyOptions) Validate() error {
-	if o.Target == "" {
+	switch {
+	case o.OperatorInstance != "" && o.Target != "":
+		return ops.Usagef("give a lock ID or --operator-instance, not both")
+	case o.OperatorInstance == "" && o.Target == "":
 		return ops.Usagef("ID must not be empty")
+	case o.OperatorInstance != "" && strings.TrimSpace(o.OperatorInstance) != o.OperatorInstance:
+		return ops.Usagef("--operator-instance %q: must not have surrounding spaces", o.OperatorInstance)
 	}
 	return o.LockOptions.Validate()
 }
@@ -102,6 +120,9 @@ func (o *DenyOptions) Validate() error {
 // Run denies or allows the ID, or says what it would do (--dry-run).
 func (o *DenyOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
+	if o.OperatorInstance != "" {
+		return o.runOperatorInstance(ctx)
+	}
 	m, err := o.manager(ctx)
 	if err != nil {
 		return err
@@ -148,6 +169,10 @@ type DenyAction struct {
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
+	// OperatorInstance: ID is a FoundationDB operator instance in the FoundationDBCluster's
+	// deny list, not a lock ID; Changed is false when the entry already said so.
+	OperatorInstance bool  `json:"operatorInstance,omitempty"`
+	Changed          *bool `json:"changed,omitempty"`
 }
 
 // DenyListOptions holds `deny list` flags.
@@ -194,7 +219,14 @@ func (o *DenyListOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	fdb := operatorLocksOf(o.found)
+	if fdb != nil {
+		doc.Object["foundationdbOperator"] = fdb.object()
+	}
 	return o.printDocument(o.Out, doc, func(w io.Writer) error {
+		if fdb != nil {
+			defer fdb.writeText(w)
+		}
 		if len(list) == 0 {
 			_, err := ops.Fprintf(w, "no denied IDs on %s/%s\n", m.Namespace, m.Cluster)
 			return err

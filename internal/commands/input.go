@@ -160,7 +160,7 @@ func checkFlagDependencies(g *GlobalOptions) error {
 // crateOnlyFlags are the CrateDB engine's flags; another engine would
 // ignore them.
 var crateOnlyFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "system-password-secret", "health-checks", "health-interval",
-	"crash-user", "allow-rolling-update"}
+	"stable-for", "crash-user", "allow-rolling-update"}
 
 // checkEngineFlags refuses engine-specific flags given for a cluster of
 // another engine.

@@ -26,6 +26,9 @@ type LockOptions struct {
 	Force bool
 	// NoHeaders leaves out the table header (deny list).
 	NoHeaders bool
+
+	// found is the cluster manager found (for what an engine's resource says of locks).
+	found *ops.Cluster
 }
 
 // LockAction is the `lock acquire|release -o json|yaml` document.
@@ -102,10 +105,15 @@ func (o *LockStatusOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	fdb := operatorLocksOf(o.found)
+	if fdb != nil {
+		doc.Object["foundationdbOperator"] = fdb.object()
+	}
 	return o.printDocument(o.Out, doc, func(w io.Writer) error {
 		var b strings.Builder
 		ops.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
 		writeLockText(&b, st)
+		fdb.writeText(&b)
 		_, err := fmt.Fprint(w, b.String())
 		return err
 	})
@@ -305,6 +313,7 @@ func (o *LockOptions) manager(ctx context.Context) (*lock.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.found = c
 	id := o.ID
 	if id == "" {
 		if id, err = o.ResolveLockID(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -22,6 +23,13 @@ type ReplaceOptions struct {
 	Failed           bool
 	FailureThreshold time.Duration
 	Taints           []string
+	// ProcessClasses and Nodes choose the pods by FoundationDB process class or by node
+	// (evacuate a node).
+	ProcessClasses []string
+	Nodes          []string
+	// NoExclusion and Force: FoundationDB removal without exclusion, which needs --force.
+	NoExclusion bool
+	Force       bool
 
 	taints []ops.TaintRule
 }
@@ -85,6 +93,10 @@ at once (a batch); the next batch starts once the previous one is back.`,
 	f.BoolVar(&o.Failed, "failed", false, "Choose the pods by condition instead of by name (see --failure-threshold, --taint)")
 	f.DurationVar(&o.FailureThreshold, "failure-threshold", o.FailureThreshold, "With --failed: how long a pod must be not Ready or Pending")
 	f.StringArrayVar(&o.Taints, "taint", nil, "With --failed: pick pods on nodes with this taint, KEY[=DURATION] (taint older than DURATION; repeatable)")
+	f.StringSliceVar(&o.ProcessClasses, "process-class", nil, "Choose every pod of these FoundationDB process classes (comma-separated or repeated)")
+	f.StringSliceVar(&o.Nodes, "node", nil, "Choose every pod of the cluster on these nodes: evacuate them (comma-separated or repeated)")
+	f.BoolVar(&o.NoExclusion, "no-exclusion", false, "FoundationDB: remove process groups without excluding them first (data is not moved; only for processes not running; needs --force)")
+	f.BoolVar(&o.Force, "force", false, "Allow --no-exclusion")
 	_ = cmd.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(ops.ReplaceStrategies, cobra.ShellCompDirectiveNoFileComp))
 	g.CrateDB.AddHealthFlags(f)
 	g.CrateDB.AddConnFlags(f)
@@ -115,11 +127,33 @@ func (o *ReplaceOptions) Validate() error {
 			return ops.Usagef("POD must not be empty")
 		}
 	}
+	choices := 0
+	for _, set := range []bool{len(o.Pods) > 0, o.Failed, len(o.ProcessClasses) > 0, len(o.Nodes) > 0} {
+		if set {
+			choices++
+		}
+	}
 	switch {
 	case o.Failed && len(o.Pods) > 0:
 		return ops.Usagef("name pods or use --failed, not both (got %s)", strings.Join(o.Pods, " "))
-	case !o.Failed && len(o.Pods) == 0:
-		return ops.Usagef("replace needs POD names or --failed: usage: replace CLUSTER [POD...] [--failed]")
+	case choices > 1:
+		return ops.Usagef("choose the pods one way: POD names, --failed, --process-class or --node, not several")
+	case choices == 0:
+		return ops.Usagef("replace needs POD names or --failed (or --process-class, --node): usage: replace CLUSTER [POD...] [--failed]")
+	}
+	for _, v := range append(slices.Clone(o.ProcessClasses), o.Nodes...) {
+		if strings.TrimSpace(v) == "" {
+			return ops.Usagef("--process-class and --node values must not be empty")
+		}
+	}
+	if o.NoExclusion && !o.Force {
+		return ops.Usagef("--no-exclusion removes without moving the data away first (very dangerous); it needs --force")
+	}
+	if o.Force && !o.NoExclusion {
+		return ops.Usagef("--force only applies to --no-exclusion")
+	}
+	if o.NoExclusion && o.Strategy != ops.StrategyReplacement {
+		return ops.Usagef("--no-exclusion applies to --strategy replacement only")
 	}
 	if o.FailureThreshold <= 0 {
 		return ops.Usagef("--failure-threshold must be positive, got %s", o.FailureThreshold)
@@ -138,7 +172,17 @@ func (o *ReplaceOptions) Validate() error {
 // args renders the request canonically for the journal: a re-run of the
 // same request resumes it.
 func (o *ReplaceOptions) args(pods []string) string {
-	return fmt.Sprintf("--strategy %s --max-concurrent %d --pods %s", o.Strategy, o.MaxConcurrent, strings.Join(pods, ","))
+	a := fmt.Sprintf("--strategy %s --max-concurrent %d --pods %s", o.Strategy, o.MaxConcurrent, strings.Join(pods, ","))
+	if o.NoExclusion {
+		a += " --no-exclusion"
+	}
+	return a
+}
+
+// picks: the pods are chosen by a condition or selector, so an interrupted run's choice is
+// kept (replaced pods no longer match, or new ones do).
+func (o *ReplaceOptions) picks() bool {
+	return o.Failed || len(o.ProcessClasses) > 0 || len(o.Nodes) > 0
 }
 
 // Run discovers, chooses the pods, plans and executes the replacement.
@@ -149,6 +193,16 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 
 // checkPods refuses named pods that are not the cluster's.
 func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
+	if foundationdb.Resource(c) != nil {
+		// FoundationDB names pods or process groups; the engine resolves and checks them.
+		return nil
+	}
+	if len(o.ProcessClasses) > 0 {
+		return ops.Usagef("--process-class applies to FoundationDB clusters only; %s/%s is not one", c.Namespace, c.Name)
+	}
+	if o.NoExclusion {
+		return ops.Usagef("--no-exclusion applies to FoundationDB clusters only; %s/%s is not one", c.Namespace, c.Name)
+	}
 	for _, name := range o.Pods {
 		if _, p := c.Pod(name); p == nil {
 			var names []string
@@ -166,11 +220,16 @@ func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 // returns no plan.
 func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, request *ops.Request) (*ops.Plan, error) {
 	pods, reasons := o.Pods, map[string]string{}
-	if o.Failed {
+	var journal *ops.Journal
+	if j := o.unfinishedJournal(ctx, cl, c); j != nil && j.Request.Same(request) {
+		journal = j
+	}
+	if o.picks() {
 		// Replaced pods look healthy again and a pod being replaced may not
-		// look failed yet, so an interrupted --failed run resumes with the
-		// pods it chose, not with a fresh choice.
-		if j := o.unfinishedJournal(ctx, cl, c); j != nil && j.Request.Same(request) && len(j.Request.Picked) > 0 {
+		// look failed yet (or, chosen by class or node, is gone and replaced
+		// by another), so an interrupted run resumes with the pods it chose,
+		// not with a fresh choice.
+		if j := journal; j != nil && len(j.Request.Picked) > 0 {
 			pods = slices.Clone(j.Request.Picked)
 			for _, p := range pods {
 				reasons[p] = "chosen by the interrupted run being resumed"
@@ -193,11 +252,46 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 			reasons[cand.Pod] = cand.Reason
 		}
 	}
-	if o.Failed {
+	if len(pods) == 0 && (len(o.ProcessClasses) > 0 || len(o.Nodes) > 0) {
+		var err error
+		if pods, err = o.selectPods(c, reasons); err != nil || len(pods) == 0 {
+			return nil, err
+		}
+	}
+	if o.picks() {
 		request.Picked = pods
 	}
 	return planReplace(ctx, eng, c, ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
-		Args: o.args(pods)})
+		Args: o.args(pods), NoExclusion: o.NoExclusion, Force: o.Force, Journal: journal})
+}
+
+// selectPods chooses the pods of --process-class (a FoundationDB process class is a node
+// group) or --node; with no pod on the nodes it says so and chooses none.
+func (o *ReplaceOptions) selectPods(c *ops.Cluster, reasons map[string]string) ([]string, error) {
+	var pods []string
+	for _, class := range o.ProcessClasses {
+		g := c.Group(class)
+		if g == nil {
+			return nil, ops.Usagef("no process class %q in %s/%s; allowed: %s", class, c.Namespace, c.Name, strings.Join(c.GroupNames(), ", "))
+		}
+		for _, p := range g.Pods {
+			pods = append(pods, p.Name)
+			reasons[p.Name] = "process class " + class
+		}
+	}
+	if len(o.Nodes) > 0 {
+		for _, p := range c.AllPods() {
+			if slices.Contains(o.Nodes, p.Node) {
+				pods = append(pods, p.Name)
+				reasons[p.Name] = "on node " + p.Node + " (evacuated)"
+			}
+		}
+		if len(pods) == 0 {
+			_, err := fmt.Fprintf(o.Out, "nothing to replace in %s/%s: no pod on node(s) %s\n", c.Namespace, c.Name, strings.Join(o.Nodes, ", "))
+			return nil, err
+		}
+	}
+	return pods, nil
 }
 
 // planReplace picks the engine's way of doing the request.
@@ -206,7 +300,8 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 // deletion reuses the engine's rolling restart, so its health gates apply.
 func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
 	if req.Strategy == ops.StrategyDeletion {
-		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent})
+		// Deletion is a pod deletion whatever the engine's default restart method.
+		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent, Method: ops.MethodPod})
 		if err != nil {
 			return nil, err
 		}
@@ -221,6 +316,6 @@ func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.Re
 	if r, ok := eng.(ops.PodReplacer); ok {
 		return r.PlanReplacement(ctx, c, req)
 	}
-	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s, %s); --strategy deletion is",
-		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineReplicated, ops.EngineGeneric)
+	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s, %s, %s); --strategy deletion is",
+		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineReplicated, ops.EngineGeneric, ops.EngineFoundationDB)
 }

@@ -83,6 +83,7 @@ Bounded by --timeout, else 4 h.`,
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
 	g.CrateDB.AddHealthFlags(cmd.Flags())
+	g.CrateDB.AddRestartGateFlags(cmd.Flags())
 	g.CrateDB.AddConnFlags(cmd.Flags())
 	g.Etcd.AddFlags(cmd.Flags())
 	return cmd

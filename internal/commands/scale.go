@@ -2,12 +2,14 @@ package commands
 
 import (
 	"context"
+	"slices"
 
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -20,11 +22,14 @@ type ScaleOptions struct {
 	Replicas int32
 	// Primaries is the wanted number of primaries (replicated apps).
 	Primaries int32
+	// Processes are FoundationDB's CLASS=N entries (--processes).
+	Processes []string
 
 	mastersGiven   bool
 	replicasGiven  bool
 	primariesGiven bool
 	data           map[string]int32
+	processes      map[string]int32
 }
 
 // NewScaleOptions returns options bound to the shared flags.
@@ -36,7 +41,7 @@ func NewScaleOptions(g *GlobalOptions) *ScaleOptions {
 func NewScaleCmd(g *GlobalOptions) *cobra.Command {
 	o := NewScaleOptions(g)
 	cmd := &cobra.Command{
-		Use:   "scale CLUSTER [--master N] [--data GROUP=N]... | --replicas N [--primaries P]",
+		Use:   "scale CLUSTER [--master N] [--data GROUP=N]... | --replicas N [--primaries P] | --processes CLASS=N[,CLASS=N]",
 		Short: "Change node group sizes safely: masters first, grow, then drain and shrink",
 		Long: `Scale node groups. For CrateDB: masters first (an odd number, at least 3),
 then every data group that grows (waiting for the new nodes to join), then
@@ -66,6 +71,14 @@ started as a secondary. P defaults to the configuration (DBOPS_PRIMARIES,
 the config file's replicated.primaries, the StatefulSet annotation
 dbops.io/replicated-config), else 1.
 
+For FoundationDB (--processes CLASS=N[,CLASS=N]): spec.processCounts of the
+FoundationDBCluster is patched once, with the resourceVersion it was planned
+from (a class someone else changed meanwhile is refused, never overwritten);
+the operator grows or shrinks (excluding before removing) and the run waits
+until each class has N process groups, none marked for removal, the resource
+reconciled and healthy. Storage or log counts below the redundancy mode's
+replicas are refused before anything is written.
+
 Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 		Example: `  # See the plan (every SQL statement) without changing anything
   kubectl dbops scale mycrate --data hot=5 --data cold=2 --dry-run
@@ -77,7 +90,10 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   kubectl dbops scale myetcd --replicas 5
 
   # Replicated app: five pods, two of them primaries
-  kubectl dbops scale myapp --replicas 5 --primaries 2`,
+  kubectl dbops scale myapp --replicas 5 --primaries 2
+
+  # FoundationDB: four storage processes
+  kubectl dbops scale myfdb --processes storage=4`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              g.runE(o),
@@ -86,6 +102,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps), at least 1")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
+	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(foundationdb.ProcessClasses, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
 	g.CrateDB.AddScaleFlags(cmd.Flags())
@@ -136,6 +153,12 @@ func (o *ScaleOptions) Validate() error {
 	if o.primariesGiven && o.replicasGiven && o.Primaries > o.Replicas {
 		return ops.Usagef("--primaries %d is more than --replicas %d", o.Primaries, o.Replicas)
 	}
+	if len(o.Processes) > 0 {
+		if o.mastersGiven || len(o.Data) > 0 || o.replicasGiven || o.primariesGiven {
+			return ops.Usagef("--processes (FoundationDB) cannot be combined with --master, --data, --replicas or --primaries")
+		}
+		return o.parseProcesses()
+	}
 	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !o.primariesGiven {
 		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
 	}
@@ -171,16 +194,42 @@ func (o *ScaleOptions) Validate() error {
 	return nil
 }
 
+// parseProcesses reads --processes CLASS=N[,CLASS=N] into processes.
+func (o *ScaleOptions) parseProcesses() error {
+	o.processes = map[string]int32{}
+	for _, arg := range o.Processes {
+		for _, d := range strings.Split(arg, ",") {
+			class, val, ok := strings.Cut(d, "=")
+			class = strings.TrimSpace(class)
+			if !ok || !slices.Contains(foundationdb.ProcessClasses, class) {
+				return ops.Usagef("--processes %q: want CLASS=N with CLASS one of %s", d, strings.Join(foundationdb.ProcessClasses, ", "))
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 32)
+			if err != nil || n < 0 {
+				return ops.Usagef("--processes %q: N must be a whole number of at least 0", d)
+			}
+			if _, dup := o.processes[class]; dup {
+				return ops.Usagef("--processes %s given twice", class)
+			}
+			o.processes[class] = int32(n)
+		}
+	}
+	return nil
+}
+
 // Run discovers, plans and executes the scaling.
 func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
 		timeoutEnv: "SCALING_TIMEOUT", defaultTimeout: defaultScalingTimeout,
 		plan: func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
+			if len(o.processes) > 0 && eng.Name() != ops.EngineFoundationDB {
+				return nil, ops.Usagef("--processes applies to FoundationDB clusters only; %s/%s is %s", c.Namespace, c.Name, eng.Name())
+			}
 			s, ok := eng.(ops.Scaler)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Journal: o.unfinishedJournal(ctx, cl, c)}
+			req := ops.ScaleRequest{Data: o.data, Processes: o.processes, Journal: o.unfinishedJournal(ctx, cl, c)}
 			if o.mastersGiven {
 				m := o.Masters
 				req.Masters = &m

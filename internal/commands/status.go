@@ -64,7 +64,7 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
-	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets and the lock) until Ctrl-C or --timeout; exit 0")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets, the lock and operator resources; FoundationDB health is re-read every 2s) until Ctrl-C or --timeout; exit 0")
 	return cmd
 }
 

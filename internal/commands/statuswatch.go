@@ -4,12 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // watch prints the status, then again each time it changes, until ctx ends
@@ -36,6 +44,24 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 		return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	defer stopWatch()
+	// Health that lives only in the database (FoundationDB's status json has no watch) is read
+	// again every interval; an operator's resource (a FoundationDBCluster) is watched.
+	var tick <-chan time.Time
+	if eng, err := o.engine(ctx, cl, c); err == nil {
+		if p, ok := eng.(ops.HealthPoller); ok && p.HealthPollInterval() > 0 {
+			t := time.NewTicker(p.HealthPollInterval())
+			defer t.Stop()
+			tick = t.C
+		}
+	}
+	crChanged, stopCR, err := watchControllers(ctx, cl.Dynamic, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watching %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	defer stopCR()
 	last, printed := "", 0
 	var tw textWatch
 	for {
@@ -70,6 +96,8 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-crChanged:
+		case <-tick:
 		}
 	}
 }
@@ -78,6 +106,38 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 // groups and lock) and returns a channel that receives (coalesced) once after each change,
 // once their caches synced. stop ends them.
 func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string) (changed <-chan struct{}, stop func(), err error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	return startInformers(ctx, []cache.SharedIndexInformer{
+		factory.Core().V1().Pods().Informer(),
+		factory.Apps().V1().StatefulSets().Informer(),
+		factory.Coordination().V1().Leases().Informer(),
+	}, factory.Start, factory.Shutdown)
+}
+
+// watchControllers watches the operator resources that recreate c's pods (the
+// FoundationDBCluster of an FDB cluster: its status carries the operator's view of health);
+// the channel is nil when there are none.
+func watchControllers(ctx context.Context, dyn dynamic.Interface, c *ops.Cluster) (changed <-chan struct{}, stop func(), err error) {
+	var gvrs []schema.GroupVersionResource
+	for _, g := range c.Groups {
+		if g.Controller != nil && g.Controller.Kind == "FoundationDBCluster" && !slices.Contains(gvrs, discovery.FoundationDBClusterGVR) {
+			gvrs = append(gvrs, discovery.FoundationDBClusterGVR)
+		}
+	}
+	if dyn == nil || len(gvrs) == 0 {
+		return nil, func() {}, nil
+	}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, c.Namespace, nil)
+	var infs []cache.SharedIndexInformer
+	for _, gvr := range gvrs {
+		infs = append(infs, factory.ForResource(gvr).Informer())
+	}
+	return startInformers(ctx, infs, factory.Start, factory.Shutdown)
+}
+
+// startInformers gives infs one coalescing change channel (it receives once after any number
+// of changes), starts them and waits for their caches; stop ends them.
+func startInformers(ctx context.Context, infs []cache.SharedIndexInformer, start func(<-chan struct{}), shutdown func()) (changed <-chan struct{}, stop func(), err error) {
 	ch := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -90,27 +150,25 @@ func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string)
 		UpdateFunc: func(any, any) { notify() },
 		DeleteFunc: func(any) { notify() },
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().StatefulSets().Informer(),
-		factory.Coordination().V1().Leases().Informer(),
-	} {
+	synced := make([]cache.InformerSynced, 0, len(infs))
+	for _, inf := range infs {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return nil, nil, err
 		}
+		synced = append(synced, inf.HasSynced)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	stop = func() {
 		cancel()
-		factory.Shutdown()
+		shutdown()
 	}
-	factory.Start(wctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(wctx.Done()) {
-		if !ok {
-			stop()
-			return nil, nil, fmt.Errorf("the %v cache did not sync", typ)
+	start(wctx.Done())
+	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
+		stop()
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
 		}
+		return nil, nil, fmt.Errorf("the informer caches did not sync")
 	}
 	return ch, stop, nil
 }
@@ -195,6 +253,30 @@ func statusSignature(st *ClusterStatus) (string, error) {
 		l := *st.Lock
 		l.ServerTime = time.Time{}
 		cp.Lock = &l
+	}
+	// What changes with time alone (uptimes, seconds remaining) is not a change.
+	if h := st.Health; h != nil && (len(h.Volatile) > 0 || (h.Table != nil && len(h.Table.VolatileColumns) > 0)) {
+		hc := *h
+		hc.Details = maps.Clone(h.Details)
+		for _, k := range h.Volatile {
+			if _, ok := hc.Details[k]; ok {
+				hc.Details[k] = ""
+			}
+		}
+		if h.Table != nil {
+			tc := *h.Table
+			tc.Rows = make([][]string, len(h.Table.Rows))
+			for i, r := range h.Table.Rows {
+				tc.Rows[i] = slices.Clone(r)
+				for _, col := range h.Table.VolatileColumns {
+					if col < len(r) {
+						tc.Rows[i][col] = ""
+					}
+				}
+			}
+			hc.Table = &tc
+		}
+		cp.Health = &hc
 	}
 	b, err := json.Marshal(&cp)
 	if err != nil {

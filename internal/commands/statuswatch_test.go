@@ -67,7 +67,7 @@ func jsonDocs(t *testing.T, s string) []ClusterStatus {
 
 // startStatusWatch runs `status db --watch -o format --timeout 60s` in the background with
 // h's fakes; cancel is Ctrl-C.
-func startStatusWatch(t *testing.T, h *harness, format string) (out *notifyBuffer, errb *bytes.Buffer, done chan error, cancel context.CancelFunc) {
+func startStatusWatch(t *testing.T, h *harness, format string, configure ...func(*GlobalOptions)) (out *notifyBuffer, errb *bytes.Buffer, done chan error, cancel context.CancelFunc) {
 	t.Helper()
 	out, errb = &notifyBuffer{wrote: make(chan struct{}, 1)}, &bytes.Buffer{}
 	root := NewRootCmd(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: errb}, func(g *GlobalOptions) {
@@ -76,6 +76,9 @@ func startStatusWatch(t *testing.T, h *harness, format string) (out *notifyBuffe
 		g.Getenv = func(k string) string { return h.env[k] }
 		kc := h.env["KUBECONFIG"]
 		g.ConfigFlags.KubeConfig = &kc
+		for _, f := range configure {
+			f(g)
+		}
 	})
 	root.SetArgs([]string{"status", "db", "--watch", "-o", format, "--timeout", "60s"})
 	ctx, cancel := context.WithCancel(t.Context())

@@ -111,8 +111,8 @@ func stream(ctx context.Context, restConfig *rest.Config, u *url.URL, opts remot
 }
 
 // kwokExitStatus matches the tail of the error text produced when the exec target is not a
-// real kubelet but kwok, which runs the command locally and only reports Go's
-// "exit status N" as an internal error instead of a structured exit code.
+// real kubelet but kwok's own exec server, which runs the command locally and only reports
+// Go's "exit status N" as an internal error instead of a structured exit code.
 var kwokExitStatus = regexp.MustCompile(`(?:^|\W)exit status (\d+)$`)
 
 // exitCode extracts a process exit code from a streaming error. Real kubelets send a

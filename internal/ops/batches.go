@@ -441,6 +441,7 @@ func (rp *restartProc) verify(ctx context.Context, sc *StepContext) (err error) 
 	if !b.single {
 		sc.Progress(int64(len(b.pods)), int64(len(b.pods)), "pods", "all back")
 	}
+	sc.MarkReady()
 	if r.Gate != nil {
 		for _, pod := range b.pods {
 			if err := r.Gate.After(ctx, sc, pod); err != nil {

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -65,6 +66,9 @@ type Health struct {
 	// Table is an optional per-member view (etcd members, say) that
 	// status prints under the health line.
 	Table *Table `json:"table,omitempty"`
+	// Volatile names Details that change with time alone (seconds remaining, say): a change
+	// of theirs alone does not make `status --watch` print a new document.
+	Volatile []string `json:"-"`
 }
 
 // Table is a titled grid of strings.
@@ -72,6 +76,15 @@ type Table struct {
 	Title   string     `json:"title"`
 	Columns []string   `json:"columns"`
 	Rows    [][]string `json:"rows"`
+	// VolatileColumns are the indexes of columns that change with time alone (an uptime).
+	VolatileColumns []int `json:"-"`
+}
+
+// HealthPoller is implemented by engines whose health lives only in the database (no
+// Kubernetes object changes with it): `status --watch` re-reads their health every interval
+// besides on every change it watches.
+type HealthPoller interface {
+	HealthPollInterval() time.Duration
 }
 
 // RestartOptions is what the user asked of a rolling restart.
@@ -112,6 +125,8 @@ type ScaleRequest struct {
 	Replicas *int32
 	// Primaries is the wanted number of primaries (replicated apps).
 	Primaries *int32
+	// Processes maps FoundationDB process classes to wanted process counts (--processes).
+	Processes map[string]int32
 	// Journal is the cluster's unfinished operation record, read (without
 	// the lock) before planning; nil when there is none. An engine uses it
 	// to finish a run that crashed after its last size change, when live

@@ -75,6 +75,23 @@ type Event struct {
 	// APIRequests (done event) counts the run's Kubernetes API requests by "verb resource",
 	// plus "total".
 	APIRequests map[string]int `json:"apiRequests,omitempty"`
+	// StepTimes (done event) says where the time of each step this run finished went, in
+	// the order they finished.
+	StepTimes []StepTime `json:"stepTimes,omitempty"`
+}
+
+// StepTime is where one finished step's time went.
+type StepTime struct {
+	Step   string `json:"step"`
+	Target string `json:"target,omitempty"`
+	// Took is the whole step, from its start to its "done".
+	Took time.Duration `json:"tookNs"`
+	// Gate is from the step's pods being Ready again to its "done": what the database's
+	// gate (CrateDB: rejoin, recovery, stability; etcd: catch-up) added to the pods' start.
+	Gate time.Duration `json:"gateNs,omitempty"`
+	// CatchUp (etcd) is from the member's pod being Ready to its raft index reaching the
+	// leader's.
+	CatchUp time.Duration `json:"catchUpNs,omitempty"`
 }
 
 // StepRef identifies a plan step inside events.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,10 @@ type Executor struct {
 	podsMu  sync.Mutex
 	podsCtx context.Context
 	ownPods map[string]*kube.Pods // started by this run, by namespace
+
+	// stepTimes are the finished steps' times, for the done event.
+	timesMu   sync.Mutex
+	stepTimes []StepTime
 }
 
 // Run executes p. The returned error maps to an exit code via ExitCode.
@@ -235,6 +240,7 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 				ev.Error, ev.ReasonCode = "saving the operation journal: "+serr.Error(), ReasonOf(serr)
 			})
 		} else {
+			e.noteStepTime(d.sc, d.ref)
 			e.emitStep(EventStepDone, d.ref, nil)
 		}
 	}
@@ -586,7 +592,7 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 // the UIDs a restart deletes) and names the next step current, so the next step needs no
 // write of its own before its action.
 func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef, next, after *Step) error {
-	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e}
+	sc := &StepContext{Step: s, Ref: ref, LockID: e.lockID(), journal: j, exec: e, started: e.Clock.Now()}
 	deferred := false
 	defer func() {
 		if !deferred {
@@ -692,8 +698,24 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 		}
 	}
 	sc.waitAudits() // written beside the journal write above; "done" only once both are
+	e.noteStepTime(sc, ref)
 	e.emitStep(EventStepDone, ref, nil)
 	return nil
+}
+
+// noteStepTime records where a finished step's time went, for the done event.
+func (e *Executor) noteStepTime(sc *StepContext, ref StepRef) {
+	now := e.Clock.Now()
+	t := StepTime{Step: ref.ID, Target: ref.Target, CatchUp: sc.catchUp}
+	if !sc.started.IsZero() {
+		t.Took = now.Sub(sc.started)
+	}
+	if !sc.readyAt.IsZero() {
+		t.Gate = now.Sub(sc.readyAt)
+	}
+	e.timesMu.Lock()
+	e.stepTimes = append(e.stepTimes, t)
+	e.timesMu.Unlock()
 }
 
 // deferDoneOnLoss handles a finished step whose "done" write failed with err. When the write
@@ -877,6 +899,9 @@ func (e *Executor) emitDone(outcome string, err error) {
 	if e.Requests != nil {
 		ev.APIRequests = e.Requests.Snapshot()
 	}
+	e.timesMu.Lock()
+	ev.StepTimes = slices.Clone(e.stepTimes)
+	e.timesMu.Unlock()
 	if err != nil {
 		ev.Error, ev.ReasonCode = err.Error(), ReasonOf(err)
 		ev.Resume, ev.ResumeArgv = e.resumeHint(outcome, err)

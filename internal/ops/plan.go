@@ -148,7 +148,24 @@ type StepContext struct {
 	exec    *Executor
 	// pending are the events AuditAsync is writing; the executor waits for them.
 	pending []*pendingAudit
+	// started is when the step began; readyAt when its pods were Ready again (MarkReady);
+	// catchUp what RecordCatchUp reported. They make the done event's StepTimes.
+	started time.Time
+	readyAt time.Time
+	catchUp time.Duration
 }
+
+// MarkReady notes that the step's pods are Ready again: the time from here to the step's
+// "done" is its gate time (Event.StepTimes). Called from the step's goroutine.
+func (sc *StepContext) MarkReady() {
+	if sc.exec != nil {
+		sc.readyAt = sc.exec.Clock.Now()
+	}
+}
+
+// RecordCatchUp notes how long a member took, once Ready, to catch up with its leader; for
+// a step of several members, the longest counts.
+func (sc *StepContext) RecordCatchUp(d time.Duration) { sc.catchUp = max(sc.catchUp, d) }
 
 // Get reads a journal value ("" when unset).
 func (sc *StepContext) Get(key string) string {

@@ -39,6 +39,13 @@ type ReplaceRequest struct {
 	Reasons map[string]string
 	// Args is the canonical rendering of the request for the journal.
 	Args string
+	// NoExclusion removes without moving the data away first (FoundationDB
+	// processGroupsToRemoveWithoutExclusion); Force is --force, which it needs.
+	NoExclusion, Force bool
+	// Journal is the unfinished journal of this same request (nil when there is none): an
+	// engine that tracks what it replaces by identities the pods lose (FoundationDB process
+	// groups) reads them back from it.
+	Journal *Journal
 }
 
 // ReplaceHooks add an engine's steps around the recreation of one batch:

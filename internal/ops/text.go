@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -165,6 +166,13 @@ func (e Event) Printable() Event {
 		p(&st.Target)
 		p(&st.Description)
 		e.Step = &st
+	}
+	if len(e.StepTimes) > 0 {
+		e.StepTimes = slices.Clone(e.StepTimes)
+		for i := range e.StepTimes {
+			p(&e.StepTimes[i].Step)
+			p(&e.StepTimes[i].Target)
+		}
 	}
 	if e.Progress != nil {
 		pr := *e.Progress

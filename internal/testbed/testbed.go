@@ -143,6 +143,10 @@ type Testbed struct {
 	stopSignals chan struct{}
 	// stopReaper ends RunReaper's informers (nil when detached).
 	stopReaper context.CancelFunc
+	// nodeListener is reserved for the node server (nodeserver.go) until it serves;
+	// nodeServer is nil when detached (the sandbox runs it, RunNodeServer).
+	nodeListener net.Listener
+	nodeServer   *nodeServer
 }
 
 // StartT starts a testbed for a test and stops it in t.Cleanup. On failure of the test the
@@ -242,6 +246,17 @@ func (tb *Testbed) start(ctx context.Context) error {
 		return err
 	}
 	etcdClient, etcdPeer, apiPort, kwokPort := ports[0], ports[1], ports[2], ports[3]
+	// The kubelet API port the nodes announce is the node server's, held from here on.
+	if tb.nodeListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return fmt.Errorf("node server port: %w", err)
+	}
+	nodePort := tb.nodeListener.Addr().(*net.TCPAddr).Port
+	nodeCfg := nodeServerConfig{
+		Listen: tb.nodeListener.Addr().String(),
+		Kwok:   "127.0.0.1:" + strconv.Itoa(kwokPort),
+		Path:   tb.kwokPath(),
+		Home:   filepath.Join(tb.Dir, "kwok-home"),
+	}
 	tb.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	if err := tb.writeKubeconfig(); err != nil {
 		return err
@@ -326,6 +341,9 @@ func (tb *Testbed) start(ctx context.Context) error {
 	if err := tb.createNodes(ctx); err != nil {
 		return err
 	}
+	if err := tb.startNodeServer(ctx, nodeCfg); err != nil {
+		return err
+	}
 
 	commonKube := []string{
 		"--kubeconfig=" + tb.KubeconfigPath,
@@ -363,11 +381,12 @@ func (tb *Testbed) start(ctx context.Context) error {
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
 		"--node-ip=127.0.0.1",
 		"--node-name=localhost",
-		"--node-port="+strconv.Itoa(kwokPort),
+		// The nodes announce the node server's port; kwok serves behind it.
+		"--node-port="+strconv.Itoa(nodePort),
 		"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort),
 		"--tls-cert-file="+tb.pki.Cert,
 		"--tls-private-key-file="+tb.pki.Key,
-		"--node-lease-duration-seconds=40",
+		"--node-lease-duration-seconds="+strconv.Itoa(int(nodeLeaseDuration/time.Second)),
 		"--cidr=10.244.0.0/16",
 		"--enable-crds="+strings.Join(kwokCRDKinds, ","),
 	); err != nil {
@@ -398,6 +417,10 @@ func (tb *Testbed) start(ctx context.Context) error {
 	}
 	return tb.checkAlive()
 }
+
+// nodeLeaseDuration is the kwok nodes' lease duration; kwok renews a lease every quarter of
+// it, as a kubelet does with its own.
+const nodeLeaseDuration = 40 * time.Second
 
 // freePorts reserves n distinct free loopback ports. They are released before the components
 // bind them; holding all listeners until the end at least keeps them distinct.
@@ -441,18 +464,38 @@ func (tb *Testbed) env(name string) []string {
 	if name != "kwok" {
 		return env
 	}
+	return kwokEnv(env, tb.kwokPath(), filepath.Join(tb.Dir, "kwok-home"))
+}
+
+// kwokPath is the PATH of kwok and of the programs the node server execs.
+func (tb *Testbed) kwokPath() string {
 	pathParts := append([]string{tb.shimDir}, tb.opts.ExtraPath...)
 	pathParts = append(pathParts, os.Getenv("PATH"))
-	out := make([]string, 0, len(env)+2)
-	for _, e := range env {
-		if strings.HasPrefix(e, "PATH=") || strings.HasPrefix(e, "HOME=") {
-			continue
-		}
-		out = append(out, e)
+	return strings.Join(pathParts, string(os.PathListSeparator))
+}
+
+// startNodeServer serves the nodes' kubelet API in this process, or, for a detached test bed,
+// records what RunNodeServer needs and frees the port for it.
+func (tb *Testbed) startNodeServer(ctx context.Context, cfg nodeServerConfig) error {
+	if err := writeNodeServerConfig(tb.Dir, cfg); err != nil {
+		return err
 	}
-	return append(out,
-		"PATH="+strings.Join(pathParts, string(os.PathListSeparator)),
-		"HOME="+filepath.Join(tb.Dir, "kwok-home"))
+	if tb.opts.Detached {
+		err := tb.nodeListener.Close()
+		tb.nodeListener = nil
+		if err != nil {
+			return fmt.Errorf("node server port: %w", err)
+		}
+		return nil
+	}
+	ns, err := startNodeServer(ctx, tb.nodeListener, cfg, tb.pki, tb.Dynamic, tb.opts.logf)
+	if err != nil {
+		return err
+	}
+	tb.mu.Lock()
+	tb.nodeServer, tb.nodeListener = ns, nil
+	tb.mu.Unlock()
+	return nil
 }
 
 func (tb *Testbed) checkAlive() error {
@@ -651,6 +694,15 @@ func (tb *Testbed) Stop() error {
 		}
 		if tb.stopReaper != nil {
 			tb.stopReaper()
+		}
+		tb.mu.Lock()
+		ns, nl := tb.nodeServer, tb.nodeListener
+		tb.mu.Unlock()
+		if ns != nil {
+			ns.stop()
+		}
+		if nl != nil {
+			_ = nl.Close()
 		}
 
 		// Reverse start order: the API server shuts down in about a second while etcd is up,

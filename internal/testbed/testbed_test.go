@@ -15,13 +15,13 @@ func TestKwokConfigHasAllStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pvc-provision", "pv-bind", "pv-delete", "pvc-delete", "pod-container-crash"} {
+	for _, name := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pvc-provision", "pv-bind", "pv-delete", "pvc-delete", "pod-container-crash", "pod-ready-resync"} {
 		if !strings.Contains(string(cfg), "name: "+name+"\n") {
 			t.Errorf("stage %s missing from kwok config", name)
 		}
 	}
-	if got := strings.Count(string(cfg), "kind: Stage\n"); got != 9 {
-		t.Errorf("config has %d Stage documents, want 9", got)
+	if got := strings.Count(string(cfg), "kind: Stage\n"); got != 10 {
+		t.Errorf("config has %d Stage documents, want 10", got)
 	}
 	// Deletion is the reaper's (reaper.go): kwok's stage deletes by name, without a UID.
 	if strings.Contains(string(cfg), "name: pod-delete\n") {

@@ -164,6 +164,7 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		return "WARNING: " + oneLine(msg) + "\n"
 	case ops.EventDone:
 		s := "done: " + oneLine(outcomeText(e)) + "\n"
+		s += stepTimesLines(stamp, e.StepTimes)
 		if e.Resume != "" {
 			// Resume is a complete sentence ("re-run the same command to
 			// resume: ..."); a line of its own keeps it easy to copy.
@@ -227,4 +228,30 @@ func FailedLabel(reasonCode string) string {
 	default:
 		return "FAILED"
 	}
+}
+
+// stepTimesLines says where the steps' time went, one line per kind of time any step has:
+// the gate (pods Ready to step done) and an etcd member's catch-up with its leader.
+func stepTimesLines(stamp string, times []ops.StepTime) string {
+	var gate, catchUp []string
+	for _, t := range times {
+		name := t.Target
+		if name == "" {
+			name = t.Step
+		}
+		if t.Gate > 0 {
+			gate = append(gate, name+" "+t.Gate.Round(time.Millisecond).String())
+		}
+		if t.CatchUp > 0 {
+			catchUp = append(catchUp, name+" "+t.CatchUp.Round(time.Millisecond).String())
+		}
+	}
+	var b strings.Builder
+	if len(gate) > 0 {
+		b.WriteString(stamp + " gate time (pods Ready to step done): " + strings.Join(gate, ", ") + "\n")
+	}
+	if len(catchUp) > 0 {
+		b.WriteString(stamp + " catch-up time (pod Ready to raft index at the leader's): " + strings.Join(catchUp, ", ") + "\n")
+	}
+	return b.String()
 }

@@ -239,8 +239,8 @@ func TestCrateDBScaleDownThenFullRestart(t *testing.T) {
 
 // TestCrateDBBootstrapIgnoresLicenseOn510: CrateDB 5.10 has no licenses: bootstrap says that
 // --license-secret is ignored and sends no SET LICENSE. (With the system user in place,
-// as the operator leaves it, no crash runs: the version is read over PostgreSQL. The
-// crash path needs exec stdin with an end, which kwok does not give; see the unit tests.)
+// as the operator leaves it, no crash runs: the version is read over PostgreSQL; the crash
+// path is TestCrateDBBootstrap's.)
 func TestCrateDBBootstrapIgnoresLicenseOn510(t *testing.T) {
 	x := newCrateEnv(t, true)
 	license, appPW := "LIC-"+randomHex(t, 16), "app-"+randomHex(t, 10)

@@ -170,6 +170,9 @@ type crateSetup struct {
 	realNodes bool
 	// awareness starts every node with -Ccluster.routing.allocation.awareness.attributes.
 	awareness string
+	// shardSize, when set, makes the simulator's copies recover at
+	// indices.recovery.max_bytes_per_sec (cratedbsim.Config.ShardSize).
+	shardSize int64
 }
 
 func newCrateEnvWith(t *testing.T, cs crateSetup) *crateEnv {
@@ -190,9 +193,11 @@ func newCrateEnvWith(t *testing.T, cs crateSetup) *crateEnv {
 		if _, err := x.fixture().Image(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, x.fixture().DiscoveryService(), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create discovery service: %v", err)
-		}
+	}
+	// The nodes find each other through its SRV records (-Cdiscovery.srv.query), on kwok as on
+	// real nodes.
+	if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, x.fixture().DiscoveryService(), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create discovery service: %v", err)
 	}
 	for _, sts := range x.fixture().StatefulSets() {
 		if _, err := bed.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
@@ -250,6 +255,7 @@ func (x *crateEnv) startSim(cs crateSetup) {
 		TickInterval: 100 * time.Millisecond,
 		Logf:         x.simLog.logf,
 		Chaos:        cs.chaos,
+		ShardSize:    cs.shardSize,
 	}
 	if cs.realNodes {
 		ip, iface, err := bed.RealNodePodGateway()
@@ -433,12 +439,28 @@ func (x *crateEnv) privileges(user string) int64 {
 	return n
 }
 
-// TestCrateDBBootstrap would run case 1 on kwok. Statements with passwords go to crash on
-// stdin, and crash runs them only once stdin ends; kwok's exec never ends stdin
-// (hack/testbed/README.md). TestRealNodeCrateDBBootstrap runs the case on real kubelet nodes,
-// with crash in the container; the unit tests cover the statement sequence.
+// TestCrateDBBootstrap is bootstrap case 1 on kwok: the password statements reach crash on its
+// stdin through the test bed's exec, which ends stdin as a kubelet does
+// (internal/testbed/nodeserver.go), so crash runs them. The system user exists already with
+// another password (the Secret changed since): CREATE USER fails with the version's
+// already-exists error and bootstrap sets the Secret's password with ALTER USER, which the
+// simulator's statement log shows; no password is in an exec argument the API server recorded.
+// Before the node server it hung until its deadline ("context deadline exceeded; output:
+// CONNECT OK"). TestRealNodeCrateDBBootstrap runs the same case over a real kubelet.
 func TestCrateDBBootstrap(t *testing.T) {
-	t.Skip("kwok's exec never ends stdin, which crash reads to EOF before it runs password statements; covered on real nodes by TestRealNodeCrateDBBootstrap")
+	for _, tc := range []struct {
+		name, version string
+		layout        bedwire.Layout
+		license       bool
+	}{
+		{"v5-2-operator-names", "5.2.11", bedwire.LayoutOperator, true},
+		{"v5-10-pod-names", "5.10.3", bedwire.LayoutPodName, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newCrateEnvWith(t, crateSetup{layout: tc.layout, version: tc.version})
+			testCrateDBBootstrap(t, x, tc.license, "old-"+randomHex(t, 12))
+		})
+	}
 }
 
 // testCrateDBBootstrap is case 1 on x: license first (before 5.3; from 5.3 --license-secret

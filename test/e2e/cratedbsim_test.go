@@ -29,6 +29,9 @@ func crateSimFixture(t *testing.T, ns string, f bedwire.Fixture, chaos cratedbsi
 	t.Helper()
 	ctx := t.Context()
 	f.Namespace = ns
+	if _, err := bed.Client.CoreV1().Services(ns).Create(ctx, f.DiscoveryService(), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create discovery service: %v", err)
+	}
 	for _, sts := range f.StatefulSets() {
 		if _, err := bed.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create statefulset %s: %v", sts.Name, err)

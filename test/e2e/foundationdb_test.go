@@ -31,11 +31,11 @@ func fdbModel(t *testing.T, ns string, b interface{ Cluster(string) *fdbsim.Clus
 }
 
 // fdbMutations are the commands that changed the simulated cluster, run from pods (the
-// operator's own are left out).
+// operator's own are left out, except the maintenance checker's "maintenance off").
 func fdbMutations(m *fdbsim.Cluster) []string {
 	var out []string
 	for _, e := range m.Log() {
-		if e.Client == "operator" || !e.OK {
+		if (e.Client == "operator" && e.Command != "maintenance off") || !e.OK {
 			continue
 		}
 		if strings.HasPrefix(e.Command, "kill ") || strings.HasPrefix(e.Command, "maintenance on") || e.Command == "maintenance off" {
@@ -117,6 +117,9 @@ func checkMaintenanceDiscipline(t *testing.T, m *fdbsim.Cluster, muts []string, 
 	}
 	if z, _ := m.MaintenanceZone(); z != "" {
 		t.Fatalf("maintenance zone %s left after the run", z)
+	}
+	if d := m.DegradedStorage(); len(d) != 0 {
+		t.Fatalf("storage processes failed outside a maintenance zone: %q", d)
 	}
 	if !wantKills && slices.ContainsFunc(muts, func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
 		t.Fatalf("--method pod sent kills: %q", muts)

@@ -278,57 +278,19 @@ func TestStatusWatchSeesChanges(t *testing.T) {
 	env := cliEnv(t)
 	ctx, cancel := context.WithTimeout(t.Context(), cliTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, dbopsBinary(t), "status", webCluster, "-n", ns, "--watch", "-o", "json", "--timeout", "2m")
-	cmd.Env = env
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	t.Cleanup(func() {
-		if !exited {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	w := startJSONWatch(ctx, t, env, "status", webCluster, "-n", ns, "--watch", "-o", "json", "--timeout", "2m")
 	type doc struct {
 		Kind string `json:"kind"`
 		Lock struct {
 			Holder string `json:"holder"`
 		} `json:"lock"`
 	}
-	docs := make(chan doc, 16)
-	go func() {
-		defer close(docs)
-		dec := json.NewDecoder(out)
-		for {
-			var d doc
-			if err := dec.Decode(&d); err != nil {
-				if !errors.Is(err, io.EOF) {
-					t.Errorf("decoding the watch output: %v", err)
-				}
-				return
-			}
-			docs <- d
-		}
-	}()
-	next := func(what string) doc {
+	next := func(what string) (d doc) {
 		t.Helper()
-		select {
-		case d, ok := <-docs:
-			if !ok {
-				t.Fatalf("watch output ended before %s; stderr: %s", what, stderr.String())
-			}
-			return d
-		case <-ctx.Done():
-			t.Fatalf("no document for %s", what)
+		if err := json.Unmarshal(w.next(what), &d); err != nil {
+			t.Fatal(err)
 		}
-		return doc{}
+		return d
 	}
 	if d := next("the first status"); d.Kind != "ClusterStatus" || d.Lock.Holder != "" {
 		t.Fatalf("first document %+v", d)
@@ -338,14 +300,82 @@ func TestStatusWatchSeesChanges(t *testing.T) {
 	}
 	for d := next("the lock taken"); d.Lock.Holder != "bob"; d = next("the lock taken") {
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if code := w.interrupt(); code != 0 {
+		t.Errorf("status --watch after SIGINT: exit %d; stderr: %s", code, w.stderr.String())
+	}
+}
+
+// jsonWatch is a running `kubectl-dbops ... -o json` that prints a stream of documents.
+type jsonWatch struct {
+	t      *testing.T
+	ctx    context.Context
+	cmd    *exec.Cmd
+	stderr *strings.Builder
+	docs   chan json.RawMessage
+	exited bool
+}
+
+// startJSONWatch starts the CLI with args and decodes its stdout as JSON documents; the
+// process is killed when the test ends unless interrupt ended it.
+func startJSONWatch(ctx context.Context, t *testing.T, env []string, args ...string) *jsonWatch {
+	t.Helper()
+	w := &jsonWatch{t: t, ctx: ctx, cmd: exec.CommandContext(ctx, dbopsBinary(t), args...), stderr: &strings.Builder{}, docs: make(chan json.RawMessage, 16)}
+	w.cmd.Env = env
+	w.cmd.Stderr = w.stderr
+	out, err := w.cmd.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	for range docs {
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	err = cmd.Wait()
-	exited = true
-	if code := cliExitCode(t, err); code != 0 {
-		t.Errorf("status --watch after SIGINT: exit %d; stderr: %s", code, stderr.String())
+	t.Cleanup(func() {
+		if !w.exited {
+			_ = w.cmd.Process.Kill()
+			_ = w.cmd.Wait()
+		}
+	})
+	go func() {
+		defer close(w.docs)
+		dec := json.NewDecoder(out)
+		for {
+			var d json.RawMessage
+			if err := dec.Decode(&d); err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+					t.Errorf("decoding the watch output: %v", err)
+				}
+				return
+			}
+			w.docs <- d
+		}
+	}()
+	return w
+}
+
+// next is the next document; the test fails if the output ends or the context first.
+func (w *jsonWatch) next(what string) json.RawMessage {
+	w.t.Helper()
+	select {
+	case d, ok := <-w.docs:
+		if !ok {
+			w.t.Fatalf("watch output ended before %s; stderr: %s", what, w.stderr.String())
+		}
+		return d
+	case <-w.ctx.Done():
+		w.t.Fatalf("no document for %s", what)
 	}
+	return nil
+}
+
+// interrupt sends SIGINT, reads the rest of the output and returns the exit code.
+func (w *jsonWatch) interrupt() int {
+	w.t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		w.t.Fatal(err)
+	}
+	for range w.docs {
+	}
+	err := w.cmd.Wait()
+	w.exited = true
+	return cliExitCode(w.t, err)
 }

@@ -18,6 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
@@ -251,21 +254,60 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func TestExecPassesStdin(t *testing.T) {
+// TestExecEndsStdin: an exec on a kwok pod delivers its stdin and then its end, as a kubelet
+// does, over both of client-go's protocols (websocket v5, whose CLOSE signal the API server
+// turns into the end of the kubelet's stdin stream, and SPDY, which closes that stream), so a
+// program that reads stdin to EOF (cat, crash) finishes; its exit code arrives structured.
+// Before the test bed's node server (internal/testbed/nodeserver.go) kwok never ended the
+// process's stdin and every case here hung until its deadline.
+func TestExecEndsStdin(t *testing.T) {
 	ns := newNamespace(t)
 	createStatefulSet(t, ns, "stdin", 1)
 	const pod = "stdin-0"
 	if err := bed.SetExec(t.Context(), ns, pod, testbed.ExecTarget{}); err != nil {
 		t.Fatalf("set exec mapping: %v", err)
 	}
-	// kwok never signals the end of stdin, so the program must stop reading on its own
-	// (head -n1 stops after one line; cat would hang).
-	stdout, _, err := kube.Exec(t.Context(), bed.RESTConfig, bed.Client, ns, pod, "", []string{"head", "-n1"}, strings.NewReader("first line\nsecond line\n"))
-	if err != nil {
-		t.Fatalf("exec: %v", err)
-	}
-	if string(stdout) != "first line\n" {
-		t.Errorf("stdout = %q, want %q", stdout, "first line\n")
+	const input = "first line\nsecond line\n"
+	for _, tc := range []struct {
+		name     string
+		argv     []string
+		stdout   string
+		exitCode int
+	}{
+		{"cat", []string{"cat"}, input, 0},
+		{"count after EOF", []string{"sh", "-c", "wc -l; exit 3"}, "2\n", 3},
+	} {
+		for _, proto := range []string{"websocket", "spdy"} {
+			t.Run(tc.name+"/"+proto, func(t *testing.T) {
+				// Bounded: without the end of stdin the command never finishes.
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				defer cancel()
+				req := bed.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+					VersionedParams(&corev1.PodExecOptions{Command: tc.argv, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+				var ex remotecommand.Executor
+				var err error
+				if proto == "websocket" {
+					ex, err = remotecommand.NewWebSocketExecutor(bed.RESTConfig, "GET", req.URL().String())
+				} else {
+					ex, err = remotecommand.NewSPDYExecutor(bed.RESTConfig, "POST", req.URL())
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out, errOut strings.Builder
+				err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader(input), Stdout: &out, Stderr: &errOut})
+				var code utilexec.ExitError
+				switch {
+				case tc.exitCode == 0 && err != nil:
+					t.Fatalf("exec: %v (stderr %q)", err, errOut.String())
+				case tc.exitCode != 0 && (!errors.As(err, &code) || code.ExitStatus() != tc.exitCode):
+					t.Fatalf("exec: %v, want a structured exit code %d", err, tc.exitCode)
+				}
+				if strings.TrimSpace(out.String()) != strings.TrimSpace(tc.stdout) {
+					t.Errorf("stdout = %q, want %q", out.String(), tc.stdout)
+				}
+			})
+		}
 	}
 }
 

@@ -45,9 +45,16 @@ type Config struct {
 	// (zero = user-system-<cluster>/password, the operator's Secret).
 	SystemPassword SecretRef
 	// HealthChecks green checks in a row, HealthInterval apart, pass a
-	// restarted pod's gate.
+	// replaced pod's gate, a master-eligible removal's, and with GreenInARow
+	// a restarted pod's.
 	HealthChecks   int
 	HealthInterval time.Duration
+	// GreenInARow makes a restart gate the crate-operator's rule (HealthChecks
+	// green readings in a row) instead of the evidence gate (gate.go).
+	GreenInARow bool
+	// StableFor is how long the evidence gate's readings must hold (default
+	// DefaultStableFor).
+	StableFor time.Duration
 	// PollInterval paces database polls (node back, shards drained).
 	PollInterval time.Duration
 	// PollErrors is how many database errors in a row a wait tolerates.
@@ -91,6 +98,9 @@ func New(deps ops.EngineDeps, cfg Config) (*Engine, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.StableFor <= 0 {
+		cfg.StableFor = DefaultStableFor
 	}
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = DefaultQueryTimeout
@@ -306,7 +316,25 @@ func (g *restartGate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		}
 	}
 	g.wrapPrecheck(s, pod)
+	g.stageMark(s, pod.Name)
 	return nil
+}
+
+// stageMark makes the step's Prepare (run while the step before finishes) stage the gate's
+// mark, so it rides on the journal write that already carries the pod's UID and Before needs
+// no write of its own: one API request less per pod. A mark staged for a step that then never
+// runs only makes a failure or a resumed run re-enable allocation, which is idempotent.
+func (g *restartGate) stageMark(s *ops.Step, pod string) {
+	inner := s.Prepare
+	if inner == nil {
+		return
+	}
+	s.Prepare = func(sc *ops.StepContext) {
+		inner(sc)
+		if sc.Get(gateKey(pod)) == "" {
+			sc.Stage(gateKey(pod), "pending")
+		}
+	}
 }
 
 // sqlErr names the statement that failed (statements carry no secrets:
@@ -378,17 +406,27 @@ func cellBool(rows [][]any, col int) bool {
 // fails. Database state cannot be watched; the first check runs at once.
 // Database polls go through pollDB, which rides out transient errors.
 func wait(ctx context.Context, interval time.Duration, check func() (bool, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	return waitBackoff(ctx, interval, interval, check)
+}
+
+// waitBackoff is wait with the interval starting at first and doubling up to last; the
+// first check runs at once.
+func waitBackoff(ctx context.Context, first, last time.Duration, check func() (bool, error)) error {
+	interval := first
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
 	for {
 		done, err := check()
 		if err != nil || done {
 			return err
 		}
+		timer.Reset(interval)
+		interval = min(interval*2, max(last, first))
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-t.C:
+		case <-timer.C:
 		}
 	}
 }
@@ -397,8 +435,11 @@ func wait(ctx context.Context, interval time.Duration, check func() (bool, error
 // Config.PollErrors failures in a row (a master election, a node joining,
 // the connection's pod going away) are reported and retried; more, or a
 // usage error, end the wait.
+//
+// It polls with a backoff from gateFirstPoll up to PollInterval: what it waits for (a node
+// joining, shards moving) is often there within a fraction of the interval.
 func (e *Engine) pollDB(ctx context.Context, sc *ops.StepContext, check func() (bool, error)) error {
-	return e.pollDBEvery(ctx, sc, e.cfg.PollInterval, check)
+	return e.pollDBBackoff(ctx, sc, min(gateFirstPoll, e.cfg.PollInterval), e.cfg.PollInterval, check)
 }
 
 // execDB runs an idempotent statement, retrying transient errors like
@@ -409,9 +450,15 @@ func (e *Engine) execDB(ctx context.Context, sc *ops.StepContext, c *ops.Cluster
 	})
 }
 
+// pollDBEvery is pollDB at a fixed interval (the crate-operator's health checks).
 func (e *Engine) pollDBEvery(ctx context.Context, sc *ops.StepContext, interval time.Duration, check func() (bool, error)) error {
+	return e.pollDBBackoff(ctx, sc, interval, interval, check)
+}
+
+// pollDBBackoff is pollDB with its first interval first, doubled after each poll up to last.
+func (e *Engine) pollDBBackoff(ctx context.Context, sc *ops.StepContext, first, last time.Duration, check func() (bool, error)) error {
 	failures := 0
-	return wait(ctx, interval, func() (bool, error) {
+	return waitBackoff(ctx, first, last, func() (bool, error) {
 		done, err := check()
 		if err == nil {
 			failures = 0

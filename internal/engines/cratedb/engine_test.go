@@ -65,7 +65,8 @@ func engine(client *fake.Clientset, db *cratedbtest.DB, x kube.Executor) *crated
 	if x == nil {
 		x = db.Execer()
 	}
-	e, err := cratedb.New(ops.EngineDeps{Client: client, Exec: x}, cratedb.Config{Connector: db.Connector(), HealthChecks: 2, HealthInterval: time.Millisecond, PollInterval: time.Millisecond})
+	e, err := cratedb.New(ops.EngineDeps{Client: client, Exec: x}, cratedb.Config{Connector: db.Connector(), HealthChecks: 2, HealthInterval: time.Millisecond, PollInterval: time.Millisecond,
+		StableFor: time.Millisecond})
 	if err != nil {
 		panic(err)
 	}

@@ -42,21 +42,29 @@ func (g *restartGate) node(p ops.Pod) string { return g.nodes.label(p.Name) }
 // Describe implements ops.RestartGate.
 func (g *restartGate) Describe(p ops.Pod) ([]string, []string) {
 	n := g.e.cfg.HealthChecks
+	settle := fmt.Sprintf("wait: %s in sys.nodes, every node in, allocation all, green, a master, no shard INITIALIZING or RELOCATING, held for %s (%s; %s; %s; %s; %s)",
+		g.node(p), g.e.cfg.StableFor, sqlNodes, sqlAllocEnable, sqlMaxSeverity, sqlMasterNode, sqlShardsBusy)
+	if g.e.cfg.GreenInARow {
+		settle = fmt.Sprintf("wait: green %d times in a row, %s apart (the crate-operator's rule; %s; %s; %s)", n, g.e.cfg.HealthInterval, sqlNodeCount, sqlMaxSeverity, sqlMasterNode)
+	}
 	return []string{"a database connection through another Ready pod"},
 		[]string{
 			sqlAllocPrimaries,
 			fmt.Sprintf("wait: %s back in sys.nodes (%s; matched to the new pod by -Cnode.name, hostname and IP)", g.node(p), sqlNodes),
 			sqlAllocReset,
-			fmt.Sprintf("wait: green %d times in a row, %s apart (%s; %s; %s)", n, g.e.cfg.HealthInterval, sqlNodeCount, sqlMaxSeverity, sqlMasterNode),
+			settle,
 		}
 }
 
 // Before implements ops.RestartGate.
 func (g *restartGate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
 	g.startStatements(p.Name)
-	// Durable before allocation changes.
-	if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
-		return err
+	// Durable before allocation changes: normally staged by the step's Prepare and written
+	// with the step before's "done" (or the run's first write), else written now.
+	if sc.Get(gateKey(p.Name)) == "" {
+		if err := sc.Set(ctx, gateKey(p.Name), "pending"); err != nil {
+			return err
+		}
 	}
 	// Never talk through the pod about to be deleted.
 	if err := g.e.execDB(ctx, sc, g.c, []string{p.Name}, sqlAllocPrimaries); err != nil {
@@ -86,13 +94,18 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 	}
 	sc.Audit(ctx, livePodRef(sc, g.e.client, g.c, p), "DbopsAllocationEnabled",
 		fmt.Sprintf("reset cluster.routing.allocation.enable after pod %s rejoined as %s", p.Name, node))
-	if err := e.greenInARow(ctx, sc, g.c, expectedNodes(g.c)); err != nil {
+	if e.cfg.GreenInARow {
+		err = e.greenInARow(ctx, sc, g.c, expectedNodes(g.c))
+	} else {
+		err = e.waitSettled(ctx, sc, g.c, p.Name)
+	}
+	if err != nil {
 		return err
 	}
 	// Written with the step's "done": a crash before that re-runs this (idempotent) gate.
 	sc.Stage(gateKey(p.Name), "")
 	if n, ok := g.statementsSince(p.Name); ok {
-		sc.Progress(n, n, "statements", fmt.Sprintf("%d SQL statements for pod %s (allocation, rejoin and green checks)", n, p.Name))
+		sc.Progress(n, n, "statements", fmt.Sprintf("%d SQL statements for pod %s (allocation, rejoin and settle checks)", n, p.Name))
 	}
 	return nil
 }

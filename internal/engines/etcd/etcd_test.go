@@ -722,3 +722,54 @@ func TestRecreateEventOnNewIncarnation(t *testing.T) {
 			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.InvolvedObject.UID, e.Message, live.UID)
 	}
 }
+
+// A restarted member's step ends only once it is caught up with the leader, and the done
+// event reports how long that took after its pod was Ready (stepTimes catchUpNs).
+func TestRestartWaitsForCatchUpAndReportsIt(t *testing.T) {
+	f := newFakeEtcd(3, 0)
+	for _, m := range f.members {
+		m.index = 5000 // far ahead of a lagging answer's index 0
+	}
+	fx := newFixture(t, 3, f, nil)
+	fakecluster.Start(t, fx.client, testNS)
+	p, err := fx.eng.PlanRestart(context.Background(), fx.c, ops.RestartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.lagReads = map[string]int{"etcd-1": 3}
+	f.mu.Unlock()
+	rec := &ops.Recorder{}
+	if err := (&ops.Executor{LockID: "test", Sink: rec}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	left := f.lagReads["etcd-1"]
+	f.mu.Unlock()
+	if left != 0 {
+		t.Errorf("etcd-1 still had %d lagging answers to give: the gate did not wait for its catch-up", left)
+	}
+	waited := false
+	var done ops.Event
+	for _, e := range rec.Events() {
+		if e.Type == ops.EventStepWaiting && strings.Contains(e.Reason, "member etcd-1 catching up") {
+			waited = true
+		}
+		if e.Type == ops.EventDone {
+			done = e
+		}
+	}
+	if !waited {
+		t.Error("no waiting event for etcd-1 catching up")
+	}
+	var got []string
+	for _, st := range done.StepTimes {
+		if st.CatchUp <= 0 || st.Gate < st.CatchUp {
+			t.Errorf("step %s: catch-up %s, gate %s; want a positive catch-up within the gate time", st.Step, st.CatchUp, st.Gate)
+		}
+		got = append(got, st.Step)
+	}
+	if want := []string{"restart/etcd-1", "restart/etcd-2", "restart/etcd-0"}; !slices.Equal(got, want) {
+		t.Errorf("stepTimes for %v, want %v", got, want)
+	}
+}

@@ -62,6 +62,9 @@ type fakeEtcd struct {
 	noStty bool
 	// memberOfPod names the member a pod runs when it is not named after the pod.
 	memberOfPod map[string]string
+	// lagReads makes the named member report a raft index far behind the leader's in that
+	// many of the endpoint status answers that include it (a restarted member catching up).
+	lagReads map[string]int
 }
 
 type fakeExec struct {
@@ -145,13 +148,13 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, in i
 			return nil, nil, exitErr(pod, "fake: password given as an argument")
 		}
 		if f.noStty {
-			return []byte(passwordPrompt + " \n"), nil, exitErr(pod, "stty binary not found:\n\texec: \"stty\": executable file not found in $PATH")
+			return []byte(etcdctlPrompt + " \n"), nil, exitErr(pod, "stty binary not found:\n\texec: \"stty\": executable file not found in $PATH")
 		}
-		prompt = []byte(passwordPrompt + " \n")
+		prompt = []byte(etcdctlPrompt + " \n")
 		line, _, _ := strings.Cut(string(stdin), "\n")
 		switch {
 		case f.rootPassword == "":
-			return nil, nil, exitErr(pod, "etcdserver: "+errTextAuthNotEnabled)
+			return nil, nil, exitErr(pod, "etcdserver: authentication is not enabled")
 		case user != "root" || strings.TrimSpace(line) != f.rootPassword:
 			return nil, nil, exitErr(pod, "etcdserver: authentication failed, invalid user ID or password")
 		}
@@ -161,7 +164,7 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, in i
 	// status and health fail with "user name is empty" like the rest.
 	open := words[0] == "member" && words[1] == "list"
 	if f.rootPassword != "" && !authed && !open {
-		return nil, nil, exitErr(pod, "etcdserver: "+errTextNoUser)
+		return nil, nil, exitErr(pod, "etcdserver: user name is empty")
 	}
 	if authed && words[0] == "endpoint" {
 		if slices.Contains(argv, "--cluster") {
@@ -229,16 +232,20 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 				}
 			}
 		}
-		var out []jsonEndpointStatus
+		var out []ctlEndpointStatus
 		for _, m := range f.members {
 			if !m.healthy || m.name == "" || !asked(argv, m) {
 				continue
 			}
-			var es jsonEndpointStatus
+			var es ctlEndpointStatus
 			es.Endpoint = m.client
 			es.Status.Header.MemberID = m.id
 			es.Status.Leader = f.leader
 			es.Status.RaftIndex, es.Status.RaftTerm = m.index, 2
+			if f.lagReads[m.name] > 0 && m.id != f.leader {
+				f.lagReads[m.name]--
+				es.Status.RaftIndex = 0
+			}
 			es.Status.IsLearner = m.learner
 			out = append(out, es)
 		}
@@ -254,13 +261,13 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 		}
 		return b, nil, nil
 	case "endpoint health":
-		var out []jsonEndpointHealth
+		var out []ctlEndpointHealth
 		failed := false
 		for _, m := range f.members {
 			if m.name == "" || !asked(argv, m) {
 				continue
 			}
-			h := jsonEndpointHealth{Endpoint: m.client, Health: m.healthy && !m.learner}
+			h := ctlEndpointHealth{Endpoint: m.client, Health: m.healthy && !m.learner}
 			if !h.Health {
 				h.Error = "context deadline exceeded"
 				failed = true
@@ -282,12 +289,12 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 		f.nextID++
 		m := &fakeMember{id: f.nextID, peer: url, learner: true}
 		f.members = append(f.members, m)
-		b, _ := json.Marshal(jsonMemberAdd{Member: jsonMember{ID: m.id, PeerURLs: []string{url}, IsLearner: true}})
+		b, _ := json.Marshal(ctlMemberAdd{Member: ctlMember{ID: m.id, PeerURLs: []string{url}, IsLearner: true}})
 		return b, nil, nil
 	case "member promote":
 		if f.notReady > 0 {
 			f.notReady--
-			return nil, nil, exitErr(pod, "etcdserver: "+errTextNotInSync)
+			return nil, nil, exitErr(pod, "etcdserver: can only promote a learner member which is in sync with leader")
 		}
 		id, _ := strconv.ParseUint(words[2], 16, 64)
 		for _, m := range f.members {
@@ -305,7 +312,7 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 		id, _ := strconv.ParseUint(words[2], 16, 64)
 		i := slices.IndexFunc(f.members, func(m *fakeMember) bool { return m.id == id })
 		if i < 0 {
-			return nil, nil, exitErr(pod, "etcdserver: "+errTextMemberNotFound)
+			return nil, nil, exitErr(pod, "etcdserver: member not found")
 		}
 		f.members = slices.Delete(f.members, i, i+1)
 		return []byte("removed"), nil, nil
@@ -313,10 +320,66 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 	return nil, nil, exitErr(pod, "unknown command "+strings.Join(words, " "))
 }
 
+// What etcdctl -w json prints, defined here from etcd's own output rather than from the
+// engine's parsing types, so that a wrong field name in the engine fails its tests: etcdctl
+// marshals the server's protobuf responses (etcdserverpb ResponseHeader, Member,
+// MemberListResponse, MemberAddResponse, StatusResponse; etcdctl/ctlv3/command/printer_json.go)
+// and wraps endpoint status and health as {"Endpoint", "Status"} and
+// {"endpoint", "health", "took", "error"} (ep_command.go).
+type ctlHeader struct {
+	ClusterID uint64 `json:"cluster_id"`
+	MemberID  uint64 `json:"member_id"`
+	Revision  int64  `json:"revision"`
+	RaftTerm  uint64 `json:"raft_term"`
+}
+
+type ctlMember struct {
+	ID         uint64   `json:"ID"`
+	Name       string   `json:"name,omitempty"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs,omitempty"`
+	IsLearner  bool     `json:"isLearner,omitempty"`
+}
+
+type ctlMemberList struct {
+	Header  ctlHeader   `json:"header"`
+	Members []ctlMember `json:"members"`
+}
+
+type ctlMemberAdd struct {
+	Header  ctlHeader   `json:"header"`
+	Member  ctlMember   `json:"member"`
+	Members []ctlMember `json:"members"`
+}
+
+type ctlEndpointStatus struct {
+	Endpoint string `json:"Endpoint"`
+	Status   struct {
+		Header           ctlHeader `json:"header"`
+		Version          string    `json:"version"`
+		DBSize           int64     `json:"dbSize"`
+		Leader           uint64    `json:"leader"`
+		RaftIndex        uint64    `json:"raftIndex"`
+		RaftTerm         uint64    `json:"raftTerm"`
+		RaftAppliedIndex uint64    `json:"raftAppliedIndex"`
+		IsLearner        bool      `json:"isLearner,omitempty"`
+	} `json:"Status"`
+}
+
+type ctlEndpointHealth struct {
+	Endpoint string `json:"endpoint"`
+	Health   bool   `json:"health"`
+	Took     string `json:"took"`
+	Error    string `json:"error,omitempty"`
+}
+
+// etcdctlPrompt is what etcdctl prints when it reads --user's password from stdin.
+const etcdctlPrompt = "Password:"
+
 func (f *fakeEtcd) memberList() []byte {
-	var ml jsonMemberList
+	var ml ctlMemberList
 	for _, m := range f.members {
-		jm := jsonMember{ID: m.id, Name: m.name, PeerURLs: []string{m.peer}, IsLearner: m.learner}
+		jm := ctlMember{ID: m.id, Name: m.name, PeerURLs: []string{m.peer}, IsLearner: m.learner}
 		if m.name != "" {
 			jm.ClientURLs = []string{m.client}
 		}

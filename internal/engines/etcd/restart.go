@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -147,12 +148,15 @@ func (g *restartGate) handOff(ctx context.Context, sc *ops.StepContext, st *Stat
 	return nil
 }
 
-// After implements ops.RestartGate: the restarted member answers healthy
-// and its raft index is close to the leader's. Polled at a bounded
-// interval: catching up is etcd's condition, not a Kubernetes one.
+// After implements ops.RestartGate: the step ends once the restarted member answers healthy,
+// its raft index is within MaxLag entries of the leader's (caught up: under writes the two are
+// rarely equal at one instant) and its pod is still Ready, with no fixed wait: the status is
+// read at once, then with a backoff from catchUpFirstPoll up to the poll interval. The time
+// from the pod Ready to that moment is the step's catch-up time (done event stepTimes).
 func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod) error {
+	start := time.Now()
 	last := ""
-	err := wait.PollUntilContextCancel(ctx, g.e.pollInterval(), true, func(ctx context.Context) (bool, error) {
+	err := pollBackoff(ctx, catchUpFirstPoll, g.e.pollInterval(), func(ctx context.Context) (bool, error) {
 		st, err := g.e.status(ctx, sc, g.s, "")
 		reason := ""
 		switch {
@@ -169,6 +173,8 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 				reason = "no leader elected yet"
 			case l.RaftIndex > m.RaftIndex+g.e.maxLag():
 				reason = fmt.Sprintf("member %s catching up (raft index %d, leader %d)", p.Name, m.RaftIndex, l.RaftIndex)
+			case !g.podReady(sc, p.Name):
+				reason = fmt.Sprintf("pod %s not Ready", p.Name)
 			default:
 				return true, nil
 			}
@@ -182,5 +188,43 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 	if err != nil {
 		return fmt.Errorf("waiting for etcd member %s after restart (%s): %w", p.Name, last, err)
 	}
+	took := time.Since(start)
+	sc.RecordCatchUp(took)
+	sc.Progress(1, 1, "members", fmt.Sprintf("member %s healthy and caught up with the leader %s after its pod was Ready", p.Name, took.Round(time.Millisecond)))
 	return nil
+}
+
+// podReady reads the pod from the run's pod informer (no request); true when there is none
+// to read from (the step's verify saw it Ready just before).
+func (g *restartGate) podReady(sc *ops.StepContext, pod string) bool {
+	pods := sc.PodCache(g.e.Client, g.s.ns)
+	if pods == nil {
+		return true
+	}
+	return ops.PodReady(pods.Get(pod))
+}
+
+// catchUpFirstPoll is the first pause of a restarted member's catch-up wait; it doubles up to
+// the poll interval. etcd's status cannot be watched.
+const catchUpFirstPoll = 50 * time.Millisecond
+
+// pollBackoff runs cond at once, then after first, doubling up to last, until it is done,
+// fails or ctx ends.
+func pollBackoff(ctx context.Context, first, last time.Duration, cond func(context.Context) (bool, error)) error {
+	delay := min(first, last)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-timer.C:
+		}
+		done, err := cond(ctx)
+		if err != nil || done {
+			return err
+		}
+		timer.Reset(delay)
+		delay = min(delay*2, last)
+	}
 }

@@ -255,8 +255,16 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 	}
 	h.Message = strings.Join(summary, ", ")
 	h.Table = processTable(c, st, cr)
+	h.Volatile = []string{"maintenance"} // its seconds remaining; the zone is in Message
 	return h, nil
 }
+
+// watchPollInterval is how often `status --watch` reads status json again: FoundationDB has
+// no change feed for it (the operator, too, reads it on every reconcile).
+const watchPollInterval = 2 * time.Second
+
+// HealthPollInterval implements ops.HealthPoller.
+func (e *Engine) HealthPollInterval() time.Duration { return watchPollInterval }
 
 // healthy: available, data healthy, fully recovered.
 func healthy(st *Status) bool {
@@ -269,7 +277,8 @@ func healthy(st *Status) bool {
 // processTable lists every pod with its process group and processes, and processes that
 // report without a pod of the cluster.
 func processTable(c *ops.Cluster, st *Status, cr *CRState) *ops.Table {
-	t := &ops.Table{Title: "Processes", Columns: []string{"POD", "PROCESS GROUP", "CLASS", "ZONEID", "ADDRESS", "COORDINATOR", "EXCLUDED", "ROLES", "UPTIME", "CONDITIONS"}}
+	t := &ops.Table{Title: "Processes", Columns: []string{"POD", "PROCESS GROUP", "CLASS", "ZONEID", "ADDRESS", "COORDINATOR", "EXCLUDED", "ROLES", "UPTIME", "CONDITIONS"},
+		VolatileColumns: []int{8}}
 	seen := map[string]bool{}
 	for _, p := range c.AllPods() {
 		var conds []string

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
@@ -61,20 +60,12 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if Resource(c) == nil {
 		return nil, ops.Usagef("cluster %s/%s is not a FoundationDBCluster", c.Namespace, c.Name)
 	}
-	// With the operator's maintenance-mode checker on, the operator resets a maintenance zone
-	// whose processes are not registered under its lock key prefix
-	// (controllers/maintenance_mode_checker.go); this build does not register them, so it
-	// refuses rather than have its zone cleared under a storage batch.
-	if on, _, _ := unstructured.NestedBool(Resource(c).Object, "spec", "maintenanceModeOptions", "UseMaintenanceModeChecker"); on && opts.Mode != ops.ModeAll {
-		return nil, ops.Preconditionf("FoundationDBCluster %s/%s enables the operator's maintenance-mode checker (spec.maintenanceModeOptions.UseMaintenanceModeChecker), which would clear this restart's maintenance zone: not supported yet",
-			c.Namespace, c.Name)
-	}
 	cli := e.cli()
 	st, _, err := e.StatusFrom(ctx, cli, c, nil)
 	if err != nil {
 		return nil, ops.Preconditionf("cannot read the status of %s/%s: %v", c.Namespace, c.Name, err)
 	}
-	g := &gate{e: e, c: c, method: method, mode: opts.Mode, plan: st, replicas: replicasOf(st)}
+	g := &gate{e: e, c: c, method: method, mode: opts.Mode, plan: st, replicas: replicasOf(st), checker: readChecker(Resource(c))}
 	opts.Method = ""
 	p, err := (&ops.RollingRestart{Client: e.client, Gate: g}).Plan(c, ops.EngineFoundationDB, opts)
 	if err != nil {
@@ -112,6 +103,7 @@ type gate struct {
 	mode     string
 	plan     *Status // status json when planning: roles and addresses for the plan view
 	replicas int
+	checker  checker
 }
 
 // StepRank puts the batch holding the master or the cluster controller last: their loss
@@ -145,12 +137,15 @@ func (g *gate) Describe(p ops.Pod) (pre, details []string) {
 
 // batchInfo is what a step needs of its pods' processes now.
 type batchInfo struct {
-	addrs    []string
-	storage  bool
-	zones    []string
-	coords   int
-	missing  []string // process groups with no process reporting
-	instance map[string]bool
+	addrs   []string
+	storage bool
+	zones   []string
+	coords  int
+	missing []string // process groups with no process reporting
+	// storageGroups are the process groups with a storage process (the operator's
+	// maintenance list holds these).
+	storageGroups []string
+	instance      map[string]bool
 }
 
 func (g *gate) batch(st *Status, pods []ops.Pod) batchInfo {
@@ -165,6 +160,9 @@ func (g *gate) batch(st *Status, pods []ops.Pod) batchInfo {
 			b.addrs = append(b.addrs, pr.Address)
 			if pr.ClassType == "storage" || pr.HasRole("storage") {
 				b.storage = true
+				if !slices.Contains(b.storageGroups, p.Member) {
+					b.storageGroups = append(b.storageGroups, p.Member)
+				}
 			}
 			if z := pr.Zone(); z != "" && !slices.Contains(b.zones, z) {
 				b.zones = append(b.zones, z)
@@ -194,12 +192,14 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 	var cmds []string
 	zone := b.maintenanceZone()
 	if zone != "" {
-		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'maintenance on %s %d'", zone, maintenanceSeconds))
+		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOn(zone, b.storageGroups, time.Time{})+"'")
 	}
 	if g.method == MethodProcess {
 		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'kill; kill %s'", strings.Join(b.addrs, " ")))
 	}
-	if zone != "" {
+	if zone != "" && g.checker.on {
+		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOff(b.storageGroups)+"' (once the batch reports again and data movement is quiet, unless the operator's maintenance checker cleared the zone first)")
+	} else if zone != "" {
 		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and data movement is quiet)")
 	}
 	for _, c := range cmds {
@@ -310,7 +310,7 @@ func (g *gate) maintenanceOn(ctx context.Context, sc *ops.StepContext, cli *CLI,
 	if err := sc.Set(ctx, keyMaintenance, zone); err != nil {
 		return err
 	}
-	_, err := cli.Run(ctx, g.c.Namespace, via, fmt.Sprintf("maintenance on %s %d", zone, maintenanceSeconds))
+	_, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOn(zone, b.storageGroups, time.Now()))
 	return err
 }
 
@@ -351,7 +351,7 @@ func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.P
 				return false, "data movement to be quiet before maintenance off", nil
 			}
 			if st.Cluster.MaintenanceZone == own {
-				if _, err := cli.Run(ctx, g.c.Namespace, via, "maintenance off"); err != nil {
+				if _, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOff(b.storageGroups)); err != nil {
 					return false, "maintenance off: " + err.Error(), nil
 				}
 			}

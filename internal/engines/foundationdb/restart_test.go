@@ -2,6 +2,7 @@ package foundationdb
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -136,6 +137,9 @@ func TestRestartByProcessZoneMode(t *testing.T) {
 	if low := stop(); low < 3 {
 		t.Fatalf("min_replicas_remaining dropped to %d during the restart", low)
 	}
+	if d := model.DegradedStorage(); len(d) != 0 {
+		t.Fatalf("storage failed outside maintenance: %q", d)
+	}
 	for _, pr := range model.Processes() {
 		if !pr.Up || !pr.Started.After(start) {
 			t.Fatalf("process %s not restarted by the run: %+v", pr.ID, pr)
@@ -207,7 +211,6 @@ func TestRestartRefusals(t *testing.T) {
 			}
 		}, 3, "refusing to restart"},
 		{"not reconciled", nil, 4, "is not reconciled (generation 4, reconciled 3)"},
-		{"operator's maintenance checker", nil, 3, "enables the operator's maintenance-mode checker"},
 		{"another zone in maintenance", func(t *testing.T, m *fdbsim.Cluster) {
 			runFdbcli(t, m, "maintenance on zone-c 300")
 		}, 3, "zone zone-c is in maintenance, set by someone else ("},
@@ -215,9 +218,6 @@ func TestRestartRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, tt.gen, 3)
-			if strings.Contains(tt.name, "checker") {
-				c.Groups[0].Controller.Object["spec"] = map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true}}
-			}
 			if tt.setup != nil {
 				tt.setup(t, model)
 			}
@@ -318,4 +318,75 @@ func TestRestartByProcessAllAtOnce(t *testing.T) {
 			t.Fatalf("process %s not restarted", pr.ID)
 		}
 	}
+}
+
+// With the operator's maintenance checker on, each storage batch lists its storage process
+// groups under the operator's maintenance prefix (an 8-byte little-endian unix time written
+// before the zone is set), in the same fdbcli session; the plan shows the commands.
+func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
+	for _, tt := range []struct {
+		name, prefix string
+		spec         map[string]any
+	}{
+		{"checker", "\xff\x02/org.foundationdb.kubernetes-operator/maintenance/",
+			map[string]any{"automationOptions": map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true}}}},
+		{"reset with a custom lock prefix", "\xff\x02/my-prefix/maintenance/",
+			map[string]any{"automationOptions": map[string]any{"maintenanceModeOptions": map[string]any{"resetMaintenanceMode": true}},
+				"lockOptions": map[string]any{"lockKeyPrefix": "\xff\x02/my-prefix"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, model, e := liveCluster(t, 3, 3)
+			c.Groups[0].Controller.Object["spec"] = tt.spec
+			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range p.Steps {
+				zone := strings.TrimPrefix(s.Target, "zone/")
+				want := fmt.Sprintf(`run: fdbcli --exec 'option on ACCESS_SYSTEM_KEYS; writemode on; set %s <start:int64le>; maintenance on %s 600'`,
+					escapeToken(tt.prefix+storageIn(c, zone)), zone)
+				if !slices.Contains(s.Details, want) {
+					t.Fatalf("step %s details %q, want %q", s.Target, s.Details, want)
+				}
+			}
+			start := time.Now().Unix()
+			if err := (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			// Each batch listed its storage process group before its zone, and cleared it with
+			// the zone (no operator runs here to drop it).
+			var sets []string
+			for _, e := range model.Log() {
+				if !strings.HasPrefix(e.Command, "set ") {
+					continue
+				}
+				key, v := e.Command[4:len(e.Command)-9], []byte(e.Command[len(e.Command)-8:])
+				if !strings.HasPrefix(key, tt.prefix) {
+					t.Fatalf("set %q outside the maintenance prefix", key)
+				}
+				if ts := int64(binary.LittleEndian.Uint64(v)); ts < start || ts > time.Now().Unix() {
+					t.Fatalf("%q: maintenance start %d outside the run", key, ts)
+				}
+				sets = append(sets, key)
+			}
+			if len(sets) != 3 {
+				t.Fatalf("maintenance list entries written: %q, want the 3 storage process groups", sets)
+			}
+			if kv := model.KV(tt.prefix); len(kv) != 0 {
+				t.Fatalf("entries left after the run: %q", kv)
+			}
+			if d := model.DegradedStorage(); len(d) != 0 {
+				t.Fatalf("storage failed outside maintenance: %q", d)
+			}
+		})
+	}
+}
+
+func storageIn(c *ops.Cluster, zone string) string {
+	for _, p := range c.Groups[0].Pods {
+		if p.Zone == zone {
+			return p.Member
+		}
+	}
+	return ""
 }

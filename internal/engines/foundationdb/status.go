@@ -96,6 +96,8 @@ type Process struct {
 	FaultDomain string            `json:"fault_domain"`
 	Roles       []struct {
 		Role string `json:"role"`
+		// StoredBytes is what a storage role holds (mr-status-json-schemas.rst.inc).
+		StoredBytes int64 `json:"stored_bytes"`
 	} `json:"roles"`
 	UptimeSeconds    float64 `json:"uptime_seconds"`
 	Excluded         bool    `json:"excluded"`

@@ -19,18 +19,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Labels and annotations of the layouts the simulator recognises.
-const (
-	labelCluster   = "dbops.io/cluster"
-	labelNodeGroup = "dbops.io/node-group"
-	annotOrder     = "dbops.io/order"
-)
-
 // kubeWatch lists what the informers cache.
 type kubeWatch struct {
 	sts  listersappsv1.StatefulSetLister
 	pods listerscorev1.PodLister
 	pvcs listerscorev1.PersistentVolumeClaimLister
+	svcs listerscorev1.ServiceLister
 }
 
 // followKube starts informers on the namespace and re-derives the nodes on every change.
@@ -39,18 +33,19 @@ func (s *Sim) followKube(ctx context.Context) error {
 	stsInf := factory.Apps().V1().StatefulSets()
 	podInf := factory.Core().V1().Pods()
 	pvcInf := factory.Core().V1().PersistentVolumeClaims()
+	svcInf := factory.Core().V1().Services()
 	kick := make(chan struct{}, 1)
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { trySend(kick) },
 		UpdateFunc: func(any, any) { trySend(kick) },
 		DeleteFunc: func(any) { trySend(kick) },
 	}
-	for _, inf := range []cache.SharedIndexInformer{stsInf.Informer(), podInf.Informer(), pvcInf.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{stsInf.Informer(), podInf.Informer(), pvcInf.Informer(), svcInf.Informer()} {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return fmt.Errorf("cratedbsim: watch: %w", err)
 		}
 	}
-	w := &kubeWatch{sts: stsInf.Lister(), pods: podInf.Lister(), pvcs: pvcInf.Lister()}
+	w := &kubeWatch{sts: stsInf.Lister(), pods: podInf.Lister(), pvcs: pvcInf.Lister(), svcs: svcInf.Lister()}
 	factory.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -87,30 +82,109 @@ func trySend(ch chan struct{}) {
 	}
 }
 
-// groupOf maps a StatefulSet to its node group, ok false if it is not part of the cluster.
-func (s *Sim) groupOf(sts *appsv1.StatefulSet) (g Group, order int, ok bool) {
-	order, err := strconv.Atoi(sts.Annotations[annotOrder])
-	if err != nil {
-		order = 1 << 20
-	}
+// groupOf maps a StatefulSet to its node group, ok false if its pods are not nodes of the
+// cluster. A CrateDB node joins the cluster its own settings name and find: cluster.name
+// (CrateDB's default "crate"; ClusterName.CLUSTER_NAME_SETTING in crate/crate; nodes with
+// another name never join), and discovery settings that reach the other nodes (discovers).
+// Labels and names of the StatefulSet mean nothing to CrateDB. Master-eligible groups
+// (node.master, default true) come first, then by name.
+func (s *Sim) groupOf(sts *appsv1.StatefulSet, svcs listerscorev1.ServiceLister) (g Group, order int, ok bool) {
 	if len(s.cfg.Groups) > 0 {
 		for _, g := range s.cfg.Groups {
 			if g.StatefulSet == sts.Name {
-				return g, order, true
+				return g, 0, true
 			}
 		}
 		return Group{}, 0, false
 	}
-	c := s.cfg.Cluster
-	switch {
-	case sts.Name == "crate-master-"+c:
-		return Group{StatefulSet: sts.Name}, -1, true
-	case strings.HasPrefix(sts.Name, "crate-data-") && strings.HasSuffix(sts.Name, "-"+c) && len(sts.Name) > len("crate-data-")+len(c)+1:
-		return Group{StatefulSet: sts.Name}, order, true
-	case sts.Labels[labelCluster] == c && sts.Labels[labelNodeGroup] != "":
-		return Group{StatefulSet: sts.Name}, order, true
+	tmpl := &corev1.Pod{ObjectMeta: sts.Spec.Template.ObjectMeta, Spec: sts.Spec.Template.Spec}
+	tmpl.Namespace = sts.Namespace
+	settings := podSettings(tmpl, crateContainer(&tmpl.Spec))
+	name := settings["cluster.name"]
+	if name == "" {
+		name = "crate"
 	}
-	return Group{}, 0, false
+	if name != s.cfg.Cluster {
+		return Group{}, 0, false
+	}
+	if why := discovers(settings, sts.Namespace, tmpl.Labels, svcs); why != "" {
+		s.logDiscovery(sts.Name, why)
+		return Group{}, 0, false
+	}
+	s.logDiscovery(sts.Name, "")
+	if settings.bool("node.master", true) {
+		return Group{StatefulSet: sts.Name}, 0, true
+	}
+	return Group{StatefulSet: sts.Name}, 1, true
+}
+
+// logDiscovery logs why a group's nodes find no cluster, once per change of the reason.
+func (s *Sim) logDiscovery(sts, why string) {
+	s.mu.Lock()
+	prev := s.discoveryWhy[sts]
+	if why == "" {
+		delete(s.discoveryWhy, sts)
+	} else {
+		s.discoveryWhy[sts] = why
+	}
+	s.mu.Unlock()
+	if why != "" && why != prev {
+		s.logf("cratedbsim: statefulset %s: its nodes find no other node of cluster %s: %s", sts, s.cfg.Cluster, why)
+	}
+}
+
+// discovers tells why nodes with these settings would not find the other nodes, "" when they
+// do. CrateDB finds peers through discovery.seed_hosts or a seed provider; with neither it
+// looks only on its own host (the default seed_hosts are local addresses), which in a pod
+// finds nobody. The srv provider (discovery.seed_providers=srv) resolves discovery.srv.query,
+// "_<port>._tcp.<service>.<namespace>.svc.<zone>" (Kubernetes DNS: SRV records of a named port
+// of a headless Service list its selected pods), so the Service must exist, be headless, have
+// that port and select these pods. Hosts in discovery.seed_hosts are not resolved here.
+func discovers(settings nodeSettings, namespace string, podLabels map[string]string, svcs listerscorev1.ServiceLister) string {
+	if settings["discovery.seed_hosts"] != "" {
+		return ""
+	}
+	provider := settings["discovery.seed_providers"]
+	if provider == "" {
+		return "neither discovery.seed_hosts nor discovery.seed_providers is set, so a node looks for others on its own host only"
+	}
+	if provider != "srv" {
+		return fmt.Sprintf("discovery.seed_providers=%s is not modelled (only srv)", provider)
+	}
+	query := settings["discovery.srv.query"]
+	port, rest, ok := strings.Cut(strings.TrimPrefix(query, "_"), "._tcp.")
+	if !strings.HasPrefix(query, "_") || !ok || port == "" || rest == "" {
+		return fmt.Sprintf("discovery.srv.query %q is not _<port>._tcp.<service>[.<namespace>.svc...]", query)
+	}
+	parts := strings.Split(strings.TrimSuffix(rest, "."), ".")
+	svcName, svcNS := parts[0], namespace
+	if len(parts) > 1 {
+		svcNS = parts[1]
+		if len(parts) > 2 && parts[2] != "svc" {
+			return fmt.Sprintf("discovery.srv.query %q names no Service", query)
+		}
+	}
+	if svcNS != namespace || svcs == nil {
+		return fmt.Sprintf("discovery.srv.query %q: Service %s/%s is not in the cluster's namespace", query, svcNS, svcName)
+	}
+	svc, err := svcs.Services(namespace).Get(svcName)
+	if err != nil {
+		return fmt.Sprintf("discovery.srv.query %q: Service %s/%s: %v", query, svcNS, svcName, err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		return fmt.Sprintf("discovery.srv.query %q: Service %s is not headless, its SRV records name no pods", query, svcName)
+	}
+	named := false
+	for _, p := range svc.Spec.Ports {
+		named = named || (p.Name == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP))
+	}
+	if !named {
+		return fmt.Sprintf("discovery.srv.query %q: Service %s has no TCP port named %s", query, svcName, port)
+	}
+	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(podLabels)) {
+		return fmt.Sprintf("discovery.srv.query %q: Service %s does not select these pods", query, svcName)
+	}
+	return ""
 }
 
 // podUp tells whether the pod's CrateDB process runs: the pod is Running and not being
@@ -152,7 +226,7 @@ func (s *Sim) resync(w *kubeWatch) error {
 	}
 	var groups []member
 	for _, sts := range all {
-		if g, order, ok := s.groupOf(sts); ok {
+		if g, order, ok := s.groupOf(sts, w.svcs); ok {
 			groups = append(groups, member{sts, g, order})
 		}
 	}

@@ -3,11 +3,14 @@ package cratedbsim
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -27,16 +30,40 @@ func (f *fakeCluster) uid() types.UID {
 	return types.UID(fmt.Sprintf("uid-%d", f.uids))
 }
 
+// sts creates a StatefulSet of CrateDB nodes of cluster "c" (-Ccluster.name=c first, unless
+// args name a cluster themselves) that find each other through the SRV records of the
+// headless Service crate-discovery (created with the first StatefulSet), unless args set
+// their own discovery.
 func (f *fakeCluster) sts(name string, replicas int32, args ...string) {
+	has := func(prefix string) bool {
+		return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, prefix) })
+	}
+	if !has("-Ccluster.name=") {
+		args = append([]string{"-Ccluster.name=c"}, args...)
+	}
+	if !has("-Cdiscovery.") {
+		args = append(args, "-Cdiscovery.seed_providers=srv", "-Cdiscovery.srv.query=_cluster._tcp.crate-discovery."+testNS+".svc.cluster.local")
+	}
+	ctx := context.Background()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "crate-discovery", Namespace: testNS},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "crate"},
+			Ports: []corev1.ServicePort{{Name: "cluster", Port: 4300}}},
+	}
+	if _, err := f.client.CoreV1().Services(testNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(replicas),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "crate", Image: "crate:5.10.3", Args: args,
-				Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "crate"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "crate", Image: "crate:5.10.3", Args: args,
+					Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}}},
 		},
 	}
-	if _, err := f.client.AppsV1().StatefulSets(testNS).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+	if _, err := f.client.AppsV1().StatefulSets(testNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -101,8 +128,9 @@ func TestFollowsKubernetes(t *testing.T) {
 	// The operator's naming for the master, the official guide's (pod name) for data nodes.
 	f.sts("crate-master-c", 1, append([]string{"-Cnode.name=master-$(hostname | awk -F- '{print $NF}')", "-Cnode.master=true", "-Cnode.data=false"}, gw...)...)
 	f.sts("crate-data-hot-c", 3, append([]string{"-Cnode.name=$(POD_NAME)", "-Cnode.master=false", "-Cnode.data=true"}, gw...)...)
-	f.sts("unrelated", 1)
-	for _, p := range []string{"crate-master-c-0", "crate-data-hot-c-0", "crate-data-hot-c-1", "crate-data-hot-c-2", "unrelated-0"} {
+	// Named like a group of c, but its nodes belong to another cluster.
+	f.sts("crate-data-cold-c", 1, "-Ccluster.name=other", "-Cnode.name=$(POD_NAME)")
+	for _, p := range []string{"crate-master-c-0", "crate-data-hot-c-0", "crate-data-hot-c-1", "crate-data-hot-c-2", "crate-data-cold-c-0"} {
 		f.pvc(p)
 		f.pod(p, true)
 	}
@@ -203,5 +231,105 @@ func TestShutdownGraceFollowsTerminatingPods(t *testing.T) {
 	res, err := sim.Exec("test", "crate", "SELECT count(*) FROM sys.nodes WHERE name = 'crate-data-hot-c-1'")
 	if err != nil || res.Rows[0][0] != int64(1) {
 		t.Fatalf("terminating node not listed during the grace time: %v %v", res, err)
+	}
+}
+
+// TestMembershipFromClusterName: the simulator's nodes are the pods whose CrateDB settings
+// name its cluster (-Ccluster.name), whatever the StatefulSets are called or labelled.
+// Before, membership came
+// from StatefulSet names (crate-data-*-<cluster>) or dbops.io/* labels.
+func TestMembershipFromClusterName(t *testing.T) {
+	for _, tc := range []struct {
+		name, cluster string
+		want          string
+	}{
+		{"any StatefulSet name", "c", "[[db-one-0] [db-one-1]]"},
+		{"another cluster", "prod", "[[db-one-0] [db-one-1]]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeCluster{t: t, client: fake.NewClientset()}
+			f.sts("db-one", 2, "-Cnode.name=$(POD_NAME)", "-Ccluster.name="+tc.cluster)
+			f.sts("crate-master-"+tc.cluster, 1, "-Ccluster.name=someone-else", "-Cnode.name=$(POD_NAME)")
+			for _, p := range []string{"db-one-0", "db-one-1", "crate-master-" + tc.cluster + "-0"} {
+				f.pvc(p)
+				f.pod(p, true)
+			}
+			sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: tc.cluster, TickInterval: -1, Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sim.Close)
+			waitFor(t, "2 nodes", func() bool { _, n := sim.Health(); return n == 2 })
+			res, err := sim.Exec("test", "crate", "SELECT name FROM sys.nodes ORDER BY name")
+			if err != nil || fmt.Sprint(res.Rows) != tc.want {
+				t.Fatalf("nodes = %v, %v; want %s", res, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestMembershipNeedsDiscovery: a group's nodes are members only when their discovery settings
+// reach the others, as CrateDB's discovery does: seed hosts, or the srv provider whose query
+// names a headless Service with that TCP port selecting the pods. Without either a node looks
+// on its own host only. Before, discovery settings were not read at all.
+func TestMembershipNeedsDiscovery(t *testing.T) {
+	svc := func(name string, mutate func(*corev1.Service)) *corev1.Service {
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "crate"},
+				Ports: []corev1.ServicePort{{Name: "cluster", Port: 4300}}},
+		}
+		if mutate != nil {
+			mutate(s)
+		}
+		return s
+	}
+	srv := func(q string) []string {
+		return []string{"-Cdiscovery.seed_providers=srv", "-Cdiscovery.srv.query=" + q}
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		extra  *corev1.Service
+		member bool
+	}{
+		{"srv, headless Service selecting the pods", srv("_cluster._tcp.crate-discovery.ns.svc.cluster.local"), nil, true},
+		{"srv, short name", srv("_cluster._tcp.crate-discovery"), nil, true},
+		{"seed hosts", []string{"-Cdiscovery.seed_hosts=db-0.crate-discovery,db-1.crate-discovery"}, nil, true},
+		{"no discovery", []string{"-Cdiscovery.type=zen"}, nil, false},
+		{"srv, no such Service", srv("_cluster._tcp.nope.ns.svc.cluster.local"), nil, false},
+		{"srv, another namespace", srv("_cluster._tcp.crate-discovery.other.svc.cluster.local"), nil, false},
+		{"srv, port not named so", srv("_transport._tcp.crate-discovery.ns.svc.cluster.local"), nil, false},
+		{"srv, Service not headless", srv("_cluster._tcp.vip.ns.svc.cluster.local"),
+			svc("vip", func(s *corev1.Service) { s.Spec.ClusterIP = "10.0.0.9" }), false},
+		{"srv, Service selects other pods", srv("_cluster._tcp.others.ns.svc.cluster.local"),
+			svc("others", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "web"} }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeCluster{t: t, client: fake.NewClientset()}
+			if tc.extra != nil {
+				if _, err := f.client.CoreV1().Services(testNS).Create(t.Context(), tc.extra, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.sts("db", 2, append([]string{"-Cnode.name=$(POD_NAME)"}, tc.args...)...)
+			for _, p := range []string{"db-0", "db-1"} {
+				f.pvc(p)
+				f.pod(p, true)
+			}
+			sim, err := Start(t.Context(), Config{Client: f.client, Namespace: testNS, Cluster: "c", TickInterval: -1, Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sim.Close)
+			want := 0
+			if tc.member {
+				want = 2
+				waitFor(t, "2 nodes", func() bool { _, n := sim.Health(); return n == 2 })
+			}
+			if got := len(sim.Nodes()); got != want {
+				t.Fatalf("%d nodes, want %d: %+v", got, want, sim.Nodes())
+			}
+		})
 	}
 }

@@ -40,6 +40,8 @@ type shardCopy struct {
 	started bool
 	// relocatingFrom is set on a copy being built to replace the copy on that node.
 	relocatingFrom string
+	// recovered is how many bytes a recovering copy received so far (recovery.go).
+	recovered float64
 }
 
 type table struct {
@@ -88,10 +90,12 @@ type user struct {
 	name      string
 	pwHash    string // sha256 hex of the password; empty = no password
 	superuser bool
-	granted   bool
+	// privs are the privileges granted or denied to the user (privileges.go).
+	privs map[privKey]privEntry
 }
 
-func (u *user) privileged() bool { return u.superuser || u.granted }
+// privileged is what user management and SET GLOBAL need: AL on the cluster.
+func (u *user) privileged() bool { return u.hasClusterPrivilege("AL") }
 
 func hashPassword(pw string) string {
 	sum := sha256.Sum256([]byte(pw))
@@ -127,6 +131,10 @@ type model struct {
 	now            func() time.Time
 	// shardsPerTick bounds how many shard copies finish recovering per tick.
 	shardsPerTick int
+	// shardSize, when positive, replaces shardsPerTick by peer recovery at a finite rate
+	// (recovery.go); lastRecovery is when recoveries last advanced.
+	shardSize    int64
+	lastRecovery time.Time
 }
 
 func newModel(shardsPerTick int) *model {
@@ -526,6 +534,11 @@ func (m *model) tick() bool {
 	m.processDepartures()
 	if !m.recovered && m.master != "" {
 		m.gateway() // a delayed state recovery may be due
+	}
+	if m.shardSize > 0 {
+		changed := m.recoverAtRate()
+		m.allocate()
+		return changed
 	}
 	budget := m.shardsPerTick
 	changed := false

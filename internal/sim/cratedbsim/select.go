@@ -70,19 +70,8 @@ func virtualTables() map[string]virtualTable {
 			},
 		},
 		"sys.privileges": {
-			cols: []column{{"grantee", oidVarchar}, {"class", oidVarchar}, {"ident", oidVarchar}, {"state", oidVarchar}, {"type", oidVarchar}},
-			rows: func(m *model) [][]any {
-				var out [][]any
-				for _, name := range slices.Sorted(maps.Keys(m.users)) {
-					if !m.users[name].granted {
-						continue
-					}
-					for _, typ := range allPrivileges() {
-						out = append(out, []any{name, "CLUSTER", nil, "GRANT", typ})
-					}
-				}
-				return out
-			},
+			cols: []column{{"class", oidVarchar}, {"grantee", oidVarchar}, {"grantor", oidVarchar}, {"ident", oidVarchar}, {"state", oidVarchar}, {"type", oidVarchar}},
+			rows: func(m *model) [][]any { return m.privilegeRows() },
 		},
 		"sys.health": {
 			cols: []column{{"table_schema", oidVarchar}, {"table_name", oidVarchar}, {"health", oidVarchar}, {"severity", oidInt2}, {"missing_shards", oidInt4}, {"underreplicated_shards", oidInt4}},
@@ -120,9 +109,26 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 	// Projection: col, col, ... or count(*); a column may be subscripted (version['number']).
 	var projs []string
 	countStar := false
+	distinct := "" // count(DISTINCT col)
+	countEq := -1  // count(*) = N, a boolean
 	proj := toks[1:fromIdx]
-	if len(proj) == 4 && proj[0].text == "count" && proj[1].text == "(" && proj[2].text == "*" && proj[3].text == ")" {
+	if len(proj) >= 2 && proj[0].text == "(" && proj[len(proj)-1].text == ")" && proj[1].text == "count" {
+		proj = proj[1 : len(proj)-1]
+	}
+	if len(proj) == 6 && proj[0].text == "count" && proj[1].text == "(" && proj[2].text == "*" && proj[3].text == ")" && proj[4].text == "=" && proj[5].kind == tkNumber {
+		n, err := strconv.Atoi(proj[5].text)
+		if err != nil {
+			return nil, false
+		}
+		countEq = n
+	} else if len(proj) == 4 && proj[0].text == "count" && proj[1].text == "(" && proj[2].text == "*" && proj[3].text == ")" {
 		countStar = true
+	} else if len(proj) >= 5 && proj[0].text == "count" && proj[1].text == "(" && proj[2].kind == tkWord && proj[2].text == "distinct" {
+		name, n := readColumn(proj[3:])
+		if n == 0 || len(proj) != 3+n+1 || proj[3+n].text != ")" {
+			return nil, false
+		}
+		distinct = name
 	} else {
 		for len(proj) > 0 {
 			name, n := readColumn(proj)
@@ -203,8 +209,16 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 
 	var outCols []column
 	var idx []int
+	distinctCol := -1
 	if countStar {
 		outCols = []column{{"count(*)", oidInt8}}
+	} else if countEq >= 0 {
+		outCols = []column{{"(count(*) = " + strconv.Itoa(countEq) + ")", oidBool}}
+	} else if distinct != "" {
+		if distinctCol = colIdx(distinct); distinctCol < 0 {
+			return nil, false
+		}
+		outCols = []column{{"count(DISTINCT " + distinct + ")", oidInt8}}
 	} else {
 		for _, p := range projs {
 			i := colIdx(p)
@@ -242,6 +256,19 @@ func prepareSimpleSelect(toks []token) (*plan, bool) {
 		}
 		if countStar {
 			return rows(outCols, []any{int64(len(all))}), nil
+		}
+		if countEq >= 0 {
+			return rows(outCols, []any{len(all) == countEq}), nil
+		}
+		if distinctCol >= 0 {
+			// NULLs are not counted, as in SQL.
+			seen := map[string]bool{}
+			for _, r := range all {
+				if r[distinctCol] != nil {
+					seen[fmt.Sprint(r[distinctCol])] = true
+				}
+			}
+			return rows(outCols, []any{int64(len(seen))}), nil
 		}
 		out := make([][]any, 0, len(all))
 		for _, r := range all {

@@ -52,8 +52,8 @@ type Config struct {
 	// the nodes and SetNodeUp changes them (unit tests).
 	Client    kubernetes.Interface
 	Namespace string
-	// Cluster is the CrateDB cluster name: StatefulSets crate-master-<Cluster> and
-	// crate-data-<group>-<Cluster>, or labelled dbops.io/cluster=<Cluster>.
+	// Cluster is the CrateDB cluster name: the nodes are the pods of the namespace's
+	// StatefulSets whose crate container sets -Ccluster.name=<Cluster> (kube.go groupOf).
 	Cluster string
 	// Groups, when set, replaces that discovery by an explicit StatefulSet mapping.
 	Groups      []Group
@@ -92,6 +92,10 @@ type Config struct {
 	TickInterval time.Duration
 	// ShardsPerTick is how many shard copies finish recovering per tick (default 2).
 	ShardsPerTick int
+	// ShardSize, when positive, is the size in bytes of every shard copy, and copies recover
+	// at the rate of indices.recovery.max_bytes_per_sec per node instead of ShardsPerTick
+	// (recovery.go). Small sizes, or a raised rate (SET GLOBAL), keep tests fast.
+	ShardSize int64
 	// Logf receives diagnostics (never passwords); nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -169,8 +173,10 @@ type Sim struct {
 	// pod has now, which a pod gateway connection must come from.
 	podGW  net.Listener
 	podIPs map[string]string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// discoveryWhy is the last logged reason a StatefulSet's nodes find no cluster (kube.go).
+	discoveryWhy map[string]string
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // Start starts a simulator. ctx bounds its life as Close does.
@@ -197,15 +203,16 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Sim{
-		cfg:     cfg,
-		stmts:   newStatements(),
-		m:       newModel(cfg.ShardsPerTick),
-		servers: map[string]*nodeServer{},
-		podNode: map[string]string{},
-		volumes: map[string]*volume{},
-		version: version,
-		podIPs:  map[string]string{},
-		cancel:  cancel,
+		cfg:          cfg,
+		stmts:        newStatements(),
+		m:            newModelSized(cfg.ShardsPerTick, cfg.ShardSize),
+		servers:      map[string]*nodeServer{},
+		podNode:      map[string]string{},
+		volumes:      map[string]*volume{},
+		version:      version,
+		podIPs:       map[string]string{},
+		discoveryWhy: map[string]string{},
+		cancel:       cancel,
 	}
 	s.m.chaos = cfg.Chaos
 	if err := s.loadState(); err != nil {

@@ -116,9 +116,6 @@ func errAuth(user string) *SQLError {
 		Message: fmt.Sprintf("password authentication failed for user \"%s\"", user)}
 }
 
-// allPrivileges are the cluster privilege types GRANT ALL PRIVILEGES grants.
-func allPrivileges() []string { return []string{"AL", "DDL", "DML", "DQL"} }
-
 // plan is a statement recognised by prepare, ready to run with arguments.
 type plan struct {
 	// cols are the result columns; nil for statements that return no rows.
@@ -163,7 +160,7 @@ type statements struct {
 }
 
 func newStatements() *statements {
-	defs := statementDefs()
+	defs := append(statementDefs(), recoveryStatementDefs()...)
 	for _, d := range defs {
 		for _, p := range d.patterns {
 			toks, err := lex(p)
@@ -202,6 +199,9 @@ func (s *statements) prepare(sql string) (*plan, error) {
 	}
 	if p, ok := prepareSimpleSelect(toks); ok {
 		return p, nil
+	}
+	if p, ok, err := preparePrivilegeStatement(toks); ok {
+		return p, err
 	}
 	first := ""
 	if len(toks) > 0 {
@@ -379,7 +379,6 @@ func tableName(toks []token) string {
 func statementDefs() []*stmtDef {
 	colsSeverity := []column{{"max(severity)", oidInt2}}
 	colsShardCount := []column{{"node['name']", oidVarchar}, {"count(*)", oidInt8}}
-	colsExists := []column{{"(count(*) = 1)", oidBool}}
 	colsReplicas := []column{{"number_of_replicas", oidVarchar}}
 	colsStartedCopies := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"partition_ident", oidVarchar}, {"id", oidInt4}, {"node['name']", oidVarchar}}
 	return append([]*stmtDef{
@@ -491,36 +490,6 @@ func statementDefs() []*stmtDef {
 					total += counts[n]
 				}
 				return rows([]column{{"count(*)", oidInt8}}, []any{int64(total)}), nil
-			},
-		},
-		{
-			patterns: []string{"SELECT count(*) = 1 FROM sys.users WHERE name = :v", "SELECT (count(*) = 1) FROM sys.users WHERE name = :v"},
-			cols:     colsExists,
-			run: func(x *execCtx) (*result, error) {
-				name, err := x.str(0)
-				if err != nil {
-					return nil, err
-				}
-				_, ok := x.m.users[name]
-				return rows(colsExists, []any{ok}), nil
-			},
-		},
-		{
-			patterns: []string{
-				"SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = :v AND class = 'CLUSTER' AND state = 'GRANT'",
-				"SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = :v AND class = 'CLUSTER'",
-			},
-			cols: []column{{"count(DISTINCT type)", oidInt8}},
-			run: func(x *execCtx) (*result, error) {
-				name, err := x.str(0)
-				if err != nil {
-					return nil, err
-				}
-				n := int64(0)
-				if u := x.m.users[name]; u != nil && u.granted {
-					n = int64(len(allPrivileges()))
-				}
-				return rows([]column{{"count(DISTINCT type)", oidInt8}}, []any{n}), nil
 			},
 		},
 		{
@@ -648,22 +617,6 @@ func statementDefs() []*stmtDef {
 				}
 				x.mutated = true
 				return done("ALTER", 1), nil
-			},
-		},
-		{
-			patterns: []string{"GRANT ALL PRIVILEGES TO :id", "GRANT ALL TO :id"},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				name := identName(x.caps[0].toks)
-				u := x.m.users[name]
-				if u == nil {
-					return nil, errRoleUnknown(name, x.version)
-				}
-				u.granted = true
-				x.mutated = true
-				return done("GRANT", 1), nil
 			},
 		},
 		{

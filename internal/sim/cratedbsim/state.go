@@ -21,7 +21,16 @@ type persistedUser struct {
 	Name      string `json:"name"`
 	PwHash    string `json:"pwHash,omitempty"`
 	Superuser bool   `json:"superuser,omitempty"`
-	Granted   bool   `json:"granted,omitempty"`
+	// Privileges are class/ident/type/state/grantor, as sys.privileges lists them.
+	Privileges []persistedPrivilege `json:"privileges,omitempty"`
+}
+
+type persistedPrivilege struct {
+	Class   string `json:"class"`
+	Ident   string `json:"ident,omitempty"`
+	Type    string `json:"type"`
+	State   string `json:"state"`
+	Grantor string `json:"grantor"`
 }
 
 type persistedTable struct {
@@ -53,7 +62,11 @@ func (s *Sim) loadState() error {
 		return fmt.Errorf("cratedbsim: decode state %s: %w", s.statePath(), err)
 	}
 	for _, u := range st.Users {
-		s.m.users[u.Name] = &user{name: u.Name, pwHash: u.PwHash, superuser: u.Superuser, granted: u.Granted}
+		usr := &user{name: u.Name, pwHash: u.PwHash, superuser: u.Superuser, privs: map[privKey]privEntry{}}
+		for _, p := range u.Privileges {
+			usr.privs[privKey{class: p.Class, ident: p.Ident, typ: p.Type}] = privEntry{state: p.State, grantor: p.Grantor}
+		}
+		s.m.users[u.Name] = usr
 	}
 	s.m.license = st.License
 	// Only persistent settings survive a restart of the whole cluster.
@@ -81,7 +94,11 @@ func (s *Sim) saveStateLocked() error {
 	}
 	st := persisted{License: s.m.license, Settings: s.m.persistent}
 	for _, u := range s.m.users {
-		st.Users = append(st.Users, persistedUser{Name: u.name, PwHash: u.pwHash, Superuser: u.superuser, Granted: u.granted})
+		pu := persistedUser{Name: u.name, PwHash: u.pwHash, Superuser: u.superuser}
+		for k, e := range u.privs {
+			pu.Privileges = append(pu.Privileges, persistedPrivilege{Class: k.class, Ident: k.ident, Type: k.typ, State: e.state, Grantor: e.grantor})
+		}
+		st.Users = append(st.Users, pu)
 	}
 	for _, t := range s.m.sortedTables() {
 		st.Tables = append(st.Tables, persistedTable{Name: t.name, Shards: t.shards, Replicas: t.replicas,

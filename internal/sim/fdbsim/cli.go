@@ -59,6 +59,10 @@ type session struct {
 	warned         bool // the long-delay warning of this line was printed or cancelled
 	// addressInterface is the kill command's list, filled by a bare `kill` (KillCommand.actor.cpp).
 	addressInterface []string
+	// writeMode is `writemode on`; options are the transaction options set with `option on`
+	// (fdbcli.cpp globalOptions), by upper-case name.
+	writeMode bool
+	options   map[string]bool
 }
 
 // parseOptions reads fdbcli's options (fdbcli.actor.cpp CLIOptions); done means the process
@@ -306,6 +310,8 @@ func (s *session) command(tokens []string) (bool, error) {
 		return s.include(tokens)
 	case "coordinators":
 		return s.coordinatorsCmd(tokens)
+	case "writemode", "option", "set", "get", "clear", "clearrange", "getrange", "getrangekeys":
+		return s.kvCommand(tokens)
 	case "sleep":
 		// fdbcli.actor.cpp: sleep <SECONDS>, parsed with sscanf("%lf%n") over the whole token.
 		if len(tokens) != 2 {
@@ -472,7 +478,7 @@ func (s *session) maintenance(tokens []string) (bool, error) {
 			if !s.c.available(now) {
 				return false
 			}
-			s.c.maintZone = ""
+			s.c.setMaintenance("", time.Time{})
 			return true
 		})
 	case len(tokens) == 4 && tokens[1] == "on":
@@ -485,10 +491,10 @@ func (s *session) maintenance(tokens []string) (bool, error) {
 			if !s.c.available(now) {
 				return false
 			}
-			s.c.maintZone = tokens[2]
-			s.c.maintUntil = now.Add(time.Duration(secs * float64(time.Second)))
 			if secs <= 0 {
-				s.c.maintZone = ""
+				s.c.setMaintenance("", time.Time{})
+			} else {
+				s.c.setMaintenance(tokens[2], now.Add(time.Duration(secs*float64(time.Second))))
 			}
 			return true
 		})

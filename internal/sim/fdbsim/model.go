@@ -68,6 +68,9 @@ type Config struct {
 	KillFlush time.Duration
 	// DataMove is how long the data of an excluded storage process takes to move away.
 	DataMove time.Duration
+	// StoredBytes is what each storage process holds (0: 1 GiB); it drains at StoredBytes per
+	// DataMove once the process is excluded.
+	StoredBytes int64
 	// Description and ID make the connection string description:ID@coordinators.
 	Description, ID string
 }
@@ -170,6 +173,11 @@ type Cluster struct {
 	maintUntil time.Time
 
 	exclusions []exclusion
+	// kv holds the keys written with set (kv.go): the operator's maintenance list lives here.
+	kv map[string][]byte
+	// unprotected records every storage failure data distribution saw outside a maintenance
+	// zone (DegradedStorage).
+	unprotected []string
 	// log is every command the shell ran, with its result, in order.
 	log []LogEntry
 }
@@ -265,7 +273,7 @@ func (c *Cluster) advance(now time.Time) {
 		}
 	}
 	if c.maintZone != "" && !now.Before(c.maintUntil) {
-		c.maintZone = ""
+		c.setMaintenance("", time.Time{})
 	}
 	for _, p := range c.procs {
 		if p.spec.Class == ClassStorage && !p.removedData {
@@ -418,10 +426,40 @@ func (c *Cluster) down(p *process, at, back time.Time) {
 // maintenance zone ends the maintenance (MaintenanceCommand.actor.cpp help: "or after a
 // storage server with a different ZONEID fails").
 func (c *Cluster) lose(p *process, back time.Time) {
-	if p.up && p.spec.Class == ClassStorage && c.maintZone != "" && p.spec.Zone != c.maintZone && !p.removedData {
-		c.maintZone = ""
+	if p.up && p.spec.Class == ClassStorage && !p.removedData {
+		if c.maintZone != "" && p.spec.Zone != c.maintZone {
+			c.setMaintenance("", time.Time{})
+		}
+		if p.spec.Zone != c.maintZone {
+			c.unprotected = append(c.unprotected, fmt.Sprintf("%s: storage process %s (zone %s) failed outside a maintenance zone",
+				c.clock.Now().Format(time.RFC3339Nano), p.spec.ID, p.spec.Zone))
+		}
 	}
 	p.up, p.backAt = false, back
+}
+
+// setMaintenance changes the maintenance zone. Storage processes still down in a zone whose
+// maintenance ends become failures data distribution acts on (DDTeamCollection: the healthy
+// zone no longer shields them), recorded as such.
+func (c *Cluster) setMaintenance(zone string, until time.Time) {
+	if old := c.maintZone; old != "" && old != zone {
+		for _, p := range c.procs {
+			if !p.up && p.spec.Class == ClassStorage && !p.removedData && p.spec.Zone == old {
+				c.unprotected = append(c.unprotected, fmt.Sprintf("%s: maintenance of zone %s ended while storage process %s was down",
+					c.clock.Now().Format(time.RFC3339Nano), old, p.spec.ID))
+			}
+		}
+	}
+	c.maintZone, c.maintUntil = zone, until
+}
+
+// DegradedStorage lists every storage failure that happened outside a maintenance zone, or
+// that a maintenance zone stopped covering while the process was still down: the moments data
+// distribution started re-replicating. A rolling restart by zone must leave it empty.
+func (c *Cluster) DegradedStorage() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.unprotected)
 }
 
 // kill reboots the processes at the addresses (rebootWorker): each goes away now and comes back

@@ -78,7 +78,12 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 		}
 		roles := []any{}
 		for _, role := range c.roles(p) {
-			roles = append(roles, obj{"role": role, "id": p.processID[:16]})
+			ro := obj{"role": role, "id": p.processID[:16]}
+			if role == "storage" {
+				// mr-status-json-schemas.rst.inc: storage roles report stored_bytes.
+				ro["stored_bytes"] = c.storedBytes(p, now)
+			}
+			roles = append(roles, ro)
 		}
 		loc := obj{}
 		for k, v := range c.locality(p) {
@@ -155,10 +160,10 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 			excludedServers = append(excludedServers, obj{"address": e.key})
 		}
 	}
-	movingBytes := 0
+	var movingBytes int64
 	for _, p := range c.procs {
 		if _, ex := c.excludedBy(p); ex && p.spec.Class == ClassStorage && !p.removedData {
-			movingBytes += 1 << 20
+			movingBytes += max(c.storedBytes(p, now), 1)
 		}
 	}
 	dataState := obj{"name": dataName, "healthy": dataHealthy, "min_replicas_remaining": minRepl}

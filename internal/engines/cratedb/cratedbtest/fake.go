@@ -53,6 +53,10 @@ type DB struct {
 	AckedRecover bool
 	// SeverityScript is consumed, one value per health read, before Severity.
 	SeverityScript []any
+	// Busy is the number of shard copies INITIALIZING or RELOCATING in sys.shards;
+	// BusyScript is consumed, one value per read, before it.
+	Busy       int64
+	BusyScript []int64
 	// Absent counts polls for which a node still misses from sys.nodes.
 	Absent map[string]int
 	// Hosts, IPs and IDs are sys.nodes' hostname, the host of rest_url
@@ -333,6 +337,12 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 			}
 		}
 		return rows, nil
+	case sql == `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`:
+		busy := d.Busy
+		if len(d.BusyScript) > 0 {
+			busy, d.BusyScript = d.BusyScript[0], d.BusyScript[1:]
+		}
+		return [][]any{{busy}}, nil
 	case sql == `SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')`:
 		return slices.Clone(d.Copies), nil
 	case sql == `SELECT count(*) = 1 FROM sys.users WHERE name = $1`:

@@ -206,8 +206,16 @@ func (f Fixture) Args(group string, master bool, data, total int32) []string {
 		}
 		args = append(args, "-Cnode.name="+prefix+"$(hostname | awk -F- '{print $NF}')")
 	}
+	// The operator's discovery: SRV records of the discovery Service's transport port
+	// (crate-operator crate/operator/create.py; DiscoveryService).
+	srv := "_cluster._tcp.crate-discovery-" + f.Cluster
+	if f.Namespace != "" {
+		srv += "." + f.Namespace + ".svc.cluster.local"
+	}
 	args = append(args,
 		"-Ccluster.name="+f.Cluster,
+		"-Cdiscovery.seed_providers=srv",
+		"-Cdiscovery.srv.query="+srv,
 		"-Cnode.master="+strconv.FormatBool(master),
 		"-Cnode.data="+strconv.FormatBool(group != "master"),
 		// crate-operator gives every node its group as an attribute (create.py

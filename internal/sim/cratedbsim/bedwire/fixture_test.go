@@ -38,6 +38,10 @@ func TestFixtureNodeNames(t *testing.T) {
 			f.Groups = []Group{{Name: "master", Replicas: 1}, {Name: "hot", Replicas: 3}}
 			client := fake.NewClientset()
 			ctx := context.Background()
+			// The nodes find each other through its SRV records.
+			if _, err := client.CoreV1().Services(ns).Create(ctx, f.DiscoveryService(), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			var want []string
 			for _, sts := range f.StatefulSets() {
 				c := sts.Spec.Template.Spec.Containers[0]

@@ -222,7 +222,10 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	}
 	o.mu.Unlock()
 
+	markRemovals(&spec, &status, time.Now())
 	o.addProcessGroups(&spec, &status)
+	chooseRemovals(&spec, &status, time.Now())
+	marked := removing(&status)
 
 	pods := map[string]*corev1.Pod{}
 	list, err := o.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector(spec.matchLabels(name))})
@@ -249,7 +252,15 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 			st.bound[pg.ProcessGroupID] = ""
 		}
 		if pod == nil {
-			// add_pods.go: a process group without its pod gets it (again), same name.
+			if marked[pg.ProcessGroupID] {
+				// add_pods.go: a group marked for removal gets no new pod.
+				continue
+			}
+			// add_pods.go: a process group without its pod gets it (again), same name; a
+			// stateful one its PVC first (add_pvcs.go).
+			if err := o.createPVC(ctx, u, &spec, pg); err != nil {
+				return err
+			}
 			if err := o.createPod(ctx, u, &spec, pg); err != nil && !apierrors.IsAlreadyExists(err) {
 				return err
 			}
@@ -272,7 +283,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		}
 		pg.FaultDomain = zone
 		if model != nil && st.bound[pg.ProcessGroupID] != pod.UID {
-			if err := model.Start(pg.ProcessGroupID, addr); err == nil {
+			if err := startProcess(model, pg, addr); err == nil {
 				st.bound[pg.ProcessGroupID] = pod.UID
 			}
 		}
@@ -293,6 +304,25 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	var health fdbStatus
 	if model != nil {
 		o.fixCoordinators(ctx, model, &status)
+		var mopts maintenanceOptions
+		if err := fromUnstructured(u.Object["spec"], &mopts); err == nil {
+			storage := map[string]bool{}
+			for _, pg := range status.ProcessGroups {
+				if pg.ProcessClass == fdbsim.ClassStorage {
+					storage[pg.ProcessGroupID] = true
+				}
+			}
+			o.checkMaintenance(ctx, model, &mopts, storage)
+		}
+		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
+			for _, p := range health.Cluster.Processes {
+				reported[p.Locality["instance_id"]] = true
+			}
+		}
+		if err := o.reconcileRemovals(ctx, u, &spec, &status, model, pods, reported, time.Now()); err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
+		clear(reported)
 		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
 			for _, p := range health.Cluster.Processes {
 				reported[p.Locality["instance_id"]] = true
@@ -323,7 +353,8 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		if !reported[pg.ProcessGroupID] {
 			want = append(want, "MissingProcesses")
 		}
-		if len(want) > 0 {
+		if len(want) > 0 || pg.RemovalTimestamp != nil {
+			// A group left to remove is work left to do.
 			reconciled = false
 		}
 		pg.ProcessGroupConditions = conditions(pg.ProcessGroupConditions, want, now)
@@ -353,8 +384,8 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	return nil
 }
 
-// addProcessGroups adds process groups for each class below its count
-// (add_process_groups.go). Groups beyond the count are left alone: removal is not modelled.
+// addProcessGroups adds process groups for each class below its count, not counting the groups
+// marked for removal (add_process_groups.go): a marked group gets its replacement.
 func (o *Operator) addProcessGroups(spec *clusterSpec, status *clusterStatus) {
 	classes := make([]string, 0, len(spec.ProcessCounts))
 	for c := range spec.ProcessCounts {
@@ -576,8 +607,11 @@ func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, s
 	procs := model.Processes()
 	var specs []fdbsim.ProcessSpec
 	live := map[string]bool{}
+	marked := removing(status)
 	for _, p := range procs {
-		if p.Up {
+		// change_coordinators.go: a coordinator on a group marked for removal is replaced, and
+		// none is chosen there.
+		if p.Up && !marked[p.ID] {
 			specs = append(specs, fdbsim.ProcessSpec{ID: p.ID, Address: p.Address, Class: p.Class, Zone: p.Zone})
 			live[p.Address] = true
 		}

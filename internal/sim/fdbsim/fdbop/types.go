@@ -6,11 +6,15 @@ package fdbop
 // in the FDB client bindings).
 
 type clusterSpec struct {
-	Version               string         `json:"version"`
-	Skip                  bool           `json:"skip,omitempty"`
-	ProcessGroupIDPrefix  string         `json:"processGroupIDPrefix,omitempty"`
-	ProcessCounts         map[string]int `json:"processCounts,omitempty"`
-	DatabaseConfiguration struct {
+	Version              string         `json:"version"`
+	Skip                 bool           `json:"skip,omitempty"`
+	ProcessGroupIDPrefix string         `json:"processGroupIDPrefix,omitempty"`
+	ProcessCounts        map[string]int `json:"processCounts,omitempty"`
+	// ProcessGroupsToRemove and ProcessGroupsToRemoveWithoutExclusion name process groups to
+	// remove (the latter without excluding them first).
+	ProcessGroupsToRemove                 []string `json:"processGroupsToRemove,omitempty"`
+	ProcessGroupsToRemoveWithoutExclusion []string `json:"processGroupsToRemoveWithoutExclusion,omitempty"`
+	DatabaseConfiguration                 struct {
 		RedundancyMode string `json:"redundancy_mode,omitempty"`
 	} `json:"databaseConfiguration,omitempty"`
 	FaultDomain struct {
@@ -40,6 +44,7 @@ type processGroupStatus struct {
 	Addresses              []string                 `json:"addresses,omitempty"`
 	RemovalTimestamp       *string                  `json:"removalTimestamp,omitempty"`
 	ExclusionTimestamp     *string                  `json:"exclusionTimestamp,omitempty"`
+	ExclusionSkipped       bool                     `json:"exclusionSkipped,omitempty"`
 	FaultDomain            string                   `json:"faultDomain,omitempty"`
 	ProcessGroupConditions []*processGroupCondition `json:"processGroupConditions,omitempty"`
 }

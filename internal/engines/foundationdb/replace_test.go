@@ -1,0 +1,104 @@
+package foundationdb
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+)
+
+// withProcessGroups gives the cluster's FoundationDBCluster a status.processGroups entry per pod.
+func withProcessGroups(c *ops.Cluster) {
+	var groups []any
+	for _, p := range c.AllPods() {
+		groups = append(groups, map[string]any{"processGroupID": p.Member, "processClass": p.Group, "faultDomain": p.Zone})
+	}
+	for _, g := range c.Groups {
+		st, _ := g.Controller.Object["status"].(map[string]any)
+		st["processGroups"] = groups
+	}
+}
+
+func TestPlanReplacementRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		req     ops.ReplaceRequest
+		setup   func(t *testing.T, c *ops.Cluster, m *fdbsim.Cluster)
+		usage   bool
+		message string
+	}{
+		{name: "every storage zone at once", req: ops.ReplaceRequest{Pods: []string{"myfdb-storage-10", "myfdb-storage-11", "myfdb-storage-12"}},
+			message: "hold storage in 3 fault domains"},
+		{name: "fewer storage fault domains than replicas", req: ops.ReplaceRequest{Pods: []string{"storage-11"}},
+			setup: func(t *testing.T, c *ops.Cluster, _ *fdbsim.Cluster) {
+				// Someone else's removal of storage-12 is under way.
+				st, _ := c.Groups[0].Controller.Object["status"].(map[string]any)
+				for _, g := range st["processGroups"].([]any) {
+					if m := g.(map[string]any); m["processGroupID"] == "storage-12" {
+						m["removalTimestamp"] = "2026-01-01T00:00:00Z"
+					}
+				}
+			},
+			message: "leave storage in 1 fault domain(s) with at most 1 replacement(s), fewer than the 3 replicas"},
+		{name: "unknown name", req: ops.ReplaceRequest{Pods: []string{"nope"}}, usage: true, message: `"nope" is neither a pod nor a process group`},
+		{name: "no exclusion without force", req: ops.ReplaceRequest{Pods: []string{"myfdb-log-10"}, NoExclusion: true}, usage: true, message: "needs --force"},
+		{name: "no exclusion of a running process", req: ops.ReplaceRequest{Pods: []string{"myfdb-log-10"}, NoExclusion: true, Force: true},
+			message: "only for a process that is not running"},
+		{name: "degraded", req: ops.ReplaceRequest{Pods: []string{"myfdb-log-10"}},
+			setup: func(t *testing.T, _ *ops.Cluster, m *fdbsim.Cluster) {
+				if err := m.Stop("storage-10"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			message: "below the configured 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, m, e := liveCluster(t, 3, 3)
+			withProcessGroups(c)
+			if tc.setup != nil {
+				tc.setup(t, c, m)
+			}
+			tc.req.MaxConcurrent = 1
+			p, err := e.PlanReplacement(t.Context(), c, tc.req)
+			if err == nil {
+				t.Fatalf("planned %v", p.Steps)
+			}
+			if want := ops.ExitPrecondition; tc.usage {
+				want = ops.ExitUsage
+				if ops.ExitCode(err) != want {
+					t.Fatalf("exit %d for %v", ops.ExitCode(err), err)
+				}
+			} else if ops.ExitCode(err) != want {
+				t.Fatalf("exit %d for %v", ops.ExitCode(err), err)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("error %q, want %q", err, tc.message)
+			}
+		})
+	}
+}
+
+func TestPlanReplacementOneStorageGroup(t *testing.T) {
+	c, _, e := liveCluster(t, 3, 3)
+	withProcessGroups(c)
+	p, err := e.PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"myfdb-storage-11"}, MaxConcurrent: 1, Args: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	want := "mark/storage-11 replacements/storage-11 exclude/storage-11 coordinators/storage-11 remove/storage-11 include/storage-11 healthy/storage-11"
+	if got := strings.Join(ids, " "); got != want {
+		t.Fatalf("steps %s, want %s", got, want)
+	}
+	// A resumed run takes its process groups from the journal, whatever the pods are now.
+	j := &ops.Journal{Data: map[string]string{keyGroups: "storage-11"}}
+	c.Groups[0].Pods = c.Groups[0].Pods[:1]
+	p2, err := e.PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"myfdb-storage-11"}, MaxConcurrent: 1, Journal: j})
+	if err != nil || len(p2.Steps) != 7 || p2.Steps[0].ID != "mark/storage-11" {
+		t.Fatalf("resumed plan: %v", err)
+	}
+}

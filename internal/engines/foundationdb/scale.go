@@ -1,0 +1,195 @@
+package foundationdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+)
+
+// ProcessClasses are the process classes spec.processCounts takes (the operator's
+// api/v1beta2 foundationdb_database_configuration.go ProcessCounts), in help order.
+var ProcessClasses = []string{"storage", "log", "transaction", "stateless", "cluster_controller", "commit_proxy", "grv_proxy",
+	"proxy", "resolution", "master", "ratekeeper", "data_distributor", "coordinator", "router", "storage_cache", "backup",
+	"fast_restore", "test", "tester", "unset"}
+
+// minimumCount is the fewest storage or log processes a redundancy mode can run with: one per
+// replica of a team (fdbclient/DatabaseConfiguration.cpp: storage team size and log
+// replication factor of the mode); other classes have no minimum here.
+func minimumCount(mode, class string) int {
+	if class != "storage" && class != "log" {
+		return 0
+	}
+	switch mode {
+	case "single":
+		return 1
+	case "triple", "three_data_hall", "three_datacenter":
+		return 3
+	}
+	return 2
+}
+
+// redundancyMode is the CR's configured mode (the operator's default is double).
+func redundancyMode(u *unstructured.Unstructured) string {
+	if m, _, _ := unstructured.NestedString(u.Object, "spec", "databaseConfiguration", "redundancy_mode"); m != "" {
+		return m
+	}
+	return "double"
+}
+
+// processCounts is spec.processCounts.
+func processCounts(u *unstructured.Unstructured) map[string]int {
+	out := map[string]int{}
+	m, _, _ := unstructured.NestedMap(u.Object, "spec", "processCounts")
+	for k, v := range m {
+		out[k] = int(int64Of(v))
+	}
+	return out
+}
+
+// PlanScale plans `scale --processes CLASS=N`: one patch of spec.processCounts with the
+// resourceVersion it was computed from, then waits until each class has N process groups,
+// none marked for removal, the CR reconciled and healthy and N processes reporting. The
+// operator does the growing and the shrinking (with exclusion, as for replace).
+func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleRequest) (*ops.Plan, error) {
+	if req.Masters != nil || len(req.Data) > 0 || req.Replicas != nil || req.Primaries != nil {
+		return nil, ops.Usagef("FoundationDB scales by process class: --processes CLASS=N[,CLASS=N] (not --master, --data, --replicas or --primaries)")
+	}
+	if len(req.Processes) == 0 {
+		return nil, ops.Usagef("nothing to scale: give --processes CLASS=N[,CLASS=N] (classes: %s)", strings.Join(ProcessClasses, ", "))
+	}
+	u := Resource(c)
+	if u == nil {
+		return nil, ops.Usagef("scale --processes needs a FoundationDBCluster; %s/%s is not one", c.Namespace, c.Name)
+	}
+	mode := redundancyMode(u)
+	from := processCounts(u)
+	var classes []string
+	for class, n := range req.Processes {
+		if m := minimumCount(mode, class); int(n) < m {
+			return nil, ops.Preconditionf("%s=%d is below the %d %s processes redundancy mode %s needs; refusing to scale", class, n, m, class, mode)
+		}
+		classes = append(classes, class)
+	}
+	sort.Strings(classes)
+	var args []string
+	for _, class := range classes {
+		args = append(args, fmt.Sprintf("%s=%d", class, req.Processes[class]))
+	}
+	p := ops.NewPlan("scale", c, ops.EngineFoundationDB, "--processes "+strings.Join(args, ","))
+	r := &removal{e: e, c: c, name: u.GetName(), idLabel: idLabel(u), planned: u}
+	var changes []string
+	for _, class := range classes {
+		changes = append(changes, fmt.Sprintf("%s %d -> %d", class, from[class], req.Processes[class]))
+	}
+	crNeeds := ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")
+	execNeeds := ops.Need("", "pods", "exec", "create")
+	target := "FoundationDBCluster/" + r.name
+	p.Steps = append(p.Steps, &ops.Step{ID: "processCounts", Target: target, Mutating: true,
+		Description: "set spec.processCounts: " + strings.Join(changes, ", ") + " (resourceVersion precondition; a class someone else changed since the plan is refused, never overwritten)",
+		Needs:       ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get", "patch"),
+		Action: func(ctx context.Context, sc *ops.StepContext) error {
+			return r.patchCounts(ctx, sc, req.Processes, from)
+		}})
+	for _, class := range classes {
+		want := int(req.Processes[class])
+		p.Steps = append(p.Steps, &ops.Step{ID: "converge/" + class, Target: target, Needs: append(crNeeds, execNeeds...),
+			Description: fmt.Sprintf("wait until class %s has %d process groups, none marked for removal, each reporting (the operator grows first; shrinking excludes, then removes)", class, want),
+			Verify: func(ctx context.Context, sc *ops.StepContext) error {
+				return r.waitClass(ctx, sc, class, want)
+			}})
+	}
+	p.Steps = append(p.Steps, &ops.Step{ID: "healthy", Target: target, Needs: append(crNeeds, execNeeds...),
+		Description: "wait until the FoundationDBCluster is reconciled and healthy, every class at its count, and the database healthy",
+		Verify:      r.waitHealthy})
+	return p, nil
+}
+
+// patchCounts writes the wanted counts in one merge patch carrying the resourceVersion read. A
+// conflict means the CR changed: it is read again; a class whose count someone else changed
+// since the plan (from) is refused, anything else is patched again on the fresh version.
+func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map[string]int32, from map[string]int) error {
+	for attempt := 0; ; attempt++ {
+		u, err := r.read(ctx, attempt)
+		if err != nil {
+			return err
+		}
+		cur := processCounts(u)
+		counts := map[string]any{}
+		for class, n := range want {
+			switch c := cur[class]; {
+			case c == int(n):
+			case c != from[class]:
+				return ops.Preconditionf("spec.processCounts.%s of FoundationDBCluster %s/%s was changed by someone else since the plan (%d, now %d); refusing to overwrite it: plan again",
+					class, r.c.Namespace, r.name, from[class], c)
+			default:
+				counts[class] = int64(n)
+			}
+		}
+		if len(counts) == 0 {
+			return nil // set already (a resumed run)
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
+			"spec":     map[string]any{"processCounts": counts},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = r.e.deps.Dynamic.Resource(discovery.FoundationDBClusterGVR).Namespace(r.c.Namespace).Patch(ctx, r.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
+				"DbopsScaleProcessCounts", fmt.Sprintf("set spec.processCounts %v", counts))
+			return nil
+		case apierrors.IsConflict(err) && attempt < maxPatchConflicts:
+			sc.Waiting("FoundationDBCluster changed since it was read (resourceVersion conflict): reading it again")
+		case apierrors.IsConflict(err):
+			return ops.Preconditionf("FoundationDBCluster %s/%s keeps changing (%d resourceVersion conflicts); refusing to overwrite it", r.c.Namespace, r.name, attempt+1)
+		default:
+			return fmt.Errorf("patching spec.processCounts of FoundationDBCluster %s/%s: %w", r.c.Namespace, r.name, err)
+		}
+	}
+}
+
+// waitClass waits until the class has want process groups, none marked for removal, each
+// without conditions and reporting a process.
+func (r *removal) waitClass(ctx context.Context, sc *ops.StepContext, class string, want int) error {
+	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
+		cr := ReadCR(u)
+		n, marked := 0, 0
+		for _, g := range cr.Groups {
+			if g.Class != class {
+				continue
+			}
+			if g.Removal {
+				marked++
+				continue
+			}
+			n++
+		}
+		if n != want || marked > 0 {
+			return false, fmt.Sprintf("%s: %d process groups, %d marked for removal (want %d, none marked)", class, n, marked, want), nil
+		}
+		st, why := r.status(ctx)
+		if st == nil {
+			return false, why, nil
+		}
+		for id, g := range cr.Groups {
+			if g.Class == class && (len(g.Conditions) > 0 || len(st.ByInstance(id)) == 0) {
+				return false, fmt.Sprintf("process group %s to run and report", id), nil
+			}
+		}
+		sc.Progress(int64(n), int64(want), "process groups", class)
+		return true, "", nil
+	})
+}

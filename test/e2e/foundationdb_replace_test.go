@@ -1,0 +1,170 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+)
+
+const fdbGroupLabel = "foundationdb.org/fdb-process-group-id"
+
+// fdbGroups are the FoundationDBCluster's status.processGroups, by ID.
+func fdbGroups(t *testing.T, ns string) (map[string]map[string]any, *unstructured.Unstructured) {
+	t.Helper()
+	u, err := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns).Get(t.Context(), "myfdb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	groups, _, _ := unstructured.NestedSlice(u.Object, "status", "processGroups")
+	for _, g := range groups {
+		m, _ := g.(map[string]any)
+		id, _ := m["processGroupID"].(string)
+		out[id] = m
+	}
+	return out, u
+}
+
+// fdbExcluded is configuration.excluded_servers of the model, as written.
+func fdbExcluded(t *testing.T, m *fdbsim.Cluster) []string {
+	t.Helper()
+	var st struct {
+		Cluster struct {
+			Configuration struct {
+				ExcludedServers []struct{ Address, Locality string } `json:"excluded_servers"`
+			} `json:"configuration"`
+		} `json:"cluster"`
+	}
+	if err := json.Unmarshal(m.StatusJSON(), &st); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range st.Cluster.Configuration.ExcludedServers {
+		out = append(out, e.Address+e.Locality)
+	}
+	return out
+}
+
+// TestFoundationDBReplaceInterrupted: replace one storage process group, interrupted (SIGINT)
+// once the removal is marked, then run again: exit 0, the group gone from the status, the
+// storage count unchanged, none of its addresses still excluded, and success was never
+// reported before its pod and PVC were gone.
+func TestFoundationDBReplaceInterrupted(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	env := cliEnv(t)
+	ctx := t.Context()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=storage"})
+	if err != nil || len(pods.Items) != 3 {
+		t.Fatalf("storage pods: %v %d", err, len(pods.Items))
+	}
+	victim := pods.Items[0]
+	id := victim.Labels[fdbGroupLabel]
+	ip := victim.Status.PodIP
+	args := []string{"replace", "myfdb", victim.Name, "-n", ns, "--yes", "-o", "json"}
+	run := startCLI(t, env, args...)
+	run.waitEvent("the removal marked", func(e ndEvent) bool { return e.Type == "step-done" && e.stepID() == "mark/"+id })
+	if groups, _ := fdbGroups(t, ns); groups[id]["removalTimestamp"] == nil {
+		t.Fatalf("step mark done but group %s not marked: %v", id, groups[id])
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if res := run.wait(); res.Code == 0 {
+		t.Fatalf("the interrupted run succeeded: %s", res)
+	}
+
+	gone := func(when string) {
+		t.Helper()
+		sel := fdbGroupLabel + "=" + id
+		if l, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}); err != nil || len(l.Items) > 0 {
+			t.Fatalf("%s: pods of %s: %v %d", when, id, err, len(l.Items))
+		}
+		if l, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}); err != nil || len(l.Items) > 0 {
+			t.Fatalf("%s: PVCs of %s: %v %d", when, id, err, len(l.Items))
+		}
+	}
+	again := startCLI(t, env, args...)
+	progress, markedAgain := 0, false
+	for {
+		ev, ok := again.next()
+		if !ok {
+			break
+		}
+		if ev.Type == "step-progress" && strings.HasPrefix(ev.stepID(), "exclude/") {
+			progress++
+		}
+		if ev.Type == "step-started" && strings.HasPrefix(ev.stepID(), "mark/") {
+			markedAgain = true
+		}
+		// Success is never reported before the pod and PVC are gone.
+		if (ev.Type == "step-done" && strings.HasPrefix(ev.stepID(), "remove/")) || (ev.Type == "done" && ev.Outcome == "succeeded") {
+			gone(ev.Type + " " + ev.stepID())
+		}
+	}
+	res := again.wait()
+	if res.Code != 0 || lastOutcome(again.all) != "succeeded" {
+		t.Fatalf("re-run: %s", res)
+	}
+	if markedAgain || progress == 0 {
+		t.Fatalf("re-run: mark step run again %v, %d exclusion progress events (want the journal's mark kept and progress from stored_bytes)", markedAgain, progress)
+	}
+	groups, _ := fdbGroups(t, ns)
+	if _, ok := groups[id]; ok {
+		t.Fatalf("group %s still in status", id)
+	}
+	storage := 0
+	for _, g := range groups {
+		if g["processClass"] == "storage" && g["removalTimestamp"] == nil {
+			storage++
+		}
+	}
+	if storage != 3 {
+		t.Fatalf("%d storage process groups, want 3", storage)
+	}
+	for _, e := range fdbExcluded(t, model) {
+		if e == "locality_instance_id:"+id || e == ip || strings.HasPrefix(e, ip+":") {
+			t.Fatalf("%s still excluded: %v", e, fdbExcluded(t, model))
+		}
+	}
+	if model.Has(id) {
+		t.Fatalf("process %s still in the cluster", id)
+	}
+	if !slices.ContainsFunc(model.Log(), func(e fdbsim.LogEntry) bool {
+		return e.Client == "operator" && strings.HasPrefix(e.Command, "exclude ")
+	}) {
+		t.Fatal("the operator never excluded")
+	}
+}
+
+// TestFoundationDBReplaceRefusedBelowFaultTolerance: replacing every storage process group at
+// once (storage in all three zoneids of a triple cluster) is refused before the lock: exit 5,
+// the FoundationDBCluster unchanged (same resourceVersion), no Lease.
+func TestFoundationDBReplaceRefusedBelowFaultTolerance(t *testing.T) {
+	ns := newNamespace(t)
+	fdbSimFixture(t, ns, "myfdb")
+	env := cliEnv(t)
+	_, before := fdbGroups(t, ns)
+	r := runCLI(t, env, "replace", "myfdb", "--process-class", "storage", "-n", ns, "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "fault tolerance") {
+		t.Fatalf("want exit 5 naming fault tolerance: %s", r)
+	}
+	_, after := fdbGroups(t, ns)
+	if after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Fatalf("FoundationDBCluster written: resourceVersion %s -> %s", before.GetResourceVersion(), after.GetResourceVersion())
+	}
+	if leases, err := bed.Client.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+		t.Fatalf("leases: %v %d", err, len(leases.Items))
+	}
+}

@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+)
+
+// fdbStorage counts storage process groups (not marked for removal) and storage processes up.
+func fdbStorage(t *testing.T, ns string, m *fdbsim.Cluster) (groups, marked, procs int) {
+	t.Helper()
+	all, _ := fdbGroups(t, ns)
+	for _, g := range all {
+		if g["processClass"] != "storage" {
+			continue
+		}
+		if g["removalTimestamp"] != nil {
+			marked++
+		} else {
+			groups++
+		}
+	}
+	for _, p := range m.Processes() {
+		if p.Class == "storage" && p.Up {
+			procs++
+		}
+	}
+	return
+}
+
+// TestFoundationDBScaleProcesses: scale --processes storage=4 then storage=3 converges (groups,
+// processes, nothing left excluded); storage=2 on a triple cluster is refused with exit 5 and
+// the CR unchanged.
+func TestFoundationDBScaleProcesses(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	env := cliEnv(t)
+	for _, n := range []int{4, 3} {
+		r := runCLI(t, env, "scale", "myfdb", "--processes", "storage="+string(rune('0'+n)), "-n", ns, "--yes", "-o", "json")
+		if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+			t.Fatalf("scale to %d: %s", n, r)
+		}
+		if g, m, p := fdbStorage(t, ns, model); g != n || m != 0 || p != n {
+			t.Fatalf("after scale to %d: %d groups, %d marked, %d processes", n, g, m, p)
+		}
+	}
+	if ex := fdbExcluded(t, model); len(ex) != 0 {
+		t.Fatalf("left excluded: %v", ex)
+	}
+	_, before := fdbGroups(t, ns)
+	r := runCLI(t, env, "scale", "myfdb", "--processes", "storage=2", "-n", ns, "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "redundancy mode triple") {
+		t.Fatalf("storage=2 on triple: want exit 5: %s", r)
+	}
+	if _, after := fdbGroups(t, ns); after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Fatalf("refused scale wrote the CR: %s -> %s", before.GetResourceVersion(), after.GetResourceVersion())
+	}
+}
+
+// TestFoundationDBScaleConcurrentEdit: the CR is edited between the plan and the patch (the run
+// waits for a lock someone else holds). An edit of the same class is refused (exit 5) and kept;
+// an unrelated edit makes the run read the CR again and patch on top of it, the edit kept.
+func TestFoundationDBScaleConcurrentEdit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(u *unstructured.Unstructured)
+		code int
+		// storage is spec.processCounts.storage at the end.
+		storage int64
+	}{
+		{"same class", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(5), "spec", "processCounts", "storage")
+		}, 5, 5},
+		{"unrelated", func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"example.com/edited": "yes"})
+		}, 0, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			fdbSimFixture(t, ns, "myfdb")
+			env := cliEnv(t)
+			if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--reason", "test"); r.Code != 0 {
+				t.Fatalf("lock acquire: %s", r)
+			}
+			run := startCLI(t, env, "scale", "myfdb", "--processes", "storage=4", "-n", ns, "--yes", "--lock-id", "bob", "--wait-for-lock", "-o", "json")
+			run.waitEvent("waiting for the lock", func(e ndEvent) bool {
+				return e.Type == "warning" && strings.Contains(e.Message, "waiting for the lock")
+			})
+			res := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns)
+			u, err := res.Get(t.Context(), "myfdb", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(u)
+			if _, err := res.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 {
+				t.Fatalf("lock release: %s", r)
+			}
+			out := run.wait()
+			if out.Code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", out.Code, tc.code, out)
+			}
+			if tc.code == 5 && !strings.Contains(out.Stderr, "changed by someone else since the plan") {
+				t.Fatalf("refused for another reason: %s", out)
+			}
+			conflict := false
+			for _, e := range run.all {
+				conflict = conflict || (e.Type == "step-waiting" && strings.Contains(e.Reason, "resourceVersion conflict"))
+			}
+			if tc.code == 0 && !conflict {
+				t.Fatal("the patch met no resourceVersion conflict: it was not sent with the version read at the plan")
+			}
+			_, after := fdbGroups(t, ns)
+			if n, _, _ := unstructured.NestedInt64(after.Object, "spec", "processCounts", "storage"); n != tc.storage {
+				t.Fatalf("processCounts.storage %d, want %d", n, tc.storage)
+			}
+			if tc.name == "unrelated" && after.GetAnnotations()["example.com/edited"] != "yes" {
+				t.Fatalf("the unrelated edit was lost: %v", after.GetAnnotations())
+			}
+		})
+	}
+}
