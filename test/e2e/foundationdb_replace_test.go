@@ -168,3 +168,46 @@ func TestFoundationDBReplaceRefusedBelowFaultTolerance(t *testing.T) {
 		t.Fatalf("leases: %v %d", err, len(leases.Items))
 	}
 }
+
+// TestFoundationDBReplaceNode: replace --node N replaces every process group with a pod on that
+// node; each class keeps its count.
+func TestFoundationDBReplaceNode(t *testing.T) {
+	ns := newNamespace(t)
+	fdbSimFixture(t, ns, "myfdb")
+	env := cliEnv(t)
+	ctx := t.Context()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=storage"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("storage pods: %v", err)
+	}
+	node := pods.Items[0].Spec.NodeName
+	all, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-cluster-name=myfdb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victims []string
+	for _, p := range all.Items {
+		if p.Spec.NodeName == node {
+			victims = append(victims, p.Labels[fdbGroupLabel])
+		}
+	}
+	r := runCLI(t, env, "replace", "myfdb", "--node", node, "-n", ns, "--yes", "-o", "json")
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("replace --node %s: %s", node, r)
+	}
+	groups, _ := fdbGroups(t, ns)
+	perClass := map[string]int{}
+	for id, g := range groups {
+		if slices.Contains(victims, id) {
+			t.Fatalf("group %s of node %s still in status", id, node)
+		}
+		if g["removalTimestamp"] == nil {
+			perClass[g["processClass"].(string)]++
+		}
+	}
+	for _, class := range []string{"storage", "log", "stateless"} {
+		if perClass[class] != 3 {
+			t.Fatalf("process groups per class %v, want 3 each (replaced %v)", perClass, victims)
+		}
+	}
+}
