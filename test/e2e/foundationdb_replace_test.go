@@ -211,3 +211,69 @@ func TestFoundationDBReplaceNode(t *testing.T) {
 		}
 	}
 }
+
+// TestFoundationDBReplaceConcurrentRemoval: while the run waits for the lock after planning the
+// replacement of storage group A, someone else marks storage group B for removal. The run's
+// patch meets a resourceVersion conflict, reads the CR again, checks again (B's replacement
+// keeps three storage zoneids) and adds A to the list beside B: nothing overwritten. Both
+// removals converge: exit 0, A and B gone, three storage groups.
+func TestFoundationDBReplaceConcurrentRemoval(t *testing.T) {
+	ns := newNamespace(t)
+	fdbSimFixture(t, ns, "myfdb")
+	env := cliEnv(t)
+	ctx := t.Context()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=storage"})
+	if err != nil || len(pods.Items) != 3 {
+		t.Fatalf("storage pods: %v", err)
+	}
+	a, idA, idB := pods.Items[0].Name, pods.Items[0].Labels[fdbGroupLabel], pods.Items[1].Labels[fdbGroupLabel]
+	if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 {
+		t.Fatalf("lock acquire: %s", r)
+	}
+	run := startCLI(t, env, "replace", "myfdb", a, "-n", ns, "--yes", "--lock-id", "bob", "--wait-for-lock", "-o", "json")
+	run.waitEvent("waiting for the lock", func(e ndEvent) bool {
+		return e.Type == "warning" && strings.Contains(e.Message, "waiting for the lock")
+	})
+	res := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns)
+	u, err := res.Get(ctx, "myfdb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedStringSlice(u.Object, []string{idB}, "spec", "processGroupsToRemove")
+	if _, err := res.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 {
+		t.Fatalf("lock release: %s", r)
+	}
+	out := run.wait()
+	if out.Code != 0 {
+		t.Fatalf("replace after a concurrent removal: %s", out)
+	}
+	conflict := slices.ContainsFunc(run.all, func(e ndEvent) bool {
+		return e.Type == "step-waiting" && strings.Contains(e.Reason, "resourceVersion conflict")
+	})
+	if !conflict {
+		t.Fatal("no resourceVersion conflict: the patch did not carry the version the plan read")
+	}
+	after, err := res.Get(ctx, "myfdb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedStringSlice(after.Object, "spec", "processGroupsToRemove"); !slices.Equal(l, []string{idB, idA}) {
+		t.Fatalf("processGroupsToRemove %v, want [%s %s] (the other removal kept, ours added)", l, idB, idA)
+	}
+	groups, _ := fdbGroups(t, ns)
+	storage := 0
+	for id, g := range groups {
+		if id == idA || id == idB {
+			t.Fatalf("group %s still in status", id)
+		}
+		if g["processClass"] == "storage" {
+			storage++
+		}
+	}
+	if storage != 3 {
+		t.Fatalf("%d storage groups, want 3", storage)
+	}
+}
