@@ -277,3 +277,32 @@ func TestFoundationDBReplaceConcurrentRemoval(t *testing.T) {
 		t.Fatalf("%d storage groups, want 3", storage)
 	}
 }
+
+// TestFoundationDBReplaceDeletion: --strategy deletion deletes the pod (the operator recreates
+// it under the same name, new UID) behind the restart gate, and bounces nothing.
+func TestFoundationDBReplaceDeletion(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	env := cliEnv(t)
+	ctx := t.Context()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=log"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("log pods: %v", err)
+	}
+	victim := pods.Items[0]
+	r := runCLI(t, env, "replace", "myfdb", victim.Name, "--strategy", "deletion", "-n", ns, "--yes")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	again, err := bed.Client.CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
+	if err != nil || again.UID == victim.UID {
+		t.Fatalf("pod %s not recreated: %v", victim.Name, err)
+	}
+	if muts := fdbMutations(model); slices.ContainsFunc(muts, func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
+		t.Fatalf("--strategy deletion bounced processes: %q", muts)
+	}
+	if groups, _ := fdbGroups(t, ns); groups[victim.Labels[fdbGroupLabel]] == nil {
+		t.Fatal("the process group was removed by a deletion")
+	}
+}
