@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -68,4 +69,30 @@ func (e *Engine) NotMembers(_ context.Context, c *ops.Cluster) (map[string]strin
 		}
 	}
 	return out, nil
+}
+
+// exclusionProgress is what kubectl-fdb's `get exclusion-status` shows: for each excluded
+// process still holding data or roles, its stored bytes (storage roles' stored_bytes) and
+// roles; "" when no excluded process holds anything.
+func exclusionProgress(st *Status) string {
+	var out []string
+	for _, pr := range st.Cluster.Processes {
+		if !pr.Excluded {
+			continue
+		}
+		var bytes int64
+		var roles []string
+		for _, r := range pr.Roles {
+			bytes += r.StoredBytes
+			if r.Role != "coordinator" {
+				roles = append(roles, r.Role)
+			}
+		}
+		if len(roles) == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s: %d bytes stored, roles %s", dash(pr.InstanceID()), pr.Address, bytes, strings.Join(roles, ",")))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
