@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -27,8 +28,13 @@ type LockOptions struct {
 	// NoHeaders leaves out the table header (deny list).
 	NoHeaders bool
 
-	// found is the cluster manager found (for what an engine's resource says of locks).
-	found *ops.Cluster
+	// PauseOperator: lock acquire also pauses the cluster's operator (FoundationDB spec.skip).
+	PauseOperator bool
+
+	// found is the cluster manager found (for what an engine's resource says of locks), with
+	// the clients that found it.
+	found   *ops.Cluster
+	clients *Clients
 }
 
 // LockAction is the `lock acquire|release -o json|yaml` document.
@@ -146,6 +152,7 @@ func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
 	cmd.Flags().DurationVar(&o.Duration, "duration", 0, "How long to hold the lock (default --lock-duration, 10m)")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why you hold the lock (shown to others)")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Take the lock over from someone else who holds it (their running command stops before its next change)")
+	cmd.Flags().BoolVar(&o.PauseOperator, "pause-operator", false, "FoundationDB: also set the FoundationDBCluster's spec.skip (the operator leaves the cluster alone); lock release clears it only if this tool set it")
 	return cmd
 }
 
@@ -162,16 +169,28 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if o.PauseOperator && foundationdb.Resource(o.found) == nil {
+		return ops.Usagef("--pause-operator applies to a FoundationDBCluster (it sets spec.skip); %s/%s is not one", m.Namespace, m.Cluster)
+	}
 	if o.DryRun {
 		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: lock.ManualOperation}, DryRun: true},
 			func(w io.Writer) error {
 				_, err := ops.Fprintf(w, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
+				if err == nil && o.PauseOperator {
+					_, err = ops.Fprintf(w, "would set spec.skip on FoundationDBCluster %s/%s (the operator leaves the cluster alone until the release)\n", m.Namespace, m.Cluster)
+				}
 				return err
 			})
 	}
 	held, err := m.AcquireWithReason(ctx, lock.ManualOperation, o.Reason)
 	if err != nil {
 		return err
+	}
+	paused := ""
+	if o.PauseOperator {
+		if paused, err = o.pauseOperator(ctx, m); err != nil {
+			return err
+		}
 	}
 	info := held.Info()
 	from := ""
@@ -184,8 +203,8 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 	}
 	o.recordLockEvent(ctx, m, "DbopsLock"+titleCase(info.Action), info.Action == ops.LockTakeover, msg)
 	return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
-		_, err := ops.Fprintf(w, "lock on %s/%s %s%s by %s until %s\n", m.Namespace, m.Cluster, info.Action, from, info.Holder,
-			info.Expires.UTC().Format(time.RFC3339))
+		_, err := ops.Fprintf(w, "lock on %s/%s %s%s by %s until %s\n%s", m.Namespace, m.Cluster, info.Action, from, info.Holder,
+			info.Expires.UTC().Format(time.RFC3339), paused)
 		return err
 	})
 }
@@ -236,6 +255,10 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 				return err
 			})
 	}
+	unpaused, err := o.unpauseOperator(ctx, m)
+	if err != nil {
+		return err
+	}
 	r, err := m.ReleaseHolder(ctx)
 	if err != nil {
 		return err
@@ -259,7 +282,7 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 		info.Previous = r.Holder
 	}
 	return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
-		_, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n", m.Namespace, m.Cluster, m.ID, held)
+		_, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n%s", m.Namespace, m.Cluster, m.ID, held, unpaused)
 		return err
 	})
 }
@@ -313,7 +336,7 @@ func (o *LockOptions) manager(ctx context.Context) (*lock.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.found = c
+	o.found, o.clients = c, cl
 	id := o.ID
 	if id == "" {
 		if id, err = o.ResolveLockID(); err != nil {

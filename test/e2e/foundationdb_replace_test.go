@@ -168,3 +168,141 @@ func TestFoundationDBReplaceRefusedBelowFaultTolerance(t *testing.T) {
 		t.Fatalf("leases: %v %d", err, len(leases.Items))
 	}
 }
+
+// TestFoundationDBReplaceNode: replace --node N replaces every process group with a pod on that
+// node; each class keeps its count.
+func TestFoundationDBReplaceNode(t *testing.T) {
+	ns := newNamespace(t)
+	fdbSimFixture(t, ns, "myfdb")
+	env := cliEnv(t)
+	ctx := t.Context()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=storage"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("storage pods: %v", err)
+	}
+	node := pods.Items[0].Spec.NodeName
+	all, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-cluster-name=myfdb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victims []string
+	for _, p := range all.Items {
+		if p.Spec.NodeName == node {
+			victims = append(victims, p.Labels[fdbGroupLabel])
+		}
+	}
+	r := runCLI(t, env, "replace", "myfdb", "--node", node, "-n", ns, "--yes", "-o", "json")
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("replace --node %s: %s", node, r)
+	}
+	groups, _ := fdbGroups(t, ns)
+	perClass := map[string]int{}
+	for id, g := range groups {
+		if slices.Contains(victims, id) {
+			t.Fatalf("group %s of node %s still in status", id, node)
+		}
+		if g["removalTimestamp"] == nil {
+			perClass[g["processClass"].(string)]++
+		}
+	}
+	for _, class := range []string{"storage", "log", "stateless"} {
+		if perClass[class] != 3 {
+			t.Fatalf("process groups per class %v, want 3 each (replaced %v)", perClass, victims)
+		}
+	}
+}
+
+// TestFoundationDBReplaceConcurrentRemoval: while the run waits for the lock after planning the
+// replacement of storage group A, someone else marks storage group B for removal. The run's
+// patch meets a resourceVersion conflict, reads the CR again, checks again (B's replacement
+// keeps three storage zoneids) and adds A to the list beside B: nothing overwritten. Both
+// removals converge: exit 0, A and B gone, three storage groups.
+func TestFoundationDBReplaceConcurrentRemoval(t *testing.T) {
+	ns := newNamespace(t)
+	fdbSimFixture(t, ns, "myfdb")
+	env := cliEnv(t)
+	ctx := t.Context()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=storage"})
+	if err != nil || len(pods.Items) != 3 {
+		t.Fatalf("storage pods: %v", err)
+	}
+	a, idA, idB := pods.Items[0].Name, pods.Items[0].Labels[fdbGroupLabel], pods.Items[1].Labels[fdbGroupLabel]
+	if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 {
+		t.Fatalf("lock acquire: %s", r)
+	}
+	run := startCLI(t, env, "replace", "myfdb", a, "-n", ns, "--yes", "--lock-id", "bob", "--wait-for-lock", "-o", "json")
+	run.waitEvent("waiting for the lock", func(e ndEvent) bool {
+		return e.Type == "warning" && strings.Contains(e.Message, "waiting for the lock")
+	})
+	res := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns)
+	u, err := res.Get(ctx, "myfdb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedStringSlice(u.Object, []string{idB}, "spec", "processGroupsToRemove")
+	if _, err := res.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 {
+		t.Fatalf("lock release: %s", r)
+	}
+	out := run.wait()
+	if out.Code != 0 {
+		t.Fatalf("replace after a concurrent removal: %s", out)
+	}
+	conflict := slices.ContainsFunc(run.all, func(e ndEvent) bool {
+		return e.Type == "step-waiting" && strings.Contains(e.Reason, "resourceVersion conflict")
+	})
+	if !conflict {
+		t.Fatal("no resourceVersion conflict: the patch did not carry the version the plan read")
+	}
+	after, err := res.Get(ctx, "myfdb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedStringSlice(after.Object, "spec", "processGroupsToRemove"); !slices.Equal(l, []string{idB, idA}) {
+		t.Fatalf("processGroupsToRemove %v, want [%s %s] (the other removal kept, ours added)", l, idB, idA)
+	}
+	groups, _ := fdbGroups(t, ns)
+	storage := 0
+	for id, g := range groups {
+		if id == idA || id == idB {
+			t.Fatalf("group %s still in status", id)
+		}
+		if g["processClass"] == "storage" {
+			storage++
+		}
+	}
+	if storage != 3 {
+		t.Fatalf("%d storage groups, want 3", storage)
+	}
+}
+
+// TestFoundationDBReplaceDeletion: --strategy deletion deletes the pod (the operator recreates
+// it under the same name, new UID) behind the restart gate, and bounces nothing.
+func TestFoundationDBReplaceDeletion(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	env := cliEnv(t)
+	ctx := t.Context()
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=log"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("log pods: %v", err)
+	}
+	victim := pods.Items[0]
+	r := runCLI(t, env, "replace", "myfdb", victim.Name, "--strategy", "deletion", "-n", ns, "--yes")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	again, err := bed.Client.CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
+	if err != nil || again.UID == victim.UID {
+		t.Fatalf("pod %s not recreated: %v", victim.Name, err)
+	}
+	if muts := fdbMutations(model); slices.ContainsFunc(muts, func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
+		t.Fatalf("--strategy deletion bounced processes: %q", muts)
+	}
+	if groups, _ := fdbGroups(t, ns); groups[victim.Labels[fdbGroupLabel]] == nil {
+		t.Fatal("the process group was removed by a deletion")
+	}
+}

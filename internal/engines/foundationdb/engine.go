@@ -253,6 +253,9 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 	if len(ex) > 0 {
 		details["exclusions"] += " (" + strings.Join(ex, ", ") + ")"
 	}
+	if p := exclusionProgress(st); p != "" {
+		details["exclusionProgress"] = p
+	}
 	h.Message = strings.Join(summary, ", ")
 	h.Table = processTable(c, st, cr)
 	h.Volatile = []string{"maintenance"} // its seconds remaining; the zone is in Message

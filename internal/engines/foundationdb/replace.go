@@ -168,6 +168,9 @@ func checkRemoval(c *ops.Cluster, cr CRState, st *Status, groups []string, repli
 	zonesRemoved, zonesLeft := map[string]bool{}, map[string]bool{}
 	storageRemoved := 0
 	for id, zone := range storage {
+		if zone == "" && !removed[id] {
+			continue // not scheduled yet: no fault domain to count
+		}
 		if cr.Groups[id].Removal && !removed[id] {
 			continue // someone else's removal: it will not hold data
 		}
@@ -337,6 +340,17 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 		if len(next) == len(list) {
 			return nil // marked already (a resumed run)
 		}
+		if attempt > 0 {
+			// The CR changed since the plan (someone else's removal, say): plan again, with
+			// the checks the plan made, on what is there now.
+			st, why := r.status(ctx, u)
+			if st == nil {
+				return ops.Preconditionf("FoundationDBCluster %s/%s changed since the plan and cannot be checked again (%s); refusing to mark", r.c.Namespace, r.name, why)
+			}
+			if err := checkRemoval(r.c, cr, st, next[len(list):], replicasOf(st), r.noExclusion); err != nil {
+				return fmt.Errorf("FoundationDBCluster %s/%s changed since the plan; checked again: %w", r.c.Namespace, r.name, err)
+			}
+		}
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
 			"spec":     map[string]any{r.field: next},
@@ -393,8 +407,16 @@ func (r *removal) poll(ctx context.Context, sc *ops.StepContext, f func(u *unstr
 	}
 }
 
-func (r *removal) status(ctx context.Context) (*Status, string) {
-	st, _, err := r.e.StatusFrom(ctx, r.e.cli(), r.c, nil)
+// status runs status json in a pod whose process group the CR u still lists and does not
+// remove: the planned cluster's other pods are going or gone (this run's groups, or someone
+// else's removal), and fdbcli in them would fail.
+func (r *removal) status(ctx context.Context, u *unstructured.Unstructured) (*Status, string) {
+	cr := ReadCR(u)
+	skip := func(p ops.Pod) bool {
+		g, ok := cr.Groups[p.Member]
+		return !ok || g.Removal
+	}
+	st, _, err := r.e.StatusFrom(ctx, r.e.cli(), r.c, skip)
 	if err != nil {
 		return nil, "status json: " + err.Error()
 	}
@@ -428,7 +450,7 @@ func (r *removal) waitReplacements(ctx context.Context, sc *ops.StepContext, bat
 			return true, "", nil // removed already
 		}
 		counts, _, _ := unstructured.NestedMap(u.Object, "spec", "processCounts")
-		st, why := r.status(ctx)
+		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}
@@ -471,7 +493,7 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 	lastLeft := int64(-1)
 	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
 		cr := ReadCR(u)
-		st, why := r.status(ctx)
+		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}
@@ -518,8 +540,8 @@ func addrsOf(st *Status, batch []string) map[string]bool {
 }
 
 func (r *removal) waitNoCoordinator(ctx context.Context, sc *ops.StepContext, batch []string) error {
-	return r.poll(ctx, sc, func(*unstructured.Unstructured) (bool, string, error) {
-		st, why := r.status(ctx)
+	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
+		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}
@@ -560,8 +582,8 @@ func (r *removal) waitRemoved(ctx context.Context, sc *ops.StepContext, batch []
 }
 
 func (r *removal) waitIncluded(ctx context.Context, sc *ops.StepContext, batch []string) error {
-	return r.poll(ctx, sc, func(*unstructured.Unstructured) (bool, string, error) {
-		st, why := r.status(ctx)
+	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
+		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}
@@ -613,7 +635,7 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 				return false, fmt.Sprintf("%d %s process groups, want %d", have[class], class, want), nil
 			}
 		}
-		st, why := r.status(ctx)
+		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}

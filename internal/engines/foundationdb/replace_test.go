@@ -102,3 +102,24 @@ func TestPlanReplacementOneStorageGroup(t *testing.T) {
 		t.Fatalf("resumed plan: %v", err)
 	}
 }
+
+func TestPlanReplacementBatchesByMaxConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		max   int
+		steps int
+		first string
+	}{
+		{1, 14, "mark/log-10"},
+		{2, 7, "mark/log-10,log-11"},
+	} {
+		c, _, e := liveCluster(t, 3, 3)
+		withProcessGroups(c)
+		p, err := e.PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"myfdb-log-10", "log-11"}, MaxConcurrent: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Steps) != tc.steps || p.Steps[0].ID != tc.first {
+			t.Fatalf("--max-concurrent %d: %d steps, first %s", tc.max, len(p.Steps), p.Steps[0].ID)
+		}
+	}
+}

@@ -180,7 +180,7 @@ func (r *removal) waitClass(ctx context.Context, sc *ops.StepContext, class stri
 		if n != want || marked > 0 {
 			return false, fmt.Sprintf("%s: %d process groups, %d marked for removal (want %d, none marked)", class, n, marked, want), nil
 		}
-		st, why := r.status(ctx)
+		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}

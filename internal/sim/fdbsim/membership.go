@@ -110,3 +110,8 @@ func processIDOf(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:16])
 }
+
+func (c *Cluster) isExcluded(p *process) bool {
+	_, ex := c.excludedBy(p)
+	return ex
+}

@@ -330,7 +330,9 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 			logs = append(logs, p)
 		}
 	}
-	if ccp := c.byID(c.cc); ccp == nil || !ccp.up {
+	// An excluded process has the worst fitness for every role, the cluster controller's too
+	// (fdbclient/ProcessClass: ExcludeFit), so a recovery elects the controller elsewhere.
+	if ccp := c.byID(c.cc); ccp == nil || !ccp.up || c.isExcluded(ccp) {
 		c.cc = ""
 		if len(stateless) > 0 {
 			c.cc = stateless[0].spec.ID

@@ -1,0 +1,61 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+)
+
+// TestFoundationDBLockPausesOperator: lock acquire --pause-operator sets spec.skip and records
+// it on the Lease; release clears it. A skip someone else set is left set by both.
+func TestFoundationDBLockPausesOperator(t *testing.T) {
+	for _, preset := range []bool{false, true} {
+		name := map[bool]string{false: "we pause", true: "already paused"}[preset]
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t)
+			fdbSimFixture(t, ns, "myfdb")
+			env := cliEnv(t)
+			res := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns)
+			skip := func() bool {
+				u, err := res.Get(t.Context(), "myfdb", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, _, _ := unstructured.NestedBool(u.Object, "spec", "skip")
+				return s
+			}
+			if preset {
+				u, err := res.Get(t.Context(), "myfdb", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = unstructured.SetNestedField(u.Object, true, "spec", "skip")
+				if _, err := res.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator", "--dry-run"); r.Code != 0 || skip() != preset {
+				t.Fatalf("dry-run: skip %v: %s", skip(), r)
+			}
+			if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator"); r.Code != 0 || !skip() {
+				t.Fatalf("acquire --pause-operator: skip %v: %s", skip(), r)
+			}
+			l, err := bed.Client.CoordinationV1().Leases(ns).Get(t.Context(), lock.LeaseName("myfdb"), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec := l.Annotations[lock.AnnotationPausedOperator]; (rec != "") == preset {
+				t.Fatalf("pause recorded %q with skip preset %v", rec, preset)
+			}
+			if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 || skip() != preset {
+				t.Fatalf("release: skip %v, want %v: %s", skip(), preset, r)
+			}
+		})
+	}
+}
