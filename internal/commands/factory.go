@@ -80,7 +80,7 @@ func (cl *Clients) waitAnswered(ctx context.Context) {
 // access is the command's access checker: SelfSubjectAccessReviews, each asked once.
 func (cl *Clients) access() *ops.CachedAccess {
 	if cl.accessCache == nil {
-		cl.accessCache = &ops.CachedAccess{Checker: ops.SelfAccessReview{Client: cl.Kube}}
+		cl.accessCache = &ops.CachedAccess{Checker: &ops.RulesReview{Client: cl.Kube, Fallback: ops.SelfAccessReview{Client: cl.Kube}}}
 	}
 	return cl.accessCache
 }

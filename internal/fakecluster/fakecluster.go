@@ -116,7 +116,7 @@ func Writes(c *fake.Clientset) []string {
 			continue
 		}
 		// An access review asks a question; it changes nothing.
-		if a.GetResource().Resource == "selfsubjectaccessreviews" {
+		if r := a.GetResource().Resource; r == "selfsubjectaccessreviews" || r == "selfsubjectrulesreviews" {
 			continue
 		}
 		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())

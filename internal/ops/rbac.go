@@ -104,6 +104,84 @@ func (r SelfAccessReview) Allowed(ctx context.Context, namespace string, p Permi
 	return res.Status.Allowed, nil
 }
 
+// RulesReview answers from one SelfSubjectRulesReview per namespace: the rules the
+// authorizers list for the caller there (kubectl auth can-i --list reads the same). Only an
+// allow is taken from them — RBAC is purely additive, so a rule that allows p is the answer the
+// API server gives — and everything else goes to Fallback (SelfSubjectAccessReviews): a
+// permission no rule grants, and every question when the review is incomplete (an authorizer
+// such as a webhook could not list its rules). A dozen reviews before a run become one.
+type RulesReview struct {
+	Client   kubernetes.Interface
+	Fallback AccessChecker
+
+	mu    sync.Mutex
+	rules map[string]*rulesAnswer
+}
+
+type rulesAnswer struct {
+	done  chan struct{}
+	rules []authorizationv1.ResourceRule
+	ok    bool // complete and readable
+}
+
+// Allowed implements AccessChecker.
+func (r *RulesReview) Allowed(ctx context.Context, namespace string, p Permission) (bool, error) {
+	r.mu.Lock()
+	if r.rules == nil {
+		r.rules = map[string]*rulesAnswer{}
+	}
+	a, asked := r.rules[namespace]
+	if !asked {
+		a = &rulesAnswer{done: make(chan struct{})}
+		r.rules[namespace] = a
+	}
+	r.mu.Unlock()
+	if !asked {
+		review := &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: namespace}}
+		res, err := r.Client.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err == nil && !res.Status.Incomplete && res.Status.EvaluationError == "" {
+			a.rules, a.ok = res.Status.ResourceRules, true
+		}
+		close(a.done)
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return false, fmt.Errorf("checking permission to %s: %w", p, context.Cause(ctx))
+	}
+	if a.ok && rulesAllow(a.rules, p) {
+		return true, nil
+	}
+	return r.Fallback.Allowed(ctx, namespace, p)
+}
+
+// rulesAllow is RBAC's rule evaluation for a request without a resource name
+// (k8s.io/kubernetes pkg/apis/rbac/v1 evaluation_helpers.go: VerbMatches, APIGroupMatches,
+// ResourceMatches).
+func rulesAllow(rules []authorizationv1.ResourceRule, p Permission) bool {
+	combined := p.Resource
+	if p.Subresource != "" {
+		combined += "/" + p.Subresource
+	}
+	for _, rule := range rules {
+		if len(rule.ResourceNames) > 0 {
+			continue // granted for some names only; a run acts on others too
+		}
+		if !slices.Contains(rule.Verbs, "*") && !slices.Contains(rule.Verbs, p.Verb) {
+			continue
+		}
+		if !slices.Contains(rule.APIGroups, "*") && !slices.Contains(rule.APIGroups, p.Group) {
+			continue
+		}
+		for _, res := range rule.Resources {
+			if res == "*" || res == combined || (p.Subresource != "" && res == "*/"+p.Subresource) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // CachedAccess is an AccessChecker that asks each question once per command and can ask
 // ahead (Prefetch): the checks before planning and before the lock then cost one round of
 // reviews, not two. Errors are not kept: a question that failed is asked again.

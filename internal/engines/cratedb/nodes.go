@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -367,10 +368,44 @@ func sameHost(a, b string) bool {
 }
 
 // livePods reads c's pods as they are now, by name (missing ones absent): from the run's pod
-// informer inside a step, else one GET each, all at once (ops.GetPods). Treat them as
-// read-only.
+// informer inside a step; outside a run (planning) with one LIST per StatefulSet by its
+// selector when that costs fewer requests than a GET per pod, else one GET each, all at once
+// (ops.GetPods). Treat them as read-only.
 func (e *Engine) livePods(ctx context.Context, c *ops.Cluster, names []string) (map[string]*corev1.Pod, error) {
-	return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
+	if ops.RunPods(ctx, nil, e.client, c.Namespace) != nil {
+		return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
+	}
+	var sels []string
+	for _, g := range c.Groups {
+		if g.Object == nil || g.Object.Spec.Selector == nil {
+			return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(g.Object.Spec.Selector)
+		if err != nil || sel.Empty() {
+			return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
+		}
+		sels = append(sels, sel.String())
+	}
+	if len(sels) >= len(names) {
+		return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]*corev1.Pod{}
+	for _, sel := range sels {
+		l, err := e.client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("listing pods of %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		for i := range l.Items {
+			if p := &l.Items[i]; want[p.Name] {
+				out[p.Name] = p
+			}
+		}
+	}
+	return out, nil
 }
 
 // mapNodes maps every existing pod of c to its node. Problems are
