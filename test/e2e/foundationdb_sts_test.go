@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,5 +101,132 @@ func TestFoundationDBStatefulSetStatus(t *testing.T) {
 		if len(f) > 2 && f[0] == "-" && strings.Contains(line, ":4501") {
 			t.Errorf("process without its pod: %q", line)
 		}
+	}
+}
+
+// fdbMembership are the exclude, include and coordinators changes run from pods.
+func fdbMembership(m *fdbsim.Cluster) []string {
+	var out []string
+	for _, e := range m.Log() {
+		if e.Client == "operator" || !e.OK {
+			continue
+		}
+		f := strings.Fields(e.Command)
+		if len(f) > 1 && (f[0] == "exclude" || f[0] == "include" || f[0] == "coordinators") {
+			out = append(out, e.Command)
+		}
+	}
+	return out
+}
+
+func verbs(cmds []string) []string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = strings.Fields(c)[0]
+	}
+	return out
+}
+
+// TestFoundationDBStatefulSetScaleDown: 5 -> 3 on the sample's StatefulSet, with a coordinator on
+// the highest pod, runs exclude -> coordinators -> replicas -> PVC delete -> include, ends with the
+// coordinators on pods 0-2, nothing excluded, the claims of pods 3 and 4 gone; --replicas 1 on the
+// double-redundancy cluster is refused with exit 5 and nothing written.
+func TestFoundationDBStatefulSetScaleDown(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 5)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	ctx := t.Context()
+	addr := map[string]string{}
+	for _, p := range model.Processes() {
+		addr[p.ID] = p.Address
+	}
+	// Move a coordinator onto pod 4, the first to go.
+	if out, errOut, err := fdbcliIn(ctx, ns, "fdbsample-0", "--exec", "coordinators "+addr["fdbsample-0"]+" "+addr["fdbsample-1"]+" "+addr["fdbsample-4"], "--timeout", "10"); err != nil {
+		t.Fatalf("coordinators: %v %s %s", err, out, errOut)
+	}
+	env := cliEnv(t)
+
+	// Refused: below double redundancy's team size.
+	r := runCLI(t, env, "scale", "fdbsample", "-n", ns, "--replicas", "1", "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "redundancy mode double") {
+		t.Fatalf("--replicas 1: want exit 5: %s", r)
+	}
+	if leases, err := bed.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+		t.Fatalf("refused scale left a Lease: %v %v", err, leases)
+	}
+	if m := fdbMembership(model); len(m) != 1 {
+		t.Fatalf("refused scale ran fdbcli mutations: %q", m)
+	}
+	if s, err := bed.Client.AppsV1().StatefulSets(ns).Get(ctx, "fdbsample", metav1.GetOptions{}); err != nil || *s.Spec.Replicas != 5 {
+		t.Fatalf("refused scale changed replicas: %v", err)
+	}
+
+	// The dry run shows every fdbcli command and writes nothing.
+	r = runCLI(t, env, "scale", "fdbsample", "-n", ns, "--replicas", "3", "--dry-run")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	for _, want := range []string{"exclude no_wait locality_instance_id:fdbsample-4 locality_instance_id:fdbsample-3", "coordinators ", "include locality_instance_id:fdbsample-4"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	if m := fdbMembership(model); len(m) != 1 {
+		t.Fatalf("dry run ran fdbcli mutations: %q", m)
+	}
+
+	// When the StatefulSet's replicas drop, the exclusion and the coordinator change are done and
+	// the include is not.
+	atReplicas := make(chan []string, 1)
+	go func() {
+		w, err := bed.Client.AppsV1().StatefulSets(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=fdbsample"})
+		if err != nil {
+			return
+		}
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if s, ok := ev.Object.(*appsv1.StatefulSet); ok && *s.Spec.Replicas == 3 {
+				atReplicas <- verbs(fdbMembership(model))
+				return
+			}
+		}
+	}()
+	r = runCLI(t, env, "scale", "fdbsample", "-n", ns, "--replicas", "3", "--yes", "-o", "json")
+	evs := parseNDJSON(t, r)
+	if r.Code != 0 || lastOutcome(evs) != "succeeded" {
+		t.Fatalf("scale 5 -> 3: %s", r)
+	}
+	if got, want := stepsOf(evs, "step-done"), []string{"gate", "exclude", "coordinators", "replicas", "pvcs", "include"}; !slices.Equal(got, want) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
+	if got, want := verbs(fdbMembership(model)), []string{"coordinators", "exclude", "coordinators", "include"}; !slices.Equal(got, want) {
+		t.Errorf("fdbcli changes %q, want verbs %v", fdbMembership(model), want)
+	}
+	select {
+	case got := <-atReplicas:
+		if want := []string{"coordinators", "exclude", "coordinators"}; !slices.Equal(got, want) {
+			t.Errorf("when replicas dropped, fdbcli had run %v, want %v", got, want)
+		}
+	case <-ctx.Done():
+		t.Fatal("replicas never seen at 3")
+	}
+	coords := model.Coordinators()
+	slices.Sort(coords)
+	want := []string{addr["fdbsample-0"], addr["fdbsample-1"], addr["fdbsample-2"]}
+	slices.Sort(want)
+	if !slices.Equal(coords, want) {
+		t.Errorf("coordinators %v, want pods 0-2 %v", coords, want)
+	}
+	out, _, err := fdbcliIn(ctx, ns, "fdbsample-0", "--exec", "exclude", "--timeout", "10")
+	if err != nil || !strings.Contains(out, "no servers or localities excluded") {
+		t.Errorf("left excluded: %v %s", err, out)
+	}
+	for _, pvc := range []string{"data-fdbsample-3", "data-fdbsample-4"} {
+		if _, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc, metav1.GetOptions{}); err == nil {
+			t.Errorf("PVC %s left", pvc)
+		}
+	}
+	if _, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-fdbsample-2", metav1.GetOptions{}); err != nil {
+		t.Errorf("PVC of a remaining pod: %v", err)
 	}
 }
