@@ -230,3 +230,30 @@ func TestFoundationDBStatefulSetScaleDown(t *testing.T) {
 		t.Errorf("PVC of a remaining pod: %v", err)
 	}
 }
+
+// TestFoundationDBStatefulSetScaleUp: 3 -> 5 raises replicas and succeeds only once the new pods'
+// processes report (the model has them up) and the database is healthy.
+func TestFoundationDBStatefulSetScaleUp(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 3)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	env := cliEnv(t)
+	r := runCLI(t, env, "scale", "fdbsample", "-n", ns, "--replicas", "5", "--yes", "-o", "json")
+	evs := parseNDJSON(t, r)
+	if r.Code != 0 || lastOutcome(evs) != "succeeded" {
+		t.Fatalf("scale 3 -> 5: %s", r)
+	}
+	if got, want := stepsOf(evs, "step-done"), []string{"gate", "replicas", "join"}; !slices.Equal(got, want) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
+	up := map[string]bool{}
+	for _, p := range model.Processes() {
+		up[p.ID] = p.Up
+	}
+	if !up["fdbsample-3"] || !up["fdbsample-4"] {
+		t.Fatalf("new processes not up when the run ended: %v", up)
+	}
+	if m := fdbMembership(model); len(m) != 0 {
+		t.Errorf("scale up changed membership: %q", m)
+	}
+}
