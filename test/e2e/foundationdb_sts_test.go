@@ -257,3 +257,57 @@ func TestFoundationDBStatefulSetScaleUp(t *testing.T) {
 		t.Errorf("scale up changed membership: %q", m)
 	}
 }
+
+// TestFoundationDBStatefulSetReplace: replacing a coordinator's pod runs the exclusion sequence
+// (exclude, coordinators moved off it), then recreates the pod on a new PVC, waits for its
+// process and includes it again: the pod and claim are new, nothing is left excluded, and every
+// coordinator is a running process.
+func TestFoundationDBStatefulSetReplace(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 5)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	ctx := t.Context()
+	oldPod, err := bed.Client.CoreV1().Pods(ns).Get(ctx, "fdbsample-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPVC, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-fdbsample-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, cliEnv(t), "replace", "fdbsample", "fdbsample-1", "-n", ns, "--yes", "-o", "json")
+	evs := parseNDJSON(t, r)
+	if r.Code != 0 || lastOutcome(evs) != "succeeded" {
+		t.Fatalf("replace: %s", r)
+	}
+	b1 := "/fdbsample-1"
+	if got, want := stepsOf(evs, "step-done"), []string{"gate" + b1, "exclude" + b1, "coordinators" + b1, "replace/recreate/fdbsample-1", "report" + b1, "include" + b1}; !slices.Equal(got, want) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
+	if got, want := verbs(fdbMembership(model)), []string{"exclude", "coordinators", "include"}; !slices.Equal(got, want) {
+		t.Errorf("fdbcli changes %q, want verbs %v", fdbMembership(model), want)
+	}
+	newPod, err := bed.Client.CoreV1().Pods(ns).Get(ctx, "fdbsample-1", metav1.GetOptions{})
+	if err != nil || newPod.UID == oldPod.UID {
+		t.Errorf("pod not recreated: %v", err)
+	}
+	newPVC, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-fdbsample-1", metav1.GetOptions{})
+	if err != nil || newPVC.UID == oldPVC.UID {
+		t.Errorf("PVC not recreated: %v", err)
+	}
+	up := map[string]bool{}
+	for _, p := range model.Processes() {
+		if p.Up {
+			up[p.Address] = true
+		}
+	}
+	for _, c := range model.Coordinators() {
+		if !up[c] {
+			t.Errorf("coordinator %s is not a running process (%v)", c, model.Coordinators())
+		}
+	}
+	out, _, err := fdbcliIn(ctx, ns, "fdbsample-0", "--exec", "exclude", "--timeout", "10")
+	if err != nil || !strings.Contains(out, "no servers or localities excluded") {
+		t.Errorf("left excluded: %v %s", err, out)
+	}
+}

@@ -30,6 +30,8 @@ type stsScale struct {
 	g    *ops.NodeGroup
 	from int32 // replicas as planned (the highest ordinal still to handle + 1 on a resume)
 	to   int32
+	// away are the pods fdbcli must not run in: those leaving or being replaced.
+	away []string
 }
 
 // localities are the exclusion keys of pods (fdbcli `exclude locality_instance_id:<pod>`).
@@ -80,6 +82,7 @@ func (e *Engine) planScaleStatefulSet(ctx context.Context, c *ops.Cluster, req o
 		}
 	}
 	s := &stsScale{e: e, c: c, g: g, from: from, to: to}
+	s.away = s.leaving()
 	p := ops.NewPlan("scale", c, ops.EngineFoundationDB, fmt.Sprintf("--replicas %d", to))
 	switch {
 	case to < from:
@@ -108,67 +111,10 @@ var (
 
 func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 	leaving := s.leaving()
-	keys := strings.Join(localities(leaving), " ")
 	p.Steps = append(p.Steps, &ops.Step{ID: "gate", Target: s.target(), Needs: execNeed,
 		Description: "wait until the database is available and healthy (status json: data healthy, fully recovered)",
 		Verify:      s.waitHealthy})
-	p.Steps = append(p.Steps, &ops.Step{ID: "exclude", Target: s.target(), Mutating: true, Needs: execNeed,
-		Description: "exclude " + strings.Join(leaving, ", ") + " and wait until none of their processes holds data or a role (status json roles, stored_bytes)",
-		Details:     []string{"fdbcli --exec 'exclude no_wait " + keys + "'"},
-		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-			st, err := s.status(ctx)
-			if err != nil {
-				return false, err
-			}
-			return excludedAll(st, leaving), nil
-		},
-		Action: func(ctx context.Context, sc *ops.StepContext) error {
-			return s.run(ctx, "exclude no_wait "+keys)
-		},
-		Verify: func(ctx context.Context, sc *ops.StepContext) error {
-			return s.poll(ctx, sc, func(st *Status) (bool, string) {
-				return drained(st, leaving)
-			})
-		}})
-	var moving []string
-	for _, pod := range leaving {
-		for _, pr := range st.ByInstance(pod) {
-			if st.IsCoordinator(pr.Address) {
-				moving = append(moving, pod)
-			}
-		}
-	}
-	if len(moving) > 0 {
-		next := coordinatorsAfter(st, s.c, leaving)
-		p.Steps = append(p.Steps, &ops.Step{ID: "coordinators", Target: s.target(), Mutating: true, Needs: execNeed,
-			Description: "move the coordinators off " + strings.Join(moving, ", ") + " onto the remaining pods, lowest ordinals first",
-			Details:     []string{"fdbcli --exec 'coordinators " + strings.Join(next, " ") + "' (addresses read again when the step runs)"},
-			Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
-				st, err := s.status(ctx)
-				if err != nil {
-					return false, err
-				}
-				return !coordinatorOn(st, leaving), nil
-			},
-			Action: func(ctx context.Context, sc *ops.StepContext) error {
-				st, err := s.status(ctx)
-				if err != nil {
-					return err
-				}
-				if !coordinatorOn(st, leaving) {
-					return nil
-				}
-				return s.run(ctx, "coordinators "+strings.Join(coordinatorsAfter(st, s.c, leaving), " "))
-			},
-			Verify: func(ctx context.Context, sc *ops.StepContext) error {
-				return s.poll(ctx, sc, func(st *Status) (bool, string) {
-					if coordinatorOn(st, leaving) {
-						return false, "the coordinators to leave " + strings.Join(leaving, ", ")
-					}
-					return true, ""
-				})
-			}})
-	}
+	p.Steps = append(p.Steps, s.excludeSteps("", s.target(), st, leaving)...)
 	p.Steps = append(p.Steps, &ops.Step{ID: "replicas", Target: s.target(), Mutating: true, Needs: append(stsNeed, ops.Need("", "pods", "", "get", "list", "watch")...),
 		Description: fmt.Sprintf("lower replicas %d -> %d (resourceVersion precondition; a StatefulSet resized by someone else since the plan is refused) and wait until %s are gone", s.g.Desired, s.to, strings.Join(leaving, ", ")),
 		Action:      s.setReplicas,
@@ -214,7 +160,77 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 				})
 			}})
 	}
-	p.Steps = append(p.Steps, &ops.Step{ID: "include", Target: s.target(), Mutating: true, Needs: execNeed,
+	p.Steps = append(p.Steps, s.includeStep("", s.target(), leaving))
+}
+
+// excludeSteps exclude the leaving pods and wait until they hold nothing, then move the
+// coordinators off them when one of them is a coordinator (st is the status planned from).
+func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []string) []*ops.Step {
+	keys := strings.Join(localities(leaving), " ")
+	out := []*ops.Step{{ID: "exclude" + suffix, Target: target, Mutating: true, Needs: execNeed,
+		Description: "exclude " + strings.Join(leaving, ", ") + " and wait until none of their processes holds data or a role (status json roles, stored_bytes)",
+		Details:     []string{"fdbcli --exec 'exclude no_wait " + keys + "'"},
+		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
+			st, err := s.status(ctx)
+			if err != nil {
+				return false, err
+			}
+			return excludedAll(st, leaving), nil
+		},
+		Action: func(ctx context.Context, sc *ops.StepContext) error {
+			return s.run(ctx, "exclude no_wait "+keys)
+		},
+		Verify: func(ctx context.Context, sc *ops.StepContext) error {
+			return s.poll(ctx, sc, func(st *Status) (bool, string) {
+				return drained(st, leaving)
+			})
+		}}}
+	var moving []string
+	for _, pod := range leaving {
+		for _, pr := range st.ByInstance(pod) {
+			if st.IsCoordinator(pr.Address) {
+				moving = append(moving, pod)
+			}
+		}
+	}
+	if len(moving) > 0 {
+		next := coordinatorsAfter(st, s.c, leaving)
+		out = append(out, &ops.Step{ID: "coordinators" + suffix, Target: target, Mutating: true, Needs: execNeed,
+			Description: "move the coordinators off " + strings.Join(moving, ", ") + " onto the remaining pods, lowest ordinals first",
+			Details:     []string{"fdbcli --exec 'coordinators " + strings.Join(next, " ") + "' (addresses read again when the step runs)"},
+			Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
+				st, err := s.status(ctx)
+				if err != nil {
+					return false, err
+				}
+				return !coordinatorOn(st, leaving), nil
+			},
+			Action: func(ctx context.Context, sc *ops.StepContext) error {
+				st, err := s.status(ctx)
+				if err != nil {
+					return err
+				}
+				if !coordinatorOn(st, leaving) {
+					return nil
+				}
+				return s.run(ctx, "coordinators "+strings.Join(coordinatorsAfter(st, s.c, leaving), " "))
+			},
+			Verify: func(ctx context.Context, sc *ops.StepContext) error {
+				return s.poll(ctx, sc, func(st *Status) (bool, string) {
+					if coordinatorOn(st, leaving) {
+						return false, "the coordinators to leave " + strings.Join(leaving, ", ")
+					}
+					return true, ""
+				})
+			}})
+	}
+	return out
+}
+
+// includeStep includes the pods again.
+func (s *stsScale) includeStep(suffix, target string, leaving []string) *ops.Step {
+	keys := strings.Join(localities(leaving), " ")
+	return &ops.Step{ID: "include" + suffix, Target: target, Mutating: true, Needs: execNeed,
 		Description: "include " + strings.Join(leaving, ", ") + " again, so that a later pod of the same name is not excluded",
 		Details:     []string{"fdbcli --exec 'include " + keys + "'"},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
@@ -234,7 +250,7 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 				}
 				return true, ""
 			})
-		}})
+		}}
 }
 
 func (s *stsScale) planUp(p *ops.Plan) {
@@ -328,7 +344,7 @@ func (s *stsScale) status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, _, err := s.e.StatusFrom(ctx, s.e.cli(), c, func(p ops.Pod) bool { return int32(p.Ordinal) >= s.to && s.to < s.from })
+	st, _, err := s.e.StatusFrom(ctx, s.e.cli(), c, func(p ops.Pod) bool { return slices.Contains(s.away, p.Name) })
 	return st, err
 }
 
@@ -361,7 +377,7 @@ func (s *stsScale) run(ctx context.Context, cmd string) error {
 		return err
 	}
 	var lastErr error
-	for _, p := range ReadyPods(c, func(p ops.Pod) bool { return int32(p.Ordinal) >= s.to && s.to < s.from }) {
+	for _, p := range ReadyPods(c, func(p ops.Pod) bool { return slices.Contains(s.away, p.Name) }) {
 		if err := kube.CheckWriteGuard(ctx); err != nil {
 			return err
 		}
