@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -304,6 +305,45 @@ func TestFoundationDBStatefulSetReplace(t *testing.T) {
 	for _, c := range model.Coordinators() {
 		if !up[c] {
 			t.Errorf("coordinator %s is not a running process (%v)", c, model.Coordinators())
+		}
+	}
+	out, _, err := fdbcliIn(ctx, ns, "fdbsample-0", "--exec", "exclude", "--timeout", "10")
+	if err != nil || !strings.Contains(out, "no servers or localities excluded") {
+		t.Errorf("left excluded: %v %s", err, out)
+	}
+}
+
+// TestFoundationDBStatefulSetScaleDownInterrupted: a scale 5 -> 3 interrupted (SIGINT) once the
+// exclusion is done, then run again, finishes from live state: replicas 3, the PVCs of pods 3 and
+// 4 gone, nothing excluded, and the exclusion is not run a second time.
+func TestFoundationDBStatefulSetScaleDownInterrupted(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 5)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	ctx := t.Context()
+	env := cliEnv(t)
+	args := []string{"scale", "fdbsample", "-n", ns, "--replicas", "3", "--yes", "-o", "json"}
+	run := startCLI(t, env, args...)
+	run.waitEvent("the exclusion done", func(e ndEvent) bool { return e.Type == "step-done" && e.stepID() == "exclude" })
+	if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if res := run.wait(); res.Code == 0 {
+		t.Fatalf("the interrupted run succeeded: %s", res)
+	}
+	r := runCLI(t, env, args...)
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("re-run: %s", r)
+	}
+	if got := verbs(fdbMembership(model)); strings.Count(strings.Join(got, " "), "exclude") != 1 || got[len(got)-1] != "include" {
+		t.Errorf("fdbcli changes %q: want one exclude, include last", fdbMembership(model))
+	}
+	if s, err := bed.Client.AppsV1().StatefulSets(ns).Get(ctx, "fdbsample", metav1.GetOptions{}); err != nil || *s.Spec.Replicas != 3 {
+		t.Fatalf("replicas: %v", err)
+	}
+	for _, pvc := range []string{"data-fdbsample-3", "data-fdbsample-4"} {
+		if _, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc, metav1.GetOptions{}); err == nil {
+			t.Errorf("PVC %s left", pvc)
 		}
 	}
 	out, _, err := fdbcliIn(ctx, ns, "fdbsample-0", "--exec", "exclude", "--timeout", "10")

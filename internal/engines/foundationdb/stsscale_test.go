@@ -152,3 +152,37 @@ func TestStatefulSetSetReplicasRefusesConcurrentResize(t *testing.T) {
 		})
 	}
 }
+
+// TestStatefulSetScalePlanResumesFromExclusions: a scale down stopped after replicas were
+// lowered (pods 3 and 4 gone, still excluded) is planned again from live state: the pods still
+// excluded above the target are included again and their PVCs deleted.
+func TestStatefulSetScalePlanResumesFromExclusions(t *testing.T) {
+	c, model, ex := stsSimCluster(t, 5, 0, 1, 2)
+	var out, errb bytes.Buffer
+	if code := model.Run(t.Context(), []string{"--exec", "exclude no_wait locality_instance_id:fdb-4 locality_instance_id:fdb-3"}, &out, &errb); code != 0 {
+		t.Fatalf("exclude: %s %s", out.String(), errb.String())
+	}
+	for _, id := range []string{"fdb-3", "fdb-4"} {
+		if err := model.Stop(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := c.Groups[0]
+	g.Pods, g.Desired = g.Pods[:3], 3
+	to := int32(3)
+	p, err := newEngine(t, ex).PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, details []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+		details = append(details, s.Details...)
+	}
+	if got, want := strings.Join(ids, " "), "gate exclude replicas pvcs include"; got != want {
+		t.Fatalf("steps %q, want %q", got, want)
+	}
+	if got := strings.Join(details, "\n"); !strings.Contains(got, "include locality_instance_id:fdb-4 locality_instance_id:fdb-3") {
+		t.Fatalf("details %q", got)
+	}
+}
