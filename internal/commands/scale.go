@@ -86,8 +86,8 @@ exclude locality_instance_id:POD) until they hold no data and no role, the
 coordinators are moved off them, replicas are lowered (resourceVersion
 precondition), their PVCs deleted and they are included again. Up: replicas
 are raised and the run waits for the new processes to report. Fewer
-replicas than the redundancy mode's team size are refused before anything
-is written.
+replicas than the redundancy mode's team size, or than the coordinators,
+are refused before anything is written.
 
 Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 		Example: `  # See the plan (every SQL statement) without changing anything

@@ -67,6 +67,11 @@ func (e *Engine) planScaleStatefulSet(ctx context.Context, c *ops.Cluster, req o
 	if m := minimumCount(mode, "storage"); int(to) < m {
 		return nil, ops.Preconditionf("--replicas %d is below the %d processes redundancy mode %s needs (storage team size); refusing to scale", to, m, mode)
 	}
+	// Each coordinator needs its own process: fewer pods than coordinators would shrink the
+	// coordination quorum below what the cluster was set up to survive.
+	if n := len(st.Client.Coordinators.Coordinators); int(to) < n {
+		return nil, ops.Preconditionf("--replicas %d leaves fewer processes than the cluster's %d coordinators (each needs its own process); refusing to scale", to, n)
+	}
 	from := g.Desired
 	// A resumed run: pods or exclusions of ordinals at or above the target are still to handle.
 	for _, p := range g.Pods {

@@ -68,6 +68,7 @@ func TestStatefulSetScalePlan(t *testing.T) {
 		{name: "down, coordinators stay", coords: []int{0, 1, 2}, from: 5, to: 3, steps: "gate exclude replicas pvcs include"},
 		{name: "up", coords: []int{0, 1, 2}, from: 3, to: 5, steps: "gate replicas join"},
 		{name: "below double", coords: []int{0, 1, 2}, from: 5, to: 1, refused: "redundancy mode double"},
+		{name: "below the coordinators", coords: []int{0, 1, 2}, from: 5, to: 2, refused: "3 coordinators"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, model, ex := stsSimCluster(t, int(tc.from), tc.coords...)
