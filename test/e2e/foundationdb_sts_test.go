@@ -351,3 +351,34 @@ func TestFoundationDBStatefulSetScaleDownInterrupted(t *testing.T) {
 		t.Errorf("left excluded: %v %s", err, out)
 	}
 }
+
+// TestFoundationDBStatefulSetRollingRestart: restart --rolling on the sample's StatefulSet bounces
+// every pod's process (fdbcli kill, --method process) under the FDB health gate, one zone (here:
+// one pod) at a time in maintenance mode, and ends healthy with nothing left in maintenance.
+// --method pod is refused: a recreated pod comes back on a new IP and no operator moves the
+// coordinators.
+func TestFoundationDBStatefulSetRollingRestart(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 3)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	env := cliEnv(t)
+	if r := runCLI(t, env, "restart", "fdbsample", "--rolling", "--method", "pod", "-n", ns, "--yes"); r.Code != 2 || !strings.Contains(r.Stderr, "--method process") {
+		t.Fatalf("--method pod: want exit 2: %s", r)
+	}
+	r := runCLI(t, env, "restart", "fdbsample", "--rolling", "-n", ns, "--yes", "-o", "json")
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("restart: %s", r)
+	}
+	kills := 0
+	for _, c := range fdbMutations(model) {
+		if strings.HasPrefix(c, "kill ") {
+			kills++
+		}
+	}
+	if kills != 3 {
+		t.Errorf("%d kills, want one per pod: %q", kills, fdbMutations(model))
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Errorf("maintenance zone %s left", z)
+	}
+}
