@@ -187,3 +187,25 @@ func TestStatefulSetScalePlanResumesFromExclusions(t *testing.T) {
 		t.Fatalf("details %q", got)
 	}
 }
+
+// TestStatefulSetReplacePlan: replacing a coordinator's pod plans the exclusion sequence around
+// the recreate step; with too few pods left to hold double's teams it is refused.
+func TestStatefulSetReplacePlan(t *testing.T) {
+	c, _, ex := stsSimCluster(t, 4, 0, 1, 2)
+	p, err := newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1"}, MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	if got, want := strings.Join(ids, " "), "gate/fdb-1 exclude/fdb-1 coordinators/fdb-1 replace/recreate/fdb-1 report/fdb-1 include/fdb-1"; got != want {
+		t.Fatalf("steps %q, want %q", got, want)
+	}
+	c, _, ex = stsSimCluster(t, 3, 0, 1, 2)
+	_, err = newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1", "fdb-2"}, MaxConcurrent: 2})
+	if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), "redundancy mode double") {
+		t.Fatalf("err %v, want a refusal", err)
+	}
+}
