@@ -469,8 +469,14 @@ func waitGone(ctx context.Context, sc *ops.StepContext, e *Engine, ns, pod strin
 	return err
 }
 
-// excludedAll: every process of the pods is excluded and holds nothing.
+// excludedAll: every pod's locality is in excluded_servers and its processes hold nothing.
 func excludedAll(st *Status, pods []string) bool {
+	ex := st.Exclusions()
+	for _, k := range localities(pods) {
+		if !slices.Contains(ex, k) {
+			return false
+		}
+	}
 	done, _ := drained(st, pods)
 	return done
 }

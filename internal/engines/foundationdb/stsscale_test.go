@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -207,5 +208,46 @@ func TestStatefulSetReplacePlan(t *testing.T) {
 	_, err = newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1", "fdb-2"}, MaxConcurrent: 2})
 	if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), "redundancy mode double") {
 		t.Fatalf("err %v, want a refusal", err)
+	}
+}
+
+// TestStatefulSetExcludePrecheck: the exclusion counts as done only when the pods' localities are
+// excluded and their processes hold nothing; a leaving pod whose process does not report is not
+// excluded by that alone.
+func TestStatefulSetExcludePrecheck(t *testing.T) {
+	c, model, ex := stsSimCluster(t, 5, 0, 1, 2)
+	if err := model.Stop("fdb-4"); err != nil {
+		t.Fatal(err)
+	}
+	// The steps list the StatefulSet's pods live, to run fdbcli in one that stays.
+	var objs []runtime.Object
+	ctrl := true
+	for _, pod := range c.AllPods() {
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: "demo", OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "fdb", Controller: &ctrl}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		})
+	}
+	e, err := New(ops.EngineDeps{Client: fake.NewClientset(objs...), Exec: ex}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := int32(4)
+	p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Steps[1].ID != "exclude" {
+		t.Fatalf("step 2 is %s", p.Steps[1].ID)
+	}
+	if done, err := p.Steps[1].Precheck(t.Context(), nil); err != nil || done {
+		t.Fatalf("precheck before any exclusion: done %v, err %v", done, err)
+	}
+	var out, errb bytes.Buffer
+	if code := model.Run(t.Context(), []string{"--exec", "exclude no_wait locality_instance_id:fdb-4"}, &out, &errb); code != 0 {
+		t.Fatalf("exclude: %s %s", out.String(), errb.String())
+	}
+	if done, err := p.Steps[1].Precheck(t.Context(), nil); err != nil || !done {
+		t.Fatalf("precheck after the exclusion: done %v, err %v", done, err)
 	}
 }
