@@ -225,7 +225,7 @@ func TestStatefulSetExcludePrecheck(t *testing.T) {
 	for _, pod := range c.AllPods() {
 		objs = append(objs, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: "demo", OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "fdb", Controller: &ctrl}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
 	e, err := New(ops.EngineDeps{Client: fake.NewClientset(objs...), Exec: ex}, Options{})
