@@ -79,6 +79,16 @@ until each class has N process groups, none marked for removal, the resource
 reconciled and healthy. Storage or log counts below the redundancy mode's
 replicas are refused before anything is written.
 
+For FoundationDB run as a StatefulSet (FoundationDB's Kubernetes sample;
+--replicas N): the engine does the operator's work. Down, highest ordinals
+first: once the database is healthy, the leaving pods are excluded (fdbcli
+exclude locality_instance_id:POD) until they hold no data and no role, the
+coordinators are moved off them, replicas are lowered (resourceVersion
+precondition), their PVCs deleted and they are included again. Up: replicas
+are raised and the run waits for the new processes to report. Fewer
+replicas than the redundancy mode's team size, or than the coordinators,
+are refused before anything is written.
+
 Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 		Example: `  # See the plan (every SQL statement) without changing anything
   kubectl dbops scale mycrate --data hot=5 --data cold=2 --dry-run
@@ -93,14 +103,17 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   kubectl dbops scale myapp --replicas 5 --primaries 2
 
   # FoundationDB: four storage processes
-  kubectl dbops scale myfdb --processes storage=4`,
+  kubectl dbops scale myfdb --processes storage=4
+
+  # FoundationDB StatefulSet: three pods (exclude, coordinators, replicas, PVCs, include)
+  kubectl dbops scale fdb-kubernetes-example --replicas 3`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              g.runE(o),
 	}
 	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
-	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps), at least 1")
+	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
 	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(foundationdb.ProcessClasses, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))

@@ -42,6 +42,9 @@ const defaultProcessGroupIDLabel = "foundationdb.org/fdb-process-group-id"
 // processGroupsToRemoveWithoutExclusion) with a resourceVersion precondition, then each step
 // of the operator's removal is verified from the CR's status and `status json`.
 func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
+	if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+		return e.planReplaceStatefulSet(ctx, c, req)
+	}
 	u := Resource(c)
 	if u == nil {
 		return nil, ops.Usagef("replace --strategy replacement for FoundationDB needs a FoundationDBCluster; %s/%s is not one", c.Namespace, c.Name)

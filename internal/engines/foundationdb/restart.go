@@ -57,8 +57,13 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if method != MethodProcess && method != MethodPod {
 		return nil, ops.Usagef("unknown --method %q for engine %s; allowed: %s, %s", method, ops.EngineFoundationDB, MethodProcess, MethodPod)
 	}
-	if Resource(c) == nil {
+	if Resource(c) == nil && c.Layout != discovery.LayoutFoundationDBStatefulSet {
 		return nil, ops.Usagef("cluster %s/%s is not a FoundationDBCluster", c.Namespace, c.Name)
+	}
+	if c.Layout == discovery.LayoutFoundationDBStatefulSet && method == MethodPod {
+		// No operator moves the coordinators when a recreated pod comes back on a new IP, and
+		// the sample's cluster file names coordinators by IP.
+		return nil, ops.Usagef("--method pod on a FoundationDB StatefulSet would bring pods back on new IPs with no operator to move the coordinators; use --method process (the default)")
 	}
 	cli := e.cli()
 	st, _, err := e.StatusFrom(ctx, cli, c, nil)
@@ -488,6 +493,9 @@ func (g *gate) checkStatus(st *Status, ownZone string) error {
 // cluster, and a restart would race it.
 func (g *gate) checkCR(ctx context.Context) error {
 	u := Resource(g.c)
+	if u == nil {
+		return nil // a StatefulSet of FoundationDB's sample: no operator to race
+	}
 	if dyn := g.e.deps.Dynamic; dyn != nil {
 		fresh, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err != nil {

@@ -61,6 +61,9 @@ func processCounts(u *unstructured.Unstructured) map[string]int {
 // none marked for removal, the CR reconciled and healthy and N processes reporting. The
 // operator does the growing and the shrinking (with exclusion, as for replace).
 func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleRequest) (*ops.Plan, error) {
+	if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+		return e.planScaleStatefulSet(ctx, c, req)
+	}
 	if req.Masters != nil || len(req.Data) > 0 || req.Replicas != nil || req.Primaries != nil {
 		return nil, ops.Usagef("FoundationDB scales by process class: --processes CLASS=N[,CLASS=N] (not --master, --data, --replicas or --primaries)")
 	}

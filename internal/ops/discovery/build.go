@@ -109,7 +109,7 @@ func resolveEngine(opts Options, layout string, stss []appsv1.StatefulSet) (stri
 	if len(stss) == 0 {
 		return ops.EngineGeneric, nil
 	}
-	allCrate, allEtcd := true, true
+	allCrate, allEtcd, allFDB := true, true, true
 	for i := range stss {
 		if _, _, ok := crateShape(&stss[i], opts.Name); !ok {
 			allCrate = false
@@ -117,12 +117,17 @@ func resolveEngine(opts Options, layout string, stss []appsv1.StatefulSet) (stri
 		if !runsEtcd(&stss[i]) {
 			allEtcd = false
 		}
+		if !runsFoundationDB(&stss[i]) {
+			allFDB = false
+		}
 	}
 	switch {
 	case allCrate:
 		return ops.EngineCrateDB, nil
 	case allEtcd:
 		return ops.EngineEtcd, nil
+	case allFDB && slices.Contains(opts.engines(), ops.EngineFoundationDB):
+		return ops.EngineFoundationDB, nil
 	default:
 		return ops.EngineGeneric, nil
 	}
@@ -292,7 +297,12 @@ func assemble(c *ops.Cluster, specs []groupSpec, pods []corev1.Pod, zones map[st
 			return cmp.Or(cmp.Compare(a.ordinal, b.ordinal), strings.Compare(a.pod.Name, b.pod.Name))
 		})
 		for _, m := range members {
-			ng.Pods = append(ng.Pods, toPod(m.pod, m.ordinal, s, g.name, zones))
+			p := toPod(m.pod, m.ordinal, s, g.name, zones)
+			if c.Engine == ops.EngineFoundationDB {
+				// FoundationDB's sample sets locality_instance_id from metadata.name.
+				p.Member = p.Name
+			}
+			ng.Pods = append(ng.Pods, p)
 		}
 		c.Groups = append(c.Groups, ng)
 		if op := operatorOf(s); op != "" && !slices.Contains(operators, op) {
@@ -411,6 +421,17 @@ func crateShape(s *appsv1.StatefulSet, cluster string) (group string, master, ok
 func runsEtcd(s *appsv1.StatefulSet) bool {
 	for _, c := range s.Spec.Template.Spec.Containers {
 		if c.Name == "etcd" || strings.Contains(imageRepo(c.Image), "etcd") {
+			return true
+		}
+	}
+	return false
+}
+
+// runsFoundationDB: a container with a foundationdb image (foundationdb/foundationdb,
+// foundationdb/foundationdb-kubernetes of FoundationDB's own sample).
+func runsFoundationDB(s *appsv1.StatefulSet) bool {
+	for _, c := range s.Spec.Template.Spec.Containers {
+		if strings.Contains(imageRepo(c.Image), "foundationdb") {
 			return true
 		}
 	}

@@ -89,14 +89,23 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 		if opts.Name == "" {
 			return nil, ops.Usagef("no database cluster name given (or use --selector to pick StatefulSets explicitly)")
 		}
+		var fdbErr error
 		if opts.Engine == ops.EngineFoundationDB {
-			return discoverFoundationDBOnly(ctx, client, opts)
+			// A FoundationDBCluster first; else StatefulSets running fdbserver.
+			c, err := discoverFoundationDBOnly(ctx, client, opts)
+			if err == nil || !errors.Is(err, ops.ErrUsage) {
+				return c, err
+			}
+			fdbErr = err
 		}
 		all, err := listStatefulSets(ctx, client, opts.Namespace, "")
 		if err != nil {
 			return nil, err
 		}
 		layout, stss, err = selectLayout(opts.Name, opts.Namespace, all)
+		if err != nil && fdbErr != nil {
+			return nil, fdbErr
+		}
 		if err != nil {
 			// No StatefulSet layout: the name may be a FoundationDBCluster, whose pods have
 			// no StatefulSet (asked only now, so other layouts cost no extra request).
@@ -131,6 +140,9 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 	zones, err := nodeZones(ctx, client, objs.Pods, nil)
 	if err != nil {
 		return nil, err
+	}
+	if engine == ops.EngineFoundationDB {
+		layout = LayoutFoundationDBStatefulSet
 	}
 	c := &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: engine, Layout: layout, NodeZones: zones, PodsResourceVersion: podsRV}
 	assemble(c, specs, objs.Pods, zones)

@@ -113,6 +113,36 @@ func TestDiscover(t *testing.T) {
 			},
 		},
 		{
+			name: "foundationdb sample StatefulSet: by image, instance ID = pod name",
+			objs: func() []runtime.Object {
+				s := mkSTS("foo", 2, withImage("foundationdb", "foundationdb/foundationdb-kubernetes:6.3.15"))
+				return []runtime.Object{s, mkPod(s, 0), mkPod(s, 1)}
+			}(),
+			opts: Options{Name: "foo"},
+			check: func(t *testing.T, c *ops.Cluster) {
+				if c.Layout != LayoutFoundationDBStatefulSet || c.Engine != ops.EngineFoundationDB {
+					t.Errorf("layout/engine = %s/%s", c.Layout, c.Engine)
+				}
+				if ps := c.AllPods(); len(ps) != 2 || ps[0].Member != "foo-0" || ps[1].Member != "foo-1" {
+					t.Errorf("members = %+v", ps)
+				}
+			},
+		},
+		{
+			name: "foundationdb by label, --engine foundationdb without a FoundationDBCluster",
+			objs: func() []runtime.Object {
+				s := mkSTS("foo", 1, withLabels(LabelEngine, ops.EngineFoundationDB))
+				return []runtime.Object{s, mkPod(s, 0)}
+			}(),
+			useDyn: true,
+			opts:   Options{Name: "foo", Engine: ops.EngineFoundationDB},
+			check: func(t *testing.T, c *ops.Cluster) {
+				if c.Layout != LayoutFoundationDBStatefulSet || c.Engine != ops.EngineFoundationDB || c.AllPods()[0].Member != "foo-0" {
+					t.Errorf("layout/engine/member = %s/%s/%+v", c.Layout, c.Engine, c.AllPods())
+				}
+			},
+		},
+		{
 			name:   "cratedb operator: without CR, creation order",
 			objs:   []runtime.Object{master, cold, hot},
 			useDyn: true,

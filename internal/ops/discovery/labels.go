@@ -36,6 +36,10 @@ const (
 	LayoutEtcd            = "etcd"
 	LayoutStatefulSet     = "statefulset"
 	LayoutSelector        = "selector"
+	// LayoutFoundationDBStatefulSet: fdbserver run by a StatefulSet, as FoundationDB's own
+	// Kubernetes sample does (apple/foundationdb packaging/docker/kubernetes/statefulset.yaml),
+	// with no operator; each pod's locality_instance_id is its name.
+	LayoutFoundationDBStatefulSet = "foundationdb-statefulset"
 )
 
 const (

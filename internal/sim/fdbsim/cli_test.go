@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -636,6 +637,36 @@ func TestNewRejectsBadLayouts(t *testing.T) {
 	for _, tt := range tests {
 		if _, err := New(clock, Config{}, tt.specs, tt.coords); err == nil {
 			t.Fatalf("%s: accepted", tt.name)
+		}
+	}
+}
+
+// TestStorageOnlyClusterRecruitsOnStorage: FoundationDB's Kubernetes sample runs every process
+// as storage class; the transaction roles go to storage processes (worst fit, still a fit) and
+// the database is available.
+func TestStorageOnlyClusterRecruitsOnStorage(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	var specs []ProcessSpec
+	for i := range 5 {
+		specs = append(specs, ProcessSpec{ID: fmt.Sprintf("fdb-%d", i), Address: fmt.Sprintf("10.0.0.%d:4501", i+1), Class: ClassStorage, Zone: fmt.Sprintf("fdb-%d", i)})
+	}
+	c, err := New(clock, Config{}, specs, []string{"10.0.0.1:4501", "10.0.0.2:4501", "10.0.0.3:4501"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := status(t, c)
+	if path(st, "client", "database_status", "available") != true {
+		t.Fatalf("not available: %v", path(st, "client", "messages"))
+	}
+	roles := map[string]bool{}
+	for _, p := range c.Processes() {
+		for _, r := range p.Roles {
+			roles[r] = true
+		}
+	}
+	for _, want := range []string{"cluster_controller", "master", "log", "commit_proxy", "storage"} {
+		if !roles[want] {
+			t.Errorf("no process holds %s: %v", want, roles)
 		}
 	}
 }

@@ -315,7 +315,7 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 		c.cc, c.master = "", ""
 		return
 	}
-	var stateless, logs []*process
+	var stateless, logs, storage []*process
 	for _, p := range c.procs {
 		if !p.up {
 			continue
@@ -328,7 +328,18 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 			stateless = append(stateless, p)
 		case ClassLog:
 			logs = append(logs, p)
+		case ClassStorage:
+			storage = append(storage, p)
 		}
+	}
+	// A storage process is the worst fit for the transaction roles, yet still a fit
+	// (fdbclient/ProcessClass.cpp machineClassFitness: WorstFit, not NeverAssign): a cluster of
+	// storage processes only, as FoundationDB's Kubernetes sample runs, recruits them there.
+	if len(stateless) == 0 {
+		stateless = storage
+	}
+	if len(logs) == 0 {
+		logs = storage
 	}
 	// An excluded process has the worst fitness for every role, the cluster controller's too
 	// (fdbclient/ProcessClass: ExcludeFit), so a recovery elects the controller elsewhere.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbsts"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
@@ -46,6 +47,8 @@ type TestBed interface {
 type Bed struct {
 	Host     *fdbsim.Host
 	Operator *fdbop.Operator
+	// StatefulSets runs the models of FDB StatefulSets (StartStatefulSets; nil otherwise).
+	StatefulSets *fdbsts.Runner
 	// URL is the host's address, as the shim reaches it.
 	URL string
 
@@ -115,9 +118,83 @@ func Start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dyn
 	}()
 	go func() {
 		defer b.wg.Done()
-		b.wireLoop(runCtx, tb, namespace)
+		b.wireLoop(runCtx, tb, namespace, ownedByCluster)
 	}()
 	return b, nil
+}
+
+// StartStatefulSets installs the shim, serves a host with the real clock and runs the
+// StatefulSet runner (fdbsts) for namespace until Close: the layout of FoundationDB's own
+// Kubernetes sample, with no operator.
+func StartStatefulSets(ctx context.Context, tb TestBed, client kubernetes.Interface, namespace string, model fdbsim.Config) (*Bed, error) {
+	if err := InstallShim(ctx, tb); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the fdbcli shim: %w", err)
+	}
+	host := fdbsim.NewHost(fdbsim.RealClock{})
+	runCtx, cancel := context.WithCancel(context.Background())
+	b := &Bed{Host: host, URL: "http://" + ln.Addr().String(), cancel: cancel, wired: map[string]bool{}, changed: make(chan struct{}),
+		client: client,
+		srv:    &http.Server{Handler: host.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	b.StatefulSets = fdbsts.New(client, host, fdbsts.Options{Namespace: namespace, Model: model})
+	b.wg.Add(3)
+	go func() {
+		defer b.wg.Done()
+		_ = b.srv.Serve(ln)
+	}()
+	go func() {
+		defer b.wg.Done()
+		_ = b.StatefulSets.Run(runCtx)
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.wireLoop(runCtx, tb, namespace, ownedByStatefulSet)
+	}()
+	return b, nil
+}
+
+// WaitStatefulSet waits until the model of StatefulSet name exists, every Ready pod of it is
+// wired for exec, and want processes of the model are up.
+func (b *Bed) WaitStatefulSet(ctx context.Context, namespace, name string, want int) error {
+	for {
+		b.mu.Lock()
+		ch := b.changed
+		b.mu.Unlock()
+		ok := false
+		if m := b.Host.Cluster(fdbsts.Key(namespace, name)); m != nil {
+			up := 0
+			for _, p := range m.Processes() {
+				if p.Up {
+					up++
+				}
+			}
+			ok = up == want
+		}
+		if ok {
+			pods, err := b.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("list pods of %s: %w", name, err)
+			}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if ownedByStatefulSet(p) && p.Status.Phase == corev1.PodRunning && !b.isWired(p.Name) {
+					ok = false
+				}
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("FDB StatefulSet %s not up with %d processes: %w", name, want, ctx.Err())
+		case <-ch:
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 // Close stops the operator, the wiring and the host.
@@ -127,9 +204,9 @@ func (b *Bed) Close() {
 	b.wg.Wait()
 }
 
-// wireLoop maps exec of each running pod owned by a FoundationDBCluster to the shim, once per
-// pod name: a recreated pod keeps its name and its mapping.
-func (b *Bed) wireLoop(ctx context.Context, tb TestBed, namespace string) {
+// wireLoop maps exec of each running pod that owned accepts to the shim, once per pod name: a
+// recreated pod keeps its name and its mapping.
+func (b *Bed) wireLoop(ctx context.Context, tb TestBed, namespace string, owned func(*corev1.Pod) bool) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
@@ -137,7 +214,7 @@ func (b *Bed) wireLoop(ctx context.Context, tb TestBed, namespace string) {
 		if err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if b.isWired(p.Name) || p.Status.Phase != corev1.PodRunning || !ownedByCluster(p) {
+				if b.isWired(p.Name) || p.Status.Phase != corev1.PodRunning || !owned(p) {
 					continue
 				}
 				err := tb.SetExec(ctx, namespace, p.Name, testbed.ExecTarget{
@@ -195,6 +272,20 @@ func (b *Bed) waitWired(ctx context.Context, namespace, name string) error {
 func ownedByCluster(p *corev1.Pod) bool {
 	for _, r := range p.OwnerReferences {
 		if r.Kind == "FoundationDBCluster" {
+			return true
+		}
+	}
+	return false
+}
+
+// ownedByStatefulSet: a pod of a StatefulSet with the sample's `foundationdb` container.
+func ownedByStatefulSet(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil || ref.Kind != "StatefulSet" {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		if c.Name == fdbsts.MainContainer {
 			return true
 		}
 	}

@@ -1,0 +1,253 @@
+package foundationdb
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+)
+
+// stsSimCluster is FoundationDB's Kubernetes sample with n storage pods in the simulator, the
+// coordinators on the given ordinals, as discovery sees it (layout foundationdb-statefulset).
+func stsSimCluster(t *testing.T, n int, coords ...int) (*ops.Cluster, *fdbsim.Cluster, *simExec) {
+	t.Helper()
+	clock := fdbsim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	host := fdbsim.NewHost(clock)
+	replicas := int32(n)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "fdb", Namespace: "demo"},
+		Spec: appsv1.StatefulSetSpec{Replicas: &replicas, VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}}}
+	g := &ops.NodeGroup{Name: "fdb", StatefulSet: "fdb", Desired: replicas, Object: sts}
+	var specs []fdbsim.ProcessSpec
+	for i := range n {
+		pod := fmt.Sprintf("fdb-%d", i)
+		g.Pods = append(g.Pods, ops.Pod{Name: pod, Member: pod, Group: "fdb", Ordinal: i, Ready: true, PVCs: []string{"data-" + pod}})
+		specs = append(specs, fdbsim.ProcessSpec{ID: pod, Address: fmt.Sprintf("10.0.0.%d:4501", i+1), Class: fdbsim.ClassStorage, Zone: pod})
+		host.BindPod("demo/"+pod, "demo/fdb")
+	}
+	var addrs []string
+	for _, i := range coords {
+		addrs = append(addrs, specs[i].Address)
+	}
+	model, err := fdbsim.New(clock, fdbsim.Config{}, specs, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host.SetCluster("demo/fdb", model)
+	clock.Advance(time.Minute)
+	c := &ops.Cluster{Name: "fdb", Namespace: "demo", Engine: ops.EngineFoundationDB, Layout: discovery.LayoutFoundationDBStatefulSet, Groups: []*ops.NodeGroup{g}}
+	return c, model, &simExec{host: host}
+}
+
+// TestStatefulSetScalePlan: the plan of 5 -> 3 with a coordinator on pod 4 (golden), of 5 -> 3
+// without one (no coordinators step), of 3 -> 5, and the refusal below double's team size,
+// planned without a single fdbcli mutation.
+func TestStatefulSetScalePlan(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		coords   []int
+		from, to int32
+		steps    string
+		golden   string
+		refused  string
+	}{
+		{name: "down with a coordinator leaving", coords: []int{0, 1, 4}, from: 5, to: 3,
+			steps: "gate exclude coordinators replicas pvcs include", golden: "sts_scale_down.txt"},
+		{name: "down, coordinators stay", coords: []int{0, 1, 2}, from: 5, to: 3, steps: "gate exclude replicas pvcs include"},
+		{name: "up", coords: []int{0, 1, 2}, from: 3, to: 5, steps: "gate replicas join"},
+		{name: "below double", coords: []int{0, 1, 2}, from: 5, to: 1, refused: "redundancy mode double"},
+		{name: "below the coordinators", coords: []int{0, 1, 2}, from: 5, to: 2, refused: "3 coordinators"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, model, ex := stsSimCluster(t, int(tc.from), tc.coords...)
+			e := newEngine(t, ex)
+			to := tc.to
+			p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to})
+			for _, l := range model.Log() {
+				if strings.Fields(l.Command)[0] != "status" {
+					t.Errorf("planning ran %q", l.Command)
+				}
+			}
+			if tc.refused != "" {
+				if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err %v, want a precondition refusal naming %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, s := range p.Steps {
+				ids = append(ids, s.ID)
+			}
+			if got := strings.Join(ids, " "); got != tc.steps {
+				t.Fatalf("steps %q, want %q", got, tc.steps)
+			}
+			if tc.golden != "" {
+				var b bytes.Buffer
+				if err := ops.WritePlanText(&b, p.View()); err != nil {
+					t.Fatal(err)
+				}
+				golden.Assert(t, tc.golden, b.Bytes())
+			}
+		})
+	}
+}
+
+// TestStatefulSetSetReplicasRefusesConcurrentResize: replicas someone else changed since the plan
+// are refused with nothing written; unchanged, the patch carries the resourceVersion read.
+func TestStatefulSetSetReplicasRefusesConcurrentResize(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		live    int32
+		refused bool
+	}{
+		{"resized since the plan", 4, true},
+		{"as planned", 5, false},
+		{"already at the target", 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := tc.live
+			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "fdb", Namespace: "demo", ResourceVersion: "7"}, Spec: appsv1.StatefulSetSpec{Replicas: &live}}
+			client := fake.NewClientset(sts)
+			e, err := New(ops.EngineDeps{Client: client}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, _ := stsSimCluster(t, 5, 0, 1, 2)
+			s := &stsScale{e: e, c: c, g: c.Groups[0], from: 5, to: 3}
+			err = s.setReplicas(t.Context(), nil)
+			var patches []string
+			for _, a := range client.Actions() {
+				if pa, ok := a.(k8stesting.PatchAction); ok {
+					patches = append(patches, string(pa.GetPatch()))
+				}
+			}
+			switch {
+			case tc.refused:
+				if !errors.Is(err, ops.ErrPrecondition) || len(patches) != 0 {
+					t.Fatalf("err %v, patches %q: want a refusal, nothing written", err, patches)
+				}
+			case tc.live == 3:
+				if err != nil || len(patches) != 0 {
+					t.Fatalf("err %v, patches %q: want nothing to do", err, patches)
+				}
+			default:
+				if err != nil || len(patches) != 1 || !strings.Contains(patches[0], `"resourceVersion":"7"`) || !strings.Contains(patches[0], `"replicas":3`) {
+					t.Fatalf("err %v, patches %q", err, patches)
+				}
+			}
+		})
+	}
+}
+
+// TestStatefulSetScalePlanResumesFromExclusions: a scale down stopped after replicas were
+// lowered (pods 3 and 4 gone, still excluded) is planned again from live state: the pods still
+// excluded above the target are included again and their PVCs deleted.
+func TestStatefulSetScalePlanResumesFromExclusions(t *testing.T) {
+	c, model, ex := stsSimCluster(t, 5, 0, 1, 2)
+	var out, errb bytes.Buffer
+	if code := model.Run(t.Context(), []string{"--exec", "exclude no_wait locality_instance_id:fdb-4 locality_instance_id:fdb-3"}, &out, &errb); code != 0 {
+		t.Fatalf("exclude: %s %s", out.String(), errb.String())
+	}
+	for _, id := range []string{"fdb-3", "fdb-4"} {
+		if err := model.Stop(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := c.Groups[0]
+	g.Pods, g.Desired = g.Pods[:3], 3
+	to := int32(3)
+	p, err := newEngine(t, ex).PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, details []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+		details = append(details, s.Details...)
+	}
+	if got, want := strings.Join(ids, " "), "gate exclude replicas pvcs include"; got != want {
+		t.Fatalf("steps %q, want %q", got, want)
+	}
+	if got := strings.Join(details, "\n"); !strings.Contains(got, "include locality_instance_id:fdb-4 locality_instance_id:fdb-3") {
+		t.Fatalf("details %q", got)
+	}
+}
+
+// TestStatefulSetReplacePlan: replacing a coordinator's pod plans the exclusion sequence around
+// the recreate step; with too few pods left to hold double's teams it is refused.
+func TestStatefulSetReplacePlan(t *testing.T) {
+	c, _, ex := stsSimCluster(t, 4, 0, 1, 2)
+	p, err := newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1"}, MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	if got, want := strings.Join(ids, " "), "gate/fdb-1 exclude/fdb-1 coordinators/fdb-1 replace/recreate/fdb-1 report/fdb-1 include/fdb-1"; got != want {
+		t.Fatalf("steps %q, want %q", got, want)
+	}
+	c, _, ex = stsSimCluster(t, 3, 0, 1, 2)
+	_, err = newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1", "fdb-2"}, MaxConcurrent: 2})
+	if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), "redundancy mode double") {
+		t.Fatalf("err %v, want a refusal", err)
+	}
+}
+
+// TestStatefulSetExcludePrecheck: the exclusion counts as done only when the pods' localities are
+// excluded and their processes hold nothing; a leaving pod whose process does not report is not
+// excluded by that alone.
+func TestStatefulSetExcludePrecheck(t *testing.T) {
+	c, model, ex := stsSimCluster(t, 5, 0, 1, 2)
+	if err := model.Stop("fdb-4"); err != nil {
+		t.Fatal(err)
+	}
+	// The steps list the StatefulSet's pods live, to run fdbcli in one that stays.
+	var objs []runtime.Object
+	ctrl := true
+	for _, pod := range c.AllPods() {
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: "demo", OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "fdb", Controller: &ctrl}}},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		})
+	}
+	e, err := New(ops.EngineDeps{Client: fake.NewClientset(objs...), Exec: ex}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := int32(4)
+	p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Steps[1].ID != "exclude" {
+		t.Fatalf("step 2 is %s", p.Steps[1].ID)
+	}
+	if done, err := p.Steps[1].Precheck(t.Context(), nil); err != nil || done {
+		t.Fatalf("precheck before any exclusion: done %v, err %v", done, err)
+	}
+	var out, errb bytes.Buffer
+	if code := model.Run(t.Context(), []string{"--exec", "exclude no_wait locality_instance_id:fdb-4"}, &out, &errb); code != 0 {
+		t.Fatalf("exclude: %s %s", out.String(), errb.String())
+	}
+	if done, err := p.Steps[1].Precheck(t.Context(), nil); err != nil || !done {
+		t.Fatalf("precheck after the exclusion: done %v, err %v", done, err)
+	}
+}
