@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"syscall"
@@ -11,9 +13,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 const fdbGroupLabel = "foundationdb.org/fdb-process-group-id"
@@ -227,6 +231,10 @@ func TestFoundationDBReplaceConcurrentRemoval(t *testing.T) {
 		t.Fatalf("storage pods: %v", err)
 	}
 	a, idA, idB := pods.Items[0].Name, pods.Items[0].Labels[fdbGroupLabel], pods.Items[1].Labels[fdbGroupLabel]
+	var storageBefore []string
+	for _, p := range pods.Items {
+		storageBefore = append(storageBefore, p.Labels[fdbGroupLabel])
+	}
 	if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 {
 		t.Fatalf("lock acquire: %s", r)
 	}
@@ -239,10 +247,55 @@ func TestFoundationDBReplaceConcurrentRemoval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unstructured.SetNestedStringSlice(u.Object, []string{idB}, "spec", "processGroupsToRemove")
-	if _, err := res.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+	// B's replacement must not land in the zone of the storage group that stays (the run's
+	// re-check would then refuse, rightly: two storage zoneids and one replacement): while it is
+	// scheduled, only the nodes of B's own zone take pods.
+	podB := pods.Items[1]
+	nodeB, err := bed.Client.CoreV1().Nodes().Get(ctx, podB.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	cordoned := cordonOtherZones(t, nodeB.Labels[testbed.ZoneLabel])
+	_ = unstructured.SetNestedStringSlice(u.Object, []string{idB}, "spec", "processGroupsToRemove")
+	updated, err := res.Update(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scenario is B's replacement already placed: the run's re-check counts only groups
+	// with a fault domain (an unscheduled replacement could land in any zone), so until the
+	// stand-in has scheduled it the run refuses, rightly. Wait for that in the CR's status.
+	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	w, err := res.Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=myfdb", ResourceVersion: updated.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := func(obj *unstructured.Unstructured) bool {
+		groups, _, _ := unstructured.NestedSlice(obj.Object, "status", "processGroups")
+		for _, g := range groups {
+			m, _ := g.(map[string]any)
+			id, _ := m["processGroupID"].(string)
+			if m["processClass"] == "storage" && id != idA && id != idB && m["faultDomain"] != nil && m["faultDomain"] != "" && !slices.Contains(storageBefore, id) {
+				return true
+			}
+		}
+		return false
+	}
+	for done := placed(updated); !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch of the FoundationDBCluster ended before B's replacement was placed")
+			}
+			if obj, isU := ev.Object.(*unstructured.Unstructured); isU {
+				done = placed(obj)
+			}
+		case <-wctx.Done():
+			t.Fatal("B's replacement was not placed in time")
+		}
+	}
+	w.Stop()
+	cordoned()
 	if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 {
 		t.Fatalf("lock release: %s", r)
 	}
@@ -305,4 +358,43 @@ func TestFoundationDBReplaceDeletion(t *testing.T) {
 	if groups, _ := fdbGroups(t, ns); groups[victim.Labels[fdbGroupLabel]] == nil {
 		t.Fatal("the process group was removed by a deletion")
 	}
+}
+
+// cordonOtherZones marks every schedulable node outside zone unschedulable and returns the
+// function that makes them schedulable again (also run when the test ends).
+func cordonOtherZones(t *testing.T, zone string) (uncordon func()) {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	nodes, err := bed.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(name string, unschedulable bool) error {
+		patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable)
+		_, err := bed.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		if n.Labels[testbed.ZoneLabel] != zone && !n.Spec.Unschedulable {
+			if err := set(n.Name, true); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n.Name)
+		}
+	}
+	done := false
+	uncordon = func() {
+		if done {
+			return
+		}
+		done = true
+		for _, n := range names {
+			if err := set(n, false); err != nil {
+				t.Errorf("uncordon %s: %v", n, err)
+			}
+		}
+	}
+	t.Cleanup(uncordon)
+	return uncordon
 }
