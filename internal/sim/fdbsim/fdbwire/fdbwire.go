@@ -94,6 +94,27 @@ func Start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dyn
 	if err := fdbop.InstallCRD(ctx, dyn); err != nil {
 		return nil, err
 	}
+	return start(ctx, tb, client, dyn, namespace, ownedByCluster, func(b *Bed) func(context.Context) error {
+		b.Operator = fdbop.New(client, dyn, b.Host, fdbop.Options{Namespace: namespace, Model: model})
+		return b.Operator.Run
+	})
+}
+
+// StartStatefulSets installs the shim, serves a host with the real clock and runs the
+// StatefulSet runner (fdbsts) for namespace until Close: the layout of FoundationDB's own
+// Kubernetes sample, with no operator.
+func StartStatefulSets(ctx context.Context, tb TestBed, client kubernetes.Interface, namespace string, model fdbsim.Config) (*Bed, error) {
+	return start(ctx, tb, client, nil, namespace, ownedByStatefulSet, func(b *Bed) func(context.Context) error {
+		b.StatefulSets = fdbsts.New(client, b.Host, fdbsts.Options{Namespace: namespace, Model: model})
+		return b.StatefulSets.Run
+	})
+}
+
+// start installs the shim, serves a host with the real clock, and runs until Close the
+// controller that controller makes for the bed (the stand-in operator or the StatefulSet
+// runner) and the exec wiring of the pods owned tells apart.
+func start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dynamic.Interface, namespace string,
+	owned func(*corev1.Pod) bool, controller func(*Bed) func(context.Context) error) (*Bed, error) {
 	if err := InstallShim(ctx, tb); err != nil {
 		return nil, err
 	}
@@ -106,7 +127,7 @@ func Start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dyn
 	b := &Bed{Host: host, URL: "http://" + ln.Addr().String(), cancel: cancel, wired: map[string]bool{}, changed: make(chan struct{}),
 		client: client, dyn: dyn,
 		srv: &http.Server{Handler: host.Handler(), ReadHeaderTimeout: 10 * time.Second}}
-	b.Operator = fdbop.New(client, dyn, host, fdbop.Options{Namespace: namespace, Model: model})
+	run := controller(b)
 	b.wg.Add(3)
 	go func() {
 		defer b.wg.Done()
@@ -114,44 +135,11 @@ func Start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dyn
 	}()
 	go func() {
 		defer b.wg.Done()
-		_ = b.Operator.Run(runCtx)
+		_ = run(runCtx)
 	}()
 	go func() {
 		defer b.wg.Done()
-		b.wireLoop(runCtx, tb, namespace, ownedByCluster)
-	}()
-	return b, nil
-}
-
-// StartStatefulSets installs the shim, serves a host with the real clock and runs the
-// StatefulSet runner (fdbsts) for namespace until Close: the layout of FoundationDB's own
-// Kubernetes sample, with no operator.
-func StartStatefulSets(ctx context.Context, tb TestBed, client kubernetes.Interface, namespace string, model fdbsim.Config) (*Bed, error) {
-	if err := InstallShim(ctx, tb); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen for the fdbcli shim: %w", err)
-	}
-	host := fdbsim.NewHost(fdbsim.RealClock{})
-	runCtx, cancel := context.WithCancel(context.Background())
-	b := &Bed{Host: host, URL: "http://" + ln.Addr().String(), cancel: cancel, wired: map[string]bool{}, changed: make(chan struct{}),
-		client: client,
-		srv:    &http.Server{Handler: host.Handler(), ReadHeaderTimeout: 10 * time.Second}}
-	b.StatefulSets = fdbsts.New(client, host, fdbsts.Options{Namespace: namespace, Model: model})
-	b.wg.Add(3)
-	go func() {
-		defer b.wg.Done()
-		_ = b.srv.Serve(ln)
-	}()
-	go func() {
-		defer b.wg.Done()
-		_ = b.StatefulSets.Run(runCtx)
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.wireLoop(runCtx, tb, namespace, ownedByStatefulSet)
+		b.wireLoop(runCtx, tb, namespace, owned)
 	}()
 	return b, nil
 }
