@@ -60,6 +60,9 @@ func restartWithMaintenanceChecker(t *testing.T, method string) {
 	// A kill is logged when fdbcli returns, 3 s after it sent the reboots, so the order of the
 	// log does not show protection; the model's own record of unprotected storage failures does.
 	if d := model.DegradedStorage(); len(d) != 0 {
+		for _, e := range model.Log() {
+			t.Logf("fdbcli log: %s %s %q ok=%v", e.Time.Format(time.RFC3339Nano), e.Client, e.Command, e.OK)
+		}
 		t.Fatalf("storage processes failed outside a maintenance zone: %q", d)
 	}
 	if z, _ := model.MaintenanceZone(); z != "" {

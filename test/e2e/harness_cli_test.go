@@ -735,3 +735,42 @@ func diffRVSnapshots(t *testing.T, before, after rvSnapshot) []string {
 	sort.Strings(diffs)
 	return diffs
 }
+
+// dbopsWrites lists the writes (create, update, patch, delete) kubectl-dbops made in ns since
+// `since`, from the API server's audit log, other than to the resources in allowed (its own
+// lock Lease, say). On real kubelet nodes a resourceVersion snapshot cannot show "no write": the
+// kubelet updates pod status on its own, so refusals there are checked by who wrote.
+func dbopsWrites(t *testing.T, ns string, since time.Time, allowed ...string) []string {
+	t.Helper()
+	events, err := bed.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range events {
+		if !strings.HasPrefix(e.UserAgent, "kubectl-dbops/") || e.ObjectRef == nil || e.ObjectRef.Namespace != ns ||
+			e.RequestReceived.Before(since) || slices.Contains(allowed, e.ObjectRef.Resource) {
+			continue
+		}
+		switch e.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+		default:
+			continue
+		}
+		// A pods/exec or portforward is a "create" of a subresource: it reaches the database, not
+		// the API objects, and is counted by the database's own checks.
+		if e.ObjectRef.Subresource == "exec" || e.ObjectRef.Subresource == "portforward" {
+			continue
+		}
+		w := e.Verb + " " + e.ObjectRef.Resource + "/" + e.ObjectRef.Name
+		if e.ObjectRef.Subresource != "" {
+			w += "/" + e.ObjectRef.Subresource
+		}
+		if !seen[w+e.RequestURI] {
+			seen[w+e.RequestURI] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}

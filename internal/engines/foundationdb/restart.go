@@ -312,11 +312,44 @@ func (g *gate) maintenanceOn(ctx context.Context, sc *ops.StepContext, cli *CLI,
 	if cur := st.Cluster.MaintenanceZone; cur != "" && cur != sc.Get(keyMaintenance) {
 		return foreignZone(st)
 	}
+	if g.checker.on && len(b.storageGroups) > 0 {
+		if err := g.waitListable(ctx, sc, cli, b); err != nil {
+			return err
+		}
+	}
 	if err := sc.Set(ctx, keyMaintenance, zone); err != nil {
 		return err
 	}
 	_, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOn(zone, b.storageGroups, time.Now()))
 	return err
+}
+
+// minListedUptime is how long a storage process must have been up before this run lists it
+// under the operator's maintenance prefix. The operator counts a listed process as restarted
+// when now minus its uptime in whole seconds is after the entry's whole-second time, so a
+// process up for less than a second or two at listing time counts as restarted at once, and
+// the operator ends the zone before the batch goes down. Up for 2 s when listed, its start
+// is at least a second before the entry's (truncated) time.
+const minListedUptime = 2 * time.Second
+
+// waitListable waits, reading status json, until every storage process of the batch has been
+// up for minListedUptime (a process that just restarted, crashed or was bounced by someone
+// else).
+func (g *gate) waitListable(ctx context.Context, sc *ops.StepContext, cli *CLI, b batchInfo) error {
+	return g.poll(ctx, sc, func() (bool, string, error) {
+		st, _, err := g.e.StatusFrom(ctx, cli, g.c, nil)
+		if err != nil {
+			return false, "status json: " + err.Error(), nil
+		}
+		for _, id := range b.storageGroups {
+			for _, pr := range st.ByInstance(id) {
+				if up := time.Duration(pr.UptimeSeconds * float64(time.Second)); up < minListedUptime {
+					return false, fmt.Sprintf("process %s up for %s only; the operator's maintenance checker would count it as restarted already", pr.Address, up.Round(100*time.Millisecond)), nil
+				}
+			}
+		}
+		return true, "", nil
+	})
 }
 
 func foreignZone(st *Status) error {

@@ -350,6 +350,12 @@ func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 				}
 			}
 			start := time.Now().Unix()
+			// The model's processes started just now: listed at once, the operator's checker
+			// (whole-second uptimes and entry times) would count them as restarted already.
+			started := map[string]time.Time{}
+			for _, pr := range model.Processes() {
+				started[pr.ID] = pr.Started
+			}
 			if err := (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p); err != nil {
 				t.Fatal(err)
 			}
@@ -364,8 +370,16 @@ func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 				if !strings.HasPrefix(key, tt.prefix) {
 					t.Fatalf("set %q outside the maintenance prefix", key)
 				}
-				if ts := int64(binary.LittleEndian.Uint64(v)); ts < start || ts > time.Now().Unix() {
+				ts := int64(binary.LittleEndian.Uint64(v))
+				if ts < start || ts > time.Now().Unix() {
 					t.Fatalf("%q: maintenance start %d outside the run", key, ts)
+				}
+				// The operator's rule: restarted when now - floor(uptime) is after the entry's
+				// time, true at some moment for any process that started less than 1 s before it.
+				id := strings.TrimPrefix(key, tt.prefix)
+				if r, ok := started[id]; !ok || time.Unix(ts, 0).Before(r.Add(time.Second)) {
+					t.Fatalf("%q listed at %d, less than 1 s after its process started (%s): the operator would end the zone before the kill",
+						key, ts, r.Format(time.RFC3339Nano))
 				}
 				sets = append(sets, key)
 			}
