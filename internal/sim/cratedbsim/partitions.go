@@ -302,44 +302,6 @@ func tableSetting(x *execCtx, t *table, key, val string, only bool) error {
 func partitionStatementDefs() []*stmtDef {
 	return []*stmtDef{
 		{
-			patterns: []string{
-				"CREATE TABLE :id :parens PARTITIONED BY (:id)",
-				"CREATE TABLE :id :parens CLUSTERED INTO :i SHARDS PARTITIONED BY (:id)",
-				"CREATE TABLE :id :parens PARTITIONED BY (:id) WITH (number_of_replicas = :v)",
-				"CREATE TABLE :id :parens CLUSTERED INTO :i SHARDS PARTITIONED BY (:id) WITH (number_of_replicas = :v)",
-			},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				name := tableName(x.caps[0].toks)
-				shards, replicas, by := int64(4), "0-1", ""
-				for i := 2; i < len(x.caps); i++ {
-					var err error
-					switch x.caps[i].kind {
-					case phInt:
-						shards, err = x.integer(i)
-					case phValue:
-						replicas, err = x.str(i)
-					case phIdent:
-						by = identName(x.caps[i].toks)
-					}
-					if err != nil {
-						return nil, err
-					}
-				}
-				if err := validateReplicas(replicas); err != nil {
-					return nil, err
-				}
-				if x.m.tables[name] != nil {
-					return nil, errRelationExists(name)
-				}
-				x.m.tables[name] = &table{name: name, shards: int(shards), replicas: replicas, partitioned: true, partitionedBy: by}
-				x.mutated = true
-				return done("CREATE", 1), nil
-			},
-		},
-		{
 			// A row only matters here for the partition it creates.
 			patterns: []string{"INSERT INTO :id (:id) VALUES (:v)"},
 			run: func(x *execCtx) (*result, error) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -160,7 +159,7 @@ type statements struct {
 }
 
 func newStatements() *statements {
-	defs := append(statementDefs(), recoveryStatementDefs()...)
+	defs := statementDefs()
 	for _, d := range defs {
 		for _, p := range d.patterns {
 			toks, err := lex(p)
@@ -183,6 +182,9 @@ func (s *statements) prepare(sql string) (*plan, error) {
 	if err != nil {
 		return nil, errParse("line 1:1: %v", err)
 	}
+	if p, ok, err := prepareGrammar(toks); ok {
+		return p, err
+	}
 	for _, d := range s.defs {
 		for variant, pat := range d.lexed {
 			caps, ok := match(pat, toks)
@@ -196,9 +198,6 @@ func (s *statements) prepare(sql string) (*plan, error) {
 			}
 			return p, nil
 		}
-	}
-	if p, ok := prepareSimpleSelect(toks); ok {
-		return p, nil
 	}
 	if p, ok, err := preparePrivilegeStatement(toks); ok {
 		return p, err
@@ -377,148 +376,7 @@ func tableName(toks []token) string {
 }
 
 func statementDefs() []*stmtDef {
-	colsSeverity := []column{{"max(severity)", oidInt2}}
-	colsShardCount := []column{{"node['name']", oidVarchar}, {"count(*)", oidInt8}}
-	colsReplicas := []column{{"number_of_replicas", oidVarchar}}
-	colsStartedCopies := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"partition_ident", oidVarchar}, {"id", oidInt4}, {"node['name']", oidVarchar}}
 	return append([]*stmtDef{
-		{
-			patterns:  []string{"SELECT 1"},
-			cols:      []column{{"1", oidInt4}},
-			stateless: true,
-			run:       func(*execCtx) (*result, error) { return rows([]column{{"1", oidInt4}}, []any{int32(1)}), nil },
-		},
-		{
-			// What crash runs right after connecting (crate/crash command.py _fetch_session_info).
-			patterns:  []string{"SELECT current_user, current_schema, name FROM sys.cluster"},
-			cols:      []column{{"current_user", oidVarchar}, {"current_schema", oidVarchar}, {"name", oidVarchar}},
-			stateless: true,
-			run: func(x *execCtx) (*result, error) {
-				return rows([]column{{"current_user", oidVarchar}, {"current_schema", oidVarchar}, {"name", oidVarchar}},
-					[]any{x.user, "doc", "crate"}), nil
-			},
-		},
-		{
-			patterns: []string{"SELECT max(severity) FROM sys.health"},
-			cols:     colsSeverity,
-			run: func(x *execCtx) (*result, error) {
-				var v any
-				if s := x.m.maxSeverity(); s > 0 {
-					v = int16(s)
-				}
-				return rows(colsSeverity, []any{v}), nil
-			},
-		},
-		{
-			patterns: []string{
-				"SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL",
-				"SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL ORDER BY 1",
-				"SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL ORDER BY number_of_replicas",
-			},
-			cols: colsReplicas,
-			run: func(x *execCtx) (*result, error) {
-				seen := map[string]bool{}
-				var out [][]any
-				for _, t := range x.m.sortedTables() {
-					if t.parent != "" {
-						continue // a partition: information_schema.tables lists its table only
-					}
-					if !seen[t.replicas] {
-						seen[t.replicas] = true
-						out = append(out, []any{t.replicas})
-					}
-				}
-				sort.Slice(out, func(i, j int) bool { return out[i][0].(string) < out[j][0].(string) })
-				return rows(colsReplicas, out...), nil
-			},
-		},
-		{
-			patterns: []string{
-				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY 1",
-				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY node['name']",
-				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY 1 ORDER BY 1",
-				"SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY(:arr) GROUP BY node['name'] ORDER BY node['name']",
-			},
-			cols: colsShardCount,
-			run: func(x *execCtx) (*result, error) {
-				names, err := x.strs(0)
-				if err != nil {
-					return nil, err
-				}
-				counts := x.m.shardCounts()
-				var out [][]any
-				for _, n := range slices.Sorted(slices.Values(names)) {
-					if c := counts[n]; c > 0 && (len(out) == 0 || out[len(out)-1][0] != n) {
-						out = append(out, []any{n, int64(c)})
-					}
-				}
-				return rows(colsShardCount, out...), nil
-			},
-		},
-		{
-			// Started copies (a relocating source still serves): routing_state STARTED or
-			// RELOCATING; unassigned and initializing copies are not listed. partition_ident is ''
-			// for a table that is not partitioned, as CrateDB reports it.
-			patterns: []string{"SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')"},
-			cols:     colsStartedCopies,
-			run: func(x *execCtx) (*result, error) {
-				var out [][]any
-				for _, t := range x.m.sortedTables() {
-					schema, name := t.schemaName()
-					for id, copies := range t.copies {
-						for _, c := range copies {
-							if c.started {
-								out = append(out, []any{schema, name, t.ident, int32(id), c.node})
-							}
-						}
-					}
-				}
-				return rows(colsStartedCopies, out...), nil
-			},
-		},
-		{
-			patterns: []string{"SELECT count(*) FROM sys.shards WHERE node['name'] = ANY(:arr)"},
-			cols:     []column{{"count(*)", oidInt8}},
-			run: func(x *execCtx) (*result, error) {
-				names, err := x.strs(0)
-				if err != nil {
-					return nil, err
-				}
-				counts := x.m.shardCounts()
-				total := 0
-				for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
-					total += counts[n]
-				}
-				return rows([]column{{"count(*)", oidInt8}}, []any{int64(total)}), nil
-			},
-		},
-		{
-			patterns: []string{
-				"SET GLOBAL :id = :v", "SET GLOBAL TRANSIENT :id = :v", "SET GLOBAL PERSISTENT :id = :v",
-				"SET GLOBAL :id TO :v", "SET GLOBAL TRANSIENT :id TO :v", "SET GLOBAL PERSISTENT :id TO :v",
-			},
-			run: runSetGlobal,
-		},
-		{
-			patterns: []string{"RESET GLOBAL :id"},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				names, err := resolveSettingNames(identName(x.caps[0].toks))
-				if err != nil {
-					return nil, err
-				}
-				// RESET clears the transient and the persistent value.
-				for _, n := range names {
-					delete(x.m.transient, n)
-					delete(x.m.persistent, n)
-				}
-				x.m.allocate()
-				x.mutated = true
-				return done("RESET", 1), nil
-			},
-		},
 		{
 			patterns: []string{"UPDATE sys.node_checks SET acknowledged = :b WHERE id = :i"},
 			run: func(x *execCtx) (*result, error) {
@@ -571,90 +429,6 @@ func statementDefs() []*stmtDef {
 			},
 		},
 		{
-			patterns: []string{"CREATE USER :id", "CREATE USER :id WITH (password = :v)", "CREATE USER :id WITH (password :v)"},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				name := identName(x.caps[0].toks)
-				if _, ok := x.m.users[name]; ok {
-					return nil, errRoleExists(name, x.version)
-				}
-				u := &user{name: name}
-				if len(x.caps) > 1 {
-					pw, err := x.str(1)
-					if err != nil {
-						return nil, err
-					}
-					u.pwHash = hashPassword(pw)
-				}
-				x.m.users[name] = u
-				x.mutated = true
-				return done("CREATE", 1), nil
-			},
-		},
-		{
-			patterns: []string{"ALTER USER :id SET (password = :v)", "ALTER USER :id SET (password :v)"},
-			run: func(x *execCtx) (*result, error) {
-				name := identName(x.caps[0].toks)
-				if name != x.user {
-					if err := x.requirePrivilege(); err != nil {
-						return nil, err
-					}
-				}
-				u := x.m.users[name]
-				if u == nil {
-					return nil, errRoleUnknown(name, x.version)
-				}
-				if x.caps[1].toks[0].kind == tkWord && x.caps[1].toks[0].text == "null" {
-					u.pwHash = ""
-				} else {
-					pw, err := x.str(1)
-					if err != nil {
-						return nil, err
-					}
-					u.pwHash = hashPassword(pw)
-				}
-				x.mutated = true
-				return done("ALTER", 1), nil
-			},
-		},
-		{
-			patterns: []string{"DROP USER :id", "DROP USER IF EXISTS :id"},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				name := identName(x.caps[0].toks)
-				u := x.m.users[name]
-				if u == nil {
-					if x.variant == 1 { // IF EXISTS
-						return done("DROP", 0), nil
-					}
-					return nil, errRoleUnknown(name, x.version)
-				}
-				if u.superuser {
-					return nil, errIllegal("cannot drop a superuser '%s'", name)
-				}
-				delete(x.m.users, name)
-				x.mutated = true
-				return done("DROP", 1), nil
-			},
-		},
-		{
-			patterns: []string{
-				"CREATE TABLE :id :parens",
-				"CREATE TABLE :id :parens CLUSTERED INTO :i SHARDS",
-				"CREATE TABLE :id :parens WITH (number_of_replicas = :v)",
-				"CREATE TABLE :id :parens CLUSTERED INTO :i SHARDS WITH (number_of_replicas = :v)",
-				"CREATE TABLE IF NOT EXISTS :id :parens",
-				"CREATE TABLE IF NOT EXISTS :id :parens CLUSTERED INTO :i SHARDS",
-				"CREATE TABLE IF NOT EXISTS :id :parens WITH (number_of_replicas = :v)",
-				"CREATE TABLE IF NOT EXISTS :id :parens CLUSTERED INTO :i SHARDS WITH (number_of_replicas = :v)",
-			},
-			run: runCreateTable,
-		},
-		{
 			patterns: []string{"DROP TABLE :id", "DROP TABLE IF EXISTS :id"},
 			run: func(x *execCtx) (*result, error) {
 				if err := x.requirePrivilege(); err != nil {
@@ -699,86 +473,4 @@ func statementDefs() []*stmtDef {
 		{patterns: []string{"COMMIT"}, run: func(*execCtx) (*result, error) { return done("COMMIT", 0), nil }},
 		{patterns: []string{"REFRESH TABLE :id"}, run: func(*execCtx) (*result, error) { return done("REFRESH", 1), nil }},
 	}, partitionStatementDefs()...)
-}
-
-func runSetGlobal(x *execCtx) (*result, error) {
-	if err := x.requirePrivilege(); err != nil {
-		return nil, err
-	}
-	key := identName(x.caps[0].toks)
-	names, err := resolveSettingNames(key)
-	if err != nil {
-		return nil, err
-	}
-	if len(names) != 1 || names[0] != key {
-		return nil, errIllegal("Setting '%s' is not supported", key)
-	}
-	val, err := x.str(1)
-	if err != nil {
-		return nil, err
-	}
-	switch key {
-	case settingAllocationEnable:
-		val = strings.ToLower(val)
-		if !slices.Contains([]string{"all", "primaries", "new_primaries", "none"}, val) {
-			return nil, errIllegal("Illegal allocation.enable value [%s]", strings.ToUpper(val))
-		}
-	case settingRebalanceEnable:
-		val = strings.ToLower(val)
-		if !slices.Contains([]string{"all", "primaries", "replicas", "none"}, val) {
-			return nil, errIllegal("Illegal rebalance.enable value [%s]", strings.ToUpper(val))
-		}
-	case settingAllocationExclude:
-		var names []string
-		for _, n := range strings.Split(val, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				names = append(names, n)
-			}
-		}
-		val = strings.Join(names, ",")
-	}
-	// SET GLOBAL is transient unless PERSISTENT is given (patterns 2 and 5).
-	if x.variant == 2 || x.variant == 5 {
-		x.m.persistent[key] = val
-	} else {
-		x.m.transient[key] = val
-	}
-	x.m.allocate()
-	x.mutated = true
-	return done("SET", 1), nil
-}
-
-func runCreateTable(x *execCtx) (*result, error) {
-	if err := x.requirePrivilege(); err != nil {
-		return nil, err
-	}
-	name := tableName(x.caps[0].toks)
-	shards, replicas := int64(4), "0-1"
-	for i := 2; i < len(x.caps); i++ {
-		var err error
-		switch x.caps[i].kind {
-		case phInt:
-			shards, err = x.integer(i)
-		case phValue:
-			replicas, err = x.str(i)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if shards < 1 || shards > 1000 {
-		return nil, errIllegal("number of shards must be between 1 and 1000, got %d", shards)
-	}
-	if err := validateReplicas(replicas); err != nil {
-		return nil, err
-	}
-	if x.m.tables[name] != nil {
-		if x.variant >= 4 { // IF NOT EXISTS
-			return done("CREATE", 0), nil
-		}
-		return nil, errRelationExists(name)
-	}
-	x.m.createTable(name, int(shards), replicas)
-	x.mutated = true
-	return done("CREATE", 1), nil
 }
