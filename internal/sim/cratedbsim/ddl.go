@@ -37,24 +37,44 @@ func prepareGrammar(toks []token) (*plan, bool, error) {
 	case first.text == "select":
 		var s *selectStmt
 		if s, err = parseSelect(p); err == nil {
-			pl, err = planSelect(s)
+			pl, err = planSelect(s, simTable)
 		}
-	case first.text == "create" && second.kind == tkWord && second.text == "user":
-		pl, err = parseCreateUser(p)
-	case first.text == "alter" && second.kind == tkWord && second.text == "user":
-		pl, err = parseAlterUser(p)
-	case first.text == "drop" && second.kind == tkWord && second.text == "user":
-		pl, err = parseDropUser(p)
+	case second.kind == tkWord && second.text == "user" && (first.text == "create" || first.text == "alter" || first.text == "drop"):
+		var st *userStmt
+		if st, err = parseUser(p); err == nil {
+			pl = planUser(st)
+		}
 	case first.text == "set" && second.kind == tkWord && second.text == "global":
-		pl, err = parseSetGlobal(p)
+		var st *setGlobalStmt
+		if st, err = parseSetGlobal(p); err == nil {
+			pl = planSetGlobal(st)
+		}
 	case first.text == "reset" && second.kind == tkWord && second.text == "global":
-		pl, err = parseResetGlobal(p)
+		var names []string
+		if names, err = parseResetGlobal(p); err == nil {
+			pl = planResetGlobal(names)
+		}
+	case first.text == "update":
+		var st *updateStmt
+		if st, err = parseUpdate(p); err == nil {
+			pl, err = planUpdate(st)
+		}
 	case first.text == "create" && second.kind == tkWord && second.text == "table":
 		pl, err = parseCreateTable(p)
 	default:
 		return nil, false, nil
 	}
 	return pl, true, err
+}
+
+func parseUser(p *tokParser) (*userStmt, error) {
+	switch p.toks[0].text {
+	case "create":
+		return parseCreateUser(p)
+	case "alter":
+		return parseAlterUser(p)
+	}
+	return parseDropUser(p)
 }
 
 // property is one "name = expr" of genericProperties.
@@ -138,7 +158,16 @@ func addParams(params map[int]uint32, props []property) {
 	}
 }
 
-func parseCreateUser(p *tokParser) (*plan, error) {
+// userStmt is CREATE, ALTER or DROP USER.
+type userStmt struct {
+	verb     string // CREATE, ALTER, DROP
+	name     string
+	pw       expr // nil when not given
+	ifExists bool
+	params   map[int]uint32
+}
+
+func parseCreateUser(p *tokParser) (*userStmt, error) {
 	p.pos += 2
 	name, err := p.ident()
 	if err != nil {
@@ -159,6 +188,21 @@ func parseCreateUser(p *tokParser) (*plan, error) {
 	}
 	params := map[int]uint32{}
 	addParams(params, props)
+	return &userStmt{verb: "CREATE", name: name, pw: pwExpr, params: params}, nil
+}
+
+func planUser(st *userStmt) *plan {
+	switch st.verb {
+	case "CREATE":
+		return planCreateUser(st)
+	case "ALTER":
+		return planAlterUser(st)
+	}
+	return planDropUser(st)
+}
+
+func planCreateUser(st *userStmt) *plan {
+	name, pwExpr := st.name, st.pw
 	run := func(x *execCtx) (*result, error) {
 		if err := x.requirePrivilege(); err != nil {
 			return nil, err
@@ -180,10 +224,10 @@ func parseCreateUser(p *tokParser) (*plan, error) {
 		x.mutated = true
 		return done("CREATE", 1), nil
 	}
-	return &plan{run: run, params: paramList(params)}, nil
+	return &plan{run: run, params: paramList(st.params)}
 }
 
-func parseAlterUser(p *tokParser) (*plan, error) {
+func parseAlterUser(p *tokParser) (*userStmt, error) {
 	p.pos += 2
 	name, err := p.ident()
 	if err != nil {
@@ -203,8 +247,16 @@ func parseAlterUser(p *tokParser) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if pwExpr == nil {
+		return nil, p.mismatch("a property")
+	}
 	params := map[int]uint32{}
 	addParams(params, props)
+	return &userStmt{verb: "ALTER", name: name, pw: pwExpr, params: params}, nil
+}
+
+func planAlterUser(st *userStmt) *plan {
+	name, pwExpr := st.name, st.pw
 	run := func(x *execCtx) (*result, error) {
 		// A user may change their own password; others need AL.
 		if name != x.user {
@@ -228,10 +280,10 @@ func parseAlterUser(p *tokParser) (*plan, error) {
 		x.mutated = true
 		return done("ALTER", 1), nil
 	}
-	return &plan{run: run, params: paramList(params)}, nil
+	return &plan{run: run, params: paramList(st.params)}
 }
 
-func parseDropUser(p *tokParser) (*plan, error) {
+func parseDropUser(p *tokParser) (*userStmt, error) {
 	p.pos += 2
 	ifExists := false
 	if p.word("if") {
@@ -247,6 +299,11 @@ func parseDropUser(p *tokParser) (*plan, error) {
 	if err := p.end(); err != nil {
 		return nil, err
 	}
+	return &userStmt{verb: "DROP", name: name, ifExists: ifExists}, nil
+}
+
+func planDropUser(st *userStmt) *plan {
+	name, ifExists := st.name, st.ifExists
 	run := func(x *execCtx) (*result, error) {
 		if err := x.requirePrivilege(); err != nil {
 			return nil, err
@@ -265,7 +322,7 @@ func parseDropUser(p *tokParser) (*plan, error) {
 		x.mutated = true
 		return done("DROP", 1), nil
 	}
-	return &plan{run: run}, nil
+	return &plan{run: run}
 }
 
 // settingName parses a setting's name: a dotted name of identifiers, one quoted identifier
@@ -298,7 +355,14 @@ type assignment struct {
 	val  expr
 }
 
-func parseSetGlobal(p *tokParser) (*plan, error) {
+// setGlobalStmt is SET GLOBAL.
+type setGlobalStmt struct {
+	persistent bool
+	as         []assignment
+	params     map[int]uint32
+}
+
+func parseSetGlobal(p *tokParser) (*setGlobalStmt, error) {
 	p.pos += 2
 	persistent := false
 	switch {
@@ -335,22 +399,36 @@ func parseSetGlobal(p *tokParser) (*plan, error) {
 			return nil, err
 		}
 	}
+	return &setGlobalStmt{persistent: persistent, as: as, params: params}, nil
+}
+
+// values evaluates and validates the assigned values.
+func (st *setGlobalStmt) values(x *execCtx) ([]string, error) {
+	vals := make([]string, len(st.as))
+	for i, a := range st.as {
+		v, ok, err := x.text(a.val)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errIllegal("Cannot set setting '%s' to NULL, use RESET GLOBAL", a.name)
+		}
+		if vals[i], err = normalizeSetting(a.name, v); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
+func planSetGlobal(st *setGlobalStmt) *plan {
+	as, persistent := st.as, st.persistent
 	run := func(x *execCtx) (*result, error) {
 		if err := x.requirePrivilege(); err != nil {
 			return nil, err
 		}
-		vals := make([]string, len(as))
-		for i, a := range as {
-			v, ok, err := x.text(a.val)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, errIllegal("Cannot set setting '%s' to NULL, use RESET GLOBAL", a.name)
-			}
-			if vals[i], err = normalizeSetting(a.name, v); err != nil {
-				return nil, err
-			}
+		vals, err := st.values(x)
+		if err != nil {
+			return nil, err
 		}
 		target := x.m.transient
 		if persistent {
@@ -363,7 +441,7 @@ func parseSetGlobal(p *tokParser) (*plan, error) {
 		x.mutated = true
 		return done("SET", 1), nil
 	}
-	return &plan{run: run, params: paramList(params)}, nil
+	return &plan{run: run, params: paramList(st.params)}
 }
 
 // checkSettable accepts a runtime setting by its full name (SET GLOBAL sets leaves).
@@ -404,7 +482,8 @@ func normalizeSetting(key, val string) (string, error) {
 	return val, nil
 }
 
-func parseResetGlobal(p *tokParser) (*plan, error) {
+// parseResetGlobal returns every setting the statement resets.
+func parseResetGlobal(p *tokParser) ([]string, error) {
 	p.pos += 2
 	var names []string
 	for {
@@ -424,6 +503,10 @@ func parseResetGlobal(p *tokParser) (*plan, error) {
 	if err := p.end(); err != nil {
 		return nil, err
 	}
+	return names, nil
+}
+
+func planResetGlobal(names []string) *plan {
 	run := func(x *execCtx) (*result, error) {
 		if err := x.requirePrivilege(); err != nil {
 			return nil, err
@@ -437,7 +520,7 @@ func parseResetGlobal(p *tokParser) (*plan, error) {
 		x.mutated = true
 		return done("RESET", 1), nil
 	}
-	return &plan{run: run}, nil
+	return &plan{run: run}
 }
 
 // skipParens consumes a balanced parenthesised group (the table elements, which the model

@@ -91,6 +91,13 @@ func TestGrammar(t *testing.T) {
 		{"crate", `SELECT name FROM nope.nodes`, nil, "error: SchemaUnknownException[Schema 'nope' unknown]"},             // new
 		{"crate", `SELECT name, count(*) FROM sys.nodes`, nil, "error: 'name' must appear in the GROUP BY clause"},        // new
 		{"crate", `SELECT nope(name) FROM sys.nodes`, nil, "error: UnsupportedFunctionException[Unknown function: nope(name)]"},
+		// UPDATE of sys.node_checks, its WHERE evaluated over the rows (one per node and check).
+		{"crate", `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`, nil, "1"},
+		{"crate", `UPDATE sys.node_checks SET acknowledged = $1 WHERE id IN (2, 3) AND (passed OR NOT passed)`, []any{true}, "2"}, // new
+		{"crate", `SELECT id FROM sys.node_checks WHERE acknowledged ORDER BY id`, nil, "1|2|3"},
+		{"crate", `UPDATE sys.node_checks SET acknowledged = TRUE WHERE nope = 1`, nil, "error: ColumnUnknownException[Column nope unknown]"}, // new
+		{"crate", `UPDATE sys.nodes SET name = 'x'`, nil, "error: UPDATE of sys.nodes"},                                                       // new
+		{"crate", `UPDATE sys.node_checks acknowledged = TRUE`, nil, "error: SQLParseException"},
 		{"crate", `SELECT name FROM sys.nodes WHERE`, nil, "error: SQLParseException"},
 		{"crate", `SELECT name sys.nodes`, nil, "error: SQLParseException"},
 	} {

@@ -237,11 +237,11 @@ func resolveColumn(cols []column, c colRef) (colResolution, error) {
 }
 
 // planSelect checks s against the tables and builds its plan.
-func planSelect(s *selectStmt) (*plan, error) {
+func planSelect(s *selectStmt, lookup func(string) (virtualTable, bool)) (*plan, error) {
 	var vt virtualTable
 	if s.table != "" {
 		var ok bool
-		vt, ok = virtualTables()[s.table]
+		vt, ok = lookup(s.table)
 		if !ok {
 			schema, _, _ := strings.Cut(s.table, ".")
 			if !slices.Contains([]string{"sys", "doc", "information_schema", "pg_catalog", "blob"}, schema) {
@@ -442,6 +442,12 @@ func planSelect(s *selectStmt) (*plan, error) {
 		return rows(cols, res...), nil
 	}
 	return &plan{cols: cols, params: paramList(params), run: run, stateless: vt.stateless}, nil
+}
+
+// simTable looks a table up among the simulator's system tables.
+func simTable(name string) (virtualTable, bool) {
+	vt, ok := virtualTables()[name]
+	return vt, ok
 }
 
 func itemExprs(items []selectItem) []expr {

@@ -3,7 +3,6 @@ package cratedbsim
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -377,35 +376,6 @@ func tableName(toks []token) string {
 
 func statementDefs() []*stmtDef {
 	return append([]*stmtDef{
-		{
-			patterns: []string{"UPDATE sys.node_checks SET acknowledged = :b WHERE id = :i"},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				ack, err := x.boolean(0)
-				if err != nil {
-					return nil, err
-				}
-				id, err := x.integer(1)
-				if err != nil {
-					return nil, err
-				}
-				n := int64(0)
-				if !slices.ContainsFunc(nodeChecks(), func(c nodeCheck) bool { return int64(c.id) == id }) {
-					return done("UPDATE", 0), nil
-				}
-				// One row per node: every node's check is acknowledged.
-				for _, node := range x.m.upNodes() {
-					if node.acked == nil {
-						node.acked = map[int]bool{}
-					}
-					node.acked[int(id)] = ack
-					n++
-				}
-				return done("UPDATE", n), nil
-			},
-		},
 		{
 			patterns: []string{"SET LICENSE :v"},
 			run: func(x *execCtx) (*result, error) {
