@@ -6,7 +6,7 @@ import (
 )
 
 // The parser and evaluator for callers that keep their own state instead of a simulated
-// cluster (the unit-test fake of internal/engines/cratedb/cratedbtest): Query evaluates a
+// cluster (the CrateDB engine's unit-test fake, cratedbtest): Query evaluates a
 // SELECT over tables the caller supplies, ParseCommand parses a write statement into what it
 // asks for. Both follow CrateDB's grammar exactly as the simulator does, so a statement the
 // simulator refuses is refused here too.
