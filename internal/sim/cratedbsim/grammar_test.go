@@ -71,12 +71,27 @@ func TestGrammar(t *testing.T) {
 		{"crate", `CREATE TABLE t3 (id INT) WITH (number_of_replicas = '2-1')`, nil, "error: minReplicas"},
 		{"crate", `CREATE TABLE t3 (id INT) CLUSTERED 2 SHARDS`, nil, "error: SQLParseException"},
 		{"crate", `CREATE TABLE t3 ()`, nil, "error: SQLParseException"},
+		// Other table statements.
+		{"crate", `ALTER TABLE t1 SET (number_of_replicas = 1, "routing.allocation.exclude._name" = 'x')`, nil, "-1"}, // new: two properties
+		{"crate", `SELECT number_of_replicas, settings['routing']['allocation']['exclude'] FROM information_schema.tables WHERE table_name = 't1'`, nil, "1 map[_name:x]"},
+		{"crate", `INSERT INTO t2 (id, day) VALUES (1, 'mon'), (2, $1)`, []any{"tue"}, "2"}, // new: rows, columns, a parameter
+		{"crate", `SELECT count(*) FROM information_schema.table_partitions WHERE table_name = 't2'`, nil, "2"},
+		{"crate", `ALTER TABLE t2 PARTITION (day = 'mon') SET (number_of_replicas = 0)`, nil, "-1"},
+		{"crate", `ALTER TABLE t2 PARTITION (day = 'sun') SET (number_of_replicas = 0)`, nil, "error: PartitionUnknownException"},
+		{"crate", `ALTER TABLE ONLY t2 PARTITION (day = 'mon') SET (number_of_replicas = 0)`, nil, "error: SQLParseException"},
+		{"crate", `DROP TABLE IF EXISTS nope`, nil, "0"},
+		{"crate", `DROP TABLE nope`, nil, "error: RelationUnknown[Relation 'doc.nope' unknown]"},
+		{"crate", `DROP TABLE t1 CASCADE`, nil, "error: SQLParseException"},
+		{"crate", `BEGIN TRANSACTION`, nil, "0"},    // new
+		{"crate", `END`, nil, "0"},                  // new
+		{"crate", `REFRESH TABLE t1, t2`, nil, "1"}, // new
+		{"crate", `SET LICENSE 'k'`, nil, "error: SQLParseException[line 1:5: mismatched input 'LICENSE'"},
 		// SELECT over the system tables.
 		{"crate", `SELECT table_name, id, routing_state FROM sys.shards WHERE table_name = 't1' ORDER BY id`, nil, "t1 0 STARTED|t1 1 STARTED"},
-		{"crate", `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`, []any{[]string{"master-0"}}, "master-0 2"},
-		{"crate", `SELECT routing_state, count(*) AS n FROM sys.shards GROUP BY routing_state ORDER BY n DESC`, nil, "STARTED 2"}, // new
+		{"crate", `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) AND table_name = 't1' GROUP BY 1`, []any{[]string{"master-0"}}, "master-0 2"},
+		{"crate", `SELECT routing_state, count(*) AS n FROM sys.shards WHERE table_name = 't1' GROUP BY routing_state ORDER BY n DESC`, nil, "STARTED 2"}, // new
 		{"crate", `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`, nil, "0"},
-		{"crate", `SELECT count(*) FROM sys.shards WHERE routing_state NOT IN ('INITIALIZING') AND (id = 0 OR id = 1) AND NOT primary = false`, nil, "2"}, // new
+		{"crate", `SELECT count(*) FROM sys.shards WHERE routing_state NOT IN ('INITIALIZING') AND (id = 0 OR id = 1) AND NOT primary = false AND table_name = 't1'`, nil, "2"}, // new
 		{"crate", `SELECT name FROM sys.users WHERE name != 'crate' AND name <> 'jo' ORDER BY name`, nil, "riley"},                                        // new
 		{"crate", `SELECT name, superuser FROM sys.users WHERE name = 'nobody' OR superuser`, nil, "crate true"},                                          // new
 		{"crate", `SELECT count(*) FROM sys.cluster WHERE master_node IS NULL`, nil, "0"},                                                                 // new

@@ -250,38 +250,6 @@ func partitionsVirtualTable() virtualTable {
 	}}
 }
 
-// alterTarget resolves ALTER TABLE's table, and with a PARTITION clause, its partition.
-func alterTarget(x *execCtx, partCol, partVal int) (*table, error) {
-	if err := x.requirePrivilege(); err != nil {
-		return nil, err
-	}
-	name := tableName(x.caps[0].toks)
-	t := x.m.tables[name]
-	if t == nil || t.parent != "" {
-		return nil, errRelationUnknown(name)
-	}
-	if partCol < 0 {
-		return t, nil
-	}
-	col := identName(x.caps[partCol].toks)
-	val, err := x.str(partVal)
-	if err != nil {
-		return nil, err
-	}
-	if !t.partitioned {
-		return nil, errIllegal("table '%s' is not partitioned", name)
-	}
-	if col != t.partitionedBy {
-		return nil, errIllegal("\"%s\" is no known partition column", col)
-	}
-	p := x.m.tables[partitionKey(name, partitionIdent(val))]
-	if p == nil {
-		return nil, &SQLError{SQLState: "42P01", HTTPStatus: 404, Code: 4046,
-			Message: "PartitionUnknownException[No partition for table '" + name + "' with ident '" + partitionIdent(val) + "' exists]"}
-	}
-	return p, nil
-}
-
 // tableSetting applies one ALTER TABLE setting to t.
 func tableSetting(x *execCtx, t *table, key, val string, only bool) error {
 	switch {
@@ -297,68 +265,6 @@ func tableSetting(x *execCtx, t *table, key, val string, only bool) error {
 	}
 	x.mutated = true
 	return nil
-}
-
-func partitionStatementDefs() []*stmtDef {
-	return []*stmtDef{
-		{
-			// A row only matters here for the partition it creates.
-			patterns: []string{"INSERT INTO :id (:id) VALUES (:v)"},
-			run: func(x *execCtx) (*result, error) {
-				if err := x.requirePrivilege(); err != nil {
-					return nil, err
-				}
-				name := tableName(x.caps[0].toks)
-				t := x.m.tables[name]
-				if t == nil || t.parent != "" {
-					return nil, errRelationUnknown(name)
-				}
-				v, err := x.str(2)
-				if err != nil {
-					return nil, err
-				}
-				if t.partitioned && identName(x.caps[1].toks) == t.partitionedBy {
-					x.m.addPartition(t, v)
-					x.mutated = true
-				}
-				return done("INSERT", 1), nil
-			},
-		},
-		{
-			patterns: []string{"ALTER TABLE :id SET (:id = :v)", "ALTER TABLE ONLY :id SET (:id = :v)"},
-			run: func(x *execCtx) (*result, error) {
-				t, err := alterTarget(x, -1, -1)
-				if err != nil {
-					return nil, err
-				}
-				val, err := x.str(2)
-				if err != nil {
-					return nil, err
-				}
-				if err := tableSetting(x, t, identName(x.caps[1].toks), val, x.variant == 1); err != nil {
-					return nil, err
-				}
-				return done("ALTER", -1), nil
-			},
-		},
-		{
-			patterns: []string{"ALTER TABLE :id PARTITION (:id = :v) SET (:id = :v)"},
-			run: func(x *execCtx) (*result, error) {
-				p, err := alterTarget(x, 1, 2)
-				if err != nil {
-					return nil, err
-				}
-				val, err := x.str(4)
-				if err != nil {
-					return nil, err
-				}
-				if err := tableSetting(x, p, identName(x.caps[3].toks), val, true); err != nil {
-					return nil, err
-				}
-				return done("ALTER", -1), nil
-			},
-		},
-	}
 }
 
 // dropPartitions forgets the partitions of a dropped table.

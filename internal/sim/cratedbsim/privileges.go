@@ -148,7 +148,7 @@ func parsePrivilegeStatement(toks []token) (*privStmt, bool, error) {
 			return nil, true, syntax("{'SCHEMA', 'TABLE', 'VIEW'}")
 		}
 		for {
-			n := matchPlaceholder(phIdent, rest)
+			n := identLen(rest)
 			if n == 0 {
 				return nil, true, syntax("an identifier")
 			}
@@ -174,7 +174,7 @@ func parsePrivilegeStatement(toks []token) (*privStmt, bool, error) {
 		return nil, true, syntax("'" + strings.ToUpper(target) + "'")
 	}
 	for {
-		n := matchPlaceholder(phIdent, rest)
+		n := identLen(rest)
 		if n == 0 || n > 1 {
 			return nil, true, syntax("a user name")
 		}
