@@ -570,8 +570,9 @@ func (p *tokParser) functionArgs(name string) (expr, error) {
 	return f, p.expectPunct(")")
 }
 
-// collectParams records each parameter's type: a text array for an array parameter, text
-// otherwise (the value is coerced where it is compared, as CrateDB's implicit casts do).
+// collectParams records each parameter's type not known yet (inferParams): a text array for
+// an array parameter, text otherwise (the value is coerced where it is compared, as CrateDB's
+// implicit casts do).
 func collectParams(e expr, params map[int]uint32) {
 	switch e := e.(type) {
 	case paramRef:
@@ -579,7 +580,7 @@ func collectParams(e expr, params map[int]uint32) {
 		if e.array {
 			oid = oidTextArray
 		}
-		if params[e.idx] != oidTextArray {
+		if _, typed := params[e.idx]; !typed || oid == oidTextArray {
 			params[e.idx] = oid
 		}
 	case arrayLit:
@@ -625,4 +626,44 @@ func paramList(params map[int]uint32) []uint32 {
 		}
 	}
 	return out
+}
+
+// paramOID is the type a parameter takes from what it is compared with or assigned to: a
+// bigint for an integer column, a boolean for a boolean one, text otherwise.
+func paramOID(col uint32) uint32 {
+	switch col {
+	case oidInt2, oidInt4, oidInt8:
+		return oidInt8
+	case oidBool:
+		return oidBool
+	}
+	return oidText
+}
+
+// inferParams types the parameters compared with a column (c = $1, $1 IN (...), c IN ($1)),
+// as CrateDB types a parameter from its context.
+func (ev *evaluator) inferParams(e expr, params map[int]uint32) {
+	typeParam := func(x expr, other expr) {
+		if p, ok := x.(paramRef); ok && !p.array {
+			if _, isParam := other.(paramRef); !isParam {
+				params[p.idx] = paramOID(ev.typeOf(other))
+			}
+		}
+	}
+	switch e := e.(type) {
+	case binOp:
+		if e.op == "and" || e.op == "or" {
+			ev.inferParams(e.l, params)
+			ev.inferParams(e.r, params)
+			return
+		}
+		typeParam(e.l, e.r)
+		typeParam(e.r, e.l)
+	case notOp:
+		ev.inferParams(e.e, params)
+	case inList:
+		for _, x := range e.list {
+			typeParam(x, e.e)
+		}
+	}
 }

@@ -325,11 +325,12 @@ func planSelect(s *selectStmt, lookup func(string) (virtualTable, bool)) (*plan,
 		cols[i] = column{name: it.label, oid: ev.typeOf(it.e)}
 	}
 	params := map[int]uint32{}
+	if s.where != nil {
+		ev.inferParams(s.where, params)
+		collectParams(s.where, params)
+	}
 	for _, e := range itemExprs(s.items) {
 		collectParams(e, params)
-	}
-	if s.where != nil {
-		collectParams(s.where, params)
 	}
 	run := func(x *execCtx) (*result, error) {
 		ev := &evaluator{cols: vt.cols, x: x}

@@ -1,6 +1,9 @@
 package cratedbsim
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // UPDATE by CrateDB's grammar (SqlBaseParser.g4 #update):
 //
@@ -76,6 +79,21 @@ func planUpdate(st *updateStmt) (*plan, error) {
 			return nil, err
 		}
 	}
+	// Parameters take their type from the column they are assigned to or compared with.
+	params := map[int]uint32{}
+	for _, a := range st.assigns {
+		if pr, ok := a.val.(paramRef); ok {
+			params[pr.idx] = paramOID(ev.typeOf(colRef{base: a.name}))
+		}
+	}
+	if st.where != nil {
+		ev.inferParams(st.where, params)
+	}
+	for i, o := range st.params {
+		if _, typed := params[i]; !typed {
+			params[i] = o
+		}
+	}
 	idCol := slices.IndexFunc(vt.cols, func(c column) bool { return c.name == "id" })
 	nodeCol := slices.IndexFunc(vt.cols, func(c column) bool { return c.name == "node_id" })
 	run := func(x *execCtx) (*result, error) {
@@ -88,8 +106,12 @@ func planUpdate(st *updateStmt) (*plan, error) {
 		}
 		ack, ok := v.(bool)
 		if !ok {
-			if s, isStr := v.(string); isStr && (s == "true" || s == "false") {
-				ack, ok = s == "true", true
+			// CrateDB casts text to boolean: t, true, f, false, any case.
+			switch s, _ := v.(string); strings.ToLower(s) {
+			case "t", "true":
+				ack, ok = true, true
+			case "f", "false":
+				ack, ok = false, true
 			}
 		}
 		if !ok {
@@ -120,5 +142,5 @@ func planUpdate(st *updateStmt) (*plan, error) {
 		}
 		return done("UPDATE", n), nil
 	}
-	return &plan{run: run, params: paramList(st.params)}, nil
+	return &plan{run: run, params: paramList(params)}, nil
 }
