@@ -40,6 +40,9 @@ type selectStmt struct {
 	limit    int
 }
 
+// oidFloat8 is double precision, the type of a decimal literal.
+const oidFloat8 uint32 = 701
+
 // errColumnUnknown is CrateDB's ColumnUnknownException (io.crate.exceptions).
 func errColumnUnknown(name string) *SQLError {
 	return &SQLError{SQLState: "42703", HTTPStatus: 404, Code: 4043,
@@ -162,7 +165,7 @@ func parseSelect(p *tokParser) (*selectStmt, error) {
 }
 
 // outputName is the column name CrateDB reports for an unaliased item: the expression as
-// written, without the outer parentheses of a bare column or function.
+// written, a comparison in parentheses ("(count(*) = 1)"), DISTINCT in capitals.
 func outputName(e expr) string { return e.sql() }
 
 // isAggregate reports whether e is an aggregate call.
@@ -593,7 +596,7 @@ func (ev *evaluator) typeOf(e expr) uint32 {
 		case bool:
 			return oidBool
 		case float64:
-			return 701
+			return oidFloat8
 		}
 		return oidVarchar
 	case funcCall:
