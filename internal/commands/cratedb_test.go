@@ -97,7 +97,7 @@ func newCrateEnv(t *testing.T) *crateEnv {
 	db := cratedbtest.New(crateNodes()...)
 	db.Do(func(d *cratedbtest.DB) {
 		d.Users["system"] = systemPW
-		d.Granted["system"] = true
+		d.GrantAll("system")
 		for _, n := range d.Nodes {
 			d.Hosts[n] = crateHost(n)
 		}
@@ -575,7 +575,7 @@ func TestCrateBootstrap(t *testing.T) {
 			e := newCrateEnv(t)
 			e.db.Do(func(d *cratedbtest.DB) {
 				delete(d.Users, "system")
-				delete(d.Granted, "system")
+				delete(d.Privileges, "system")
 				d.Version = tt.version
 			})
 			args := []string{"bootstrap", "db", "--license-secret", "crate-license", "--user", "app=app-pw", "--yes", "--lock-id", "ci@test"}
@@ -599,8 +599,8 @@ func TestCrateBootstrap(t *testing.T) {
 				wantLicense = licKey
 			}
 			e.db.Do(func(d *cratedbtest.DB) {
-				if d.Users["system"] != systemPW || d.Users["app"] != appPW || d.License != wantLicense || !d.Granted["app"] {
-					t.Errorf("state after bootstrap: users %d, license set %v, app granted %v", len(d.Users), d.License != "", d.Granted["app"])
+				if d.Users["system"] != systemPW || d.Users["app"] != appPW || d.License != wantLicense || !d.HasAll("app") {
+					t.Errorf("state after bootstrap: users %d, license set %v, app granted %v", len(d.Users), d.License != "", d.HasAll("app"))
 				}
 			})
 			first := e.eventMessages()
@@ -635,7 +635,7 @@ func TestCrateBootstrapAlreadyExists(t *testing.T) {
 			// the version's AlreadyExists error, ALTER sets the Secret's password.
 			e.db.Do(func(d *cratedbtest.DB) {
 				d.Users["system"] = "old-password"
-				delete(d.Granted, "system")
+				delete(d.Privileges, "system")
 				d.Version = version
 			})
 			r := e.run("bootstrap", "db", "--yes", "--lock-id", "ci@test")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,7 +89,7 @@ func trySend(ch chan struct{}) {
 // another name never join), and discovery settings that reach the other nodes (discovers).
 // Labels and names of the StatefulSet mean nothing to CrateDB. Master-eligible groups
 // (node.master, default true) come first, then by name.
-func (s *Sim) groupOf(sts *appsv1.StatefulSet, svcs listerscorev1.ServiceLister) (g Group, order int, ok bool) {
+func (s *Sim) groupOf(sts *appsv1.StatefulSet, env discoveryEnv) (g Group, order int, ok bool) {
 	if len(s.cfg.Groups) > 0 {
 		for _, g := range s.cfg.Groups {
 			if g.StatefulSet == sts.Name {
@@ -107,7 +108,7 @@ func (s *Sim) groupOf(sts *appsv1.StatefulSet, svcs listerscorev1.ServiceLister)
 	if name != s.cfg.Cluster {
 		return Group{}, 0, false
 	}
-	if why := discovers(settings, sts.Namespace, tmpl.Labels, svcs); why != "" {
+	if why := discovers(settings, sts.Namespace, tmpl.Labels, env); why != "" {
 		s.logDiscovery(sts.Name, why)
 		return Group{}, 0, false
 	}
@@ -139,10 +140,20 @@ func (s *Sim) logDiscovery(sts, why string) {
 // finds nobody. The srv provider (discovery.seed_providers=srv) resolves discovery.srv.query,
 // "_<port>._tcp.<service>.<namespace>.svc.<zone>" (Kubernetes DNS: SRV records of a named port
 // of a headless Service list its selected pods), so the Service must exist, be headless, have
-// that port and select these pods. Hosts in discovery.seed_hosts are not resolved here.
-func discovers(settings nodeSettings, namespace string, podLabels map[string]string, svcs listerscorev1.ServiceLister) string {
-	if settings["discovery.seed_hosts"] != "" {
-		return ""
+// that port and select these pods. discovery.seed_hosts must name at least one host that
+// resolves to a node of the cluster (seedReaches).
+func discovers(settings nodeSettings, namespace string, podLabels map[string]string, env discoveryEnv) string {
+	svcs := env.svcs
+	if hosts := settings["discovery.seed_hosts"]; hosts != "" {
+		var whys []string
+		for _, h := range strings.Split(hosts, ",") {
+			why := seedReaches(strings.TrimSpace(h), namespace, env)
+			if why == "" {
+				return ""
+			}
+			whys = append(whys, why)
+		}
+		return "no host of discovery.seed_hosts resolves to a node of the cluster: " + strings.Join(whys, "; ")
 	}
 	provider := settings["discovery.seed_providers"]
 	if provider == "" {
@@ -187,6 +198,101 @@ func discovers(settings nodeSettings, namespace string, podLabels map[string]str
 	return ""
 }
 
+// discoveryEnv is what DNS in the namespace resolves against: its Services, the StatefulSets
+// whose nodes name the simulated cluster (their pods are the cluster's nodes) and the pods'
+// IPs by pod name.
+type discoveryEnv struct {
+	svcs   listerscorev1.ServiceLister
+	sets   []*appsv1.StatefulSet
+	podIPs map[string]string
+}
+
+// seedReaches tells why one discovery.seed_hosts entry ("host[:port]") resolves to no node of
+// the cluster, "" when it does. As Kubernetes DNS resolves names in the namespace
+// (kubernetes/dns docs/specification.md): "<service>[.<namespace>[.svc[.<zone>]]]" is a
+// Service, which reaches the cluster when it selects the pods of one of its StatefulSets
+// (headless: their IPs; otherwise a virtual IP that forwards to them);
+// "<pod>.<subdomain>[.<namespace>[.svc[.<zone>]]]" is a pod whose hostname and subdomain are
+// set, as a StatefulSet sets them (pod name and spec.serviceName), with a headless Service of
+// that name selecting it; an IP is the pod that has it. A name that resolves nowhere, or to
+// pods that are not nodes of the cluster, reaches nobody.
+func seedReaches(host, namespace string, env discoveryEnv) string {
+	if h, port, ok := strings.Cut(host, ":"); ok {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("%q: bad port", host)
+		}
+		host = h
+	}
+	if host == "" {
+		return "an empty host"
+	}
+	if net.ParseIP(host) != nil {
+		for _, sts := range env.sets {
+			for pod, ip := range env.podIPs {
+				if _, ok := ordinalOf(pod, sts.Name); ok && ip == host {
+					return ""
+				}
+			}
+		}
+		return fmt.Sprintf("%s is the IP of no node", host)
+	}
+	parts := strings.Split(strings.TrimSuffix(host, "."), ".")
+	inNamespace := func(rest []string) bool {
+		return len(rest) == 0 || (rest[0] == namespace && (len(rest) == 1 || rest[1] == "svc"))
+	}
+	service := func(name string) *corev1.Service {
+		if env.svcs == nil {
+			return nil
+		}
+		svc, err := env.svcs.Services(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		return svc
+	}
+	selects := func(svc *corev1.Service, sts *appsv1.StatefulSet) bool {
+		return len(svc.Spec.Selector) > 0 && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels))
+	}
+	// A Service.
+	if inNamespace(parts[1:]) {
+		if svc := service(parts[0]); svc != nil {
+			for _, sts := range env.sets {
+				if selects(svc, sts) {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%s: Service %s selects no node of the cluster", host, parts[0])
+		}
+	}
+	// A pod of a StatefulSet, by hostname and subdomain.
+	if len(parts) >= 2 && inNamespace(parts[2:]) {
+		pod, sub := parts[0], parts[1]
+		svc := service(sub)
+		for _, sts := range env.sets {
+			ord, ok := ordinalOf(pod, sts.Name)
+			if !ok {
+				continue
+			}
+			replicas := 1
+			if sts.Spec.Replicas != nil {
+				replicas = int(*sts.Spec.Replicas)
+			}
+			switch {
+			case ord >= replicas:
+				return fmt.Sprintf("%s: StatefulSet %s has no pod %s", host, sts.Name, pod)
+			case sts.Spec.ServiceName != sub:
+				return fmt.Sprintf("%s: the pods of StatefulSet %s have subdomain %q, not %q", host, sts.Name, sts.Spec.ServiceName, sub)
+			case svc == nil || svc.Spec.ClusterIP != corev1.ClusterIPNone:
+				return fmt.Sprintf("%s: no headless Service %s gives its pods DNS names", host, sub)
+			case !selects(svc, sts):
+				return fmt.Sprintf("%s: Service %s does not select pod %s", host, sub, pod)
+			}
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s resolves to no node of the cluster", host)
+}
+
 // podUp tells whether the pod's CrateDB process runs: the pod is Running and not being
 // deleted, and its crate container runs. A real kubelet reports the container running before
 // the readiness probe passes, and the probe asks the node itself (podgateway.go), so the node
@@ -224,19 +330,6 @@ func (s *Sim) resync(w *kubeWatch) error {
 		g     Group
 		order int
 	}
-	var groups []member
-	for _, sts := range all {
-		if g, order, ok := s.groupOf(sts, w.svcs); ok {
-			groups = append(groups, member{sts, g, order})
-		}
-	}
-	sort.Slice(groups, func(i, j int) bool {
-		if groups[i].order != groups[j].order {
-			return groups[i].order < groups[j].order
-		}
-		return groups[i].sts.Name < groups[j].sts.Name
-	})
-	// Without dedicated masters the first data group is master-eligible.
 	pods, err := w.pods.Pods(s.cfg.Namespace).List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
@@ -249,6 +342,31 @@ func (s *Sim) resync(w *kubeWatch) error {
 			ips[p.Name] = p.Status.PodIP
 		}
 	}
+	env := discoveryEnv{svcs: w.svcs, podIPs: ips}
+	for _, sts := range all {
+		tmpl := &corev1.Pod{ObjectMeta: sts.Spec.Template.ObjectMeta, Spec: sts.Spec.Template.Spec}
+		tmpl.Namespace = sts.Namespace
+		name := podSettings(tmpl, crateContainer(&tmpl.Spec))["cluster.name"]
+		if name == "" {
+			name = "crate"
+		}
+		if name == s.cfg.Cluster {
+			env.sets = append(env.sets, sts)
+		}
+	}
+	var groups []member
+	for _, sts := range all {
+		if g, order, ok := s.groupOf(sts, env); ok {
+			groups = append(groups, member{sts, g, order})
+		}
+	}
+	sort.Slice(groups, func(i, j int) bool {
+		if groups[i].order != groups[j].order {
+			return groups[i].order < groups[j].order
+		}
+		return groups[i].sts.Name < groups[j].sts.Name
+	})
+	// Without dedicated masters the first data group is master-eligible.
 	s.mu.Lock()
 	s.podIPs = ips
 	s.mu.Unlock()

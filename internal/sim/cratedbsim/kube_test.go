@@ -56,7 +56,8 @@ func (f *fakeCluster) sts(name string, replicas int32, args ...string) {
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(replicas),
+			Replicas:    ptr.To(replicas),
+			ServiceName: "crate-discovery",
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "crate"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "crate", Image: "crate:5.10.3", Args: args,
@@ -271,7 +272,10 @@ func TestMembershipFromClusterName(t *testing.T) {
 // TestMembershipNeedsDiscovery: a group's nodes are members only when their discovery settings
 // reach the others, as CrateDB's discovery does: seed hosts, or the srv provider whose query
 // names a headless Service with that TCP port selecting the pods. Without either a node looks
-// on its own host only. Before, discovery settings were not read at all.
+// on its own host only. Seed hosts must resolve, as Kubernetes DNS resolves them, to a node of
+// the cluster: before, any discovery.seed_hosts value was taken as reaching the others (the
+// "resolve nowhere", "beyond the replicas", "another subdomain", "another namespace" and
+// "selecting other pods" cases failed).
 func TestMembershipNeedsDiscovery(t *testing.T) {
 	svc := func(name string, mutate func(*corev1.Service)) *corev1.Service {
 		s := &corev1.Service{
@@ -296,6 +300,17 @@ func TestMembershipNeedsDiscovery(t *testing.T) {
 		{"srv, headless Service selecting the pods", srv("_cluster._tcp.crate-discovery.ns.svc.cluster.local"), nil, true},
 		{"srv, short name", srv("_cluster._tcp.crate-discovery"), nil, true},
 		{"seed hosts", []string{"-Cdiscovery.seed_hosts=db-0.crate-discovery,db-1.crate-discovery"}, nil, true},
+		{"seed hosts, qualified, with port", []string{"-Cdiscovery.seed_hosts=db-1.crate-discovery.ns.svc.cluster.local:4300"}, nil, true},
+		{"seed host, a Service", []string{"-Cdiscovery.seed_hosts=crate-discovery:4300"}, nil, true},
+		{"seed host, a Service with a virtual IP", []string{"-Cdiscovery.seed_hosts=vip.ns.svc"},
+			svc("vip", func(s *corev1.Service) { s.Spec.ClusterIP = "10.0.0.9" }), true},
+		{"seed hosts resolve nowhere", []string{"-Cdiscovery.seed_hosts=crate-0.crate-discovery,nope:4300"}, nil, false},
+		{"seed host, pod beyond the replicas", []string{"-Cdiscovery.seed_hosts=db-2.crate-discovery"}, nil, false},
+		{"seed host, another subdomain", []string{"-Cdiscovery.seed_hosts=db-0.vip"},
+			svc("vip", func(s *corev1.Service) { s.Spec.ClusterIP = "10.0.0.9" }), false},
+		{"seed host, another namespace", []string{"-Cdiscovery.seed_hosts=db-0.crate-discovery.other.svc"}, nil, false},
+		{"seed host, a Service selecting other pods", []string{"-Cdiscovery.seed_hosts=others"},
+			svc("others", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "web"} }), false},
 		{"no discovery", []string{"-Cdiscovery.type=zen"}, nil, false},
 		{"srv, no such Service", srv("_cluster._tcp.nope.ns.svc.cluster.local"), nil, false},
 		{"srv, another namespace", srv("_cluster._tcp.crate-discovery.other.svc.cluster.local"), nil, false},

@@ -7,9 +7,8 @@ import (
 	"strings"
 )
 
-// tokKind classifies the tokens of the small SQL lexer. The simulator does not parse SQL; it
-// matches token sequences against known statement shapes, which is enough to be
-// case-insensitive and whitespace-insensitive like a real parser.
+// tokKind classifies the tokens of the SQL lexer, whose output the parsers of expr.go,
+// query.go, ddl.go, tables.go and privileges.go read by CrateDB's grammar.
 type tokKind int
 
 const (
@@ -39,7 +38,7 @@ func (t token) String() string {
 	}
 }
 
-// lex splits one SQL statement into tokens. Pattern placeholders (":v") lex as words.
+// lex splits one SQL statement into tokens.
 func lex(sql string) ([]token, error) {
 	var toks []token
 	i := 0
@@ -77,7 +76,7 @@ func lex(sql string) ([]token, error) {
 			}
 			toks = append(toks, token{kind: tkNumber, text: sql[i:j]})
 			i = j
-		case isWordStart(c) || (c == ':' && i+1 < len(sql) && isWordStart(sql[i+1])):
+		case isWordStart(c):
 			j := i + 1
 			for j < len(sql) && isWordPart(sql[j]) {
 				j++
@@ -151,142 +150,19 @@ func splitStatements(sql string) []string {
 	return out
 }
 
-// Placeholders usable in statement patterns.
-const (
-	phValue  = ":v"      // string literal, number, NULL/TRUE/FALSE or $n (text parameter)
-	phBool   = ":b"      // TRUE/FALSE or $n (bool parameter)
-	phInt    = ":i"      // number or $n (int8 parameter)
-	phArray  = ":arr"    // $n (text[] parameter), '{a,b}' literal, ['a','b'] or ARRAY['a','b']
-	phIdent  = ":id"     // bare or quoted identifier, possibly schema-qualified
-	phParens = ":parens" // a balanced parenthesised group, ignored
-)
-
-// capture is what one placeholder matched.
-type capture struct {
-	kind string
-	toks []token
-}
-
-// match matches toks against pattern tokens. It returns the captures in order.
-func match(pat, toks []token) ([]capture, bool) {
-	var caps []capture
-	i := 0
-	for _, p := range pat {
-		if p.kind == tkWord && strings.HasPrefix(p.text, ":") {
-			n := matchPlaceholder(p.text, toks[i:])
-			if n == 0 {
-				return nil, false
-			}
-			caps = append(caps, capture{kind: p.text, toks: toks[i : i+n]})
-			i += n
-			continue
-		}
-		if i >= len(toks) || toks[i].kind != p.kind || toks[i].text != p.text {
-			return nil, false
-		}
-		i++
-	}
-	return caps, i == len(toks)
-}
-
-// matchPlaceholder returns how many tokens the placeholder consumes at the start of toks, 0
-// when it does not match.
-func matchPlaceholder(ph string, toks []token) int {
-	if len(toks) == 0 {
+// identLen returns how many tokens an identifier takes at the start of toks: a bare or
+// quoted name, possibly schema-qualified (1 or 3), 0 when toks do not start with one.
+func identLen(toks []token) int {
+	if len(toks) == 0 || (toks[0].kind != tkWord && toks[0].kind != tkQuoted) {
 		return 0
 	}
-	t := toks[0]
-	switch ph {
-	case phValue:
-		switch t.kind {
-		case tkString, tkNumber, tkParam:
-			return 1
-		case tkWord:
-			if t.text == "null" || t.text == "true" || t.text == "false" {
-				return 1
-			}
-		case tkPunct:
-			if t.text == "-" && len(toks) > 1 && toks[1].kind == tkNumber {
-				return 2
-			}
-		}
-	case phBool:
-		if t.kind == tkParam || (t.kind == tkWord && (t.text == "true" || t.text == "false")) {
-			return 1
-		}
-	case phInt:
-		if t.kind == tkParam || t.kind == tkNumber {
-			return 1
-		}
-	case phArray:
-		switch {
-		case t.kind == tkParam || t.kind == tkString:
-			n := 1
-			// Tolerate a cast such as $1::text[] or '{a}'::text[].
-			if len(toks) >= 3 && toks[1].text == "::" && toks[2].kind == tkWord {
-				n = 3
-				if len(toks) >= 5 && toks[3].text == "[" && toks[4].text == "]" {
-					n = 5
-				}
-			}
-			return n
-		case t.kind == tkWord && t.text == "array" && len(toks) > 1 && toks[1].text == "[":
-			if n := matchBrackets(toks[1:]); n > 0 {
-				return n + 1
-			}
-		case t.kind == tkPunct && t.text == "[":
-			return matchBrackets(toks)
-		}
-	case phIdent:
-		if t.kind != tkWord && t.kind != tkQuoted {
-			return 0
-		}
-		if len(toks) >= 3 && toks[1].text == "." && toks[1].kind == tkPunct && (toks[2].kind == tkWord || toks[2].kind == tkQuoted) {
-			return 3
-		}
-		return 1
-	case phParens:
-		if t.kind != tkPunct || t.text != "(" {
-			return 0
-		}
-		depth := 0
-		for i, x := range toks {
-			if x.kind != tkPunct {
-				continue
-			}
-			switch x.text {
-			case "(":
-				depth++
-			case ")":
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
+	if len(toks) >= 3 && toks[1].kind == tkPunct && toks[1].text == "." && (toks[2].kind == tkWord || toks[2].kind == tkQuoted) {
+		return 3
 	}
-	return 0
+	return 1
 }
 
-// matchBrackets matches "[ v , v ... ]" of literal values.
-func matchBrackets(toks []token) int {
-	if len(toks) < 2 || toks[0].text != "[" {
-		return 0
-	}
-	for i := 1; i < len(toks); i++ {
-		switch {
-		case toks[i].kind == tkPunct && toks[i].text == "]":
-			return i + 1
-		case toks[i].kind == tkPunct && toks[i].text == ",":
-		case toks[i].kind == tkString || toks[i].kind == tkNumber:
-		default:
-			return 0
-		}
-	}
-	return 0
-}
-
-// identName renders a captured identifier: bare words lowercased, quoted ones verbatim.
+// identName renders an identifier: bare words lowercased, quoted ones verbatim.
 func identName(toks []token) string {
 	parts := make([]string, 0, 2)
 	for _, t := range toks {

@@ -12,7 +12,7 @@ func runSQL(t *testing.T, m *model, sql string) *result {
 	if err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-	res, err := p.run(&execCtx{m: m, user: "crate", caps: p.caps, variant: p.variant})
+	res, err := p.run(&execCtx{m: m, user: "crate"})
 	if err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
@@ -148,7 +148,7 @@ func TestAwarenessKeepsCopiesInTheirZone(t *testing.T) {
 			}
 			// Not a runtime setting: CrateDB refuses to SET it.
 			if p, err := newStatements().prepare(`SET GLOBAL PERSISTENT "cluster.routing.allocation.awareness.attributes" = 'zone'`); err == nil {
-				if _, err := p.run(&execCtx{m: m, user: "crate", caps: p.caps, variant: p.variant}); err == nil {
+				if _, err := p.run(&execCtx{m: m, user: "crate"}); err == nil {
 					t.Fatal("SET GLOBAL of the awareness attributes was accepted; CrateDB does not change them at runtime")
 				}
 			}

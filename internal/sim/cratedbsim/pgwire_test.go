@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,7 @@ func TestPGXProcedureStatements(t *testing.T) {
 			}
 			rows, _ = conn.Query(ctx, "SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL")
 			reps, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			slices.Sort(reps) // no ORDER BY: CrateDB promises no order
 			if err != nil || strings.Join(reps, ",") != "0-1,1" {
 				t.Fatalf("replicas = %v, %v", reps, err)
 			}
@@ -283,5 +285,26 @@ func TestNodeDownRefusesConnections(t *testing.T) {
 	conn = connect(t, sim, "data-hot-0", "crate", "", pgx.QueryExecModeCacheStatement)
 	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM sys.nodes").Scan(&n); err != nil || n != 6 {
 		t.Fatalf("after restart: %d, %v", n, err)
+	}
+}
+
+// TestPGXTypedParameters: a parameter takes its type from the column it is compared with or
+// assigned to, so that a client sends Go integers and booleans as it would to CrateDB.
+// Before, every parameter of a SELECT was text and pgx could not encode an int64 for it.
+func TestPGXTypedParameters(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			sim := startStatic(t)
+			ctx := t.Context()
+			conn := connect(t, sim, "master-0", "crate", "", mode)
+			tag, err := conn.Exec(ctx, "UPDATE sys.node_checks SET acknowledged = $1 WHERE id = $2", true, int64(1))
+			if err != nil || tag.RowsAffected() != 6 {
+				t.Fatalf("update: %v, %v", tag, err)
+			}
+			var n int64
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM sys.node_checks WHERE acknowledged = $1 AND id IN ($2, $3)", true, int64(1), int64(2)).Scan(&n); err != nil || n != 6 {
+				t.Fatalf("count = %d, %v", n, err)
+			}
+		})
 	}
 }

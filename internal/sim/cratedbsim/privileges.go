@@ -73,6 +73,26 @@ func (m *model) privilegeRows() [][]any {
 // ok is false when toks are not one of these statements; a statement that starts like one but
 // breaks the grammar is a parse error, as in CrateDB.
 func preparePrivilegeStatement(toks []token) (*plan, bool, error) {
+	st, ok, err := parsePrivilegeStatement(toks)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	run := func(x *execCtx) (*result, error) {
+		return x.changePrivileges(st.verb, st.all, st.types, st.class, st.idents, st.names)
+	}
+	return &plan{run: run}, true, nil
+}
+
+// privStmt is a parsed GRANT, DENY or REVOKE.
+type privStmt struct {
+	verb          string
+	all           bool
+	types         []string
+	class         string
+	idents, names []string
+}
+
+func parsePrivilegeStatement(toks []token) (*privStmt, bool, error) {
 	if len(toks) == 0 || toks[0].kind != tkWord {
 		return nil, false, nil
 	}
@@ -128,7 +148,7 @@ func preparePrivilegeStatement(toks []token) (*plan, bool, error) {
 			return nil, true, syntax("{'SCHEMA', 'TABLE', 'VIEW'}")
 		}
 		for {
-			n := matchPlaceholder(phIdent, rest)
+			n := identLen(rest)
 			if n == 0 {
 				return nil, true, syntax("an identifier")
 			}
@@ -154,7 +174,7 @@ func preparePrivilegeStatement(toks []token) (*plan, bool, error) {
 		return nil, true, syntax("'" + strings.ToUpper(target) + "'")
 	}
 	for {
-		n := matchPlaceholder(phIdent, rest)
+		n := identLen(rest)
 		if n == 0 || n > 1 {
 			return nil, true, syntax("a user name")
 		}
@@ -168,10 +188,7 @@ func preparePrivilegeStatement(toks []token) (*plan, bool, error) {
 	if len(rest) != 0 {
 		return nil, true, syntax("<EOF>")
 	}
-	run := func(x *execCtx) (*result, error) {
-		return x.changePrivileges(verb, all, types, class, idents, names)
-	}
-	return &plan{run: run}, true, nil
+	return &privStmt{verb: verb, all: all, types: types, class: class, idents: idents, names: names}, true, nil
 }
 
 func (x *execCtx) changePrivileges(verb string, all bool, types []string, class string, idents, names []string) (*result, error) {

@@ -200,39 +200,3 @@ func (m *model) shardRows() []shardRow {
 	}
 	return out
 }
-
-// recoveryStatementDefs are the sys.shards reads about recoveries.
-func recoveryStatementDefs() []*stmtDef {
-	colsCount := []column{{"count(*)", oidInt8}}
-	colsStates := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"id", oidInt4}, {"node['name']", oidVarchar}, {"routing_state", oidVarchar}, {"state", oidVarchar}}
-	return []*stmtDef{
-		{
-			// Copies being built or moved: what a restart waits for before the next node goes.
-			patterns: []string{
-				"SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')",
-				"SELECT count(*) FROM sys.shards WHERE routing_state IN ('RELOCATING', 'INITIALIZING')",
-			},
-			cols: colsCount,
-			run: func(x *execCtx) (*result, error) {
-				n := int64(0)
-				for _, r := range x.m.shardRows() {
-					if r.routingState == "INITIALIZING" || r.routingState == "RELOCATING" {
-						n++
-					}
-				}
-				return rows(colsCount, []any{n}), nil
-			},
-		},
-		{
-			patterns: []string{"SELECT schema_name, table_name, id, node['name'], routing_state, state FROM sys.shards"},
-			cols:     colsStates,
-			run: func(x *execCtx) (*result, error) {
-				var out [][]any
-				for _, r := range x.m.shardRows() {
-					out = append(out, []any{r.schema, r.table, int32(r.id), r.node, r.routingState, r.state})
-				}
-				return rows(colsStates, out...), nil
-			},
-		},
-	}
-}

@@ -518,7 +518,7 @@ func versionLess(a, b Version) bool {
 // execute runs a prepared statement against the model and logs it.
 func (s *Sim) execute(node, user, proto, stmt string, p *plan, args []any) (*result, error) {
 	s.mu.Lock()
-	x := &execCtx{m: s.m, user: user, caps: p.caps, variant: p.variant, args: args, version: s.versionOfLocked(node)}
+	x := &execCtx{m: s.m, user: user, args: args, version: s.versionOfLocked(node)}
 	var res *result
 	var err error
 	injected := false

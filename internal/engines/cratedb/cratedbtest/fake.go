@@ -1,5 +1,8 @@
 // Package cratedbtest fakes a CrateDB cluster at the level the cratedb
 // engine talks to it: SQL over a DB connection and crash through exec.
+// Statements are parsed by CrateDB's grammar (the simulator's parser,
+// cratedbsim.Query and ParseCommand) and answered from the fake's state,
+// so that any spelling CrateDB accepts works and what it refuses fails.
 // Test support only.
 package cratedbtest
 
@@ -9,7 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
 )
 
 // Call is one statement the fake received.
@@ -44,11 +48,16 @@ type DB struct {
 	Replicas []string
 	// Copies are the started shard copies of sys.shards: schema, table,
 	// partition_ident, shard id, node name.
-	Copies  [][]any
-	Users   map[string]string // name -> password
-	Granted map[string]bool
-	License string
-	Acked   bool
+	Copies [][]any
+	Users  map[string]string // name -> password
+	// Privileges are each user's cluster privileges: type (AL, DDL, DML, DQL) -> GRANT or
+	// DENY, as sys.privileges lists them.
+	Privileges map[string]map[string]string
+	// Settings are the cluster settings set other than allocation.enable (Allocation) and
+	// allocation.exclude._name (Exclusions).
+	Settings map[string]string
+	License  string
+	Acked    bool
 	// AckedRecover is the recover-after node check's acknowledgement.
 	AckedRecover bool
 	// SeverityScript is consumed, one value per health read, before Severity.
@@ -83,7 +92,7 @@ type DB struct {
 // New returns a green fake with the given nodes, master the first.
 func New(nodes ...string) *DB {
 	d := &DB{Nodes: slices.Clone(nodes), Severity: int32(1), Shards: map[string]int{}, DrainPerPoll: 2,
-		Users: map[string]string{}, Granted: map[string]bool{}, Absent: map[string]int{}, dead: map[string]bool{},
+		Users: map[string]string{}, Privileges: map[string]map[string]string{}, Settings: map[string]string{}, Absent: map[string]int{}, dead: map[string]bool{},
 		Hosts: map[string]string{}, IPs: map[string]string{}, IDs: map[string]string{}, Version: "5.10.1"}
 	if len(nodes) > 0 {
 		d.Master = nodes[0]
@@ -232,12 +241,6 @@ func (c *conn) Exec(ctx context.Context, sql string, args ...any) error {
 	return err
 }
 
-var (
-	reSetExcl    = regexp.MustCompile(`^SET GLOBAL "cluster\.routing\.allocation\.exclude\._name" = '(.*)'$`)
-	reCreateUser = regexp.MustCompile(`^CREATE USER "([^"]+)" WITH \(password = \$1\)$`)
-	reGrant      = regexp.MustCompile(`^GRANT ALL PRIVILEGES TO "([^"]+)"$`)
-)
-
 func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error) {
 	d := c.d
 	d.mu.Lock()
@@ -250,37 +253,31 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 		d.Failures--
 		return nil, errors.New("ERROR: NotMasterException[no master elected yet] (transient)")
 	}
-	names := func() []string {
-		if len(args) == 0 {
-			return nil
-		}
-		s, _ := args[0].([]string)
-		return s
+	_, rows, err := d.statement(sql, "crate", args)
+	return rows, err
+}
+
+// statement runs one statement, parsed by CrateDB's grammar (cratedbsim's parser): a SELECT
+// is evaluated over tables built from the fake's state, a write changes the state. It
+// returns the result's columns and rows (none for a write). d.mu is held.
+func (d *DB) statement(sql, user string, args []any) ([]string, [][]any, error) {
+	if t, _, _ := strings.Cut(strings.TrimSpace(sql), " "); strings.EqualFold(t, "SELECT") {
+		return cratedbsim.Query(sql, user, args, d.table)
 	}
-	switch {
-	case sql == `SELECT count(*) FROM sys.nodes`:
-		return [][]any{{int64(len(d.Nodes))}}, nil
-	case sql == `SELECT max(severity) FROM sys.health`:
-		sev := d.Severity
-		if len(d.SeverityScript) > 0 {
-			sev, d.SeverityScript = d.SeverityScript[0], d.SeverityScript[1:]
-		}
-		return [][]any{{sev}}, nil
-	case sql == `SELECT master_node FROM sys.cluster`:
-		if d.Master == "" {
-			return [][]any{{nil}}, nil
-		}
-		return [][]any{{d.Master}}, nil
-	case sql == `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`:
-		return [][]any{{d.Exclusions}}, nil
-	case sql == `SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`:
-		// CrateDB's default is all; a transient setting overrides it.
-		if d.Allocation == "" {
-			return [][]any{{"all"}}, nil
-		}
-		return [][]any{{d.Allocation}}, nil
-	case sql == `SELECT id, name, hostname, rest_url, version['number'] FROM sys.nodes`:
-		var rows [][]any
+	cmd, err := cratedbsim.ParseCommand(sql, user, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, nil, d.apply(cmd)
+}
+
+// table builds a system table from the state, as a read of it sees it: reads consume the
+// scripted values (SeverityScript, BusyScript, Absent) and a read of sys.shards moves
+// DrainPerPoll shards off every excluded node while allocation is enabled.
+func (d *DB) table(name string) (cratedbsim.Table, bool) {
+	switch name {
+	case "sys.nodes":
+		t := cratedbsim.Table{Columns: []string{"id", "name", "hostname", "rest_url", "version['number']", "attributes"}}
 		for _, n := range d.Nodes {
 			if d.Absent[n] > 0 {
 				d.Absent[n]--
@@ -294,108 +291,248 @@ func (c *conn) Query(_ context.Context, sql string, args ...any) ([][]any, error
 			if ip := d.IPs[n]; ip != "" {
 				rest = ip + ":4200"
 			}
-			rows = append(rows, []any{id, n, d.Hosts[n], rest, d.Version})
-		}
-		return rows, nil
-	case sql == `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`:
-		var rows [][]any
-		for _, r := range d.Replicas {
-			rows = append(rows, []any{r})
-		}
-		return rows, nil
-	case sql == `SELECT name, attributes FROM sys.nodes`:
-		var rows [][]any
-		for _, n := range d.Nodes {
 			attrs := map[string]any{}
 			for k, v := range d.Attrs[n] {
 				attrs[k] = v
 			}
-			rows = append(rows, []any{n, attrs})
+			t.Rows = append(t.Rows, []any{id, n, d.Hosts[n], rest, d.Version, attrs})
 		}
-		return rows, nil
-	case strings.HasPrefix(sql, `SELECT table_schema, table_name, number_of_shards, number_of_replicas, settings['routing']['allocation']['require']`):
+		return t, true
+	case "sys.cluster":
+		t := cratedbsim.Table{Columns: []string{"id", "name", "master_node"}}
+		var master any
+		if d.Master != "" {
+			master = d.Master
+		}
+		row := []any{"fake-cluster", "crate", master}
+		for _, k := range slices.Sorted(maps.Keys(cratedbsim.RuntimeSettings())) {
+			t.Columns = append(t.Columns, cratedbsim.SettingColumn(k))
+			row = append(row, d.setting(k))
+		}
+		t.Rows = [][]any{row}
+		return t, true
+	case "sys.health":
+		// One table whose severity is the cluster's; none when Severity is nil (max is NULL).
+		t := cratedbsim.Table{Columns: []string{"table_schema", "table_name", "health", "severity"}}
+		sev := d.Severity
+		if len(d.SeverityScript) > 0 {
+			sev, d.SeverityScript = d.SeverityScript[0], d.SeverityScript[1:]
+		}
+		if sev != nil {
+			t.Rows = [][]any{{"doc", "t", "", sev}}
+		}
+		return t, true
+	case "sys.shards":
+		return d.shards(), true
+	case "sys.users":
+		t := cratedbsim.Table{Columns: []string{"name", "superuser"}}
+		for _, n := range slices.Sorted(maps.Keys(d.Users)) {
+			t.Rows = append(t.Rows, []any{n, n == "crate"})
+		}
+		return t, true
+	case "sys.privileges":
+		t := cratedbsim.Table{Columns: []string{"class", "grantee", "grantor", "ident", "state", "type"}}
+		for _, u := range slices.Sorted(maps.Keys(d.Privileges)) {
+			for _, typ := range slices.Sorted(maps.Keys(d.Privileges[u])) {
+				t.Rows = append(t.Rows, []any{"CLUSTER", u, "crate", nil, d.Privileges[u][typ], typ})
+			}
+		}
+		return t, true
+	case "sys.node_checks":
+		t := cratedbsim.Table{Columns: []string{"id", "node_id", "acknowledged"}}
+		t.Rows = [][]any{{int32(1), "fake-node", d.Acked}, {int32(2), "fake-node", d.AckedRecover}}
+		return t, true
+	case "information_schema.tables":
 		// One table per Replicas value, without allocation filters.
-		var rows [][]any
+		t := cratedbsim.Table{Columns: []string{"table_schema", "table_name", "number_of_shards", "number_of_replicas", "partitioned_by",
+			"settings['routing']['allocation']['require']", "settings['routing']['allocation']['include']", "settings['routing']['allocation']['exclude']"}}
 		for i, r := range d.Replicas {
-			rows = append(rows, []any{"doc", fmt.Sprintf("t%d", i), int32(4), r, map[string]any{}, map[string]any{}, map[string]any{}})
+			t.Rows = append(t.Rows, []any{"doc", fmt.Sprintf("t%d", i), int32(4), r, nil, map[string]any{}, map[string]any{}, map[string]any{}})
 		}
-		return rows, nil
-	case strings.HasPrefix(sql, `SELECT table_schema, table_name, partition_ident, number_of_replicas, settings['routing']['allocation']['require']`):
-		return nil, nil
-	case sql == `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`:
-		var rows [][]any
-		excl := strings.Split(d.Exclusions, ",")
-		for _, n := range names() {
-			if d.Shards[n] > 0 {
-				rows = append(rows, []any{n, int64(d.Shards[n])})
-			}
-		}
-		// Shards move between polls, off excluded nodes only, while allocation is enabled.
-		for n := range d.Shards {
-			if slices.Contains(excl, n) && (d.Allocation == "" || d.Allocation == "all") {
-				d.Shards[n] = max(0, d.Shards[n]-d.DrainPerPoll)
-			}
-		}
-		return rows, nil
-	case sql == `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`:
-		busy := d.Busy
-		if len(d.BusyScript) > 0 {
-			busy, d.BusyScript = d.BusyScript[0], d.BusyScript[1:]
-		}
-		return [][]any{{busy}}, nil
-	case sql == `SELECT schema_name, table_name, partition_ident, id, node['name'] FROM sys.shards WHERE routing_state IN ('STARTED', 'RELOCATING')`:
-		return slices.Clone(d.Copies), nil
-	case sql == `SELECT count(*) = 1 FROM sys.users WHERE name = $1`:
-		_, ok := d.Users[fmt.Sprint(args[0])]
-		return [][]any{{ok}}, nil
-	case strings.HasPrefix(sql, `SELECT count(DISTINCT type) FROM sys.privileges`):
-		if d.Granted[fmt.Sprint(args[0])] {
-			return [][]any{{int64(4)}}, nil
-		}
-		return [][]any{{int64(0)}}, nil
-	case sql == `SET GLOBAL TRANSIENT "cluster.routing.allocation.enable" = 'primaries'`:
-		d.Allocation = "primaries"
-		return nil, nil
-	case sql == `RESET GLOBAL "cluster.routing.allocation.enable"`:
-		d.Allocation = ""
-		return nil, nil
-	case sql == `RESET GLOBAL "cluster.routing.allocation.exclude._name"`:
-		d.Exclusions = ""
-		return nil, nil
-	case sql == `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`:
-		d.Acked = true
-		return nil, nil
-	case sql == `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 2`:
-		d.AckedRecover = true
-		return nil, nil
+		return t, true
+	case "information_schema.table_partitions":
+		return cratedbsim.Table{Columns: []string{"table_schema", "table_name", "partition_ident", "number_of_shards", "number_of_replicas",
+			"settings['routing']['allocation']['require']", "settings['routing']['allocation']['include']", "settings['routing']['allocation']['exclude']"}}, true
 	}
-	if m := reSetExcl.FindStringSubmatch(sql); m != nil {
-		d.Exclusions = m[1]
-		if d.AllocationOnExclude != "" {
-			d.Allocation = d.AllocationOnExclude
-		}
-		return nil, nil
-	}
-	if m := reCreateUser.FindStringSubmatch(sql); m != nil {
-		if _, ok := d.Users[m[1]]; ok {
-			return nil, fmt.Errorf("RoleAlreadyExistsException[Role '%s' already exists]", m[1])
-		}
-		d.Users[m[1]] = fmt.Sprint(args[0])
-		return nil, nil
-	}
-	if m := reGrant.FindStringSubmatch(sql); m != nil {
-		d.Granted[m[1]] = true
-		return nil, nil
-	}
-	return nil, fmt.Errorf("fake CrateDB: unsupported statement %q", sql)
+	return cratedbsim.Table{}, false
 }
 
-var (
-	reCrashCreate = regexp.MustCompile(`^CREATE USER "([^"]+)" WITH \(password = '((?:[^']|'')*)'\);$`)
-	reCrashAlter  = regexp.MustCompile(`^ALTER USER "([^"]+)" SET \(password = '((?:[^']|'')*)'\);$`)
-	reCrashGrant  = regexp.MustCompile(`^GRANT ALL PRIVILEGES TO "([^"]+)";$`)
-	reCrashLic    = regexp.MustCompile(`^SET LICENSE '((?:[^']|'')*)';$`)
+// shards is sys.shards: the started Copies, Shards[n] started copies on each node n, and
+// Busy copies being built (on no node the engine asks about).
+func (d *DB) shards() cratedbsim.Table {
+	t := cratedbsim.Table{Columns: []string{"schema_name", "table_name", "partition_ident", "id", "routing_state", "state", "node['name']"}}
+	for _, c := range d.Copies {
+		t.Rows = append(t.Rows, []any{c[0], c[1], c[2], c[3], "STARTED", "STARTED", c[4]})
+	}
+	for _, n := range slices.Sorted(maps.Keys(d.Shards)) {
+		for i := range d.Shards[n] {
+			t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "STARTED", "STARTED", n})
+		}
+	}
+	busy := d.Busy
+	if len(d.BusyScript) > 0 {
+		busy, d.BusyScript = d.BusyScript[0], d.BusyScript[1:]
+	}
+	for i := range busy {
+		t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "INITIALIZING", "RECOVERING", nil})
+	}
+	// Shards move between reads, off excluded nodes only, while allocation is enabled.
+	excl := strings.Split(d.Exclusions, ",")
+	for n := range d.Shards {
+		if slices.Contains(excl, n) && (d.Allocation == "" || d.Allocation == "all") {
+			d.Shards[n] = max(0, d.Shards[n]-d.DrainPerPoll)
+		}
+	}
+	return t
+}
+
+// Settings the fake keeps in fields of its own.
+const (
+	settingEnable  = "cluster.routing.allocation.enable"
+	settingExclude = "cluster.routing.allocation.exclude._name"
 )
+
+// setting is a cluster setting's effective value.
+func (d *DB) setting(key string) string {
+	switch key {
+	case settingEnable:
+		if d.Allocation != "" {
+			return d.Allocation
+		}
+	case settingExclude:
+		return d.Exclusions
+	default:
+		if v, ok := d.Settings[key]; ok {
+			return v
+		}
+	}
+	return cratedbsim.RuntimeSettings()[key]
+}
+
+func (d *DB) setSetting(key, v string, reset bool) {
+	switch key {
+	case settingEnable:
+		d.Allocation = v
+	case settingExclude:
+		d.Exclusions = v
+		if !reset && d.AllocationOnExclude != "" {
+			d.Allocation = d.AllocationOnExclude
+		}
+	default:
+		if reset {
+			delete(d.Settings, key)
+		} else {
+			d.Settings[key] = v
+		}
+	}
+}
+
+// apply runs a write statement on the state, refusing as CrateDB does what the fake models.
+func (d *DB) apply(c *cratedbsim.Command) error {
+	exists := "UserAlreadyExistsException[User '%s' already exists]"
+	unknown := "UserUnknownException[User '%s' does not exist]"
+	if d.versionAtLeast(5, 6) {
+		exists = "RoleAlreadyExistsException[Role '%s' already exists]"
+		unknown = "RoleUnknownException[Role '%s' does not exist]"
+	}
+	switch c.Verb {
+	case "CREATE USER":
+		if _, ok := d.Users[c.User]; ok {
+			return fmt.Errorf(exists, c.User)
+		}
+		d.Users[c.User] = ""
+		if c.Password != nil {
+			d.Users[c.User] = *c.Password
+		}
+	case "ALTER USER":
+		if _, ok := d.Users[c.User]; !ok {
+			return fmt.Errorf(unknown, c.User)
+		}
+		d.Users[c.User] = ""
+		if c.Password != nil {
+			d.Users[c.User] = *c.Password
+		}
+	case "DROP USER":
+		if _, ok := d.Users[c.User]; !ok && !c.IfExists {
+			return fmt.Errorf(unknown, c.User)
+		}
+		delete(d.Users, c.User)
+		delete(d.Privileges, c.User)
+	case "SET GLOBAL":
+		// The fake keeps one value per setting: transient and persistent alike.
+		for _, s := range c.Settings {
+			d.setSetting(s.Name, s.Value, false)
+		}
+	case "RESET GLOBAL":
+		for _, n := range c.Reset {
+			d.setSetting(n, "", true)
+		}
+	case "GRANT", "DENY", "REVOKE":
+		if c.Class != "CLUSTER" {
+			return fmt.Errorf("fake CrateDB: privileges on a %s are not modelled", c.Class)
+		}
+		for _, u := range c.Grantees {
+			if _, ok := d.Users[u]; !ok {
+				return fmt.Errorf(unknown, u)
+			}
+			if d.Privileges[u] == nil {
+				d.Privileges[u] = map[string]string{}
+			}
+			for _, typ := range c.Privileges {
+				if c.Verb == "REVOKE" {
+					delete(d.Privileges[u], typ)
+				} else {
+					d.Privileges[u][typ] = c.Verb
+				}
+			}
+		}
+	case "UPDATE":
+		t, ok := d.table(c.Table)
+		if !ok || c.Table != "sys.node_checks" {
+			return fmt.Errorf("fake CrateDB: UPDATE of %s is not modelled", c.Table)
+		}
+		ack, ok := c.Values["acknowledged"].(bool)
+		if !ok || len(c.Values) != 1 {
+			return fmt.Errorf("fake CrateDB: UPDATE of sys.node_checks sets acknowledged to a boolean only")
+		}
+		for _, r := range t.Rows {
+			match, err := c.Where(t, r)
+			if err != nil {
+				return err
+			}
+			switch {
+			case match && r[0] == int32(1):
+				d.Acked = ack
+			case match && r[0] == int32(2):
+				d.AckedRecover = ack
+			}
+		}
+	case "SET LICENSE":
+		if d.versionAtLeast(5, 3) {
+			// Removed in 5.3: the parser no longer knows the statement.
+			return errors.New("SQLParseException[line 1:5: mismatched input 'LICENSE' expecting {'SESSION', 'LOCAL', 'GLOBAL', 'TRANSACTION', 'SESSION_CHARACTERISTICS', 'TIME'}]")
+		}
+		d.License = c.License
+	default:
+		return fmt.Errorf("fake CrateDB: %s is not modelled", c.Verb)
+	}
+	return nil
+}
+
+// GrantAll grants every privilege on the cluster to user, as GRANT ALL PRIVILEGES does.
+func (d *DB) GrantAll(user string) {
+	d.Privileges[user] = map[string]string{"AL": "GRANT", "DDL": "GRANT", "DML": "GRANT", "DQL": "GRANT"}
+}
+
+// HasAll reports whether user holds every cluster privilege, none denied.
+func (d *DB) HasAll(user string) bool {
+	for _, typ := range []string{"AL", "DDL", "DML", "DQL"} {
+		if d.Privileges[user][typ] != "GRANT" {
+			return false
+		}
+	}
+	return true
+}
 
 // Exec is one crash run the fake saw.
 type Exec struct {
@@ -453,40 +590,56 @@ func (x execer) Exec(_ context.Context, ns, pod, container string, argv []string
 	return out.Bytes(), nil, nil
 }
 
-// crashStatement runs one statement; d.mu is held.
+// crashStatement runs one statement as crash does and returns what crash prints: a table
+// for a SELECT, "<VERB> OK, n row(s) affected" for a write, the error otherwise; d.mu is held.
 func (d *DB) crashStatement(stmt string) (string, bool) {
-	unq := func(s string) string { return strings.ReplaceAll(s, "''", "'") }
-	if stmt == `SELECT version['number'] FROM sys.nodes;` {
-		var b strings.Builder
-		b.WriteString("+-------------------+\n| version['number'] |\n+-------------------+\n")
-		for range d.Nodes {
-			fmt.Fprintf(&b, "| %-17s |\n", d.Version)
+	verb, _, _ := strings.Cut(strings.TrimSpace(stmt), " ")
+	verb = strings.ToUpper(verb)
+	cols, rows, err := d.statement(stmt, "crate", nil)
+	if err != nil {
+		return err.Error(), false
+	}
+	if verb != "SELECT" {
+		return fmt.Sprintf("%s OK, 1 row affected  (0.010 sec)", verb), true
+	}
+	return crashTable(cols, rows), true
+}
+
+// crashTable renders rows as crash's tabular format does.
+func crashTable(cols []string, rows [][]any) string {
+	widths := make([]int, len(cols))
+	cells := make([][]string, len(rows))
+	for i, c := range cols {
+		widths[i] = len(c)
+	}
+	for r, row := range rows {
+		for i, v := range row {
+			s := fmt.Sprint(v)
+			if v == nil {
+				s = "NULL"
+			}
+			cells[r] = append(cells[r], s)
+			widths[i] = max(widths[i], len(s))
 		}
-		fmt.Fprintf(&b, "+-------------------+\nSELECT %d rows in set (0.001 sec)", len(d.Nodes))
-		return b.String(), true
 	}
-	exists := "UserAlreadyExistsException[User '%s' already exists]"
-	if d.versionAtLeast(5, 6) {
-		exists = "RoleAlreadyExistsException[Role '%s' already exists]"
+	var b strings.Builder
+	sep := "+"
+	for _, w := range widths {
+		sep += strings.Repeat("-", w+2) + "+"
 	}
-	if m := reCrashCreate.FindStringSubmatch(stmt); m != nil {
-		if _, ok := d.Users[m[1]]; ok {
-			return fmt.Sprintf(exists, m[1]), false
+	line := func(vals []string) {
+		b.WriteString("|")
+		for i, v := range vals {
+			fmt.Fprintf(&b, " %-*s |", widths[i], v)
 		}
-		d.Users[m[1]] = unq(m[2])
-		return "CREATE OK, 1 row affected  (0.050 sec)", true
+		b.WriteString("\n")
 	}
-	if m := reCrashAlter.FindStringSubmatch(stmt); m != nil {
-		d.Users[m[1]] = unq(m[2])
-		return "ALTER OK, 1 row affected  (0.020 sec)", true
+	b.WriteString(sep + "\n")
+	line(cols)
+	b.WriteString(sep + "\n")
+	for _, c := range cells {
+		line(c)
 	}
-	if m := reCrashGrant.FindStringSubmatch(stmt); m != nil {
-		d.Granted[m[1]] = true
-		return "GRANT OK, 4 rows affected  (0.020 sec)", true
-	}
-	if m := reCrashLic.FindStringSubmatch(stmt); m != nil && !d.versionAtLeast(5, 3) {
-		d.License = unq(m[1])
-		return "SET OK, 1 row affected  (0.010 sec)", true
-	}
-	return "SQLParseException[line 1: mismatched input]", false
+	fmt.Fprintf(&b, "%s\nSELECT %d rows in set (0.001 sec)", sep, len(rows))
+	return b.String()
 }
