@@ -82,7 +82,7 @@ func (l *lockSpec) duration() time.Duration {
 	return time.Duration(m) * time.Minute
 }
 
-func (l *lockSpec) lockKey() string         { return l.prefix() + "/global" }
+func (l *lockSpec) lockKey() string          { return l.prefix() + "/global" }
 func (l *lockSpec) denyKey(id string) string { return l.prefix() + "/denyList/" + id }
 
 // errLockHeld: the lock is someone else's; the action waits for a later reconcile.
