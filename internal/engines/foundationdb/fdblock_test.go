@@ -163,3 +163,17 @@ func TestRestartTakesOperatorLock(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartByPodTakesNoOperatorLock: --method pod deletes pods and takes no FDB key (the
+// operator needs its own lock to move coordinators off recreated pods).
+func TestRestartByPodTakesNoOperatorLock(t *testing.T) {
+	c, _, e := liveCluster(t, 3, 3)
+	c.Groups[0].Controller.Object["spec"] = map[string]any{"faultDomain": map[string]any{"zoneCount": int64(3)}}
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone, Method: MethodPod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Companion != nil {
+		t.Fatal("--method pod takes the FDB lock key")
+	}
+}

@@ -71,7 +71,10 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		return nil, ops.Preconditionf("cannot read the status of %s/%s: %v", c.Namespace, c.Name, err)
 	}
 	g := &gate{e: e, c: c, method: method, mode: opts.Mode, plan: st, replicas: replicasOf(st), checker: readChecker(Resource(c))}
-	if cfg := ReadLockConfig(Resource(c)); Resource(c) != nil && cfg.Use {
+	if cfg := ReadLockConfig(Resource(c)); Resource(c) != nil && cfg.Use && method == MethodProcess {
+		// Only the fdbcli bounces: --method pod deletes pods (a Kubernetes action), and the
+		// operator needs its lock to move a coordinator off a recreated pod's new IP, which
+		// the next batch's gate waits for.
 		g.lock = e.NewFDBLock(c, cfg)
 	}
 	opts.Method = ""
@@ -570,9 +573,6 @@ func (g *gate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error
 	// A coordinator's pod goes only while a majority of the coordinators runs elsewhere.
 	if n := len(st.Client.Coordinators.Coordinators); b.coords > 0 && n-b.coords <= n/2 {
 		return ops.Preconditionf("the batch holds %d of %d coordinators; deleting its pods would leave no majority running", b.coords, n)
-	}
-	if err := g.takeLock(ctx); err != nil {
-		return err
 	}
 	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
 		return err
