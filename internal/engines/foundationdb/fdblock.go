@@ -530,7 +530,9 @@ func unprintable(s string) (string, error) {
 	return sb.String(), nil
 }
 
-// printableKey shows a key as fdbcli does (non-printable bytes as \xHH).
+// PrintableKey shows a key or value as fdbcli does (non-printable bytes as \xHH).
+func PrintableKey(k string) string { return printableKey(k) }
+
 func printableKey(k string) string {
 	var sb strings.Builder
 	for i := 0; i < len(k); i++ {
