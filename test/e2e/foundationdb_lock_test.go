@@ -7,6 +7,7 @@ import (
 	"context"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,26 +57,7 @@ func TestFoundationDBOperatorLockKey(t *testing.T) {
 	ns := newNamespace(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	// Data moves slowly: the stand-in's exclusion (and so its hold of the key, until the
-	// cluster is reconciled again) outlasts the test.
-	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second, DataMove: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	spec := fdbwire.ClusterSpec{Namespace: ns, Name: "myfdb", Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true}
-	obj := spec.Object()
-	_ = unstructured.SetNestedField(obj.Object, int64(3), "spec", "faultDomain", "zoneCount")
-	_ = unstructured.SetNestedField(obj.Object, "dc1", "spec", "processGroupIDPrefix")
-	if _, err := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(ctx, waitTimeout)
-	defer wcancel()
-	if err := b.WaitReconciled(wctx, ns, "myfdb"); err != nil {
-		t.Fatal(err)
-	}
-	model := fdbModel(t, ns, b.Host)
+	model := multiZoneFDB(t, ctx, ns)
 	env := cliEnv(t)
 
 	// 1. A restart takes the key before bouncing, and clears it at the end.
@@ -97,17 +79,7 @@ func TestFoundationDBOperatorLockKey(t *testing.T) {
 	}
 
 	// 2. The stand-in excludes a storage group marked for removal, under its own lock.
-	groups, u := fdbGroups(t, ns)
-	var victim string
-	for id, g := range groups {
-		if g["processClass"] == "storage" {
-			victim = id
-		}
-	}
-	_ = unstructured.SetNestedStringSlice(u.Object, []string{victim}, "spec", "processGroupsToRemove")
-	if _, err := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	markStorageForRemoval(t, ctx, ns)
 	held := waitOperatorLock(t, ctx, model, "dc1")
 
 	r = runCLI(t, env, "lock", "status", "myfdb", "-n", ns)
@@ -160,5 +132,121 @@ func waitOperatorLock(t *testing.T, ctx context.Context, m *fdbsim.Cluster, owne
 			t.Fatalf("the lock key never held by %q: %v", owner, m.KV(fdbLockKey))
 		case <-tick.C:
 		}
+	}
+}
+
+// multiZoneFDB starts the stand-in and a FoundationDBCluster myfdb with spec.faultDomain.zoneCount
+// 3 (the operator uses its FDB lock) and processGroupIDPrefix dc1 (the operator's lock ID), and
+// returns its model once reconciled. Data moves slowly: an exclusion of the stand-in (and so its
+// hold of the key, until the cluster is reconciled again) outlasts a test.
+func multiZoneFDB(t *testing.T, ctx context.Context, ns string) *fdbsim.Cluster {
+	t.Helper()
+	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second, DataMove: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	spec := fdbwire.ClusterSpec{Namespace: ns, Name: "myfdb", Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true}
+	obj := spec.Object()
+	_ = unstructured.SetNestedField(obj.Object, int64(3), "spec", "faultDomain", "zoneCount")
+	_ = unstructured.SetNestedField(obj.Object, "dc1", "spec", "processGroupIDPrefix")
+	if _, err := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, waitTimeout)
+	defer wcancel()
+	if err := b.WaitReconciled(wctx, ns, "myfdb"); err != nil {
+		t.Fatal(err)
+	}
+	return fdbModel(t, ns, b.Host)
+}
+
+// markStorageForRemoval adds a storage process group of myfdb to spec.processGroupsToRemove
+// and returns its ID.
+func markStorageForRemoval(t *testing.T, ctx context.Context, ns string) string {
+	t.Helper()
+	groups, u := fdbGroups(t, ns)
+	var victim string
+	for id, g := range groups {
+		if g["processClass"] == "storage" {
+			victim = id
+		}
+	}
+	_ = unstructured.SetNestedStringSlice(u.Object, []string{victim}, "spec", "processGroupsToRemove")
+	if _, err := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return victim
+}
+
+// waitLog waits until the model's command log has an entry matching ok, and returns its index.
+func waitLog(t *testing.T, ctx context.Context, m *fdbsim.Cluster, what string, ok func(fdbsim.LogEntry) bool) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond) // the model has no watch
+	defer tick.Stop()
+	for {
+		for i, e := range m.Log() {
+			if ok(e) {
+				return i
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never on the simulator's command log: %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestFoundationDBOperatorWaitsForOurLock: while a restart holds the operator's lock key (paused
+// between batches), the stand-in operator does not exclude a process group marked for removal
+// even once its replacement runs — its take of the key is refused and logged — and excludes it
+// only after the run, stopped by SIGINT, has cleared the key.
+func TestFoundationDBOperatorWaitsForOurLock(t *testing.T) {
+	ns := newNamespace(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	model := multiZoneFDB(t, ctx, ns)
+	env := cliEnv(t)
+
+	run := startCLI(t, env, "restart", "myfdb", "--rolling", "--mode", "zone", "--pause-between", "10m", "-n", ns, "--yes", "-o", "json")
+	run.waitEvent("the first batch done", func(ev ndEvent) bool { return ev.Type == "step-done" })
+	if w := lockKeyWrites(t, model); len(w) == 0 || w[0] != "set kubectl-dbops" {
+		t.Fatalf("the run does not hold the key: %v", w)
+	}
+	victim := markStorageForRemoval(t, ctx, ns)
+	refused := waitLog(t, ctx, model, "the stand-in's refused take of the lock to exclude", func(e fdbsim.LogEntry) bool {
+		return e.Client == "operator" && !e.OK && strings.HasPrefix(e.Command, "transaction: exclude processes: failed to get the lock, current lock owner: kubectl-dbops")
+	})
+	for _, e := range model.Log()[:refused+1] {
+		if e.Client == "operator" && strings.HasPrefix(e.Command, "exclude") {
+			t.Fatalf("the stand-in excluded while the run held the key: %q", e.Command)
+		}
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	run.wait()
+	w := lockKeyWrites(t, model)
+	if w[len(w)-1] != "clear" {
+		t.Fatalf("the interrupted run left its key: %v", w)
+	}
+	cleared := -1
+	for i, e := range model.Log() {
+		if e.Client != "operator" && e.OK && e.Command == "clear "+fdbLockKey {
+			cleared = i
+		}
+	}
+	excluded := waitLog(t, ctx, model, "the stand-in's exclusion", func(e fdbsim.LogEntry) bool {
+		return e.Client == "operator" && e.OK && e.Command == "exclude no_wait locality_instance_id:"+victim
+	})
+	if excluded < cleared {
+		t.Fatalf("the stand-in excluded (log entry %d) before the run cleared its key (entry %d)", excluded, cleared)
+	}
+	held := waitOperatorLock(t, ctx, model, "dc1")
+	if held.End <= time.Now().Unix() {
+		t.Fatalf("the stand-in's lock: %+v", held)
 	}
 }

@@ -291,8 +291,10 @@ func (t *Tx) Clear(key string) {
 // ErrUnavailable is returned by Transact while the database cannot serve transactions.
 var ErrUnavailable = errors.New("database unavailable")
 
-// Transact runs fn as one transaction of client and commits what it wrote (nothing when fn
-// fails), logged as one entry "transaction: <writes>" when it wrote anything.
+// Transact runs fn as one transaction of client and commits what it wrote, logged as one
+// entry "transaction: <writes>" when it wrote anything. When fn fails nothing is written and
+// the failure is logged ("transaction: <error>", not OK), as the client's own log would show
+// it.
 func (c *Cluster) Transact(client string, fn func(*Tx) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -303,6 +305,7 @@ func (c *Cluster) Transact(client string, fn func(*Tx) error) error {
 	}
 	t := &Tx{c: c}
 	if err := fn(t); err != nil {
+		c.log = append(c.log, LogEntry{Time: now, Client: client, Command: "transaction: " + err.Error(), OK: false})
 		return err
 	}
 	if len(t.writes) == 0 {

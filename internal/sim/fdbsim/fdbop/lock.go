@@ -88,8 +88,9 @@ func (l *lockSpec) denyKey(id string) string { return l.prefix() + "/denyList/" 
 // errLockHeld: the lock is someone else's; the action waits for a later reconcile.
 var errLockHeld = errors.New("lock held by another owner")
 
-// takeLock is the operator's takeLock: nil when locks are not used or the lock is granted.
-func (o *Operator) takeLock(model *fdbsim.Cluster, ls *lockSpec) error {
+// takeLock is the operator's takeLock for action ("Taking lock on cluster"): nil when locks
+// are not used or the lock is granted.
+func (o *Operator) takeLock(model *fdbsim.Cluster, ls *lockSpec, action string) error {
 	if !ls.shouldUseLocks() {
 		return nil
 	}
@@ -112,14 +113,14 @@ func (o *Operator) takeLock(model *fdbsim.Cluster, ls *lockSpec) error {
 			return fmt.Errorf("could not decode value %q for key %q: %w", raw, ls.lockKey(), err)
 		}
 		if _, denied := tx.Get(ls.denyKey(owner)); denied {
-			return fmt.Errorf("failed to get lock due to deny list, owner ID: %s is on deny list: %w", owner, errLockHeld)
+			return fmt.Errorf("%s: failed to get lock due to deny list, owner ID: %s is on deny list: %w", action, owner, errLockHeld)
 		}
 		_, oldDenied := tx.Get(ls.denyKey(cur))
 		if end < now.Unix() || oldDenied || cur == owner {
 			update(start)
 			return nil
 		}
-		return fmt.Errorf("failed to get the lock, current lock owner: %s, lock will expire at: %s: %w", cur, time.Unix(end, 0), errLockHeld)
+		return fmt.Errorf("%s: failed to get the lock, current lock owner: %s, lock will expire at: %s: %w", action, cur, time.Unix(end, 0).UTC(), errLockHeld)
 	})
 }
 

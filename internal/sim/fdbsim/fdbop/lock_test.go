@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestStandInTakeLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			ls := readLockSpec(b.cr(t))
-			err := b.op.takeLock(model, ls)
+			err := b.op.takeLock(model, ls, "test")
 			if (err == nil) != tt.granted {
 				t.Fatalf("takeLock: %v, want granted %t", err, tt.granted)
 			}
@@ -133,6 +134,11 @@ func TestStandInWaitsForTheLockToExclude(t *testing.T) {
 	}
 	if got := model.KV(testLockKey)[testLockKey]; !bytes.Equal(got, theirs) {
 		t.Fatalf("the stand-in wrote the key held by another: %x", got)
+	}
+	if !slices.ContainsFunc(model.Log(), func(e fdbsim.LogEntry) bool {
+		return e.Client == "operator" && !e.OK && strings.HasPrefix(e.Command, "transaction: exclude processes: failed to get the lock, current lock owner: kubectl-dbops")
+	}) {
+		t.Fatal("the refused take of the lock is not on the command log")
 	}
 	if err := model.Transact("kubectl-dbops", func(tx *fdbsim.Tx) error { tx.Clear(testLockKey); return nil }); err != nil {
 		t.Fatal(err)

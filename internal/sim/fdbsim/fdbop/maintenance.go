@@ -166,7 +166,7 @@ func (o *Operator) checkMaintenance(ctx context.Context, model *fdbsim.Cluster, 
 	if st.Cluster.RecoveryState.ActiveGenerations > 10 {
 		return
 	}
-	if o.takeLock(model, ls) != nil {
+	if o.takeLock(model, ls, "maintenance mode check") != nil {
 		return // "maintenance mode check" waits for the lock
 	}
 	var out, errb bytes.Buffer

@@ -644,7 +644,7 @@ func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, s
 		// the coordinators.
 		return
 	}
-	if o.takeLock(model, ls) != nil {
+	if o.takeLock(model, ls, "changing coordinators") != nil {
 		return // change_coordinators.go: "changing coordinators" waits for the lock
 	}
 	var out, errb bytes.Buffer

@@ -217,7 +217,7 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 			}
 		}
 		if len(keys) > 0 {
-			if o.takeLock(model, readLockSpec(owner)) != nil {
+			if o.takeLock(model, readLockSpec(owner), "exclude processes") != nil {
 				continue // exclude_processes.go: the exclusion waits for the lock
 			}
 			if err := o.fdbcli(ctx, model, "exclude no_wait "+strings.Join(keys, " ")); err != nil {
@@ -323,7 +323,7 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 		o.mu.Unlock()
 	}
 	if len(include) > 0 {
-		if o.takeLock(model, readLockSpec(owner)) != nil {
+		if o.takeLock(model, readLockSpec(owner), "include removed process groups") != nil {
 			// remove_process_groups.go: the inclusion waits for the lock; the groups stay
 			// in status until it is done.
 			return nil
