@@ -3,6 +3,7 @@ package foundationdb
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,70 @@ func TestRestartByPodTakesNoOperatorLock(t *testing.T) {
 	}
 	if p.Companion != nil {
 		t.Fatal("--method pod takes the FDB lock key")
+	}
+}
+
+// hookExec runs before() once, just before the first fdbcli call that opens a transaction.
+type hookExec struct {
+	inner  *simExec
+	before func()
+	done   bool
+}
+
+func (h *hookExec) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+	if !h.done && len(argv) > 2 && strings.Contains(argv[2], "begin") {
+		h.done = true
+		h.before()
+	}
+	return h.inner.Exec(ctx, namespace, pod, container, argv, stdin)
+}
+
+// TestFDBLockTakenBetweenReadAndWrite: fdbcli --exec cannot branch, so the key is read, decided
+// on, then written in a transaction that reads it again. When another holder takes the key in
+// between, the write (based on a stale read) is undone — the other holder's value is put back —
+// and the take is refused; when what changed in between still lets us take it (an expired
+// lock), the take stands. Release never clears a key that is not ours.
+func TestFDBLockTakenBetweenReadAndWrite(t *testing.T) {
+	now := time.Now().Unix()
+	tests := []struct {
+		name     string
+		between  *LockValue
+		refuse   bool
+		wantHeld string // owner of the key afterwards
+	}{
+		{name: "another holder took it", between: &LockValue{"dc2", now, now + 600}, refuse: true, wantHeld: "dc2"},
+		{name: "an expired lock appeared", between: &LockValue{"dc2", now - 700, now - 100}, wantHeld: LockOwnerID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, model, e := liveCluster(t, 3, 3)
+			cfg := LockConfig{Use: true, Prefix: defaultLockPrefix, Duration: 10 * time.Minute}
+			l := e.NewFDBLock(c, cfg)
+			l.cli = &CLI{Exec: &hookExec{inner: e.deps.Exec.(*simExec), before: func() {
+				if err := model.Transact("other", func(tx *fdbsim.Tx) error { tx.Set(lockKey, EncodeLockValue(*tt.between)); return nil }); err != nil {
+					t.Error(err)
+				}
+			}}}
+			err := l.Take(context.Background())
+			if tt.refuse != (err != nil) || (tt.refuse && ops.ExitCode(err) != ops.ExitPrecondition) {
+				t.Fatalf("take: %v", err)
+			}
+			v, derr := DecodeLockValue(model.KV(lockKey)[lockKey])
+			if derr != nil || v.Owner != tt.wantHeld {
+				t.Fatalf("key afterwards: %+v %v", v, derr)
+			}
+			if tt.refuse {
+				if v != *tt.between {
+					t.Fatalf("the other holder's value was not put back: %+v", v)
+				}
+				l.held = true // as if it had been ours: release must still leave dc2's key
+				if err := l.Release(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := DecodeLockValue(model.KV(lockKey)[lockKey]); got != *tt.between {
+					t.Fatalf("release cleared another holder's key: %+v", got)
+				}
+			}
+		})
 	}
 }
