@@ -105,6 +105,7 @@ type FDBLock struct {
 	cfg  LockConfig
 	cli  *CLI
 	ns   string
+	name string // the cluster, for the hints of refusals
 	pods func() []string // pods to run fdbcli in, in order of preference
 	now  func() time.Time
 
@@ -116,7 +117,7 @@ type FDBLock struct {
 
 // NewFDBLock is the lock of cluster c's FoundationDBCluster as configured by cfg.
 func (e *Engine) NewFDBLock(c *ops.Cluster, cfg LockConfig) *FDBLock {
-	return &FDBLock{cfg: cfg, cli: e.cli(), ns: c.Namespace, now: time.Now, pods: func() []string {
+	return &FDBLock{cfg: cfg, cli: e.cli(), ns: c.Namespace, name: c.Name, now: time.Now, pods: func() []string {
 		var out []string
 		for _, p := range ReadyPods(c, nil) {
 			out = append(out, p.Name)
@@ -181,8 +182,8 @@ func (l *FDBLock) parse(out string) (FDBLockState, error) {
 // or a refusal.
 func (l *FDBLock) decide(st FDBLockState, now time.Time) (start int64, err error) {
 	if st.denied(LockOwnerID) {
-		return 0, ops.Preconditionf("%s is on the FoundationDB operator's deny list (key %s); it may not take the operator's lock: allow it with `kubectl dbops deny allow CLUSTER --operator-instance %s`",
-			LockOwnerID, printableKey(l.cfg.DenyPrefix()+LockOwnerID), LockOwnerID)
+		return 0, ops.Preconditionf("%s is on the FoundationDB operator's deny list (key %s); it may not take the operator's lock: allow it with `kubectl dbops deny allow %s -n %s --operator-instance %s`",
+			LockOwnerID, printableKey(l.cfg.DenyPrefix()+LockOwnerID), shellWord(l.name), shellWord(l.ns), LockOwnerID)
 	}
 	h := st.Holder
 	switch {
@@ -195,8 +196,23 @@ func (l *FDBLock) decide(st FDBLockState, now time.Time) (start int64, err error
 		// currentLockStartTime).
 		return h.Start, nil
 	}
-	return 0, ops.Preconditionf("the FoundationDB lock of this cluster (key %s) is held by %q until %s (%s from now); refusing: wait for it, or deny that holder with `kubectl dbops deny add CLUSTER --operator-instance ID`",
-		printableKey(st.Key), h.Owner, time.Unix(h.End, 0).UTC().Format(time.RFC3339), time.Until(time.Unix(h.End, 0)).Round(time.Second))
+	return 0, ops.Preconditionf("the FoundationDB lock of this cluster (key %s) is held by %q until %s (%s from now); refusing: wait for it (the operator releases it once the cluster is reconciled), or keep that holder off it with `kubectl dbops deny add %s -n %s --operator-instance %s`",
+		printableKey(st.Key), h.Owner, time.Unix(h.End, 0).UTC().Format(time.RFC3339), time.Unix(h.End, 0).Sub(now).Round(time.Second),
+		shellWord(l.name), shellWord(l.ns), shellWord(h.Owner))
+}
+
+// shellWord is s as one shell word in a hint: as is when it is plain, quoted otherwise.
+func shellWord(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._/:@", c) >= 0) {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
 }
 
 // Check refuses (exit 5) when the key would not be ours to take now; nothing is written.

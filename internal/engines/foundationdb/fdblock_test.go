@@ -86,6 +86,7 @@ func TestRestartTakesOperatorLock(t *testing.T) {
 	}{
 		{name: "free"},
 		{name: "held by another operator instance", holder: &LockValue{"dc2", now - 10, now + 600}, refuse: `held by "dc2" until`},
+		{name: "held by an odd owner", holder: &LockValue{"a b\x1b", now - 10, now + 600}, refuse: `held by "a b\x1b" until`},
 		{name: "expired", holder: &LockValue{"dc2", now - 700, now - 100}},
 		{name: "holder denied", holder: &LockValue{"dc2", now - 10, now + 600}, deny: []string{"dc2"}},
 		{name: "we are denied", deny: []string{LockOwnerID}, refuse: "is on the FoundationDB operator's deny list"},
@@ -116,7 +117,8 @@ func TestRestartTakesOperatorLock(t *testing.T) {
 			}
 			err = p.Preflight(context.Background(), ops.PreflightState{})
 			if tt.refuse != "" {
-				if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tt.refuse) || strings.Contains(err.Error(), "\n") {
+				if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tt.refuse) || strings.ContainsAny(err.Error(), "\n\x1b") ||
+					(tt.holder != nil && !strings.Contains(err.Error(), "deny add myfdb -n demo --operator-instance "+shellWord(tt.holder.Owner))) {
 					t.Fatalf("preflight: %v (exit %d)", err, ops.ExitCode(err))
 				}
 				for _, l := range model.Log()[logBefore:] {
