@@ -105,7 +105,7 @@ type FDBLock struct {
 	cfg  LockConfig
 	cli  *CLI
 	ns   string
-	name string // the cluster, for the hints of refusals
+	name string          // the cluster, for the hints of refusals
 	pods func() []string // pods to run fdbcli in, in order of preference
 	now  func() time.Time
 
