@@ -3,6 +3,7 @@ package foundationdb
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -243,5 +244,51 @@ func TestFDBLockTakenBetweenReadAndWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFDBLockRenew: a renewal (called at every Lease renewal) extends our key once a third of
+// its duration has passed, keeping its start, and does nothing before; a key someone else
+// holds by then (ours expired and taken over) stops the run (ErrLocked).
+func TestFDBLockRenew(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	l := e.NewFDBLock(c, LockConfig{Use: true, Prefix: defaultLockPrefix, Duration: 10 * time.Minute})
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	if err := l.Take(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := DecodeLockValue(model.KV(lockKey)[lockKey])
+	writes := func() int {
+		n := 0
+		for _, e := range model.Log() {
+			if strings.HasPrefix(e.Command, "set "+lockKey) {
+				n++
+			}
+		}
+		return n
+	}
+	n := writes()
+	now = now.Add(time.Minute)
+	if err := l.Renew(context.Background()); err != nil || writes() != n {
+		t.Fatalf("renewed before a third of the duration: %v, %d writes", err, writes()-n)
+	}
+	now = now.Add(3 * time.Minute)
+	if err := l.Renew(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := DecodeLockValue(model.KV(lockKey)[lockKey])
+	if second.Owner != LockOwnerID || second.Start != first.Start || second.End != now.Add(10*time.Minute).Unix() {
+		t.Fatalf("renewed: %+v, first %+v", second, first)
+	}
+	if err := model.Transact("other", func(tx *fdbsim.Tx) error {
+		tx.Set(lockKey, EncodeLockValue(LockValue{"dc2", now.Unix(), now.Add(time.Hour).Unix()}))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(4 * time.Minute)
+	if err := l.Renew(context.Background()); !errors.Is(err, ops.ErrLocked) {
+		t.Fatalf("renewal of a key taken over: %v", err)
 	}
 }
