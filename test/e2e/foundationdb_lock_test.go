@@ -48,7 +48,9 @@ func lockKeyWrites(t *testing.T, m *fdbsim.Cluster) []string {
 }
 
 // TestFoundationDBOperatorLockKey: on a multi-zone FoundationDBCluster (spec.faultDomain.
-// zoneCount 3, where the operator uses its FDB lock), a restart takes the operator's lock key
+// zoneCount 3, where the operator uses its FDB lock), `deny add --operator-instance
+// kubectl-dbops` (a deny key the stand-in writes) refuses a restart until `deny allow`; a
+// restart takes the operator's lock key
 // as kubectl-dbops before its first bounce (seen on the simulator's command log) and leaves no
 // key behind; while the stand-in operator holds the key (excluding a process group marked for
 // removal), lock status shows it with its expiry, and a restart is refused with exit 5 and one
@@ -59,6 +61,27 @@ func TestFoundationDBOperatorLockKey(t *testing.T) {
 	defer cancel()
 	model := multiZoneFDB(t, ctx, ns)
 	env := cliEnv(t)
+
+	// 0. Denied through the operator's deny list (the stand-in writes the deny key), the tool
+	// may not take the key; allowed again, it may.
+	denyKey := "\xff\x02/org.foundationdb.kubernetes-operator/denyList/" + foundationdb.LockOwnerID
+	hasDenyKey := func(want bool) func(fdbsim.LogEntry) bool {
+		return func(fdbsim.LogEntry) bool { _, ok := model.KV(denyKey)[denyKey]; return ok == want }
+	}
+	if r := runCLI(t, env, "deny", "add", "myfdb", "--operator-instance", foundationdb.LockOwnerID, "-n", ns); r.Code != 0 {
+		t.Fatalf("deny add: %s", r)
+	}
+	waitLog(t, ctx, model, "the deny key of kubectl-dbops", hasDenyKey(true))
+	if r := runCLI(t, env, "deny", "list", "myfdb", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, `FDB deny keys:               "kubectl-dbops"`) {
+		t.Fatalf("deny list: %s", r)
+	}
+	if r := runCLI(t, env, "restart", "myfdb", "--rolling", "--mode", "zone", "-n", ns, "--yes", "--no-tui"); r.Code != 5 || !strings.Contains(r.Stderr, "kubectl-dbops is on the FoundationDB operator's deny list") {
+		t.Fatalf("restart while denied: want exit 5: %s", r)
+	}
+	if r := runCLI(t, env, "deny", "allow", "myfdb", "--operator-instance", foundationdb.LockOwnerID, "-n", ns); r.Code != 0 {
+		t.Fatalf("deny allow: %s", r)
+	}
+	waitLog(t, ctx, model, "the deny key of kubectl-dbops cleared", hasDenyKey(false))
 
 	// 1. A restart takes the key before bouncing, and clears it at the end.
 	r := runCLI(t, env, "restart", "myfdb", "--rolling", "--mode", "zone", "-n", ns, "--yes", "--no-tui")
