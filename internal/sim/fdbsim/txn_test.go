@@ -22,6 +22,10 @@ func TestTransactions(t *testing.T) {
 			stdout: []string{"Transaction rolled back", "`a': not found"}, notStdout: "Committed", key: "a"},
 		{name: "read your writes", line: "writemode on; begin; set a b; get a; commit",
 			stdout: []string{"`a' is `b'", "Committed ("}, key: "a", want: "b"},
+		{name: "a transaction left open is not committed", line: "writemode on; begin; set a b",
+			stdout: []string{"Transaction started"}, notStdout: "Committed", key: "a"},
+		{name: "a range read inside a transaction", line: "writemode on; set p/a 1; begin; set p/b 2; getrange p/; commit",
+			stdout: []string{"`p/a' is `1'", "`p/b' is `2'", "Committed ("}, key: "p/b", want: "2"},
 		{name: "read-only commit", line: "begin; get a; commit", stdout: []string{"Nothing to commit"}},
 		{name: "begin twice", line: "begin; begin", code: 1, stderr: []string{"ERROR: Already in transaction"}},
 		{name: "commit without begin", line: "commit", code: 1, stderr: []string{"ERROR: No active transaction"}},
@@ -57,12 +61,22 @@ func TestTransactions(t *testing.T) {
 // after its read fails its commit with not_committed (1020) and writes nothing; one whose key
 // nobody wrote commits.
 func TestTransactionConflict(t *testing.T) {
-	for _, other := range []string{"", "g", "unrelated"} {
-		t.Run("other writes "+other, func(t *testing.T) {
+	for _, tt := range []struct {
+		read, other string
+		conflict    bool
+	}{
+		{`get \xff\x02/g`, "", false},
+		{`get \xff\x02/g`, "g", true},
+		{`get \xff\x02/g`, "unrelated", false},
+		{`getrange \xff\x02/a \xff\x02/z`, "m", true},
+		{`getrange \xff\x02/a \xff\x02/h`, "m", false},
+	} {
+		other := tt.other
+		t.Run(tt.read+" other writes "+other, func(t *testing.T) {
 			c, _ := fixture(t)
 			var out, errb bytes.Buffer
 			s := &session{c: c, ctx: context.Background(), stdout: &out, stderr: &errb}
-			if code, err := s.runLine(`writemode on; option on ACCESS_SYSTEM_KEYS; begin; get \xff\x02/g`); code != 0 || err != nil {
+			if code, err := s.runLine(`writemode on; option on ACCESS_SYSTEM_KEYS; begin; ` + tt.read); code != 0 || err != nil {
 				t.Fatalf("begin: %d %v %s", code, err, errb.String())
 			}
 			if other != "" {
@@ -72,13 +86,13 @@ func TestTransactionConflict(t *testing.T) {
 			}
 			out.Reset()
 			code, _ := s.runLine(`set \xff\x02/g ours; commit`)
-			conflict := other == "g"
+			conflict := tt.conflict
 			if conflict != (code == 1) {
 				t.Fatalf("exit %d (conflict %t)\nstdout:\n%s\nstderr:\n%s", code, conflict, out.String(), errb.String())
 			}
 			want := "ours"
 			if conflict {
-				want = "theirs"
+				want = map[bool]string{true: "theirs", false: ""}[other == "g"]
 				inOrder(t, "stderr", errb.String(), []string{"ERROR: Transaction not committed due to conflict with another transaction (1020)"})
 				inOrder(t, "stdout", out.String(), []string{"Rolling back current transaction"})
 			}
