@@ -95,8 +95,8 @@ func (s FDBLockState) denied(id string) bool {
 }
 
 // FDBLock is the operator's lock key as a run of this tool takes it (ops.CompanionLock). It
-// follows the operator's lock client (fdb-kubernetes-operator fdbclient/lock_client.go):
-// denied owners never take it, an expired lock or one held by a denied owner is taken over, a
+// follows the rules of the operator's own lock client (docs/procedures.md, "The operator's FDB
+// lock"): denied owners never take it, an expired lock or one held by a denied owner is taken over, a
 // lock of our own is extended, any other holder refuses. The read and the write are fdbcli
 // transactions under `writemode on` with ACCESS_SYSTEM_KEYS; fdbcli --exec cannot branch, so
 // the decision is made from a first read and checked against what the writing transaction

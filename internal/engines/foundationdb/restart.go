@@ -581,7 +581,7 @@ func (g *gate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error
 }
 
 // takeLock takes (or extends) the operator's lock key before a batch's global actions, as the
-// operator does before each of its own (controllers/*: takeLock).
+// operator does before each of its own (docs/procedures.md).
 func (g *gate) takeLock(ctx context.Context) error {
 	if g.lock == nil {
 		return nil
