@@ -276,21 +276,21 @@ func (l *FDBLock) takeOnce(ctx context.Context) error {
 			again.Denied = append(again.Denied, strings.TrimPrefix(k, l.cfg.DenyPrefix()))
 		}
 	}
-	if holderChanged(st, again) {
-		if _, derr := l.decide(again, now); derr != nil {
-			// Someone took the key between our read and our write, and we overwrote it:
-			// put back what our transaction read, and refuse. (A third writer between our
-			// write and this one would be overwritten too; it could only have taken the key
-			// from us, which nobody may while it is not expired.)
-			restore := "clear " + escapeToken(l.cfg.Key())
-			if v, ok := seen[l.cfg.Key()]; ok {
-				restore = "set " + escapeToken(l.cfg.Key()) + " " + escapeToken(string(v))
-			}
-			if _, rerr := l.transact(ctx, []string{l.cfg.Key()}, restore); rerr != nil {
-				return fmt.Errorf("%w; and putting the key back failed: %v", derr, rerr)
-			}
-			return derr
+	// A holder that changed since the first read is judged without its deny key (the
+	// transaction did not read it): conservatively, as not denied.
+	if _, derr := l.decide(again, now); derr != nil {
+		// Someone took the key (or denied us) between our read and our write, and we
+		// overwrote it: put back what our transaction read, and refuse. (A third writer
+		// between our write and this one would be overwritten too; it could only have taken
+		// the key from us, which nobody may while it is not expired.)
+		restore := "clear " + escapeToken(l.cfg.Key())
+		if v, ok := seen[l.cfg.Key()]; ok {
+			restore = "set " + escapeToken(l.cfg.Key()) + " " + escapeToken(string(v))
 		}
+		if _, rerr := l.transact(ctx, []string{l.cfg.Key()}, restore); rerr != nil {
+			return fmt.Errorf("%w; and putting the key back failed: %v", derr, rerr)
+		}
+		return derr
 	}
 	l.held, l.start, l.taken = true, start, now
 	return nil

@@ -207,11 +207,13 @@ func TestFDBLockTakenBetweenReadAndWrite(t *testing.T) {
 	tests := []struct {
 		name     string
 		between  *LockValue
+		deny     bool // kubectl-dbops denied in between
 		refuse   bool
-		wantHeld string // owner of the key afterwards
+		wantHeld string // owner of the key afterwards ("": no key)
 	}{
 		{name: "another holder took it", between: &LockValue{"dc2", now, now + 600}, refuse: true, wantHeld: "dc2"},
 		{name: "an expired lock appeared", between: &LockValue{"dc2", now - 700, now - 100}, wantHeld: LockOwnerID},
+		{name: "we were denied", deny: true, refuse: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,7 +221,15 @@ func TestFDBLockTakenBetweenReadAndWrite(t *testing.T) {
 			cfg := LockConfig{Use: true, Prefix: defaultLockPrefix, Duration: 10 * time.Minute}
 			l := e.NewFDBLock(c, cfg)
 			l.cli = &CLI{Exec: &hookExec{inner: e.deps.Exec.(*simExec), before: func() {
-				if err := model.Transact("other", func(tx *fdbsim.Tx) error { tx.Set(lockKey, EncodeLockValue(*tt.between)); return nil }); err != nil {
+				if err := model.Transact("other", func(tx *fdbsim.Tx) error {
+					if tt.between != nil {
+						tx.Set(lockKey, EncodeLockValue(*tt.between))
+					}
+					if tt.deny {
+						tx.Set(defaultLockPrefix+"/denyList/"+LockOwnerID, []byte(LockOwnerID))
+					}
+					return nil
+				}); err != nil {
 					t.Error(err)
 				}
 			}}}
@@ -227,7 +237,14 @@ func TestFDBLockTakenBetweenReadAndWrite(t *testing.T) {
 			if tt.refuse != (err != nil) || (tt.refuse && ops.ExitCode(err) != ops.ExitPrecondition) {
 				t.Fatalf("take: %v", err)
 			}
-			v, derr := DecodeLockValue(model.KV(lockKey)[lockKey])
+			raw, present := model.KV(lockKey)[lockKey]
+			if tt.wantHeld == "" {
+				if present {
+					t.Fatalf("key afterwards: %q, want none", raw)
+				}
+				return
+			}
+			v, derr := DecodeLockValue(raw)
 			if derr != nil || v.Owner != tt.wantHeld {
 				t.Fatalf("key afterwards: %+v %v", v, derr)
 			}
