@@ -219,7 +219,7 @@ func (o *DenyListOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	fdb := operatorLocksOf(o.found)
+	fdb := o.readOperatorLocks(ctx)
 	if fdb != nil {
 		doc.Object["foundationdbOperator"] = fdb.object()
 	}

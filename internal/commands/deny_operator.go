@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -77,11 +79,17 @@ func (o *DenyOptions) runOperatorInstance(ctx context.Context) error {
 }
 
 // operatorLocks is what a FoundationDBCluster says of the operator's locking: its deny list
-// and status.locks. nil for other clusters.
+// and status.locks, and, where the operator uses its FDB lock, the lock key and deny keys as
+// the database holds them. nil for other clusters.
 type operatorLocks struct {
 	resource string
 	deny     []foundationdb.OperatorDenyEntry
 	locks    []string
+	// fdb is the lock key's state (nil: the cluster does not use the operator's lock);
+	// fdbErr why it could not be read.
+	fdb    *foundationdb.FDBLockState
+	fdbErr string
+	now    time.Time
 }
 
 func operatorLocksOf(c *ops.Cluster) *operatorLocks {
@@ -93,6 +101,31 @@ func operatorLocksOf(c *ops.Cluster) *operatorLocks {
 		return nil
 	}
 	return &operatorLocks{resource: u.GetName(), deny: foundationdb.OperatorDenyList(u), locks: foundationdb.ReadCR(u).Locks}
+}
+
+// readOperatorLocks is operatorLocksOf with the FDB lock key and deny keys read through fdbcli
+// (foundationdb.Engine.ReadFDBLock) where the cluster uses the operator's lock. A failed read
+// is shown, not fatal: the Lease's state is what these commands are for.
+func (o *LockOptions) readOperatorLocks(ctx context.Context) *operatorLocks {
+	l := operatorLocksOf(o.found)
+	if l == nil || o.clients == nil {
+		return l
+	}
+	l.now = time.Now()
+	e, err := foundationdb.New(EngineDeps{Clients: o.clients, Cluster: o.found, Options: o.GlobalOptions}.deps(), foundationdb.Options{})
+	if err != nil {
+		l.fdbErr = err.Error()
+		return l
+	}
+	st, _, used, err := e.ReadFDBLock(ctx, o.found)
+	switch {
+	case !used:
+	case err != nil:
+		l.fdbErr = err.Error()
+	default:
+		l.fdb = &st
+	}
+	return l
 }
 
 // object is the document's foundationdbOperator field.
@@ -109,7 +142,25 @@ func (l *operatorLocks) object() map[string]any {
 	for _, s := range l.locks {
 		locks = append(locks, s)
 	}
-	return map[string]any{"resource": l.resource, "denyList": deny, "statusLockDenyList": locks}
+	out := map[string]any{"resource": l.resource, "denyList": deny, "statusLockDenyList": locks}
+	if l.fdbErr != "" {
+		out["fdbLock"] = map[string]any{"error": l.fdbErr}
+	}
+	if st := l.fdb; st != nil {
+		keys := []any{}
+		for _, d := range st.Denied {
+			keys = append(keys, d)
+		}
+		m := map[string]any{"key": foundationdb.PrintableKey(st.Key), "denyKeys": keys}
+		if h := st.Holder; h != nil {
+			m["holder"] = map[string]any{"owner": h.Owner, "start": time.Unix(h.Start, 0).UTC().Format(time.RFC3339),
+				"end": time.Unix(h.End, 0).UTC().Format(time.RFC3339), "expired": h.Expired(l.now)}
+		} else if st.Raw != nil {
+			m["raw"] = foundationdb.PrintableKey(string(st.Raw))
+		}
+		out["fdbLock"] = m
+	}
+	return out
 }
 
 func (l *operatorLocks) writeText(w io.Writer) {
@@ -127,4 +178,30 @@ func (l *operatorLocks) writeText(w io.Writer) {
 	ops.Fprintf(w, "FoundationDB operator (FoundationDBCluster %s):\n", l.resource)
 	ops.Fprintf(w, "  spec.lockOptions.denyList:   %s\n", dash(strings.Join(entries, ", ")))
 	ops.Fprintf(w, "  status.locks.lockDenyList:   %s\n", dash(strings.Join(l.locks, ", ")))
+	if l.fdbErr != "" {
+		ops.Fprintf(w, "  FDB lock key:                unreadable: %s\n", l.fdbErr)
+	}
+	st := l.fdb
+	if st == nil {
+		return
+	}
+	// Keys and IDs come from the database: fdbcli's escaping for keys, quoting for the owner,
+	// and ops.Fprintf's for the rest.
+	ops.Fprintf(w, "  FDB lock key:                %s\n", foundationdb.PrintableKey(st.Key))
+	switch h := st.Holder; {
+	case h != nil && h.Expired(l.now):
+		ops.Fprintf(w, "  FDB lock holder:             %s, expired at %s (free to take)\n", strconv.Quote(h.Owner), time.Unix(h.End, 0).UTC().Format(time.RFC3339))
+	case h != nil:
+		ops.Fprintf(w, "  FDB lock holder:             %s since %s, until %s (%s left)\n", strconv.Quote(h.Owner),
+			time.Unix(h.Start, 0).UTC().Format(time.RFC3339), time.Unix(h.End, 0).UTC().Format(time.RFC3339), time.Unix(h.End, 0).Sub(l.now).Round(time.Second))
+	case st.Raw != nil:
+		ops.Fprintf(w, "  FDB lock holder:             unreadable value %s\n", foundationdb.PrintableKey(string(st.Raw)))
+	default:
+		ops.Fprintf(w, "  FDB lock holder:             none\n")
+	}
+	var denied []string
+	for _, d := range st.Denied {
+		denied = append(denied, strconv.Quote(d))
+	}
+	ops.Fprintf(w, "  FDB deny keys:               %s\n", dash(strings.Join(denied, ", ")))
 }

@@ -111,7 +111,7 @@ func (o *LockStatusOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	fdb := operatorLocksOf(o.found)
+	fdb := o.readOperatorLocks(ctx)
 	if fdb != nil {
 		doc.Object["foundationdbOperator"] = fdb.object()
 	}

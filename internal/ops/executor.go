@@ -198,6 +198,8 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	// Final bookkeeping must happen even after Ctrl-C or timeout.
 	finCtx, finCancel := context.WithTimeout(context.WithoutCancel(ctx), e.Grace)
 	defer finCancel()
+	// The database's own lock goes first, while the Lease still says the run is ours.
+	e.releaseCompanion(finCtx)
 	journal.Current = ""
 	switch {
 	case err == nil:
@@ -520,6 +522,7 @@ func (e *Executor) startRenewal(ctx context.Context, lost func(error)) (stop fun
 					// A journal save renewed the lease meanwhile: no write of its own.
 					info := e.held.Info()
 					e.emit(Event{Type: EventLock, Lock: &info})
+					e.renewCompanion(ctx, lost)
 					continue
 				}
 				info, err := e.held.Renew(ctx)
@@ -535,6 +538,7 @@ func (e *Executor) startRenewal(ctx context.Context, lost func(error)) (stop fun
 					continue
 				}
 				e.emit(Event{Type: EventLock, Lock: &info})
+				e.renewCompanion(ctx, lost)
 			}
 		}
 	}()

@@ -34,6 +34,9 @@ type Plan struct {
 	// (and in --dry-run), that the cluster is fit for the first step still
 	// to do, so a refusal happens with nothing written.
 	Preflight func(ctx context.Context, st PreflightState) error `json:"-"`
+	// Companion, when set, is a lock of the database's own that the steps take beside the
+	// Lease (companion.go): renewed with the Lease, released when the run ends.
+	Companion CompanionLock `json:"-"`
 }
 
 // NewPlan is the one way plans are made: operation on cluster c, planned

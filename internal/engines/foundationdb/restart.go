@@ -71,10 +71,23 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		return nil, ops.Preconditionf("cannot read the status of %s/%s: %v", c.Namespace, c.Name, err)
 	}
 	g := &gate{e: e, c: c, method: method, mode: opts.Mode, plan: st, replicas: replicasOf(st), checker: readChecker(Resource(c))}
+	if cfg := ReadLockConfig(Resource(c)); Resource(c) != nil && cfg.Use && method == MethodProcess {
+		// Only the fdbcli bounces: --method pod deletes pods (a Kubernetes action), and the
+		// operator needs its lock to move a coordinator off a recreated pod's new IP, which
+		// the next batch's gate waits for.
+		g.lock = e.NewFDBLock(c, cfg)
+	}
 	opts.Method = ""
 	p, err := (&ops.RollingRestart{Client: e.client, Gate: g}).Plan(c, ops.EngineFoundationDB, opts)
 	if err != nil {
 		return nil, err
+	}
+	if g.lock != nil {
+		// Bounces are global actions: the operator coordinates them through its lock key
+		// (fdblock.go), and so does this run.
+		p.Companion = g.lock
+		p.Notes = append(p.Notes, fmt.Sprintf("the FoundationDB operator's lock key %s is taken as %s before each batch (an fdbcli transaction), renewed with the lock, and cleared at the end",
+			printableKey(g.lock.cfg.Key()), LockOwnerID))
 	}
 	p.Args += " --method " + method
 	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
@@ -109,6 +122,8 @@ type gate struct {
 	plan     *Status // status json when planning: roles and addresses for the plan view
 	replicas int
 	checker  checker
+	// lock is the operator's FDB lock key, when the cluster uses it (fdblock.go).
+	lock *FDBLock
 }
 
 // StepRank puts the batch holding the master or the cluster controller last: their loss
@@ -199,6 +214,10 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 	if zone != "" {
 		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOn(zone, b.storageGroups, time.Time{})+"'")
 	}
+	if g.lock != nil {
+		cmds = append([]string{fmt.Sprintf("fdbcli --exec 'writemode on; option on ACCESS_SYSTEM_KEYS; begin; get %s; …; set %s <(%s, start, end)>; commit' (take or extend the operator's lock key)",
+			escapeToken(g.lock.cfg.Key()), escapeToken(g.lock.cfg.Key()), LockOwnerID)}, cmds...)
+	}
 	if g.method == MethodProcess {
 		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'kill; kill %s'", strings.Join(b.addrs, " ")))
 	}
@@ -287,6 +306,9 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	}
 	if len(b.missing) > 0 {
 		return ops.Preconditionf("process group(s) %s report no process; refusing to bounce a batch that is not all running", strings.Join(b.missing, ", "))
+	}
+	if err := g.takeLock(ctx); err != nil {
+		return err
 	}
 	if err := g.maintenanceOn(ctx, sc, cli, via, st, b); err != nil {
 		return err
@@ -547,6 +569,12 @@ func (g *gate) checkCR(ctx context.Context) error {
 // Preflight runs the gate before the lock is taken (and in --dry-run): a refusal writes
 // nothing. A resumed run may find its own maintenance zone still set.
 func (g *gate) Preflight(ctx context.Context, c *ops.Cluster, st ops.PreflightState) error {
+	if g.lock != nil {
+		// Another holder of the operator's lock key refuses the run here, with nothing written.
+		if err := g.lock.Check(ctx); err != nil {
+			return err
+		}
+	}
 	return g.check(ctx, nil, nil, st.Data[keyMaintenance])
 }
 
@@ -583,6 +611,15 @@ func (g *gate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error
 		return err
 	}
 	return g.maintenanceOn(ctx, sc, cli, via, st, b)
+}
+
+// takeLock takes (or extends) the operator's lock key before a batch's global actions, as the
+// operator does before each of its own (docs/procedures.md).
+func (g *gate) takeLock(ctx context.Context) error {
+	if g.lock == nil {
+		return nil
+	}
+	return g.lock.Take(ctx)
 }
 
 // After runs once each new pod is Ready; on the batch's last pod it waits for the processes

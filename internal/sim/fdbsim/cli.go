@@ -63,6 +63,8 @@ type session struct {
 	// (fdbcli.cpp globalOptions), by upper-case name.
 	writeMode bool
 	options   map[string]bool
+	// tx is the transaction a `begin` opened (txn.go); nil in autocommit mode.
+	tx *txn
 }
 
 // parseOptions reads fdbcli's options (fdbcli.actor.cpp CLIOptions); done means the process
@@ -276,6 +278,7 @@ func (s *session) runLine(line string) (int, error) {
 		ok, err := s.command(tokens)
 		s.record(strings.Join(tokens, " "), ok && err == nil)
 		if err != nil {
+			s.rollbackOnError(err)
 			return 1, err
 		}
 		if !ok {
@@ -312,6 +315,8 @@ func (s *session) command(tokens []string) (bool, error) {
 		return s.coordinatorsCmd(tokens)
 	case "writemode", "option", "set", "get", "clear", "clearrange", "getrange", "getrangekeys":
 		return s.kvCommand(tokens)
+	case "begin", "commit", "rollback", "reset":
+		return s.txnCommand(tokens)
 	case "sleep":
 		// fdbcli.actor.cpp: sleep <SECONDS>, parsed with sscanf("%lf%n") over the whole token.
 		if len(tokens) != 2 {

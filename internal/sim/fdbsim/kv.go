@@ -65,14 +65,14 @@ func (s *session) kvUsage(cmd string) (bool, error) {
 // maxRead/maxWrite are ReadYourWritesTransaction::getMaxReadKey/getMaxWriteKey
 // (fdbclient/ReadYourWrites.cpp): system keys need READ_SYSTEM_KEYS or ACCESS_SYSTEM_KEYS.
 func (s *session) maxRead() string {
-	if s.options["ACCESS_SYSTEM_KEYS"] || s.options["READ_SYSTEM_KEYS"] {
+	if o := s.opts(); o["ACCESS_SYSTEM_KEYS"] || o["READ_SYSTEM_KEYS"] {
 		return systemKeysEnd
 	}
 	return normalKeysEnd
 }
 
 func (s *session) maxWrite() string {
-	if s.options["ACCESS_SYSTEM_KEYS"] {
+	if s.opts()["ACCESS_SYSTEM_KEYS"] {
 		return systemKeysEnd
 	}
 	return normalKeysEnd
@@ -107,27 +107,19 @@ func (s *session) kvCommand(tokens []string) (bool, error) {
 		if len(tokens) != 3 {
 			return s.kvUsage(cmd)
 		}
-		return s.write(func() error {
-			if tokens[1] >= s.maxWrite() {
-				return s.fdbError("Key outside legal range", 2004)
-			}
-			if s.c.kv == nil {
-				s.c.kv = map[string][]byte{}
-			}
-			s.c.kv[tokens[1]] = []byte(tokens[2])
-			return nil
-		})
+		// ReadYourWritesTransaction::set checks the key at once, in a transaction too.
+		if tokens[1] >= s.maxWrite() {
+			return false, s.fdbError("Key outside legal range", 2004)
+		}
+		return s.mutate(mutation{begin: tokens[1], end: tokens[1] + "\x00", value: []byte(tokens[2])})
 	case "clear":
 		if len(tokens) != 2 {
 			return s.kvUsage(cmd)
 		}
-		return s.write(func() error {
-			if tokens[1] >= s.maxWrite() {
-				return s.fdbError("Key outside legal range", 2004)
-			}
-			delete(s.c.kv, tokens[1])
-			return nil
-		})
+		if tokens[1] >= s.maxWrite() {
+			return false, s.fdbError("Key outside legal range", 2004)
+		}
+		return s.mutate(mutation{clear: true, begin: tokens[1], end: tokens[1] + "\x00"})
 	case "clearrange":
 		if len(tokens) != 2 && len(tokens) != 3 {
 			return s.kvUsage(cmd)
@@ -136,17 +128,10 @@ func (s *session) kvCommand(tokens []string) (bool, error) {
 		if len(tokens) == 3 {
 			end = tokens[2]
 		}
-		return s.write(func() error {
-			if end > s.maxWrite() {
-				return s.fdbError("Key outside legal range", 2004)
-			}
-			for k := range s.c.kv {
-				if k >= begin && k < end {
-					delete(s.c.kv, k)
-				}
-			}
-			return nil
-		})
+		if end > s.maxWrite() {
+			return false, s.fdbError("Key outside legal range", 2004)
+		}
+		return s.mutate(mutation{clear: true, begin: begin, end: end})
 	case "get":
 		if len(tokens) != 2 {
 			return s.kvUsage(cmd)
@@ -154,17 +139,11 @@ func (s *session) kvCommand(tokens []string) (bool, error) {
 		if tokens[1] >= s.maxRead() {
 			return false, s.fdbError("Key outside legal range", 2004)
 		}
-		var v []byte
-		var found bool
-		if err := s.waitUntil(func(now time.Time) bool {
-			if !s.c.available(now) {
-				return false
-			}
-			v, found = s.c.kv[tokens[1]]
-			return true
-		}); err != nil {
+		got, err := s.readRange(tokens[1], tokens[1]+"\x00")
+		if err != nil {
 			return false, err
 		}
+		v, found := got[tokens[1]]
 		if found {
 			fmt.Fprintf(s.stdout, "`%s' is `%s'\n", printable(tokens[1]), printable(string(v)))
 		} else {
@@ -179,22 +158,16 @@ func (s *session) kvCommand(tokens []string) (bool, error) {
 
 // write commits one autocommit transaction once the database accepts commits, and prints
 // "Committed (<version>)" as commitTransaction does.
-func (s *session) write(apply func() error) (bool, error) {
-	var applyErr error
+func (s *session) write(apply func(now time.Time) int64) (bool, error) {
 	var version int64
 	if err := s.waitUntil(func(now time.Time) bool {
 		if !s.c.available(now) {
 			return false
 		}
-		applyErr = apply()
-		// Versions advance by about a million a second (fdbserver knob VERSIONS_PER_SECOND).
-		version = now.UnixMicro()
+		version = apply(now)
 		return true
 	}); err != nil {
 		return false, err
-	}
-	if applyErr != nil {
-		return false, applyErr
 	}
 	fmt.Fprintf(s.stdout, "Committed (%d)\n", version)
 	return true, nil
@@ -206,12 +179,12 @@ func (s *session) option(tokens []string) (bool, error) {
 		return s.kvUsage("option")
 	}
 	if len(tokens) == 1 {
-		if len(s.options) == 0 {
+		if len(s.opts()) == 0 {
 			fmt.Fprintf(s.stderr, "There are no options enabled\n")
 			return true, nil
 		}
 		fmt.Fprintf(s.stdout, "\nCurrently enabled options:\n\n")
-		for _, k := range sortedKeys(s.options) {
+		for _, k := range sortedKeys(s.opts()) {
 			fmt.Fprintf(s.stdout, "%s\n", k)
 		}
 		fmt.Fprintf(s.stdout, "\n")
@@ -238,10 +211,12 @@ func (s *session) option(tokens []string) (bool, error) {
 	if s.options == nil {
 		s.options = map[string]bool{}
 	}
+	// Inside a transaction the option applies to it alone (fdbcli's activeOptions).
+	opts := s.opts()
 	if on {
-		s.options[name] = true
+		opts[name] = true
 	} else {
-		delete(s.options, name)
+		delete(opts, name)
 	}
 	state := "disabled"
 	if on {
@@ -289,22 +264,13 @@ func (s *session) getRange(tokens []string) (bool, error) {
 	if end > s.maxRead() || begin >= s.maxRead() {
 		return false, s.fdbError("Key outside legal range", 2004)
 	}
-	var keys []string
-	var vals map[string][]byte
-	if err := s.waitUntil(func(now time.Time) bool {
-		if !s.c.available(now) {
-			return false
-		}
-		keys, vals = nil, map[string][]byte{}
-		for k, v := range s.c.kv {
-			if k >= begin && k < end {
-				keys = append(keys, k)
-				vals[k] = v
-			}
-		}
-		return true
-	}); err != nil {
+	vals, err := s.readRange(begin, end)
+	if err != nil {
 		return false, err
+	}
+	var keys []string
+	for k := range vals {
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	if len(keys) > limit {
@@ -370,8 +336,10 @@ func (c *Cluster) KV(prefix string) map[string][]byte {
 func (c *Cluster) ClearKeys(client string, keys []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var ms []mutation
 	for _, k := range keys {
-		delete(c.kv, k)
+		ms = append(ms, mutation{clear: true, begin: k, end: k + "\x00"})
 	}
+	c.applyLocked(c.clock.Now(), ms)
 	c.log = append(c.log, LogEntry{Time: c.clock.Now(), Client: client, Command: "clear " + strings.Join(keys, " "), OK: true})
 }

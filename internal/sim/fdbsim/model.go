@@ -175,6 +175,8 @@ type Cluster struct {
 	exclusions []exclusion
 	// kv holds the keys written with set (kv.go): the operator's maintenance list lives here.
 	kv map[string][]byte
+	// versions are the commit versions of the keys' last writes (txn.go), for conflicts.
+	versions kvVersions
 	// unprotected records every storage failure data distribution saw outside a maintenance
 	// zone (DegradedStorage).
 	unprotected []string

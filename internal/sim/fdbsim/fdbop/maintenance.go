@@ -83,7 +83,7 @@ type checkerStatus struct {
 
 // checkMaintenance is one run of the checker for a cluster. storageGroups are the storage
 // process groups of the CR's status (for the removed-group stale rule).
-func (o *Operator) checkMaintenance(ctx context.Context, model *fdbsim.Cluster, opts *maintenanceOptions, storageGroups map[string]bool) {
+func (o *Operator) checkMaintenance(ctx context.Context, model *fdbsim.Cluster, opts *maintenanceOptions, storageGroups map[string]bool, ls *lockSpec) {
 	if !opts.resetMaintenanceMode() {
 		return
 	}
@@ -165,6 +165,9 @@ func (o *Operator) checkMaintenance(ctx context.Context, model *fdbsim.Cluster, 
 	// generations); the model reports no QoS lag.
 	if st.Cluster.RecoveryState.ActiveGenerations > 10 {
 		return
+	}
+	if o.takeLock(model, ls, "maintenance mode check") != nil {
+		return // "maintenance mode check" waits for the lock
 	}
 	var out, errb bytes.Buffer
 	_ = model.RunAs(ctx, "operator", []string{"--exec", "maintenance off", "--timeout", "10"}, &out, &errb)

@@ -72,7 +72,7 @@ func TestMaintenanceChecker(t *testing.T) {
 	t.Run("off: a zone is left alone", func(t *testing.T) {
 		op, m, _ := checkerModel(t)
 		fdbcli(t, m, "maintenance on z1 600")
-		op.checkMaintenance(ctx, m, &maintenanceOptions{}, storage)
+		op.checkMaintenance(ctx, m, &maintenanceOptions{}, storage, &lockSpec{})
 		if z, _ := m.MaintenanceZone(); z != "z1" || operatorOffs(m) != 0 {
 			t.Fatalf("zone %q, operator offs %d", z, operatorOffs(m))
 		}
@@ -80,7 +80,7 @@ func TestMaintenanceChecker(t *testing.T) {
 	t.Run("a zone nobody listed is cleared at once", func(t *testing.T) {
 		op, m, _ := checkerModel(t)
 		fdbcli(t, m, "maintenance on z1 600")
-		op.checkMaintenance(ctx, m, checker, storage)
+		op.checkMaintenance(ctx, m, checker, storage, &lockSpec{})
 		if z, _ := m.MaintenanceZone(); z != "" || operatorOffs(m) != 1 {
 			t.Fatalf("zone %q, operator offs %d", z, operatorOffs(m))
 		}
@@ -90,18 +90,18 @@ func TestMaintenanceChecker(t *testing.T) {
 		clock.Advance(time.Minute)
 		register(t, m, "storage-1", clock.Now())
 		fdbcli(t, m, "maintenance on z1 600")
-		op.checkMaintenance(ctx, m, checker, storage)
+		op.checkMaintenance(ctx, m, checker, storage, &lockSpec{})
 		if z, _ := m.MaintenanceZone(); z != "z1" {
 			t.Fatalf("zone cleared before storage-1 restarted")
 		}
 		clock.Advance(2 * time.Second)
 		fdbcli(t, m, "kill; kill 10.0.1.1:4501")
-		op.checkMaintenance(ctx, m, checker, storage)
+		op.checkMaintenance(ctx, m, checker, storage, &lockSpec{})
 		if z, _ := m.MaintenanceZone(); z != "z1" {
 			t.Fatalf("zone cleared while storage-1 is down")
 		}
 		clock.Advance(10 * time.Second) // back after the restart delay (the kill itself waited 3 s)
-		op.checkMaintenance(ctx, m, checker, storage)
+		op.checkMaintenance(ctx, m, checker, storage, &lockSpec{})
 		if z, _ := m.MaintenanceZone(); z != "" {
 			t.Fatalf("zone %q not cleared after storage-1 restarted", z)
 		}
@@ -116,7 +116,7 @@ func TestMaintenanceChecker(t *testing.T) {
 		op, m, clock := checkerModel(t)
 		register(t, m, "storage-9", clock.Now())
 		fdbcli(t, m, "maintenance on z1 600")
-		op.checkMaintenance(ctx, m, checker, storage)
+		op.checkMaintenance(ctx, m, checker, storage, &lockSpec{})
 		if z, _ := m.MaintenanceZone(); z != "" {
 			t.Fatalf("zone kept for a process group that does not exist")
 		}

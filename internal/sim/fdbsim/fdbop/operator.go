@@ -213,6 +213,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		return nil
 	}
 	before := mustJSON(status)
+	ls := readLockSpec(u)
 	key := Key(ns, name)
 	o.mu.Lock()
 	st := o.state[key]
@@ -303,7 +304,13 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	reported := map[string]bool{}
 	var health fdbStatus
 	if model != nil {
-		o.fixCoordinators(ctx, model, &status)
+		if len(ls.LockOptions.DenyList) > 0 && ls.shouldUseLocks() && status.Configured {
+			// update_lock_configuration.go, then update_status.go's status.locks.
+			if list, err := o.updateDenyList(model, ls); err == nil {
+				status.Locks.DenyList = list
+			}
+		}
+		o.fixCoordinators(ctx, model, &status, ls)
 		var mopts maintenanceOptions
 		if err := fromUnstructured(u.Object["spec"], &mopts); err == nil {
 			storage := map[string]bool{}
@@ -312,7 +319,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 					storage[pg.ProcessGroupID] = true
 				}
 			}
-			o.checkMaintenance(ctx, model, &mopts, storage)
+			o.checkMaintenance(ctx, model, &mopts, storage, ls)
 		}
 		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
 			for _, p := range health.Cluster.Processes {
@@ -369,6 +376,10 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	}
 	if reconciled {
 		status.Generations["reconciled"] = gen
+		if ls.shouldUseLocks() {
+			// update_status.go: a reconciled cluster releases the operator's lock.
+			_ = o.releaseLock(model, ls)
+		}
 	}
 	if bytes.Equal(before, mustJSON(status)) {
 		return nil
@@ -603,7 +614,7 @@ func chooseCoordinators(procs []fdbsim.ProcessSpec, keep []string, n int) []stri
 
 // fixCoordinators replaces coordinators whose address no process has any more (a pod came back
 // with a new IP) by running `coordinators` (change_coordinators.go).
-func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, status *clusterStatus) {
+func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, status *clusterStatus, ls *lockSpec) {
 	procs := model.Processes()
 	var specs []fdbsim.ProcessSpec
 	live := map[string]bool{}
@@ -632,6 +643,9 @@ func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, s
 		// Not enough running processes for a full set yet: wait for them rather than shrink
 		// the coordinators.
 		return
+	}
+	if o.takeLock(model, ls, "changing coordinators") != nil {
+		return // change_coordinators.go: "changing coordinators" waits for the lock
 	}
 	var out, errb bytes.Buffer
 	args := []string{"--exec", "coordinators " + strings.Join(next, " "), "--timeout", "10"}

@@ -217,6 +217,9 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 			}
 		}
 		if len(keys) > 0 {
+			if o.takeLock(model, readLockSpec(owner), "exclude processes") != nil {
+				continue // exclude_processes.go: the exclusion waits for the lock
+			}
 			if err := o.fdbcli(ctx, model, "exclude no_wait "+strings.Join(keys, " ")); err != nil {
 				return err
 			}
@@ -320,6 +323,11 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 		o.mu.Unlock()
 	}
 	if len(include) > 0 {
+		if o.takeLock(model, readLockSpec(owner), "include removed process groups") != nil {
+			// remove_process_groups.go: the inclusion waits for the lock; the groups stay
+			// in status until it is done.
+			return nil
+		}
 		// includeProcessGroup: the removed groups leave status only once included.
 		if err := o.fdbcli(ctx, model, "include "+strings.Join(include, " ")); err != nil {
 			return err
