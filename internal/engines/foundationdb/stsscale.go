@@ -3,6 +3,7 @@ package foundationdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -168,26 +169,95 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 	p.Steps = append(p.Steps, s.includeStep("", s.target(), leaving))
 }
 
-// excludeSteps exclude the leaving pods and wait until they hold nothing, then move the
-// coordinators off them when one of them is a coordinator (st is the status planned from).
+// excludeSteps exclude the leaving pods and wait until fdbcli itself reports each of their
+// addresses "Successfully excluded" (status json's stored bytes show the progress meanwhile),
+// then move the coordinators off them when one of them is a coordinator (st is the status
+// planned from).
 func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []string) []*ops.Step {
 	keys := strings.Join(localities(leaving), " ")
-	out := []*ops.Step{{ID: "exclude" + suffix, Target: target, Mutating: true, Needs: execNeed,
-		Description: "exclude " + strings.Join(leaving, ", ") + " and wait until none of their processes holds data or a role (status json roles, stored_bytes)",
-		Details:     []string{"fdbcli --exec 'exclude no_wait " + keys + "'"},
+	moves := false
+	for _, pod := range leaving {
+		for _, pr := range st.ByInstance(pod) {
+			moves = moves || st.IsCoordinator(pr.Address)
+		}
+	}
+	// confirmed: fdbcli's exclude in this run's action already reported every address excluded.
+	confirmed := false
+	exclude := func(ctx context.Context) (exclusionReport, error) {
+		out, errOut, err := s.runBoth(ctx, "exclude no_wait "+keys)
+		if err != nil {
+			return exclusionReport{}, err
+		}
+		r := parseExclude(out + "\n" + errOut)
+		if len(r.Errors) > 0 {
+			return r, fmt.Errorf("fdbcli exclude of %s: %s", strings.Join(leaving, ", "), strings.Join(r.Errors, "; "))
+		}
+		// fdbcli warns, and does nothing else, when it excludes a coordinator. A coordinator
+		// moved onto a leaving pod since the plan would be left there when the pod goes.
+		if len(r.Coordinators) > 0 && !moves {
+			return r, ops.Preconditionf("fdbcli warns that %s, on a pod to remove (%s), is a coordinator, and the plan does not move coordinators (they changed since the plan): plan again",
+				strings.Join(r.Coordinators, ", "), strings.Join(leaving, ", "))
+		}
+		return r, nil
+	}
+	out := []*ops.Step{{ID: "exclude" + suffix, Target: target, Mutating: true, Needs: append(execNeed, ops.Need("", "pods", "", "get")...),
+		Description: "exclude " + strings.Join(leaving, ", ") + " and wait until fdbcli reports each of their processes \"Successfully excluded\" (progress from status json's roles and stored_bytes)",
+		Details: []string{"fdbcli --exec 'exclude no_wait " + keys + "'",
+			"confirmed from fdbcli's own report of the same command: every address of theirs \"Successfully excluded\"; \"Exclusion in progress\" waits, and a pod whose process fdbcli cannot find cannot be confirmed (the step waits for it and fails at the timeout)"},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 			st, err := s.status(ctx)
 			if err != nil {
 				return false, err
 			}
-			return excludedAll(st, leaving), nil
+			if !excludedKeys(st, leaving) {
+				return false, nil
+			}
+			// The pods gone: a run before this one lowered replicas, which it does only after
+			// fdbcli confirmed the exclusion; there is nothing left for fdbcli to report on.
+			if gone, err := s.podsGone(ctx, leaving); err != nil || gone {
+				return gone, err
+			}
+			// Excluded already: the same command again changes nothing and reports.
+			r, err := exclude(ctx)
+			if err != nil {
+				return false, err
+			}
+			ok, _ := r.confirmed()
+			return ok, nil
 		},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
-			return s.run(ctx, "exclude no_wait "+keys)
+			r, err := exclude(ctx)
+			if err != nil {
+				return err
+			}
+			confirmed, _ = r.confirmed()
+			return nil
 		},
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
-			return s.poll(ctx, sc, func(st *Status) (bool, string) {
-				return drained(st, leaving)
+			if confirmed {
+				return nil
+			}
+			return pollUntil(ctx, s.e.poll, sc, func() (bool, string, error) {
+				st, err := s.status(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return false, "", ctx.Err()
+					}
+					return false, "status json: " + err.Error(), nil
+				}
+				// Data still moving, as status json shows it: no need to ask fdbcli yet.
+				if done, why := drained(st, leaving); !done {
+					return false, why, nil
+				}
+				r, err := exclude(ctx)
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, ops.ErrPrecondition) {
+						return false, "", err
+					}
+					return false, err.Error(), nil
+				}
+				ok, why := r.confirmed()
+				return ok, why, nil
 			})
 		}}}
 	var moving []string
@@ -198,7 +268,7 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 			}
 		}
 	}
-	if len(moving) > 0 {
+	if moves {
 		next := coordinatorsAfter(st, s.c, leaving)
 		out = append(out, &ops.Step{ID: "coordinators" + suffix, Target: target, Mutating: true, Needs: execNeed,
 			Description: "move the coordinators off " + strings.Join(moving, ", ") + " onto the remaining pods, lowest ordinals first",
@@ -381,29 +451,38 @@ func (s *stsScale) live(ctx context.Context) (*ops.Cluster, error) {
 }
 
 func (s *stsScale) run(ctx context.Context, cmd string) error {
+	_, _, err := s.runBoth(ctx, cmd)
+	return err
+}
+
+// runBoth runs fdbcli in a Ready pod that stays and returns its stdout and stderr.
+func (s *stsScale) runBoth(ctx context.Context, cmd string) (string, string, error) {
 	c, err := s.live(ctx)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	var lastErr error
 	for _, p := range ReadyPods(c, func(p ops.Pod) bool { return slices.Contains(s.away, p.Name) }) {
 		if err := kube.CheckWriteGuard(ctx); err != nil {
-			return err
+			return "", "", err
 		}
-		_, err := s.e.cli().Run(ctx, s.c.Namespace, p.Name, cmd)
+		// One pod: if fdbcli refused, the database said no, and another pod would too.
+		return s.e.cli().RunBoth(ctx, s.c.Namespace, p.Name, cmd)
+	}
+	return "", "", fmt.Errorf("no Ready pod of %s/%s to run fdbcli %q in", s.c.Namespace, s.c.Name, cmd)
+}
+
+// podsGone: none of pods exists any more.
+func (s *stsScale) podsGone(ctx context.Context, pods []string) (bool, error) {
+	for _, name := range pods {
+		_, err := s.e.client.CoreV1().Pods(s.c.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
-			return nil
+			return false, nil
 		}
-		lastErr = err
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("reading pod %s/%s: %w", s.c.Namespace, name, err)
 		}
-		break // fdbcli refused: the database said no, another pod would too
 	}
-	if lastErr == nil {
-		lastErr = fmt.Errorf("no Ready pod of %s/%s to run fdbcli %q in", s.c.Namespace, s.c.Name, cmd)
-	}
-	return lastErr
+	return true, nil
 }
 
 func (s *stsScale) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
@@ -469,16 +548,15 @@ func waitGone(ctx context.Context, sc *ops.StepContext, e *Engine, ns, pod strin
 	return err
 }
 
-// excludedAll: every pod's locality is in excluded_servers and its processes hold nothing.
-func excludedAll(st *Status, pods []string) bool {
+// excludedKeys: every pod's locality is in excluded_servers.
+func excludedKeys(st *Status, pods []string) bool {
 	ex := st.Exclusions()
 	for _, k := range localities(pods) {
 		if !slices.Contains(ex, k) {
 			return false
 		}
 	}
-	done, _ := drained(st, pods)
-	return done
+	return true
 }
 
 // drained: each pod's processes are excluded and hold no role but coordinator (a storage role
