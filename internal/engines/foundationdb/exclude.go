@@ -2,6 +2,7 @@ package foundationdb
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -69,4 +70,34 @@ func (r exclusionReport) confirmed() (bool, string) {
 		return false, "fdbcli to report the exclusion (no address line in its output)"
 	}
 	return true, ""
+}
+
+// exclusionDone judges fdbcli's report r of excluding the pods leaving. fdbcli confirms what
+// it can find among the running workers; a leaving pod whose process does not run has no
+// worker, so fdbcli only warns that no server has its locality and can report nothing. For
+// such a pod (and only when status json shows no process of it) the exclusion is done when
+// status json shows the data healthy without it: data distribution has re-replicated what it
+// held. Every other address must be "Successfully excluded".
+func exclusionDone(r exclusionReport, st *Status, leaving []string) (bool, string) {
+	var down []string
+	rest := r
+	rest.NoMatch = nil
+	for _, k := range r.NoMatch {
+		pod, ok := strings.CutPrefix(k, "locality_instance_id:")
+		if ok && slices.Contains(leaving, pod) && len(st.ByInstance(pod)) == 0 {
+			down = append(down, pod)
+			continue
+		}
+		rest.NoMatch = append(rest.NoMatch, k)
+	}
+	if len(down) == 0 {
+		return rest.confirmed()
+	}
+	if !healthy(st) {
+		return false, fmt.Sprintf("the data of %s (its process does not run, so fdbcli cannot report on it) to be re-replicated: status json data healthy and fully recovered", strings.Join(down, ", "))
+	}
+	if len(rest.Excluded)+len(rest.InProgress)+len(rest.Missing)+len(rest.NoMatch)+len(rest.Errors) == 0 {
+		return true, "" // every leaving pod is down, and the data is healthy without them
+	}
+	return rest.confirmed()
 }

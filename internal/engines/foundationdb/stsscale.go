@@ -203,7 +203,7 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 	out := []*ops.Step{{ID: "exclude" + suffix, Target: target, Mutating: true, Needs: append(execNeed, ops.Need("", "pods", "", "get")...),
 		Description: "exclude " + strings.Join(leaving, ", ") + " and wait until fdbcli reports each of their processes \"Successfully excluded\" (progress from status json's roles and stored_bytes)",
 		Details: []string{"fdbcli --exec 'exclude no_wait " + keys + "'",
-			"confirmed from fdbcli's own report of the same command: every address of theirs \"Successfully excluded\"; \"Exclusion in progress\" waits, and a pod whose process fdbcli cannot find cannot be confirmed (the step waits for it and fails at the timeout)"},
+			"confirmed from fdbcli's own report of the same command: every address of theirs \"Successfully excluded\"; \"Exclusion in progress\" waits; a pod whose process does not run (fdbcli finds no worker with its locality) is done once status json shows the data healthy without it"},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 			st, err := s.status(ctx)
 			if err != nil {
@@ -222,7 +222,7 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 			if err != nil {
 				return false, err
 			}
-			ok, _ := r.confirmed()
+			ok, _ := exclusionDone(r, st, leaving)
 			return ok, nil
 		},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
@@ -256,7 +256,7 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 					}
 					return false, err.Error(), nil
 				}
-				ok, why := r.confirmed()
+				ok, why := exclusionDone(r, st, leaving)
 				return ok, why, nil
 			})
 		}}}
