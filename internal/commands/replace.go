@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // ReplaceOptions holds `replace` flags.
@@ -197,7 +199,7 @@ func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 		// FoundationDB names pods or process groups; the engine resolves and checks them.
 		return nil
 	}
-	if len(o.ProcessClasses) > 0 {
+	if len(o.ProcessClasses) > 0 && c.Layout != discovery.LayoutFoundationDBStatefulSet {
 		return ops.Usagef("--process-class applies to FoundationDB clusters only; %s/%s is not one", c.Namespace, c.Name)
 	}
 	if o.NoExclusion {
@@ -254,7 +256,7 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 	}
 	if len(pods) == 0 && (len(o.ProcessClasses) > 0 || len(o.Nodes) > 0) {
 		var err error
-		if pods, err = o.selectPods(c, reasons); err != nil || len(pods) == 0 {
+		if pods, err = o.selectPods(ctx, eng, c, reasons); err != nil || len(pods) == 0 {
 			return nil, err
 		}
 	}
@@ -267,9 +269,21 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 
 // selectPods chooses the pods of --process-class (a FoundationDB process class is a node
 // group) or --node; with no pod on the nodes it says so and chooses none.
-func (o *ReplaceOptions) selectPods(c *ops.Cluster, reasons map[string]string) ([]string, error) {
+func (o *ReplaceOptions) selectPods(ctx context.Context, eng ops.Engine, c *ops.Cluster, reasons map[string]string) ([]string, error) {
 	var pods []string
+	// FoundationDB as a StatefulSet has one node group; its processes report their classes.
+	if fe, ok := eng.(*foundationdb.Engine); ok && c.Layout == discovery.LayoutFoundationDBStatefulSet && len(o.ProcessClasses) > 0 {
+		chosen, why, err := fe.PodsOfClass(ctx, c, o.ProcessClasses)
+		if err != nil {
+			return nil, err
+		}
+		pods = chosen
+		maps.Copy(reasons, why)
+	}
 	for _, class := range o.ProcessClasses {
+		if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+			break
+		}
 		g := c.Group(class)
 		if g == nil {
 			return nil, ops.Usagef("no process class %q in %s/%s; allowed: %s", class, c.Namespace, c.Name, strings.Join(c.GroupNames(), ", "))

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"syscall"
@@ -382,5 +384,92 @@ func TestFoundationDBStatefulSetRollingRestart(t *testing.T) {
 	}
 	if z, _ := model.MaintenanceZone(); z != "" {
 		t.Errorf("maintenance zone %s left", z)
+	}
+}
+
+// TestFoundationDBStatefulSetReplaceChoose: on the sample's StatefulSet, replace chooses pods as
+// on the operator layout. --process-class of a class no process has: exit 2, nothing written.
+// Two nodes' pods at once (--max-concurrent 2, each pod its own zoneid) on double redundancy:
+// refused before the lock, exit 5, nothing written. --node N then evacuates every pod on N, one
+// at a time: each recreated, one exclude and one include per pod, nothing left excluded (the
+// coordinator of the first batch is not moved onto a pod of a later one). --process-class storage chooses every pod (the dry run lists them).
+func TestFoundationDBStatefulSetReplaceChoose(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 5)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	ctx := t.Context()
+	env := cliEnv(t)
+	uids := func() map[string]string {
+		pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=fdbsample"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, p := range pods.Items {
+			out[p.Name] = string(p.UID) + "@" + p.Spec.NodeName
+		}
+		return out
+	}
+	nothingWritten := func(what string, before map[string]string) {
+		t.Helper()
+		if m := fdbMembership(model); len(m) != 0 {
+			t.Fatalf("%s ran fdbcli changes %q", what, m)
+		}
+		if leases, err := bed.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+			t.Fatalf("%s left a Lease: %v", what, err)
+		}
+		if after := uids(); !maps.Equal(before, after) {
+			t.Fatalf("%s changed pods: %v -> %v", what, before, after)
+		}
+	}
+	before := uids()
+	if r := runCLI(t, env, "replace", "fdbsample", "--process-class", "log", "-n", ns, "--yes"); r.Code != 2 || !strings.Contains(r.Stderr, `no process of class "log"`) {
+		t.Fatalf("--process-class log: want exit 2: %s", r)
+	}
+	nothingWritten("--process-class log", before)
+	r := runCLI(t, env, "replace", "fdbsample", "--process-class", "storage", "-n", ns, "--dry-run")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	for i := range 5 {
+		if !strings.Contains(r.Stdout, fmt.Sprintf("fdbsample-%d: process class storage", i)) {
+			t.Errorf("dry run of --process-class storage lacks fdbsample-%d:\n%s", i, r.Stdout)
+		}
+	}
+	node := func(pod string) string { _, n, _ := strings.Cut(before[pod], "@"); return n }
+	n1, n3 := node("fdbsample-1"), node("fdbsample-3")
+	r = runCLI(t, env, "replace", "fdbsample", "--node", n1+","+n3, "--max-concurrent", "2", "-n", ns, "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "fault tolerance") {
+		t.Fatalf("two zoneids at once: want exit 5: %s", r)
+	}
+	nothingWritten("the refused replace", before)
+
+	r = runCLI(t, env, "replace", "fdbsample", "--node", n1, "-n", ns, "--yes", "-o", "json")
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("replace --node %s: %s", n1, r)
+	}
+	after := uids()
+	var evacuated []string
+	for pod, v := range before {
+		if node(pod) != n1 {
+			continue
+		}
+		evacuated = append(evacuated, pod)
+		if after[pod] == v {
+			t.Errorf("pod %s on node %s not replaced", pod, n1)
+		}
+	}
+	for _, c := range fdbMembership(model) {
+		f := strings.Fields(c)
+		if f[0] == "exclude" && len(f) != 3 {
+			t.Errorf("exclude of more than one pod at a time: %q", c)
+		}
+	}
+	if got := strings.Count(strings.Join(verbs(fdbMembership(model)), " "), "include"); got != len(evacuated) {
+		t.Errorf("%d includes for %d evacuated pods %v: %q", got, len(evacuated), evacuated, fdbMembership(model))
+	}
+	out, _, err := fdbcliIn(ctx, ns, "fdbsample-0", "--exec", "exclude", "--timeout", "10")
+	if err != nil || !strings.Contains(out, "no servers or localities excluded") {
+		t.Errorf("left excluded: %v %s", err, out)
 	}
 }

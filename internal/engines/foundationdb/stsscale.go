@@ -120,7 +120,7 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 	p.Steps = append(p.Steps, &ops.Step{ID: "gate", Target: s.target(), Needs: execNeed,
 		Description: "wait until the database is available and healthy (status json: data healthy, fully recovered)",
 		Verify:      s.waitHealthy})
-	p.Steps = append(p.Steps, s.excludeSteps("", s.target(), st, leaving)...)
+	p.Steps = append(p.Steps, s.excludeSteps("", s.target(), st, leaving, false)...)
 	p.Steps = append(p.Steps, &ops.Step{ID: "replicas", Target: s.target(), Mutating: true, Needs: append(stsNeed, ops.Need("", "pods", "", "get", "list", "watch")...),
 		Description: fmt.Sprintf("lower replicas %d -> %d (resourceVersion precondition; a StatefulSet resized by someone else since the plan is refused) and wait until %s are gone", s.g.Desired, s.to, strings.Join(leaving, ", ")),
 		Action:      s.setReplicas,
@@ -172,10 +172,12 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 // excludeSteps exclude the leaving pods and wait until fdbcli itself reports each of their
 // addresses "Successfully excluded" (status json's stored bytes show the progress meanwhile),
 // then move the coordinators off them when one of them is a coordinator (st is the status
-// planned from).
-func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []string) []*ops.Step {
+// planned from). always plans the coordinators step even when none is on them now: a batch of a
+// replacement may receive a coordinator from an earlier batch (it then moves it on; otherwise
+// the step finds nothing to do).
+func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []string, always bool) []*ops.Step {
 	keys := strings.Join(localities(leaving), " ")
-	moves := false
+	moves := always
 	for _, pod := range leaving {
 		for _, pr := range st.ByInstance(pod) {
 			moves = moves || st.IsCoordinator(pr.Address)
@@ -269,9 +271,16 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 		}
 	}
 	if moves {
-		next := coordinatorsAfter(st, s.c, leaving)
+		next := coordinatorsAfter(st, s.c, leaving, s.away)
+		desc := "move the coordinators off " + strings.Join(moving, ", ") + " onto the remaining pods, lowest ordinals first"
+		if len(s.away) > len(leaving) {
+			desc += " (pods of later batches last)"
+		}
+		if len(moving) == 0 {
+			desc = "move any coordinator an earlier batch left on " + strings.Join(leaving, ", ") + " onto the remaining pods (none is there now)"
+		}
 		out = append(out, &ops.Step{ID: "coordinators" + suffix, Target: target, Mutating: true, Needs: execNeed,
-			Description: "move the coordinators off " + strings.Join(moving, ", ") + " onto the remaining pods, lowest ordinals first",
+			Description: desc,
 			Details:     []string{"fdbcli --exec 'coordinators " + strings.Join(next, " ") + "' (addresses read again when the step runs)"},
 			Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 				st, err := s.status(ctx)
@@ -288,7 +297,7 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 				if !coordinatorOn(st, leaving) {
 					return nil
 				}
-				return s.run(ctx, "coordinators "+strings.Join(coordinatorsAfter(st, s.c, leaving), " "))
+				return s.run(ctx, "coordinators "+strings.Join(coordinatorsAfter(st, s.c, leaving, s.away), " "))
 			},
 			Verify: func(ctx context.Context, sc *ops.StepContext) error {
 				return s.poll(ctx, sc, func(st *Status) (bool, string) {
@@ -603,8 +612,10 @@ func coordinatorOn(st *Status, pods []string) bool {
 }
 
 // coordinatorsAfter keeps the coordinators that stay and adds processes of the remaining pods,
-// lowest ordinal first, up to the current count (fewer when fewer pods remain).
-func coordinatorsAfter(st *Status, c *ops.Cluster, leaving []string) []string {
+// lowest ordinal first, up to the current count (fewer when fewer pods remain). Pods in avoid
+// (a replacement's later batches) are taken last, so a coordinator is not moved onto a pod that
+// is about to go too.
+func coordinatorsAfter(st *Status, c *ops.Cluster, leaving, avoid []string) []string {
 	var keep []string
 	leavingAddr := map[string]bool{}
 	for _, pod := range leaving {
@@ -618,16 +629,18 @@ func coordinatorsAfter(st *Status, c *ops.Cluster, leaving []string) []string {
 		}
 	}
 	want := len(st.Client.Coordinators.Coordinators)
-	for _, p := range c.AllPods() {
-		if len(keep) >= want {
-			break
-		}
-		if slices.Contains(leaving, p.Name) {
-			continue
-		}
-		for _, pr := range st.ByInstance(p.Name) {
-			if !slices.Contains(keep, pr.Address) && !pr.Excluded && len(keep) < want {
-				keep = append(keep, pr.Address)
+	for _, later := range []bool{false, true} {
+		for _, p := range c.AllPods() {
+			if len(keep) >= want {
+				break
+			}
+			if slices.Contains(leaving, p.Name) || slices.Contains(avoid, p.Name) != later {
+				continue
+			}
+			for _, pr := range st.ByInstance(p.Name) {
+				if !slices.Contains(keep, pr.Address) && !pr.Excluded && len(keep) < want {
+					keep = append(keep, pr.Address)
+				}
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +223,50 @@ func TestStatefulSetReplacePlan(t *testing.T) {
 	}
 }
 
+// TestStatefulSetReplaceFaultTolerance: the operator layout's fault-tolerance refusal applies to
+// the StatefulSet layout, per batch (each pod is its own zoneid, as the sample sets
+// FDB_ZONE_ID): two pods at once on double redundancy, or any pod while a storage process is
+// down (min_replicas_remaining below the configuration), are refused before anything runs; one
+// pod at a time on a healthy cluster is planned.
+func TestStatefulSetReplaceFaultTolerance(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pods    []string
+		max     int
+		down    string
+		refused string
+	}{
+		{name: "one at a time", pods: []string{"fdb-1", "fdb-3"}, max: 1},
+		{name: "two zoneids at once", pods: []string{"fdb-1", "fdb-3"}, max: 2, refused: "fault domains"},
+		{name: "degraded", pods: []string{"fdb-1"}, max: 1, down: "fdb-4", refused: "min_replicas_remaining 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, model, ex, clock := stsSimClusterClock(t, 5, 0, 1, 2)
+			if tc.down != "" {
+				if err := model.Stop(tc.down); err != nil {
+					t.Fatal(err)
+				}
+				clock.Advance(10 * time.Second) // the recovery that follows; data is not re-replicated
+			}
+			_, err := newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: tc.pods, MaxConcurrent: tc.max})
+			for _, l := range model.Log() {
+				if strings.Fields(l.Command)[0] != "status" {
+					t.Errorf("planning ran %q", l.Command)
+				}
+			}
+			if tc.refused == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), tc.refused) {
+				t.Fatalf("err %v, want a refusal naming %q", err, tc.refused)
+			}
+		})
+	}
+}
+
 // stsEngine is an engine whose API holds the StatefulSet's pods (the steps list them live, to
 // run fdbcli in one that stays).
 func stsEngine(t *testing.T, c *ops.Cluster, ex kube.Executor) (*Engine, *fake.Clientset) {
@@ -362,5 +408,28 @@ func TestStatefulSetExcludeConfirmedByFdbcli(t *testing.T) {
 	}
 	if err := p.Steps[1].Action(t.Context(), nil); !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), "10.0.0.5:4501") {
 		t.Fatalf("err %v, want a refusal naming the coordinator", err)
+	}
+}
+
+// TestStatefulSetReplaceBatchesCoordinators: replacing a coordinator's pod and, in a later batch,
+// another pod moves the coordinator onto a pod outside the request (not onto the later batch's
+// pod, which would take it away again), and every batch has a coordinators step, which finds
+// nothing to do when no coordinator is on its pods when it runs.
+func TestStatefulSetReplaceBatchesCoordinators(t *testing.T) {
+	c, _, ex := stsSimCluster(t, 5, 0, 1, 2)
+	p, err := newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1", "fdb-3"}, MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string]*ops.Step{}
+	for _, s := range p.Steps {
+		steps[s.ID] = s
+	}
+	first, second := steps["coordinators/fdb-1"], steps["coordinators/fdb-3"]
+	if first == nil || second == nil {
+		t.Fatalf("steps %v: want a coordinators step per batch", slices.Collect(maps.Keys(steps)))
+	}
+	if got, want := first.Details[0], "fdbcli --exec 'coordinators 10.0.0.1:4501 10.0.0.3:4501 10.0.0.5:4501'"; !strings.HasPrefix(got, want) {
+		t.Fatalf("first batch: %q, want %q (fdb-4, not fdb-3 of the next batch)", got, want)
 	}
 }
