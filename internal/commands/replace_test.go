@@ -270,3 +270,27 @@ func TestReplaceNodeSelector(t *testing.T) {
 		})
 	}
 }
+
+// TestScaleRemoveNeedsProcesses: --remove names FoundationDB process groups for --processes; on
+// its own, empty, or on a cluster that is not a FoundationDBCluster it is exit 2 and nothing is
+// written.
+func TestScaleRemoveNeedsProcesses(t *testing.T) {
+	h := newHarness(t, withPVCObjects("db", dbGroups())...)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--remove", "storage-1"}, "give --processes CLASS=N"},
+		{[]string{"--replicas", "3", "--remove", "storage-1"}, "give --processes CLASS=N"},
+		{[]string{"--processes", "storage=2", "--remove", ""}, "--remove was given an empty value"},
+		{[]string{"--processes", "storage=2", "--remove", "storage-1"}, "--processes applies to FoundationDB clusters only"},
+	} {
+		r := h.run(append([]string{"scale", "db", "--yes"}, tc.args...)...)
+		if r.code != ops.ExitUsage || !strings.Contains(r.err, tc.want) {
+			t.Errorf("%v: exit %d %q, want exit 2 with %q", tc.args, r.code, r.err, tc.want)
+		}
+	}
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("wrote: %v", w)
+	}
+}

@@ -46,6 +46,9 @@ func localities(pods []string) []string {
 
 // planScaleStatefulSet plans `scale --replicas N` on the foundationdb-statefulset layout.
 func (e *Engine) planScaleStatefulSet(ctx context.Context, c *ops.Cluster, req ops.ScaleRequest) (*ops.Plan, error) {
+	if len(req.Remove) > 0 {
+		return nil, ops.Usagef("--remove names FoundationDBCluster process groups; a FoundationDB StatefulSet scales down from its highest ordinals")
+	}
 	if req.Replicas == nil || req.Masters != nil || len(req.Data) > 0 || req.Primaries != nil || len(req.Processes) > 0 {
 		return nil, ops.Usagef("a FoundationDB StatefulSet scales with --replicas N (--processes is for FoundationDBClusters)")
 	}
