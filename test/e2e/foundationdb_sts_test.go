@@ -473,3 +473,40 @@ func TestFoundationDBStatefulSetReplaceChoose(t *testing.T) {
 		t.Errorf("left excluded: %v %s", err, out)
 	}
 }
+
+// TestFoundationDBStatefulSetReplaceFailed: replace --failed on the sample's StatefulSet picks a
+// pod whose fdbserver does not report in status json; with that storage process down the data
+// is below its replication, so the replacement is refused before the lock (exit 5, nothing
+// written), as on the operator layout. Once the process runs again there is nothing to replace.
+func TestFoundationDBStatefulSetReplaceFailed(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 5)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	env := cliEnv(t)
+	var addr string
+	for _, p := range model.Processes() {
+		if p.ID == "fdbsample-2" {
+			addr = p.Address
+		}
+	}
+	if err := model.Stop("fdbsample-2"); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, env, "replace", "fdbsample", "--failed", "-n", ns, "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "min_replicas_remaining") {
+		t.Fatalf("--failed with a storage process down: want exit 5 (fault tolerance): %s", r)
+	}
+	if m := fdbMembership(model); len(m) != 0 {
+		t.Fatalf("the refused replace ran fdbcli changes %q", m)
+	}
+	if leases, err := bed.Client.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+		t.Fatalf("the refused replace left a Lease: %v", err)
+	}
+	if err := model.Start("fdbsample-2", addr); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, env, "replace", "fdbsample", "--failed", "-n", ns, "--yes")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "nothing to replace") {
+		t.Fatalf("--failed with every process running: want nothing to replace: %s", r)
+	}
+}
