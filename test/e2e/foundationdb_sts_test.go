@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbsts"
@@ -196,10 +197,34 @@ func TestFoundationDBStatefulSetScaleDown(t *testing.T) {
 			}
 		}
 	}()
+	// When the first leaving PVC is deleted, replicas have dropped and the include has not run.
+	atPVC := make(chan []string, 1)
+	pw, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Stop()
+	go func() {
+		for ev := range pw.ResultChan() {
+			if c, ok := ev.Object.(*corev1.PersistentVolumeClaim); ok && (ev.Type == watch.Deleted || c.DeletionTimestamp != nil) &&
+				(c.Name == "data-fdbsample-4" || c.Name == "data-fdbsample-3") {
+				atPVC <- verbs(fdbMembership(model))
+				return
+			}
+		}
+	}()
 	r = runCLI(t, env, "scale", "fdbsample", "-n", ns, "--replicas", "3", "--yes", "-o", "json")
 	evs := parseNDJSON(t, r)
 	if r.Code != 0 || lastOutcome(evs) != "succeeded" {
 		t.Fatalf("scale 5 -> 3: %s", r)
+	}
+	select {
+	case got := <-atPVC:
+		if want := []string{"coordinators", "exclude", "coordinators"}; !slices.Equal(got, want) {
+			t.Errorf("when a PVC was deleted, fdbcli had run %v, want %v (include after the PVCs)", got, want)
+		}
+	case <-ctx.Done():
+		t.Fatal("no PVC deletion seen")
 	}
 	if got, want := stepsOf(evs, "step-done"), []string{"gate", "exclude", "coordinators", "replicas", "pvcs", "include"}; !slices.Equal(got, want) {
 		t.Errorf("steps %v, want %v", got, want)
