@@ -500,9 +500,9 @@ func TestFoundationDBStatefulSetReplaceChoose(t *testing.T) {
 }
 
 // TestFoundationDBStatefulSetReplaceFailed: replace --failed on the sample's StatefulSet picks a
-// pod whose fdbserver does not report in status json; with that storage process down the data
-// is below its replication, so the replacement is refused before the lock (exit 5, nothing
-// written), as on the operator layout. Once the process runs again there is nothing to replace.
+// pod whose fdbserver does not report in status json; with that storage process down the
+// database is recovering or its data below replication, so the fault-tolerance check refuses
+// the replacement before the lock (exit 5, nothing written), as on the operator layout. Once the process runs again there is nothing to replace.
 func TestFoundationDBStatefulSetReplaceFailed(t *testing.T) {
 	ns := newNamespace(t)
 	b := fdbSTSFixture(t, ns, "fdbsample", 5)
@@ -517,8 +517,11 @@ func TestFoundationDBStatefulSetReplaceFailed(t *testing.T) {
 	if err := model.Stop("fdbsample-2"); err != nil {
 		t.Fatal(err)
 	}
+	// The fault-tolerance check refuses it: while the recovery that follows the stop runs, as
+	// "unavailable", then as min_replicas_remaining below the configured replicas.
 	r := runCLI(t, env, "replace", "fdbsample", "--failed", "-n", ns, "--yes")
-	if r.Code != 5 || !strings.Contains(r.Stderr, "min_replicas_remaining") {
+	if r.Code != 5 || !strings.Contains(r.Stderr, "refusing to replace") ||
+		!(strings.Contains(r.Stderr, "min_replicas_remaining") || strings.Contains(r.Stderr, "is unavailable")) {
 		t.Fatalf("--failed with a storage process down: want exit 5 (fault tolerance): %s", r)
 	}
 	if m := fdbMembership(model); len(m) != 0 {
