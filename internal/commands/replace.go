@@ -3,14 +3,18 @@ package commands
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // ReplaceOptions holds `replace` flags.
@@ -27,6 +31,9 @@ type ReplaceOptions struct {
 	// (evacuate a node).
 	ProcessClasses []string
 	Nodes          []string
+	// NodeSelector chooses the nodes by label (kubectl-fdb cordon --node-selector): every pod
+	// of the cluster on a matching node.
+	NodeSelector map[string]string
 	// NoExclusion and Force: FoundationDB removal without exclusion, which needs --force.
 	NoExclusion bool
 	Force       bool
@@ -95,6 +102,7 @@ at once (a batch); the next batch starts once the previous one is back.`,
 	f.StringArrayVar(&o.Taints, "taint", nil, "With --failed: pick pods on nodes with this taint, KEY[=DURATION] (taint older than DURATION; repeatable)")
 	f.StringSliceVar(&o.ProcessClasses, "process-class", nil, "Choose every pod of these FoundationDB process classes (comma-separated or repeated)")
 	f.StringSliceVar(&o.Nodes, "node", nil, "Choose every pod of the cluster on these nodes: evacuate them (comma-separated or repeated)")
+	f.StringToStringVar(&o.NodeSelector, "node-selector", nil, "Choose every pod of the cluster on the nodes with these labels, key=value[,key=value] (evacuate them)")
 	f.BoolVar(&o.NoExclusion, "no-exclusion", false, "FoundationDB: remove process groups without excluding them first (data is not moved; only for processes not running; needs --force)")
 	f.BoolVar(&o.Force, "force", false, "Allow --no-exclusion")
 	_ = cmd.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(ops.ReplaceStrategies, cobra.ShellCompDirectiveNoFileComp))
@@ -128,7 +136,7 @@ func (o *ReplaceOptions) Validate() error {
 		}
 	}
 	choices := 0
-	for _, set := range []bool{len(o.Pods) > 0, o.Failed, len(o.ProcessClasses) > 0, len(o.Nodes) > 0} {
+	for _, set := range []bool{len(o.Pods) > 0, o.Failed, len(o.ProcessClasses) > 0, len(o.Nodes) > 0, len(o.NodeSelector) > 0} {
 		if set {
 			choices++
 		}
@@ -137,9 +145,14 @@ func (o *ReplaceOptions) Validate() error {
 	case o.Failed && len(o.Pods) > 0:
 		return ops.Usagef("name pods or use --failed, not both (got %s)", strings.Join(o.Pods, " "))
 	case choices > 1:
-		return ops.Usagef("choose the pods one way: POD names, --failed, --process-class or --node, not several")
+		return ops.Usagef("choose the pods one way: POD names, --failed, --process-class, --node or --node-selector, not several")
 	case choices == 0:
-		return ops.Usagef("replace needs POD names or --failed (or --process-class, --node): usage: replace CLUSTER [POD...] [--failed]")
+		return ops.Usagef("replace needs POD names or --failed (or --process-class, --node, --node-selector): usage: replace CLUSTER [POD...] [--failed]")
+	}
+	if len(o.NodeSelector) > 0 {
+		if _, err := labels.ValidatedSelectorFromSet(o.NodeSelector); err != nil {
+			return ops.Usagef("--node-selector: %v", err)
+		}
 	}
 	for _, v := range append(slices.Clone(o.ProcessClasses), o.Nodes...) {
 		if strings.TrimSpace(v) == "" {
@@ -182,7 +195,7 @@ func (o *ReplaceOptions) args(pods []string) string {
 // picks: the pods are chosen by a condition or selector, so an interrupted run's choice is
 // kept (replaced pods no longer match, or new ones do).
 func (o *ReplaceOptions) picks() bool {
-	return o.Failed || len(o.ProcessClasses) > 0 || len(o.Nodes) > 0
+	return o.Failed || len(o.ProcessClasses) > 0 || len(o.Nodes) > 0 || len(o.NodeSelector) > 0
 }
 
 // Run discovers, chooses the pods, plans and executes the replacement.
@@ -197,7 +210,7 @@ func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 		// FoundationDB names pods or process groups; the engine resolves and checks them.
 		return nil
 	}
-	if len(o.ProcessClasses) > 0 {
+	if len(o.ProcessClasses) > 0 && c.Layout != discovery.LayoutFoundationDBStatefulSet {
 		return ops.Usagef("--process-class applies to FoundationDB clusters only; %s/%s is not one", c.Namespace, c.Name)
 	}
 	if o.NoExclusion {
@@ -252,9 +265,9 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 			reasons[cand.Pod] = cand.Reason
 		}
 	}
-	if len(pods) == 0 && (len(o.ProcessClasses) > 0 || len(o.Nodes) > 0) {
+	if len(pods) == 0 && (len(o.ProcessClasses) > 0 || len(o.Nodes) > 0 || len(o.NodeSelector) > 0) {
 		var err error
-		if pods, err = o.selectPods(c, reasons); err != nil || len(pods) == 0 {
+		if pods, err = o.selectPods(ctx, cl, eng, c, reasons); err != nil || len(pods) == 0 {
 			return nil, err
 		}
 	}
@@ -267,9 +280,21 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 
 // selectPods chooses the pods of --process-class (a FoundationDB process class is a node
 // group) or --node; with no pod on the nodes it says so and chooses none.
-func (o *ReplaceOptions) selectPods(c *ops.Cluster, reasons map[string]string) ([]string, error) {
+func (o *ReplaceOptions) selectPods(ctx context.Context, cl *Clients, eng ops.Engine, c *ops.Cluster, reasons map[string]string) ([]string, error) {
 	var pods []string
+	// FoundationDB as a StatefulSet has one node group; its processes report their classes.
+	if fe, ok := eng.(*foundationdb.Engine); ok && c.Layout == discovery.LayoutFoundationDBStatefulSet && len(o.ProcessClasses) > 0 {
+		chosen, why, err := fe.PodsOfClass(ctx, c, o.ProcessClasses)
+		if err != nil {
+			return nil, err
+		}
+		pods = chosen
+		maps.Copy(reasons, why)
+	}
 	for _, class := range o.ProcessClasses {
+		if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+			break
+		}
 		g := c.Group(class)
 		if g == nil {
 			return nil, ops.Usagef("no process class %q in %s/%s; allowed: %s", class, c.Namespace, c.Name, strings.Join(c.GroupNames(), ", "))
@@ -279,15 +304,32 @@ func (o *ReplaceOptions) selectPods(c *ops.Cluster, reasons map[string]string) (
 			reasons[p.Name] = "process class " + class
 		}
 	}
-	if len(o.Nodes) > 0 {
+	nodes, why := o.Nodes, ""
+	if len(o.NodeSelector) > 0 {
+		// kubectl-fdb cordon --node-selector: the nodes whose labels match, then their pods.
+		sel := labels.SelectorFromSet(o.NodeSelector).String()
+		list, err := cl.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("listing the nodes of --node-selector %s: %w", sel, err)
+		}
+		nodes, why = nil, " (--node-selector "+sel+")"
+		for _, n := range list.Items {
+			nodes = append(nodes, n.Name)
+		}
+		if len(nodes) == 0 {
+			_, err := fmt.Fprintf(o.Out, "nothing to replace in %s/%s: no node matches --node-selector %s\n", c.Namespace, c.Name, sel)
+			return nil, err
+		}
+	}
+	if len(nodes) > 0 {
 		for _, p := range c.AllPods() {
-			if slices.Contains(o.Nodes, p.Node) {
+			if slices.Contains(nodes, p.Node) {
 				pods = append(pods, p.Name)
-				reasons[p.Name] = "on node " + p.Node + " (evacuated)"
+				reasons[p.Name] = "on node " + p.Node + why + " (evacuated)"
 			}
 		}
 		if len(pods) == 0 {
-			_, err := fmt.Fprintf(o.Out, "nothing to replace in %s/%s: no pod on node(s) %s\n", c.Namespace, c.Name, strings.Join(o.Nodes, ", "))
+			_, err := fmt.Fprintf(o.Out, "nothing to replace in %s/%s: no pod on node(s) %s\n", c.Namespace, c.Name, strings.Join(nodes, ", "))
 			return nil, err
 		}
 	}

@@ -223,3 +223,74 @@ func TestReplaceFailedResumesItsChoice(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaceNodeSelector: --node-selector chooses the nodes by label (kubectl-fdb cordon
+// --node-selector) and replaces every pod of the cluster on them; a selector no node matches
+// replaces nothing; an invalid selector or one combined with --node is exit 2; none writes.
+func TestReplaceNodeSelector(t *testing.T) {
+	objs := withPVCObjects("db", dbGroups())
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok && n.Name == "node-1" {
+			n.Labels = map[string]string{"pool": "retire", "tier": "old"}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		want  []string
+		other []string
+	}{
+		{name: "matching", args: []string{"--node-selector", "pool=retire,tier=old"},
+			want:  []string{"db-master-1: on node node-1 (--node-selector pool=retire,tier=old) (evacuated)", "db-hot-1: on node node-1", "pod/db-master-1:", "pod/db-hot-1:"},
+			other: []string{"db-master-0", "db-hot-0", "db-cold-0", "db-master-2"}},
+		{name: "no node", args: []string{"--node-selector", "pool=none"}, want: []string{"nothing to replace in prod/db: no node matches --node-selector pool=none"}},
+		{name: "invalid", args: []string{"--node-selector", "pool=bad value"}, code: 2},
+		{name: "with --node", args: []string{"--node-selector", "pool=retire", "--node", "node-1"}, code: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, objs...)
+			r := h.run(append([]string{"replace", "db", "--dry-run"}, tc.args...)...)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d: %s\n%s", r.code, tc.code, r.err, r.out)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(r.out, want) {
+					t.Errorf("output lacks %q:\n%s", want, r.out)
+				}
+			}
+			for _, other := range tc.other {
+				if strings.Contains(r.out, other) {
+					t.Errorf("output names %s, not on a matching node:\n%s", other, r.out)
+				}
+			}
+			if w := fakecluster.Writes(h.client); len(w) > 0 {
+				t.Errorf("wrote: %v", w)
+			}
+		})
+	}
+}
+
+// TestScaleRemoveNeedsProcesses: --remove names FoundationDB process groups for --processes; on
+// its own, empty, or on a cluster that is not a FoundationDBCluster it is exit 2 and nothing is
+// written.
+func TestScaleRemoveNeedsProcesses(t *testing.T) {
+	h := newHarness(t, withPVCObjects("db", dbGroups())...)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--remove", "storage-1"}, "give --processes CLASS=N"},
+		{[]string{"--replicas", "3", "--remove", "storage-1"}, "give --processes CLASS=N"},
+		{[]string{"--processes", "storage=2", "--remove", ""}, "--remove was given an empty value"},
+		{[]string{"--processes", "storage=2", "--remove", "storage-1"}, "--processes applies to FoundationDB clusters only"},
+	} {
+		r := h.run(append([]string{"scale", "db", "--yes"}, tc.args...)...)
+		if r.code != ops.ExitUsage || !strings.Contains(r.err, tc.want) {
+			t.Errorf("%v: exit %d %q, want exit 2 with %q", tc.args, r.code, r.err, tc.want)
+		}
+	}
+	if w := fakecluster.Writes(h.client); len(w) > 0 {
+		t.Errorf("wrote: %v", w)
+	}
+}

@@ -24,6 +24,8 @@ type ScaleOptions struct {
 	Primaries int32
 	// Processes are FoundationDB's CLASS=N entries (--processes).
 	Processes []string
+	// Remove names the FoundationDB process groups that go (--remove).
+	Remove []string
 
 	mastersGiven   bool
 	replicasGiven  bool
@@ -77,13 +79,18 @@ from (a class someone else changed meanwhile is refused, never overwritten);
 the operator grows or shrinks (excluding before removing) and the run waits
 until each class has N process groups, none marked for removal, the resource
 reconciled and healthy. Storage or log counts below the redundancy mode's
-replicas are refused before anything is written.
+replicas are refused before anything is written. --remove GROUP[,GROUP]
+names the process groups that go: they are added to
+spec.processGroupsToRemove in the same patch, and the run also waits until
+they are gone; exactly as many per class as the new count removes, each of a
+class --processes lowers (anything else is refused, nothing written).
+
 
 For FoundationDB run as a StatefulSet (FoundationDB's Kubernetes sample;
 --replicas N): the engine does the operator's work. Down, highest ordinals
 first: once the database is healthy, the leaving pods are excluded (fdbcli
-exclude locality_instance_id:POD) until they hold no data and no role, the
-coordinators are moved off them, replicas are lowered (resourceVersion
+exclude locality_instance_id:POD) until fdbcli reports them "Successfully
+excluded", the coordinators are moved off them, replicas are lowered (resourceVersion
 precondition), their PVCs deleted and they are included again. Up: replicas
 are raised and the run waits for the new processes to report. Fewer
 replicas than the redundancy mode's team size, or than the coordinators,
@@ -105,6 +112,9 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   # FoundationDB: four storage processes
   kubectl dbops scale myfdb --processes storage=4
 
+  # FoundationDB: from five storage processes to four, naming the one that goes
+  kubectl dbops scale myfdb --processes storage=4 --remove storage-5
+
   # FoundationDB StatefulSet: three pods (exclude, coordinators, replicas, PVCs, include)
   kubectl dbops scale fdb-kubernetes-example --replicas 3`,
 		Args:              clusterArg,
@@ -115,6 +125,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
+	cmd.Flags().StringSliceVar(&o.Remove, "remove", nil, "FoundationDB: with --processes, the process groups (or their pods) that go, exactly as many per class as the new count removes (comma-separated or repeated)")
 	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(foundationdb.ProcessClasses, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
@@ -165,6 +176,14 @@ func (o *ScaleOptions) Validate() error {
 	}
 	if o.primariesGiven && o.replicasGiven && o.Primaries > o.Replicas {
 		return ops.Usagef("--primaries %d is more than --replicas %d", o.Primaries, o.Replicas)
+	}
+	if len(o.Remove) > 0 && len(o.Processes) == 0 {
+		return ops.Usagef("--remove names the FoundationDB process groups that go when --processes lowers their class; give --processes CLASS=N")
+	}
+	for _, g := range o.Remove {
+		if strings.TrimSpace(g) == "" {
+			return ops.Usagef("--remove values must not be empty")
+		}
 	}
 	if len(o.Processes) > 0 {
 		if o.mastersGiven || len(o.Data) > 0 || o.replicasGiven || o.primariesGiven {
@@ -242,7 +261,7 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Processes: o.processes, Journal: o.unfinishedJournal(ctx, cl, c)}
+			req := ops.ScaleRequest{Data: o.data, Processes: o.processes, Remove: o.Remove, Journal: o.unfinishedJournal(ctx, cl, c)}
 			if o.mastersGiven {
 				m := o.Masters
 				req.Masters = &m

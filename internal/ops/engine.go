@@ -127,6 +127,9 @@ type ScaleRequest struct {
 	Primaries *int32
 	// Processes maps FoundationDB process classes to wanted process counts (--processes).
 	Processes map[string]int32
+	// Remove names the FoundationDB process groups (or their pods) that go when --processes
+	// lowers their class (--remove): spec.processGroupsToRemove, in the same patch.
+	Remove []string
 	// Journal is the cluster's unfinished operation record, read (without
 	// the lock) before planning; nil when there is none. An engine uses it
 	// to finish a run that crashed after its last size change, when live

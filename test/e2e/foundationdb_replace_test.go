@@ -398,3 +398,77 @@ func cordonOtherZones(t *testing.T, zone string) (uncordon func()) {
 	t.Cleanup(uncordon)
 	return uncordon
 }
+
+// TestFoundationDBReplaceNodeSelector: replace --node-selector key=value evacuates every node
+// with that label, as kubectl-fdb cordon --node-selector: every process group with a pod on such
+// a node is replaced and each class keeps its count. A selector matching the nodes of every
+// storage group is refused before the lock (exit 5, the CR unchanged, no Lease).
+func TestFoundationDBReplaceNodeSelector(t *testing.T) {
+	ns := newNamespace(t)
+	fdbSimFixture(t, ns, "myfdb")
+	env := cliEnv(t)
+	ctx := t.Context()
+	key := "e2e.dbops.io/" + ns
+	label := func(node, value string) {
+		t.Helper()
+		v := any(value)
+		if value == "" {
+			v = nil
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: v}}})
+		if _, err := bed.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storage, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=storage"})
+	if err != nil || len(storage.Items) == 0 {
+		t.Fatalf("storage pods: %v", err)
+	}
+	for _, p := range storage.Items {
+		label(p.Spec.NodeName, "all")
+		t.Cleanup(func() { label(p.Spec.NodeName, "") })
+	}
+	_, before := fdbGroups(t, ns)
+	r := runCLI(t, env, "replace", "myfdb", "--node-selector", key+"=all", "-n", ns, "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "fault tolerance") {
+		t.Fatalf("every storage node: want exit 5 naming fault tolerance: %s", r)
+	}
+	if _, after := fdbGroups(t, ns); after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Fatalf("FoundationDBCluster written: resourceVersion %s -> %s", before.GetResourceVersion(), after.GetResourceVersion())
+	}
+	if leases, err := bed.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+		t.Fatalf("leases: %v %v", err, leases)
+	}
+
+	node := storage.Items[0].Spec.NodeName
+	label(node, "evacuate")
+	all, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-cluster-name=myfdb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victims []string
+	for _, p := range all.Items {
+		if p.Spec.NodeName == node {
+			victims = append(victims, p.Labels[fdbGroupLabel])
+		}
+	}
+	r = runCLI(t, env, "replace", "myfdb", "--node-selector", key+"=evacuate", "-n", ns, "--yes", "-o", "json")
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("replace --node-selector: %s", r)
+	}
+	groups, _ := fdbGroups(t, ns)
+	perClass := map[string]int{}
+	for id, g := range groups {
+		if slices.Contains(victims, id) {
+			t.Fatalf("group %s of node %s still in status", id, node)
+		}
+		if g["removalTimestamp"] == nil {
+			perClass[g["processClass"].(string)]++
+		}
+	}
+	for _, class := range []string{"storage", "log", "stateless"} {
+		if perClass[class] != 3 {
+			t.Fatalf("process groups per class %v, want 3 each (replaced %v)", perClass, victims)
+		}
+	}
+}

@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -129,4 +131,73 @@ func TestFoundationDBScaleConcurrentEdit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFoundationDBScaleRemove: scale --processes storage=3 --remove GROUP from four storage
+// groups removes the group named, not the one the operator would choose (the newest in the most
+// crowded zone, controllers/choose_removals.go): the named group is the older of the two in
+// that zone. An unknown group, or naming two where one goes, is refused with exit 2 and the CR
+// unchanged.
+func TestFoundationDBScaleRemove(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	env := cliEnv(t)
+	if r := runCLI(t, env, "scale", "myfdb", "--processes", "storage=4", "-n", ns, "--yes"); r.Code != 0 {
+		t.Fatalf("scale to 4: %s", r)
+	}
+	groups, before := fdbGroups(t, ns)
+	byZone := map[string][]string{}
+	var storage []string
+	for id, g := range groups {
+		if g["processClass"] == "storage" && g["removalTimestamp"] == nil {
+			zone, _ := g["faultDomain"].(string)
+			byZone[zone] = append(byZone[zone], id)
+			storage = append(storage, id)
+		}
+	}
+	named := ""
+	for _, ids := range byZone {
+		if len(ids) == 2 {
+			slices.SortFunc(ids, func(a, b string) int { return fdbIDNumber(a) - fdbIDNumber(b) })
+			named = ids[0] // the operator would take ids[1]
+		}
+	}
+	if named == "" {
+		t.Fatalf("no zone with two storage groups: %v", byZone)
+	}
+	for _, bad := range []struct{ remove, msg string }{
+		{"nope", `"nope" is neither a pod nor a process group`},
+		{strings.Join(storage[:2], ","), "name exactly that many"},
+	} {
+		r := runCLI(t, env, "scale", "myfdb", "--processes", "storage=3", "--remove", bad.remove, "-n", ns, "--yes")
+		if r.Code != 2 || !strings.Contains(r.Stderr, bad.msg) {
+			t.Fatalf("--remove %s: want exit 2 naming %q: %s", bad.remove, bad.msg, r)
+		}
+	}
+	if _, after := fdbGroups(t, ns); after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Fatalf("refused scale wrote the CR: %s -> %s", before.GetResourceVersion(), after.GetResourceVersion())
+	}
+	r := runCLI(t, env, "scale", "myfdb", "--processes", "storage=3", "--remove", named, "-n", ns, "--yes", "-o", "json")
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("scale to 3 --remove %s: %s", named, r)
+	}
+	groups, _ = fdbGroups(t, ns)
+	for _, id := range storage {
+		if _, ok := groups[id]; ok == (id == named) {
+			t.Fatalf("after --remove %s: group %s present %v (storage groups before %v)", named, id, ok, storage)
+		}
+	}
+	if g, m, p := fdbStorage(t, ns, model); g != 3 || m != 0 || p != 3 {
+		t.Fatalf("after scale to 3: %d groups, %d marked, %d processes", g, m, p)
+	}
+	if ex := fdbExcluded(t, model); len(ex) != 0 {
+		t.Fatalf("left excluded: %v", ex)
+	}
+}
+
+// fdbIDNumber is the number a process group ID ends with (storage-12345 -> 12345).
+func fdbIDNumber(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndex(id, "-")+1:])
+	return n
 }

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbsts"
@@ -105,7 +108,9 @@ func TestFoundationDBStatefulSetStatus(t *testing.T) {
 	}
 }
 
-// fdbMembership are the exclude, include and coordinators changes run from pods.
+// fdbMembership are the exclude, include and coordinators changes run from pods. The same
+// command run again at once is one change: the engine repeats its `exclude no_wait` to read
+// fdbcli's own report of the exclusion until it says "Successfully excluded".
 func fdbMembership(m *fdbsim.Cluster) []string {
 	var out []string
 	for _, e := range m.Log() {
@@ -113,7 +118,7 @@ func fdbMembership(m *fdbsim.Cluster) []string {
 			continue
 		}
 		f := strings.Fields(e.Command)
-		if len(f) > 1 && (f[0] == "exclude" || f[0] == "include" || f[0] == "coordinators") {
+		if len(f) > 1 && (f[0] == "exclude" || f[0] == "include" || f[0] == "coordinators") && (len(out) == 0 || out[len(out)-1] != e.Command) {
 			out = append(out, e.Command)
 		}
 	}
@@ -192,10 +197,34 @@ func TestFoundationDBStatefulSetScaleDown(t *testing.T) {
 			}
 		}
 	}()
+	// When the first leaving PVC is deleted, replicas have dropped and the include has not run.
+	atPVC := make(chan []string, 1)
+	pw, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Stop()
+	go func() {
+		for ev := range pw.ResultChan() {
+			if c, ok := ev.Object.(*corev1.PersistentVolumeClaim); ok && (ev.Type == watch.Deleted || c.DeletionTimestamp != nil) &&
+				(c.Name == "data-fdbsample-4" || c.Name == "data-fdbsample-3") {
+				atPVC <- verbs(fdbMembership(model))
+				return
+			}
+		}
+	}()
 	r = runCLI(t, env, "scale", "fdbsample", "-n", ns, "--replicas", "3", "--yes", "-o", "json")
 	evs := parseNDJSON(t, r)
 	if r.Code != 0 || lastOutcome(evs) != "succeeded" {
 		t.Fatalf("scale 5 -> 3: %s", r)
+	}
+	select {
+	case got := <-atPVC:
+		if want := []string{"coordinators", "exclude", "coordinators"}; !slices.Equal(got, want) {
+			t.Errorf("when a PVC was deleted, fdbcli had run %v, want %v (include after the PVCs)", got, want)
+		}
+	case <-ctx.Done():
+		t.Fatal("no PVC deletion seen")
 	}
 	if got, want := stepsOf(evs, "step-done"), []string{"gate", "exclude", "coordinators", "replicas", "pvcs", "include"}; !slices.Equal(got, want) {
 		t.Errorf("steps %v, want %v", got, want)
@@ -380,5 +409,132 @@ func TestFoundationDBStatefulSetRollingRestart(t *testing.T) {
 	}
 	if z, _ := model.MaintenanceZone(); z != "" {
 		t.Errorf("maintenance zone %s left", z)
+	}
+}
+
+// TestFoundationDBStatefulSetReplaceChoose: on the sample's StatefulSet, replace chooses pods as
+// on the operator layout. --process-class of a class no process has: exit 2, nothing written.
+// Two nodes' pods at once (--max-concurrent 2, each pod its own zoneid) on double redundancy:
+// refused before the lock, exit 5, nothing written. --node N then evacuates every pod on N, one
+// at a time: each recreated, one exclude and one include per pod, nothing left excluded (the
+// coordinator of the first batch is not moved onto a pod of a later one). --process-class storage chooses every pod (the dry run lists them).
+func TestFoundationDBStatefulSetReplaceChoose(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 5)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	ctx := t.Context()
+	env := cliEnv(t)
+	uids := func() map[string]string {
+		pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=fdbsample"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, p := range pods.Items {
+			out[p.Name] = string(p.UID) + "@" + p.Spec.NodeName
+		}
+		return out
+	}
+	nothingWritten := func(what string, before map[string]string) {
+		t.Helper()
+		if m := fdbMembership(model); len(m) != 0 {
+			t.Fatalf("%s ran fdbcli changes %q", what, m)
+		}
+		if leases, err := bed.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+			t.Fatalf("%s left a Lease: %v", what, err)
+		}
+		if after := uids(); !maps.Equal(before, after) {
+			t.Fatalf("%s changed pods: %v -> %v", what, before, after)
+		}
+	}
+	before := uids()
+	if r := runCLI(t, env, "replace", "fdbsample", "--process-class", "log", "-n", ns, "--yes"); r.Code != 2 || !strings.Contains(r.Stderr, `no process of class "log"`) {
+		t.Fatalf("--process-class log: want exit 2: %s", r)
+	}
+	nothingWritten("--process-class log", before)
+	r := runCLI(t, env, "replace", "fdbsample", "--process-class", "storage", "-n", ns, "--dry-run")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	for i := range 5 {
+		if !strings.Contains(r.Stdout, fmt.Sprintf("fdbsample-%d: process class storage", i)) {
+			t.Errorf("dry run of --process-class storage lacks fdbsample-%d:\n%s", i, r.Stdout)
+		}
+	}
+	node := func(pod string) string { _, n, _ := strings.Cut(before[pod], "@"); return n }
+	n1, n3 := node("fdbsample-1"), node("fdbsample-3")
+	r = runCLI(t, env, "replace", "fdbsample", "--node", n1+","+n3, "--max-concurrent", "2", "-n", ns, "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "fault tolerance") {
+		t.Fatalf("two zoneids at once: want exit 5: %s", r)
+	}
+	nothingWritten("the refused replace", before)
+
+	r = runCLI(t, env, "replace", "fdbsample", "--node", n1, "-n", ns, "--yes", "-o", "json")
+	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
+		t.Fatalf("replace --node %s: %s", n1, r)
+	}
+	after := uids()
+	var evacuated []string
+	for pod, v := range before {
+		if node(pod) != n1 {
+			continue
+		}
+		evacuated = append(evacuated, pod)
+		if after[pod] == v {
+			t.Errorf("pod %s on node %s not replaced", pod, n1)
+		}
+	}
+	for _, c := range fdbMembership(model) {
+		f := strings.Fields(c)
+		if f[0] == "exclude" && len(f) != 3 {
+			t.Errorf("exclude of more than one pod at a time: %q", c)
+		}
+	}
+	if got := strings.Count(strings.Join(verbs(fdbMembership(model)), " "), "include"); got != len(evacuated) {
+		t.Errorf("%d includes for %d evacuated pods %v: %q", got, len(evacuated), evacuated, fdbMembership(model))
+	}
+	out, _, err := fdbcliIn(ctx, ns, "fdbsample-0", "--exec", "exclude", "--timeout", "10")
+	if err != nil || !strings.Contains(out, "no servers or localities excluded") {
+		t.Errorf("left excluded: %v %s", err, out)
+	}
+}
+
+// TestFoundationDBStatefulSetReplaceFailed: replace --failed on the sample's StatefulSet picks a
+// pod whose fdbserver does not report in status json; with that storage process down the
+// database is recovering or its data below replication, so the fault-tolerance check refuses
+// the replacement before the lock (exit 5, nothing written), as on the operator layout. Once the process runs again there is nothing to replace.
+func TestFoundationDBStatefulSetReplaceFailed(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSTSFixture(t, ns, "fdbsample", 5)
+	model := fdbSTSModel(t, b, ns, "fdbsample")
+	env := cliEnv(t)
+	var addr string
+	for _, p := range model.Processes() {
+		if p.ID == "fdbsample-2" {
+			addr = p.Address
+		}
+	}
+	if err := model.Stop("fdbsample-2"); err != nil {
+		t.Fatal(err)
+	}
+	// The fault-tolerance check refuses it: while the recovery that follows the stop runs, as
+	// "unavailable", then as min_replicas_remaining below the configured replicas.
+	r := runCLI(t, env, "replace", "fdbsample", "--failed", "-n", ns, "--yes")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "refusing to replace") ||
+		!(strings.Contains(r.Stderr, "min_replicas_remaining") || strings.Contains(r.Stderr, "is unavailable")) {
+		t.Fatalf("--failed with a storage process down: want exit 5 (fault tolerance): %s", r)
+	}
+	if m := fdbMembership(model); len(m) != 0 {
+		t.Fatalf("the refused replace ran fdbcli changes %q", m)
+	}
+	if leases, err := bed.Client.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+		t.Fatalf("the refused replace left a Lease: %v", err)
+	}
+	if err := model.Start("fdbsample-2", addr); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, env, "replace", "fdbsample", "--failed", "-n", ns, "--yes")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "nothing to replace") {
+		t.Fatalf("--failed with every process running: want nothing to replace: %s", r)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // defaultFailureDetection is the operator's default failure detection time
@@ -24,7 +25,10 @@ var failureConditions = []string{"MissingProcesses", "MissingPod", "PodFailing",
 // NotMembers reports, for `replace --failed`, the pods whose process group has held a failure
 // condition for longer than the cluster's failure detection time, as the operator judges them.
 // Groups marked for removal are being replaced already.
-func (e *Engine) NotMembers(_ context.Context, c *ops.Cluster) (map[string]string, error) {
+func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]string, error) {
+	if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+		return e.stsNotMembers(ctx, c)
+	}
 	u := Resource(c)
 	if u == nil {
 		return nil, nil
@@ -95,4 +99,23 @@ func exclusionProgress(st *Status) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, "; ")
+}
+
+// stsNotMembers reports, for `replace --failed` on the foundationdb-statefulset layout (no
+// operator, no process group conditions), the pods whose process does not report in status
+// json (by locality_instance_id, the pod's name), as CrateDB's and etcd's engines report a pod
+// that is not a member. A status json that cannot be read reports nothing: the pod conditions
+// still apply.
+func (e *Engine) stsNotMembers(ctx context.Context, c *ops.Cluster) (map[string]string, error) {
+	st, _, err := e.StatusFrom(ctx, e.cli(), c, nil)
+	if err != nil {
+		return nil, nil //nolint:nilerr // no status json: judge by the pods alone
+	}
+	out := map[string]string{}
+	for _, p := range c.AllPods() {
+		if len(st.ByInstance(p.Name)) == 0 {
+			out[p.Name] = "its fdbserver (locality_instance_id " + p.Name + ") does not report in status json"
+		}
+	}
+	return out, nil
 }

@@ -54,3 +54,22 @@ func TestHealthShowsExclusionProgress(t *testing.T) {
 		t.Fatalf("exclusionProgress after the data moved: %q", h.Details["exclusionProgress"])
 	}
 }
+
+// TestStatefulSetNotMembers: on the foundationdb-statefulset layout, replace --failed counts a
+// pod whose process does not report in status json (its locality_instance_id) as failed; the
+// others are not.
+func TestStatefulSetNotMembers(t *testing.T) {
+	c, model, ex := stsSimCluster(t, 5, 0, 1, 2)
+	e := newEngine(t, ex)
+	got, err := e.NotMembers(t.Context(), c)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("all running: %v %v", got, err)
+	}
+	if err := model.Stop("fdb-3"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.NotMembers(t.Context(), c)
+	if err != nil || len(got) != 1 || !strings.Contains(got["fdb-3"], "does not report in status json") {
+		t.Fatalf("fdb-3 stopped: %v %v", got, err)
+	}
+}

@@ -33,6 +33,13 @@ type CLI struct {
 // Run runs `fdbcli --exec CMDS --timeout N` in pod. A non-zero exit is an error carrying
 // fdbcli's output.
 func (c *CLI) Run(ctx context.Context, namespace, pod, cmds string) (string, error) {
+	out, _, err := c.RunBoth(ctx, namespace, pod, cmds)
+	return out, err
+}
+
+// RunBoth is Run that also returns fdbcli's stderr, where it prints its warnings (an
+// exclusion still in progress, a coordinator being excluded).
+func (c *CLI) RunBoth(ctx context.Context, namespace, pod, cmds string) (string, string, error) {
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -45,9 +52,9 @@ func (c *CLI) Run(ctx context.Context, namespace, pod, cmds string) (string, err
 		if msg == "" {
 			msg = lastLine(string(out))
 		}
-		return string(out), fmt.Errorf("fdbcli --exec %q in pod %s/%s: %w: %s", cmds, namespace, pod, err, msg)
+		return string(out), string(errOut), fmt.Errorf("fdbcli --exec %q in pod %s/%s: %w: %s", cmds, namespace, pod, err, msg)
 	}
-	return string(out), nil
+	return string(out), string(errOut), nil
 }
 
 func lastLine(s string) string {

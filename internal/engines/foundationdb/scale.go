@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -88,21 +89,50 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	for _, class := range classes {
 		args = append(args, fmt.Sprintf("%s=%d", class, req.Processes[class]))
 	}
-	p := ops.NewPlan("scale", c, ops.EngineFoundationDB, "--processes "+strings.Join(args, ","))
-	r := &removal{e: e, c: c, name: u.GetName(), idLabel: idLabel(u), planned: u}
+	remove, err := namedRemovals(c, ReadCR(u), req)
+	if err != nil {
+		return nil, err
+	}
+	arg := "--processes " + strings.Join(args, ",")
+	if len(remove) > 0 {
+		arg += " --remove " + strings.Join(remove, ",")
+	}
+	p := ops.NewPlan("scale", c, ops.EngineFoundationDB, arg)
+	r := &removal{e: e, c: c, name: u.GetName(), idLabel: idLabel(u), planned: u, field: "processGroupsToRemove"}
 	var changes []string
 	for _, class := range classes {
 		changes = append(changes, fmt.Sprintf("%s %d -> %d", class, from[class], req.Processes[class]))
+	}
+	what := "set spec.processCounts: " + strings.Join(changes, ", ")
+	if len(remove) > 0 {
+		// kubectl-fdb names the groups to go in spec.processGroupsToRemove; with the lower count
+		// in the same patch the operator removes those groups rather than ones it picks.
+		what += " and add " + strings.Join(remove, ", ") + " to spec.processGroupsToRemove, in one patch"
 	}
 	crNeeds := ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")
 	execNeeds := ops.Need("", "pods", "exec", "create")
 	target := "FoundationDBCluster/" + r.name
 	p.Steps = append(p.Steps, &ops.Step{ID: "processCounts", Target: target, Mutating: true,
-		Description: "set spec.processCounts: " + strings.Join(changes, ", ") + " (resourceVersion precondition; a class someone else changed since the plan is refused, never overwritten)",
+		Description: what + " (resourceVersion precondition; a class someone else changed since the plan is refused, never overwritten)",
 		Needs:       ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get", "patch"),
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
-			return r.patchCounts(ctx, sc, req.Processes, from)
+			return r.patchCounts(ctx, sc, req.Processes, from, remove)
 		}})
+	if len(remove) > 0 {
+		p.Steps = append(p.Steps, &ops.Step{ID: "removed", Target: target, Needs: crNeeds,
+			Description: "wait until process groups " + strings.Join(remove, ", ") + " are gone from the FoundationDBCluster's status (the operator excludes them, then deletes their pods and PVCs)",
+			Verify: func(ctx context.Context, sc *ops.StepContext) error {
+				return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
+					cr := ReadCR(u)
+					for _, id := range remove {
+						if _, ok := cr.Groups[id]; ok {
+							return false, "process group " + id + " to be removed by the operator", nil
+						}
+					}
+					return true, "", nil
+				})
+			}})
+	}
 	for _, class := range classes {
 		want := int(req.Processes[class])
 		p.Steps = append(p.Steps, &ops.Step{ID: "converge/" + class, Target: target, Needs: append(crNeeds, execNeeds...),
@@ -117,10 +147,47 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	return p, nil
 }
 
-// patchCounts writes the wanted counts in one merge patch carrying the resourceVersion read. A
+// namedRemovals resolves --remove (process group IDs or their pods) and checks it against
+// --processes: each group of a class --processes lowers, not marked for removal already, and
+// for each such class exactly as many named as the new count removes (kubectl-fdb's
+// processGroupsToRemove with the lower processCounts; more named would be replaced, fewer
+// would leave the operator to pick the rest).
+func namedRemovals(c *ops.Cluster, cr CRState, req ops.ScaleRequest) ([]string, error) {
+	if len(req.Remove) == 0 {
+		return nil, nil
+	}
+	ids, err := resolveGroups(c, cr, req.Remove)
+	if err != nil {
+		return nil, err
+	}
+	named := map[string][]string{}
+	for _, id := range ids {
+		class := cr.Groups[id].Class
+		if _, ok := req.Processes[class]; !ok {
+			return nil, ops.Usagef("--remove %s: it is a %s process group, and --processes does not scale %s", id, class, class)
+		}
+		named[class] = append(named[class], id)
+	}
+	for class, list := range named {
+		have := 0
+		for _, g := range cr.Groups {
+			if g.Class == class && !g.Removal {
+				have++
+			}
+		}
+		if goes := have - int(req.Processes[class]); goes != len(list) {
+			return nil, ops.Usagef("--remove names %d %s process group(s) (%s), but --processes %s=%d removes %d of the %d there are: name exactly that many",
+				len(list), class, strings.Join(list, ", "), class, req.Processes[class], max(goes, 0), have)
+		}
+	}
+	return ids, nil
+}
+
+// patchCounts writes the wanted counts, and adds the groups named to go (remove) to
+// spec.processGroupsToRemove, in one merge patch carrying the resourceVersion read. A
 // conflict means the CR changed: it is read again; a class whose count someone else changed
 // since the plan (from) is refused, anything else is patched again on the fresh version.
-func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map[string]int32, from map[string]int) error {
+func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map[string]int32, from map[string]int, remove []string) error {
 	for attempt := 0; ; attempt++ {
 		u, err := r.read(ctx, attempt)
 		if err != nil {
@@ -138,12 +205,31 @@ func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map
 				counts[class] = int64(n)
 			}
 		}
-		if len(counts) == 0 {
+		spec := map[string]any{}
+		if len(counts) > 0 {
+			spec["processCounts"] = counts
+		}
+		if len(remove) > 0 {
+			// A merge patch replaces the list: the list read, plus the named groups still in
+			// the status (one gone already was removed after an earlier run marked it).
+			list, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "processGroupsToRemove")
+			next := slices.Clone(list)
+			cr := ReadCR(u)
+			for _, id := range remove {
+				if _, ok := cr.Groups[id]; ok && !slices.Contains(next, id) {
+					next = append(next, id)
+				}
+			}
+			if len(next) > len(list) {
+				spec["processGroupsToRemove"] = next
+			}
+		}
+		if len(spec) == 0 {
 			return nil // set already (a resumed run)
 		}
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
-			"spec":     map[string]any{"processCounts": counts},
+			"spec":     spec,
 		})
 		if err != nil {
 			return err
@@ -151,17 +237,33 @@ func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map
 		_, err = r.e.deps.Dynamic.Resource(discovery.FoundationDBClusterGVR).Namespace(r.c.Namespace).Patch(ctx, r.name, types.MergePatchType, patch, metav1.PatchOptions{})
 		switch {
 		case err == nil:
-			sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
-				"DbopsScaleProcessCounts", fmt.Sprintf("set spec.processCounts %v", counts))
+			if sc != nil { // nil in unit tests of the patch alone
+				sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
+					"DbopsScaleProcessCounts", auditScale(spec))
+			}
 			return nil
 		case apierrors.IsConflict(err) && attempt < maxPatchConflicts:
-			sc.Waiting("FoundationDBCluster changed since it was read (resourceVersion conflict): reading it again")
+			if sc != nil {
+				sc.Waiting("FoundationDBCluster changed since it was read (resourceVersion conflict): reading it again")
+			}
 		case apierrors.IsConflict(err):
 			return ops.Preconditionf("FoundationDBCluster %s/%s keeps changing (%d resourceVersion conflicts); refusing to overwrite it", r.c.Namespace, r.name, attempt+1)
 		default:
 			return fmt.Errorf("patching spec.processCounts of FoundationDBCluster %s/%s: %w", r.c.Namespace, r.name, err)
 		}
 	}
+}
+
+// auditScale says what the scale patch set.
+func auditScale(spec map[string]any) string {
+	var parts []string
+	if c, ok := spec["processCounts"]; ok {
+		parts = append(parts, fmt.Sprintf("set spec.processCounts %v", c))
+	}
+	if l, ok := spec["processGroupsToRemove"]; ok {
+		parts = append(parts, fmt.Sprintf("set spec.processGroupsToRemove %v", l))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // waitClass waits until the class has want process groups, none marked for removal, each

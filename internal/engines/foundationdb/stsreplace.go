@@ -2,6 +2,7 @@ package foundationdb
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -32,6 +33,18 @@ func (e *Engine) planReplaceStatefulSet(ctx context.Context, c *ops.Cluster, req
 		return nil, ops.Preconditionf("replacing %d pod(s) at once leaves %d of %d pods, below the %d redundancy mode %s needs to hold the data while they are excluded; refusing",
 			min(req.MaxConcurrent, len(req.Pods)), len(c.AllPods())-min(req.MaxConcurrent, len(req.Pods)), len(c.AllPods()), m, mode)
 	}
+	// The operator layout's fault-tolerance refusal (checkRemoval), per batch: the database
+	// available at its configured replication, a batch's storage in at most replicas-1 zoneids,
+	// and enough storage zoneids left. A plain `fdbcli exclude` checks only free space. A
+	// resumed run's batches are partly done already, so it is not checked again.
+	if req.Journal == nil {
+		n := max(req.MaxConcurrent, 1)
+		for i := 0; i < len(req.Pods); i += n {
+			if err := checkRemoval(c, CRState{}, st, req.Pods[i:min(i+n, len(req.Pods))], replicasOf(st), false); err != nil {
+				return nil, err
+			}
+		}
+	}
 	h := &stsReplaceHooks{s: &stsScale{e: e, c: c, g: c.Groups[0], away: req.Pods}, st: st}
 	return (&ops.Replacement{Client: e.client, Hooks: h}).Plan(c, ops.EngineFoundationDB, req)
 }
@@ -47,7 +60,7 @@ func (h *stsReplaceHooks) Before(_ *ops.Cluster, batch []ops.Pod) []*ops.Step {
 	gate := &ops.Step{ID: "gate" + suffix, Target: ops.BatchTarget(batch), Needs: execNeed,
 		Description: "wait until the database is available and healthy (status json: data healthy, fully recovered)",
 		Verify:      h.s.waitHealthy}
-	return append([]*ops.Step{gate}, h.s.excludeSteps(suffix, ops.BatchTarget(batch), h.st, names)...)
+	return append([]*ops.Step{gate}, h.s.excludeSteps(suffix, ops.BatchTarget(batch), h.st, names, true)...)
 }
 
 func (h *stsReplaceHooks) After(_ *ops.Cluster, batch []ops.Pod) []*ops.Step {
@@ -74,4 +87,38 @@ func podNames(batch []ops.Pod) []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// PodsOfClass chooses, for `replace --process-class` on the foundationdb-statefulset layout,
+// the pods whose process reports one of classes in status json (class_type): the layout has one
+// node group, so the classes are the processes' own. reasons says why each was chosen. A class
+// no process reports is refused with the classes there are.
+func (e *Engine) PodsOfClass(ctx context.Context, c *ops.Cluster, classes []string) ([]string, map[string]string, error) {
+	st, _, err := e.StatusFrom(ctx, e.cli(), c, nil)
+	if err != nil {
+		return nil, nil, ops.Preconditionf("cannot read the database's status to choose pods by process class: %v", err)
+	}
+	var pods []string
+	reasons := map[string]string{}
+	seen := map[string]bool{}
+	for _, p := range c.AllPods() {
+		for _, pr := range st.ByInstance(p.Name) {
+			seen[pr.ClassType] = true
+			if slices.Contains(classes, pr.ClassType) && !slices.Contains(pods, p.Name) {
+				pods = append(pods, p.Name)
+				reasons[p.Name] = "process class " + pr.ClassType
+			}
+		}
+	}
+	for _, class := range classes {
+		if !seen[class] {
+			have := make([]string, 0, len(seen))
+			for k := range seen {
+				have = append(have, k)
+			}
+			slices.Sort(have)
+			return nil, nil, ops.Usagef("no process of class %q in %s/%s; classes: %s", class, c.Namespace, c.Name, strings.Join(have, ", "))
+		}
+	}
+	return pods, reasons, nil
 }

@@ -3,6 +3,7 @@ package foundationdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,6 +46,9 @@ func localities(pods []string) []string {
 
 // planScaleStatefulSet plans `scale --replicas N` on the foundationdb-statefulset layout.
 func (e *Engine) planScaleStatefulSet(ctx context.Context, c *ops.Cluster, req ops.ScaleRequest) (*ops.Plan, error) {
+	if len(req.Remove) > 0 {
+		return nil, ops.Usagef("--remove names FoundationDBCluster process groups; a FoundationDB StatefulSet scales down from its highest ordinals")
+	}
 	if req.Replicas == nil || req.Masters != nil || len(req.Data) > 0 || req.Primaries != nil || len(req.Processes) > 0 {
 		return nil, ops.Usagef("a FoundationDB StatefulSet scales with --replicas N (--processes is for FoundationDBClusters)")
 	}
@@ -119,7 +123,7 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 	p.Steps = append(p.Steps, &ops.Step{ID: "gate", Target: s.target(), Needs: execNeed,
 		Description: "wait until the database is available and healthy (status json: data healthy, fully recovered)",
 		Verify:      s.waitHealthy})
-	p.Steps = append(p.Steps, s.excludeSteps("", s.target(), st, leaving)...)
+	p.Steps = append(p.Steps, s.excludeSteps("", s.target(), st, leaving, false)...)
 	p.Steps = append(p.Steps, &ops.Step{ID: "replicas", Target: s.target(), Mutating: true, Needs: append(stsNeed, ops.Need("", "pods", "", "get", "list", "watch")...),
 		Description: fmt.Sprintf("lower replicas %d -> %d (resourceVersion precondition; a StatefulSet resized by someone else since the plan is refused) and wait until %s are gone", s.g.Desired, s.to, strings.Join(leaving, ", ")),
 		Action:      s.setReplicas,
@@ -168,26 +172,97 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 	p.Steps = append(p.Steps, s.includeStep("", s.target(), leaving))
 }
 
-// excludeSteps exclude the leaving pods and wait until they hold nothing, then move the
-// coordinators off them when one of them is a coordinator (st is the status planned from).
-func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []string) []*ops.Step {
+// excludeSteps exclude the leaving pods and wait until fdbcli itself reports each of their
+// addresses "Successfully excluded" (status json's stored bytes show the progress meanwhile),
+// then move the coordinators off them when one of them is a coordinator (st is the status
+// planned from). always plans the coordinators step even when none is on them now: a batch of a
+// replacement may receive a coordinator from an earlier batch (it then moves it on; otherwise
+// the step finds nothing to do).
+func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []string, always bool) []*ops.Step {
 	keys := strings.Join(localities(leaving), " ")
-	out := []*ops.Step{{ID: "exclude" + suffix, Target: target, Mutating: true, Needs: execNeed,
-		Description: "exclude " + strings.Join(leaving, ", ") + " and wait until none of their processes holds data or a role (status json roles, stored_bytes)",
-		Details:     []string{"fdbcli --exec 'exclude no_wait " + keys + "'"},
+	moves := always
+	for _, pod := range leaving {
+		for _, pr := range st.ByInstance(pod) {
+			moves = moves || st.IsCoordinator(pr.Address)
+		}
+	}
+	// confirmed: fdbcli's exclude in this run's action already reported every address excluded.
+	confirmed := false
+	exclude := func(ctx context.Context) (exclusionReport, error) {
+		out, errOut, err := s.runBoth(ctx, "exclude no_wait "+keys)
+		if err != nil {
+			return exclusionReport{}, err
+		}
+		r := parseExclude(out + "\n" + errOut)
+		if len(r.Errors) > 0 {
+			return r, fmt.Errorf("fdbcli exclude of %s: %s", strings.Join(leaving, ", "), strings.Join(r.Errors, "; "))
+		}
+		// fdbcli warns, and does nothing else, when it excludes a coordinator. A coordinator
+		// moved onto a leaving pod since the plan would be left there when the pod goes.
+		if len(r.Coordinators) > 0 && !moves {
+			return r, ops.Preconditionf("fdbcli warns that %s, on a pod to remove (%s), is a coordinator, and the plan does not move coordinators (they changed since the plan): plan again",
+				strings.Join(r.Coordinators, ", "), strings.Join(leaving, ", "))
+		}
+		return r, nil
+	}
+	out := []*ops.Step{{ID: "exclude" + suffix, Target: target, Mutating: true, Needs: append(execNeed, ops.Need("", "pods", "", "get")...),
+		Description: "exclude " + strings.Join(leaving, ", ") + " and wait until fdbcli reports each of their processes \"Successfully excluded\" (progress from status json's roles and stored_bytes)",
+		Details: []string{"fdbcli --exec 'exclude no_wait " + keys + "'",
+			"confirmed from fdbcli's own report of the same command: every address of theirs \"Successfully excluded\"; \"Exclusion in progress\" waits; a pod whose process does not run (fdbcli finds no worker with its locality) is done once status json shows the data healthy without it"},
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 			st, err := s.status(ctx)
 			if err != nil {
 				return false, err
 			}
-			return excludedAll(st, leaving), nil
+			if !excludedKeys(st, leaving) {
+				return false, nil
+			}
+			// The pods gone: a run before this one lowered replicas, which it does only after
+			// fdbcli confirmed the exclusion; there is nothing left for fdbcli to report on.
+			if gone, err := s.podsGone(ctx, leaving); err != nil || gone {
+				return gone, err
+			}
+			// Excluded already: the same command again changes nothing and reports.
+			r, err := exclude(ctx)
+			if err != nil {
+				return false, err
+			}
+			ok, _ := exclusionDone(r, st, leaving)
+			return ok, nil
 		},
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
-			return s.run(ctx, "exclude no_wait "+keys)
+			r, err := exclude(ctx)
+			if err != nil {
+				return err
+			}
+			confirmed, _ = r.confirmed()
+			return nil
 		},
 		Verify: func(ctx context.Context, sc *ops.StepContext) error {
-			return s.poll(ctx, sc, func(st *Status) (bool, string) {
-				return drained(st, leaving)
+			if confirmed {
+				return nil
+			}
+			return pollUntil(ctx, s.e.poll, sc, func() (bool, string, error) {
+				st, err := s.status(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return false, "", ctx.Err()
+					}
+					return false, "status json: " + err.Error(), nil
+				}
+				// Data still moving, as status json shows it: no need to ask fdbcli yet.
+				if done, why := drained(st, leaving); !done {
+					return false, why, nil
+				}
+				r, err := exclude(ctx)
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, ops.ErrPrecondition) {
+						return false, "", err
+					}
+					return false, err.Error(), nil
+				}
+				ok, why := exclusionDone(r, st, leaving)
+				return ok, why, nil
 			})
 		}}}
 	var moving []string
@@ -198,10 +273,17 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 			}
 		}
 	}
-	if len(moving) > 0 {
-		next := coordinatorsAfter(st, s.c, leaving)
+	if moves {
+		next := coordinatorsAfter(st, s.c, leaving, s.away)
+		desc := "move the coordinators off " + strings.Join(moving, ", ") + " onto the remaining pods, lowest ordinals first"
+		if len(s.away) > len(leaving) {
+			desc += " (pods of later batches last)"
+		}
+		if len(moving) == 0 {
+			desc = "move any coordinator an earlier batch left on " + strings.Join(leaving, ", ") + " onto the remaining pods (none is there now)"
+		}
 		out = append(out, &ops.Step{ID: "coordinators" + suffix, Target: target, Mutating: true, Needs: execNeed,
-			Description: "move the coordinators off " + strings.Join(moving, ", ") + " onto the remaining pods, lowest ordinals first",
+			Description: desc,
 			Details:     []string{"fdbcli --exec 'coordinators " + strings.Join(next, " ") + "' (addresses read again when the step runs)"},
 			Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 				st, err := s.status(ctx)
@@ -218,7 +300,7 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 				if !coordinatorOn(st, leaving) {
 					return nil
 				}
-				return s.run(ctx, "coordinators "+strings.Join(coordinatorsAfter(st, s.c, leaving), " "))
+				return s.run(ctx, "coordinators "+strings.Join(coordinatorsAfter(st, s.c, leaving, s.away), " "))
 			},
 			Verify: func(ctx context.Context, sc *ops.StepContext) error {
 				return s.poll(ctx, sc, func(st *Status) (bool, string) {
@@ -381,29 +463,38 @@ func (s *stsScale) live(ctx context.Context) (*ops.Cluster, error) {
 }
 
 func (s *stsScale) run(ctx context.Context, cmd string) error {
+	_, _, err := s.runBoth(ctx, cmd)
+	return err
+}
+
+// runBoth runs fdbcli in a Ready pod that stays and returns its stdout and stderr.
+func (s *stsScale) runBoth(ctx context.Context, cmd string) (string, string, error) {
 	c, err := s.live(ctx)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	var lastErr error
 	for _, p := range ReadyPods(c, func(p ops.Pod) bool { return slices.Contains(s.away, p.Name) }) {
 		if err := kube.CheckWriteGuard(ctx); err != nil {
-			return err
+			return "", "", err
 		}
-		_, err := s.e.cli().Run(ctx, s.c.Namespace, p.Name, cmd)
+		// One pod: if fdbcli refused, the database said no, and another pod would too.
+		return s.e.cli().RunBoth(ctx, s.c.Namespace, p.Name, cmd)
+	}
+	return "", "", fmt.Errorf("no Ready pod of %s/%s to run fdbcli %q in", s.c.Namespace, s.c.Name, cmd)
+}
+
+// podsGone: none of pods exists any more.
+func (s *stsScale) podsGone(ctx context.Context, pods []string) (bool, error) {
+	for _, name := range pods {
+		_, err := s.e.client.CoreV1().Pods(s.c.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
-			return nil
+			return false, nil
 		}
-		lastErr = err
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("reading pod %s/%s: %w", s.c.Namespace, name, err)
 		}
-		break // fdbcli refused: the database said no, another pod would too
 	}
-	if lastErr == nil {
-		lastErr = fmt.Errorf("no Ready pod of %s/%s to run fdbcli %q in", s.c.Namespace, s.c.Name, cmd)
-	}
-	return lastErr
+	return true, nil
 }
 
 func (s *stsScale) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
@@ -469,16 +560,15 @@ func waitGone(ctx context.Context, sc *ops.StepContext, e *Engine, ns, pod strin
 	return err
 }
 
-// excludedAll: every pod's locality is in excluded_servers and its processes hold nothing.
-func excludedAll(st *Status, pods []string) bool {
+// excludedKeys: every pod's locality is in excluded_servers.
+func excludedKeys(st *Status, pods []string) bool {
 	ex := st.Exclusions()
 	for _, k := range localities(pods) {
 		if !slices.Contains(ex, k) {
 			return false
 		}
 	}
-	done, _ := drained(st, pods)
-	return done
+	return true
 }
 
 // drained: each pod's processes are excluded and hold no role but coordinator (a storage role
@@ -525,8 +615,10 @@ func coordinatorOn(st *Status, pods []string) bool {
 }
 
 // coordinatorsAfter keeps the coordinators that stay and adds processes of the remaining pods,
-// lowest ordinal first, up to the current count (fewer when fewer pods remain).
-func coordinatorsAfter(st *Status, c *ops.Cluster, leaving []string) []string {
+// lowest ordinal first, up to the current count (fewer when fewer pods remain). Pods in avoid
+// (a replacement's later batches) are taken last, so a coordinator is not moved onto a pod that
+// is about to go too.
+func coordinatorsAfter(st *Status, c *ops.Cluster, leaving, avoid []string) []string {
 	var keep []string
 	leavingAddr := map[string]bool{}
 	for _, pod := range leaving {
@@ -540,16 +632,18 @@ func coordinatorsAfter(st *Status, c *ops.Cluster, leaving []string) []string {
 		}
 	}
 	want := len(st.Client.Coordinators.Coordinators)
-	for _, p := range c.AllPods() {
-		if len(keep) >= want {
-			break
-		}
-		if slices.Contains(leaving, p.Name) {
-			continue
-		}
-		for _, pr := range st.ByInstance(p.Name) {
-			if !slices.Contains(keep, pr.Address) && !pr.Excluded && len(keep) < want {
-				keep = append(keep, pr.Address)
+	for _, later := range []bool{false, true} {
+		for _, p := range c.AllPods() {
+			if len(keep) >= want {
+				break
+			}
+			if slices.Contains(leaving, p.Name) || slices.Contains(avoid, p.Name) != later {
+				continue
+			}
+			for _, pr := range st.ByInstance(p.Name) {
+				if !slices.Contains(keep, pr.Address) && !pr.Excluded && len(keep) < want {
+					keep = append(keep, pr.Address)
+				}
 			}
 		}
 	}

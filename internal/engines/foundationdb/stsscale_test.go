@@ -2,8 +2,12 @@ package foundationdb
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
@@ -24,6 +29,13 @@ import (
 // stsSimCluster is FoundationDB's Kubernetes sample with n storage pods in the simulator, the
 // coordinators on the given ordinals, as discovery sees it (layout foundationdb-statefulset).
 func stsSimCluster(t *testing.T, n int, coords ...int) (*ops.Cluster, *fdbsim.Cluster, *simExec) {
+	t.Helper()
+	c, model, ex, _ := stsSimClusterClock(t, n, coords...)
+	return c, model, ex
+}
+
+// stsSimClusterClock is stsSimCluster with the model's clock, to let data move.
+func stsSimClusterClock(t *testing.T, n int, coords ...int) (*ops.Cluster, *fdbsim.Cluster, *simExec, *fdbsim.ManualClock) {
 	t.Helper()
 	clock := fdbsim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	host := fdbsim.NewHost(clock)
@@ -49,7 +61,7 @@ func stsSimCluster(t *testing.T, n int, coords ...int) (*ops.Cluster, *fdbsim.Cl
 	host.SetCluster("demo/fdb", model)
 	clock.Advance(time.Minute)
 	c := &ops.Cluster{Name: "fdb", Namespace: "demo", Engine: ops.EngineFoundationDB, Layout: discovery.LayoutFoundationDBStatefulSet, Groups: []*ops.NodeGroup{g}}
-	return c, model, &simExec{host: host}
+	return c, model, &simExec{host: host}, clock
 }
 
 // TestStatefulSetScalePlan: the plan of 5 -> 3 with a coordinator on pod 4 (golden), of 5 -> 3
@@ -211,15 +223,54 @@ func TestStatefulSetReplacePlan(t *testing.T) {
 	}
 }
 
-// TestStatefulSetExcludePrecheck: the exclusion counts as done only when the pods' localities are
-// excluded and their processes hold nothing; a leaving pod whose process does not report is not
-// excluded by that alone.
-func TestStatefulSetExcludePrecheck(t *testing.T) {
-	c, model, ex := stsSimCluster(t, 5, 0, 1, 2)
-	if err := model.Stop("fdb-4"); err != nil {
-		t.Fatal(err)
+// TestStatefulSetReplaceFaultTolerance: the operator layout's fault-tolerance refusal applies to
+// the StatefulSet layout, per batch (each pod is its own zoneid, as the sample sets
+// FDB_ZONE_ID): two pods at once on double redundancy, or any pod while a storage process is
+// down (min_replicas_remaining below the configuration), are refused before anything runs; one
+// pod at a time on a healthy cluster is planned.
+func TestStatefulSetReplaceFaultTolerance(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pods    []string
+		max     int
+		down    string
+		refused string
+	}{
+		{name: "one at a time", pods: []string{"fdb-1", "fdb-3"}, max: 1},
+		{name: "two zoneids at once", pods: []string{"fdb-1", "fdb-3"}, max: 2, refused: "fault domains"},
+		{name: "degraded", pods: []string{"fdb-1"}, max: 1, down: "fdb-4", refused: "min_replicas_remaining 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, model, ex, clock := stsSimClusterClock(t, 5, 0, 1, 2)
+			if tc.down != "" {
+				if err := model.Stop(tc.down); err != nil {
+					t.Fatal(err)
+				}
+				clock.Advance(10 * time.Second) // the recovery that follows; data is not re-replicated
+			}
+			_, err := newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: tc.pods, MaxConcurrent: tc.max})
+			for _, l := range model.Log() {
+				if strings.Fields(l.Command)[0] != "status" {
+					t.Errorf("planning ran %q", l.Command)
+				}
+			}
+			if tc.refused == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), tc.refused) {
+				t.Fatalf("err %v, want a refusal naming %q", err, tc.refused)
+			}
+		})
 	}
-	// The steps list the StatefulSet's pods live, to run fdbcli in one that stays.
+}
+
+// stsEngine is an engine whose API holds the StatefulSet's pods (the steps list them live, to
+// run fdbcli in one that stays).
+func stsEngine(t *testing.T, c *ops.Cluster, ex kube.Executor) (*Engine, *fake.Clientset) {
+	t.Helper()
 	var objs []runtime.Object
 	ctrl := true
 	for _, pod := range c.AllPods() {
@@ -228,10 +279,24 @@ func TestStatefulSetExcludePrecheck(t *testing.T) {
 			Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		})
 	}
-	e, err := New(ops.EngineDeps{Client: fake.NewClientset(objs...), Exec: ex}, Options{})
+	client := fake.NewClientset(objs...)
+	e, err := New(ops.EngineDeps{Client: client, Exec: ex}, Options{PollInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, client
+}
+
+// TestStatefulSetExcludePrecheck: the exclusion counts as done only when the pods' localities are
+// excluded and fdbcli reports their addresses "Successfully excluded", or when the pods are gone
+// (a run before lowered replicas, which it does only after that report). A leaving pod whose
+// process does not run is not excluded by that alone: fdbcli finds no process to report on.
+func TestStatefulSetExcludePrecheck(t *testing.T) {
+	c, model, ex, clock := stsSimClusterClock(t, 5, 0, 1, 2)
+	if err := model.Stop("fdb-4"); err != nil {
+		t.Fatal(err)
+	}
+	e, client := stsEngine(t, c, ex)
 	to := int32(4)
 	p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to})
 	if err != nil {
@@ -247,7 +312,124 @@ func TestStatefulSetExcludePrecheck(t *testing.T) {
 	if code := model.Run(t.Context(), []string{"--exec", "exclude no_wait locality_instance_id:fdb-4"}, &out, &errb); code != 0 {
 		t.Fatalf("exclude: %s %s", out.String(), errb.String())
 	}
+	if done, err := p.Steps[1].Precheck(t.Context(), nil); err != nil || done {
+		t.Fatalf("precheck with the process not running: done %v, err %v; want not done (nothing confirms it)", done, err)
+	}
+	if err := model.Start("fdb-4", ""); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
 	if done, err := p.Steps[1].Precheck(t.Context(), nil); err != nil || !done {
-		t.Fatalf("precheck after the exclusion: done %v, err %v", done, err)
+		t.Fatalf("precheck once fdbcli reports it: done %v, err %v", done, err)
+	}
+	if err := model.Stop("fdb-4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods("demo").Delete(t.Context(), "fdb-4", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := p.Steps[1].Precheck(t.Context(), nil); err != nil || !done {
+		t.Fatalf("precheck with the pod gone: done %v, err %v", done, err)
+	}
+}
+
+// notifyExec passes each fdbcli exclude's output to excl, when there is room.
+type notifyExec struct {
+	*simExec
+	excl chan string
+}
+
+func (n *notifyExec) Exec(ctx context.Context, namespace, pod, container string, argv []string, in io.Reader) ([]byte, []byte, error) {
+	out, errOut, err := n.simExec.Exec(ctx, namespace, pod, container, argv, in)
+	if len(argv) > 2 && strings.HasPrefix(argv[2], "exclude") {
+		select {
+		case n.excl <- string(out) + string(errOut):
+		default:
+		}
+	}
+	return out, errOut, err
+}
+
+// TestStatefulSetExcludeConfirmedByFdbcli: the exclude step succeeds only on fdbcli's own
+// "Successfully excluded". A leaving pod whose process is down shows nothing in status json (so
+// nothing of it "holds data"), and fdbcli cannot report on it: the step keeps waiting while its
+// data is still missing a replica, and is done once the data is healthy without it. A
+// coordinator fdbcli warns about that the plan does not move is refused.
+func TestStatefulSetExcludeConfirmedByFdbcli(t *testing.T) {
+	c, model, sim, clock := stsSimClusterClock(t, 5, 0, 1, 2)
+	ex := &notifyExec{simExec: sim, excl: make(chan string, 16)}
+	e, _ := stsEngine(t, c, ex)
+	to := int32(4)
+	p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := p.Steps[1]
+	if err := model.Stop("fdb-4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := step.Action(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := <-ex.excl; !strings.Contains(out, "locality_instance_id:fdb-4  ---- WARNING: Currently no servers found with this locality match!") {
+		t.Fatalf("the action's exclude said %q", out)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	verified := make(chan error, 1)
+	go func() { verified <- step.Verify(ctx, nil) }()
+	select {
+	case out := <-ex.excl: // the verification asked fdbcli, which could not confirm it
+		if !strings.Contains(out, "no servers found with this locality match") {
+			t.Errorf("fdbcli said %q", out)
+		}
+	case err := <-verified:
+		t.Fatalf("the exclusion of a pod whose process is down was verified (err %v) without fdbcli confirming it", err)
+	}
+	cancel()
+	if err := <-verified; err == nil {
+		t.Fatal("verified after cancel")
+	}
+	// Its data re-replicated elsewhere (data healthy without it): fdbcli still cannot report on
+	// a process that does not run, and status json now shows nothing lost.
+	clock.Advance(time.Hour)
+	if err := step.Verify(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A coordinator moved onto the leaving pod after the plan: fdbcli warns, the step refuses.
+	c, model, sim = stsSimCluster(t, 5, 0, 1, 2)
+	e, _ = stsEngine(t, c, sim)
+	if p, err = e.PlanScale(t.Context(), c, ops.ScaleRequest{Replicas: &to}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := model.Run(t.Context(), []string{"--exec", "coordinators 10.0.0.1:4501 10.0.0.2:4501 10.0.0.5:4501"}, &out, &errb); code != 0 {
+		t.Fatalf("coordinators: %s %s", out.String(), errb.String())
+	}
+	if err := p.Steps[1].Action(t.Context(), nil); !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), "10.0.0.5:4501") {
+		t.Fatalf("err %v, want a refusal naming the coordinator", err)
+	}
+}
+
+// TestStatefulSetReplaceBatchesCoordinators: replacing a coordinator's pod and, in a later batch,
+// another pod moves the coordinator onto a pod outside the request (not onto the later batch's
+// pod, which would take it away again), and every batch has a coordinators step, which finds
+// nothing to do when no coordinator is on its pods when it runs.
+func TestStatefulSetReplaceBatchesCoordinators(t *testing.T) {
+	c, _, ex := stsSimCluster(t, 5, 0, 1, 2)
+	p, err := newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1", "fdb-3"}, MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string]*ops.Step{}
+	for _, s := range p.Steps {
+		steps[s.ID] = s
+	}
+	first, second := steps["coordinators/fdb-1"], steps["coordinators/fdb-3"]
+	if first == nil || second == nil {
+		t.Fatalf("steps %v: want a coordinators step per batch", slices.Collect(maps.Keys(steps)))
+	}
+	if got, want := first.Details[0], "fdbcli --exec 'coordinators 10.0.0.1:4501 10.0.0.3:4501 10.0.0.5:4501'"; !strings.HasPrefix(got, want) {
+		t.Fatalf("first batch: %q, want %q (fdb-4, not fdb-3 of the next batch)", got, want)
 	}
 }

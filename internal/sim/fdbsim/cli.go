@@ -647,22 +647,63 @@ func (s *session) exclude(tokens []string) (bool, error) {
 	}
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
+	// The exclusion vector: each address as given, each locality resolved to the addresses of
+	// the workers that have it (fdbcli's getAddressesByLocality, a std::set of AddressExclusion:
+	// IP:port without the ":tls" suffix, ordered by IP then port). A locality no worker has is
+	// only warned about.
+	type addrExcl struct{ ip, port string }
+	var vector []addrExcl
+	var noMatch []string
 	for _, k := range keys {
-		if strings.HasPrefix(k, "locality_") {
+		if !strings.HasPrefix(k, "locality_") {
+			ip, port, err := net.SplitHostPort(k)
+			if err != nil {
+				ip, port = k, ""
+			}
+			vector = append(vector, addrExcl{ip, port})
 			continue
 		}
-		whole := !strings.Contains(k, ":")
-		var matched []*process
+		var found []addrExcl
 		for _, p := range s.c.procs {
-			if p.up && (strings.TrimSuffix(p.spec.Address, ":tls") == k || (whole && ipOf(p.spec.Address) == k)) {
-				matched = append(matched, p)
+			if p.up && matchesAny(s.c, p, []string{k}) {
+				ip, port, _ := net.SplitHostPort(strings.TrimSuffix(p.spec.Address, ":tls"))
+				if !slices.Contains(found, addrExcl{ip, port}) {
+					found = append(found, addrExcl{ip, port})
+				}
 			}
 		}
-		busy := slices.ContainsFunc(matched, func(p *process) bool { return inProgress[p.spec.ID] })
+		slices.SortFunc(found, func(a, b addrExcl) int {
+			if c := slices.Compare(net.ParseIP(a.ip).To16(), net.ParseIP(b.ip).To16()); c != 0 {
+				return c
+			}
+			pa, _ := strconv.Atoi(a.port)
+			pb, _ := strconv.Atoi(b.port)
+			return pa - pb
+		})
+		if len(found) == 0 {
+			noMatch = append(noMatch, k)
+		}
+		vector = append(vector, found...)
+	}
+	// excludes: AddressExclusion::excludes, a whole machine matches any port of its IP.
+	excludes := func(x addrExcl, p *process) bool {
+		ip, port, _ := net.SplitHostPort(strings.TrimSuffix(p.spec.Address, ":tls"))
+		return x.ip == ip && (x.port == "" || x.port == port)
+	}
+	for _, x := range vector {
+		// Absent: no worker on that IP (or that IP:port).
+		absent := !slices.ContainsFunc(s.c.procs, func(p *process) bool { return p.up && excludes(x, p) })
+		// In progress: an address of the in_progress_exclusion range this exclusion covers.
+		busy := slices.ContainsFunc(s.c.procs, func(p *process) bool { return inProgress[p.spec.ID] && excludes(x, p) })
+		whole := x.port == ""
+		k := x.ip
+		if !whole {
+			k = net.JoinHostPort(x.ip, x.port)
+		}
 		switch {
-		case len(matched) == 0 && whole:
+		case absent && whole:
 			fmt.Fprintf(s.stderr, "  %s(Whole machine)  ---- WARNING: Missing from cluster!Be sure that you excluded the correct machines before removing them from the cluster!\n", k)
-		case len(matched) == 0:
+		case absent:
 			fmt.Fprintf(s.stderr, "  %s  ---- WARNING: Missing from cluster! Be sure that you excluded the correct processes before removing them from the cluster!\n", k)
 		case busy && whole:
 			fmt.Fprintf(s.stderr, "  %s(Whole machine)  ---- WARNING: Exclusion in progress! It is not safe to remove this machine from the cluster\n", k)
@@ -674,16 +715,15 @@ func (s *session) exclude(tokens []string) (bool, error) {
 			fmt.Fprintf(s.stdout, "  %s  ---- Successfully excluded. It is now safe to remove this process from the cluster.\n", k)
 		}
 	}
-	for _, k := range keys {
-		if strings.HasPrefix(k, "locality_") && !slices.ContainsFunc(s.c.procs, func(p *process) bool { return matchesAny(s.c, p, []string{k}) }) {
-			fmt.Fprintf(s.stderr, "  %s  ---- WARNING: Currently no servers found with this locality match! Be sure that you excluded the correct locality.\n", k)
-		}
+	for _, k := range noMatch {
+		fmt.Fprintf(s.stderr, "  %s  ---- WARNING: Currently no servers found with this locality match! Be sure that you excluded the correct locality.\n", k)
 	}
-	// checkForCoordinators
+	// checkForCoordinators: a coordinator whose IP:port or IP is in the exclusion vector, the
+	// localities' addresses included.
 	found := false
 	for _, a := range s.c.coordinators {
-		bare := strings.TrimSuffix(a, ":tls")
-		if slices.Contains(keys, bare) || slices.Contains(keys, ipOf(a)) {
+		ip, port, _ := net.SplitHostPort(strings.TrimSuffix(a, ":tls"))
+		if slices.Contains(vector, addrExcl{ip, port}) || slices.Contains(vector, addrExcl{ip, ""}) {
 			fmt.Fprintf(s.stderr, "WARNING: %s is a coordinator!\n", a)
 			found = true
 		}

@@ -670,3 +670,44 @@ func TestStorageOnlyClusterRecruitsOnStorage(t *testing.T) {
 		}
 	}
 }
+
+// TestExcludeLocality: fdbcli resolves a locality to the addresses of the workers that have it
+// (ExcludeCommand.actor.cpp getAddressesByLocality) and prints one line per address, warns about
+// a coordinator among them, and only warns about a locality no running worker has.
+func TestExcludeLocality(t *testing.T) {
+	c, clock := fixture(t)
+	clock.Advance(time.Minute)
+	// no_wait: the storage process still holds data.
+	r := run(c, "--exec", "exclude no_wait locality_instance_id:storage-3")
+	if r.code != 0 || r.stdout != "Type `help coordinators' for information on how to change the\ncluster's coordination servers before removing them.\n" ||
+		r.stderr != "  10.0.1.3:4501  ---- WARNING: Exclusion in progress! It is not safe to remove this process from the cluster\n"+
+			"WARNING: 10.0.1.3:4501 is a coordinator!\n" {
+		t.Fatalf("%+v", r)
+	}
+	// Waiting: once the data has moved, the locality's address is reported excluded.
+	r = run(c, "--exec", "exclude locality_instance_id:storage-3")
+	if r.code != 0 || !strings.Contains(r.stdout, "  10.0.1.3:4501  ---- Successfully excluded. It is now safe to remove this process from the cluster.\n") ||
+		!strings.Contains(r.stderr, "WARNING: 10.0.1.3:4501 is a coordinator!\n") {
+		t.Fatalf("%+v", r)
+	}
+	// A zone resolves to every worker in it, one line each, ordered by IP.
+	r = run(c, "--exec", "exclude locality_zoneid:z3")
+	if r.code != 0 || !strings.Contains(r.stdout, "  10.0.1.3:4501  ---- Successfully excluded.") ||
+		!strings.Contains(r.stdout, "  10.0.2.3:4501  ---- Successfully excluded.") ||
+		!strings.Contains(r.stdout, "  10.0.3.3:4501  ---- Successfully excluded.") ||
+		strings.Index(r.stdout, "10.0.1.3") > strings.Index(r.stdout, "10.0.3.3") {
+		t.Fatalf("%+v", r)
+	}
+	// A locality without a running worker: recorded, warned about, nothing to confirm.
+	if err := c.Stop("stateless-2"); err != nil {
+		t.Fatal(err)
+	}
+	r = run(c, "--exec", "exclude no_wait locality_instance_id:stateless-2")
+	if r.code != 0 || strings.Contains(r.stdout, "Successfully") ||
+		r.stderr != "  locality_instance_id:stateless-2  ---- WARNING: Currently no servers found with this locality match! Be sure that you excluded the correct locality.\n" {
+		t.Fatalf("%+v", r)
+	}
+	if r = run(c, "--exec", "exclude"); !strings.Contains(r.stdout, "  locality_instance_id:stateless-2\n") {
+		t.Fatalf("locality not recorded: %+v", r)
+	}
+}

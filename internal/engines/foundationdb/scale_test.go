@@ -1,0 +1,124 @@
+package foundationdb
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+)
+
+// TestPlanScaleRemove: scale --processes storage=N --remove GROUP names the process groups that
+// go (kubectl-fdb's processGroupsToRemove with the lower processCounts): planned with a step
+// waiting for them to be gone (golden); an unknown group, a group of a class --processes does
+// not lower, or a number named that differs from the reduction is refused with exit 2, and
+// planning writes nothing.
+func TestPlanScaleRemove(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		counts  map[string]int32
+		remove  []string
+		message string
+		steps   string
+		golden  string
+	}{
+		{name: "one storage group by pod", counts: map[string]int32{"storage": 2}, remove: []string{"myfdb-storage-11"},
+			steps: "processCounts removed converge/storage healthy", golden: "scale_remove.txt"},
+		{name: "two by group ID", counts: map[string]int32{"storage": 1, "log": 3}, remove: []string{"storage-10", "storage-12"},
+			steps: "processCounts removed converge/log converge/storage healthy"},
+		{name: "unknown", counts: map[string]int32{"storage": 2}, remove: []string{"nope"}, message: `"nope" is neither a pod nor a process group`},
+		{name: "class not scaled", counts: map[string]int32{"storage": 2}, remove: []string{"log-10"}, message: "--remove log-10: it is a log process group, and --processes does not scale log"},
+		{name: "too few named", counts: map[string]int32{"storage": 1}, remove: []string{"storage-10"}, message: "removes 2 of the 3 there are"},
+		{name: "count unchanged", counts: map[string]int32{"storage": 3}, remove: []string{"storage-10"}, message: "removes 0 of the 3 there are"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, m, e := liveCluster(t, 3, 3)
+			withProcessGroups(c)
+			// single: the redundancy minimum (one process) leaves room to remove two of three.
+			c.Groups[0].Controller.Object["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3), "log": int64(3)},
+				"databaseConfiguration": map[string]any{"redundancy_mode": "single"}}
+			p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Processes: tc.counts, Remove: tc.remove})
+			if len(mutations(m)) > 0 {
+				t.Fatalf("planning ran %q", mutations(m))
+			}
+			if tc.message != "" {
+				if err == nil || ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tc.message) {
+					t.Fatalf("err %v, want exit 2 naming %q", err, tc.message)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, s := range p.Steps {
+				ids = append(ids, s.ID)
+			}
+			if got := strings.Join(ids, " "); got != tc.steps {
+				t.Fatalf("steps %q, want %q", got, tc.steps)
+			}
+			if tc.golden != "" {
+				var b bytes.Buffer
+				if err := ops.WritePlanText(&b, p.View()); err != nil {
+					t.Fatal(err)
+				}
+				golden.Assert(t, tc.golden, b.Bytes())
+			}
+		})
+	}
+}
+
+// TestPatchCountsWithRemovals: the lower count and the named groups go in one merge patch with
+// the resourceVersion read, the groups added to the list already there (a merge patch replaces
+// lists); a resumed run that finds both done writes nothing.
+func TestPatchCountsWithRemovals(t *testing.T) {
+	c, _, e := liveCluster(t, 3, 3)
+	withProcessGroups(c)
+	obj := c.Groups[0].Controller.Object
+	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
+	obj["metadata"].(map[string]any)["namespace"] = "demo"
+	obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+	obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}, "processGroupsToRemove": []any{"log-12"}}
+	u := &unstructured.Unstructured{Object: obj}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+	e.deps.Dynamic = dyn
+	r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
+	if err := r.patchCounts(t.Context(), nil, map[string]int32{"storage": 2}, map[string]int{"storage": 3}, []string{"storage-11"}); err != nil {
+		t.Fatal(err)
+	}
+	var patches []string
+	for _, a := range dyn.Actions() {
+		if pa, ok := a.(k8stesting.PatchAction); ok {
+			patches = append(patches, string(pa.GetPatch()))
+		}
+	}
+	want := `{"metadata":{"resourceVersion":"42"},"spec":{"processCounts":{"storage":2},"processGroupsToRemove":["log-12","storage-11"]}}`
+	if len(patches) != 1 || patches[0] != want {
+		t.Fatalf("patches %q, want one: %s", patches, want)
+	}
+	// Resumed: the CR as patched.
+	done, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace("demo").Get(t.Context(), "myfdb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn.ClearActions()
+	r.planned = done
+	if err := r.patchCounts(t.Context(), nil, map[string]int32{"storage": 2}, map[string]int{"storage": 3}, []string{"storage-11"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() == "patch" {
+			t.Fatalf("a resumed run patched again: %v", a)
+		}
+	}
+}
