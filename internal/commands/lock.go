@@ -42,6 +42,16 @@ type LockAction struct {
 	ops.LockInfo
 	// DryRun: nothing was changed; Action says what would be done.
 	DryRun bool `json:"dryRun,omitempty"`
+	// FDBLockCleared is the FoundationDB operator's lock key `lock release` cleared: held as
+	// kubectl-dbops by a run that did not end.
+	FDBLockCleared *ClearedFDBLock `json:"fdbLockCleared,omitempty"`
+}
+
+// ClearedFDBLock is the holder of a cleared FoundationDB lock key.
+type ClearedFDBLock struct {
+	Owner string    `json:"owner"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 }
 
 // NewLockOptions returns options bound to the shared flags.
@@ -249,9 +259,15 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 		return err
 	}
 	if o.DryRun {
+		also := ""
+		if l := o.readOperatorLocks(ctx); l != nil && l.fdb != nil && l.fdb.Holder != nil &&
+			l.fdb.Holder.Owner == foundationdb.LockOwnerID && !l.fdb.Holder.Expired(l.now) {
+			also = fmt.Sprintf("would also clear the FoundationDB operator's lock key held as %s until %s\n",
+				foundationdb.LockOwnerID, time.Unix(l.fdb.Holder.End, 0).UTC().Format(time.RFC3339))
+		}
 		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "release", Holder: m.ID}, DryRun: true},
 			func(w io.Writer) error {
-				_, err := ops.Fprintf(w, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID)
+				_, err := ops.Fprintf(w, "would release the lock on %s/%s held as %s\n%s", m.Namespace, m.Cluster, m.ID, also)
 				return err
 			})
 	}
@@ -281,10 +297,42 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 	if displaced {
 		info.Previous = r.Holder
 	}
-	return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
-		_, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n%s", m.Namespace, m.Cluster, m.ID, held, unpaused)
+	cleared, fdbErr := o.clearOwnFDBLock(ctx)
+	fdbNote := ""
+	if cleared != nil {
+		fdbNote = fmt.Sprintf("FoundationDB operator's lock key cleared (held as %s since %s, until %s, by a run that did not end)\n",
+			cleared.Owner, cleared.Start.Format(time.RFC3339), cleared.End.Format(time.RFC3339))
+	}
+	if err := o.printLockAction(m, LockAction{LockInfo: info, FDBLockCleared: cleared}, func(w io.Writer) error {
+		_, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n%s%s", m.Namespace, m.Cluster, m.ID, held, unpaused, fdbNote)
 		return err
-	})
+	}); err != nil {
+		return err
+	}
+	return fdbErr
+}
+
+// clearOwnFDBLock clears the FoundationDB operator's lock key where the cluster uses it and
+// kubectl-dbops holds it: with the Lease released no run of this tool acts, so the key is one
+// a run killed outright left (foundationdb.Engine.ClearOwnFDBLock). The Lease stays released
+// when this fails; the error says the key expires by itself.
+func (o *LockOptions) clearOwnFDBLock(ctx context.Context) (*ClearedFDBLock, error) {
+	if o.found == nil || o.clients == nil || foundationdb.Resource(o.found) == nil {
+		return nil, nil
+	}
+	e, err := foundationdb.New(EngineDeps{Clients: o.clients, Cluster: o.found, Options: o.GlobalOptions}.deps(), foundationdb.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("the lock is released, but the FoundationDB operator's lock key was not checked: %w", err)
+	}
+	h, err := e.ClearOwnFDBLock(ctx, o.found)
+	if err != nil {
+		return nil, fmt.Errorf("the lock is released, but the FoundationDB operator's lock key held as %s was not cleared (it expires by itself; see lock status): %w",
+			foundationdb.LockOwnerID, err)
+	}
+	if h == nil {
+		return nil, nil
+	}
+	return &ClearedFDBLock{Owner: h.Owner, Start: time.Unix(h.Start, 0).UTC(), End: time.Unix(h.End, 0).UTC()}, nil
 }
 
 // recordLockEvent records a change of the lock or deny list as an Event on the cluster's

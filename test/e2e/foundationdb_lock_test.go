@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"syscall"
@@ -271,5 +272,74 @@ func TestFoundationDBOperatorWaitsForOurLock(t *testing.T) {
 	held := waitOperatorLock(t, ctx, model, "dc1")
 	if held.End <= time.Now().Unix() {
 		t.Fatalf("the stand-in's lock: %+v", held)
+	}
+}
+
+// TestFoundationDBLockReleaseClearsKilledRunsKey: a restart killed outright (SIGKILL, between
+// batches) leaves the operator's lock key held as kubectl-dbops, which would keep the operator
+// from its exclusions until it expires. `lock release --dry-run` says it would clear it and
+// changes nothing; `lock release` releases the Lease and clears the key, and says so in -o
+// json.
+func TestFoundationDBLockReleaseClearsKilledRunsKey(t *testing.T) {
+	ns := newNamespace(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	model := multiZoneFDB(t, ctx, ns)
+	env := cliEnv(t)
+
+	run := startCLI(t, env, "restart", "myfdb", "--rolling", "--mode", "zone", "--pause-between", "10m", "-n", ns, "--yes", "-o", "json")
+	run.waitEvent("the first batch done", func(ev ndEvent) bool { return ev.Type == "step-done" })
+	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	run.wait()
+	keyWrites := func() []string {
+		var out []string
+		for _, w := range lockKeyWrites(t, model) {
+			if w != "kill" {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	if w := keyWrites(); len(w) == 0 || w[len(w)-1] != "set kubectl-dbops" {
+		t.Fatalf("the killed run does not hold the key: %v", w)
+	}
+	held := waitOperatorLock(t, ctx, model, "kubectl-dbops")
+
+	dry := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--dry-run")
+	if dry.Code != 0 || !strings.Contains(dry.Stdout, "would also clear the FoundationDB operator's lock key held as kubectl-dbops") {
+		t.Fatalf("lock release --dry-run does not say it would clear the key: %s", dry)
+	}
+	if now := waitOperatorLock(t, ctx, model, "kubectl-dbops"); now != held {
+		t.Fatalf("--dry-run changed the key: %+v -> %+v", held, now)
+	}
+
+	res := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "-o", "json")
+	if res.Code != 0 {
+		t.Fatalf("lock release: %s", res)
+	}
+	var out struct {
+		Action  string `json:"action"`
+		Cleared *struct {
+			Owner string    `json:"owner"`
+			End   time.Time `json:"end"`
+		} `json:"fdbLockCleared"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		t.Fatalf("lock release -o json: %v\n%s", err, res.Stdout)
+	}
+	if out.Action != "released" || out.Cleared == nil || out.Cleared.Owner != "kubectl-dbops" || out.Cleared.End.Unix() != held.End {
+		t.Fatalf("lock release -o json does not report the cleared key: %s", res.Stdout)
+	}
+	if w := keyWrites(); w[len(w)-1] != "clear" {
+		t.Fatalf("lock release left the key: %v", w)
+	}
+	if kv := model.KV(fdbLockKey); len(kv) != 0 {
+		t.Fatalf("key left after lock release: %q", kv)
+	}
+	lease, err := bed.Client.CoordinationV1().Leases(ns).Get(ctx, "dbops-myfdb", metav1.GetOptions{})
+	if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+		t.Fatalf("the Lease is still held by %s", *lease.Spec.HolderIdentity)
 	}
 }

@@ -589,3 +589,44 @@ func (e *Engine) ReadFDBLock(ctx context.Context, c *ops.Cluster) (st FDBLockSta
 	st, err = e.NewFDBLock(c, cfg).Read(ctx)
 	return st, cfg, true, err
 }
+
+// ClearOwnFDBLock clears the operator's lock key of cluster c when kubectl-dbops holds it (not
+// expired), for `lock release`: a run holds the key only while it holds the Lease, so once
+// the Lease is released a key of ours is left by a run killed outright, and keeps the
+// operator from its exclusions and coordinator changes until it expires. The clearing
+// transaction checks the key is still ours as FDBLock.Release does. It returns the holder it
+// cleared; nil when the cluster does not use the operator's lock or the key is not ours.
+func (e *Engine) ClearOwnFDBLock(ctx context.Context, c *ops.Cluster) (*LockValue, error) {
+	u := Resource(c)
+	if u == nil {
+		return nil, nil
+	}
+	cfg := ReadLockConfig(u)
+	if !cfg.Use {
+		return nil, nil
+	}
+	l := e.NewFDBLock(c, cfg)
+	st, err := l.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := st.Holder
+	if h == nil || h.Owner != LockOwnerID || h.Expired(l.now()) {
+		return nil, nil
+	}
+	// Release clears only a key it holds: adopt the one found, then let it check and clear.
+	l.mu.Lock()
+	l.held, l.start = true, h.Start
+	l.mu.Unlock()
+	if err := l.Release(ctx); err != nil {
+		return nil, err
+	}
+	after, err := l.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if after.Holder != nil && after.Holder.Owner == LockOwnerID && *after.Holder == *h {
+		return nil, fmt.Errorf("the FoundationDB lock key is still held as %s after clearing it", LockOwnerID)
+	}
+	return h, nil
+}
