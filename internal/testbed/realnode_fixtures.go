@@ -118,6 +118,10 @@ func RealEtcdObjectsLayout(namespace, name string, replicas int32, layout RealEt
 			ReadinessProbe: &corev1.Probe{
 				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(2379)}},
 				PeriodSeconds: 2,
+				// kubeadm's etcd manifest gives its /readyz probe 15 s: on a loaded host a
+				// member's /readyz can take over the default 1 s while another member catches
+				// up, and the pod flapped to not Ready (a CI run's restart then refused).
+				TimeoutSeconds: 15,
 			},
 			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
 		}},
