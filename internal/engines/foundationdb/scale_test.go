@@ -59,20 +59,7 @@ func TestPlanScaleRemove(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ids []string
-			for _, s := range p.Steps {
-				ids = append(ids, s.ID)
-			}
-			if got := strings.Join(ids, " "); got != tc.steps {
-				t.Fatalf("steps %q, want %q", got, tc.steps)
-			}
-			if tc.golden != "" {
-				var b bytes.Buffer
-				if err := ops.WritePlanText(&b, p.View()); err != nil {
-					t.Fatal(err)
-				}
-				golden.Assert(t, tc.golden, b.Bytes())
-			}
+			assertPlan(t, p, tc.steps, tc.golden)
 		})
 	}
 }
@@ -120,5 +107,25 @@ func TestPatchCountsWithRemovals(t *testing.T) {
 		if a.GetVerb() == "patch" {
 			t.Fatalf("a resumed run patched again: %v", a)
 		}
+	}
+}
+
+// assertPlan checks a plan's step IDs (space-separated) and, when golden is set, its text
+// against the golden file.
+func assertPlan(t *testing.T, p *ops.Plan, steps, goldenFile string) {
+	t.Helper()
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	if got := strings.Join(ids, " "); got != steps {
+		t.Fatalf("steps %q, want %q", got, steps)
+	}
+	if goldenFile != "" {
+		var b bytes.Buffer
+		if err := ops.WritePlanText(&b, p.View()); err != nil {
+			t.Fatal(err)
+		}
+		golden.Assert(t, goldenFile, b.Bytes())
 	}
 }

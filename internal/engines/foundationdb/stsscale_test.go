@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
@@ -102,20 +101,7 @@ func TestStatefulSetScalePlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ids []string
-			for _, s := range p.Steps {
-				ids = append(ids, s.ID)
-			}
-			if got := strings.Join(ids, " "); got != tc.steps {
-				t.Fatalf("steps %q, want %q", got, tc.steps)
-			}
-			if tc.golden != "" {
-				var b bytes.Buffer
-				if err := ops.WritePlanText(&b, p.View()); err != nil {
-					t.Fatal(err)
-				}
-				golden.Assert(t, tc.golden, b.Bytes())
-			}
+			assertPlan(t, p, tc.steps, tc.golden)
 		})
 	}
 }
