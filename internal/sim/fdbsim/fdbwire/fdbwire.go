@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/racebuild"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbsts"
@@ -77,7 +78,7 @@ func InstallShim(ctx context.Context, tb TestBed) error {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "fdbcli")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ShimPackage).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", append(append([]string{"build"}, racebuild.BuildFlags()...), "-o", bin, ShimPackage)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("build fdbcli shim: %w\n%s", err, out)
 	}
 	data, err := os.ReadFile(bin)
