@@ -151,3 +151,27 @@ func TestUpstreamStatusUnreachableProcess(t *testing.T) {
 		t.Errorf("gate: %v", err)
 	}
 }
+
+// TestLockTupleAsFDBTupleSpec: the operator's lock value is an FDB tuple; its encoding follows
+// the test cases of FoundationDB's tuple specification (apple/foundationdb design/tuple.md at
+// 7.3.63): pack(u"F\u00d4O\u0000bar") == b'\x02F\xc3\x94O\x00\xffbar\x00',
+// pack(-5551212) == b'\x11\xabK\x93', -1 is 0x13 0xfe, zero is 0x14.
+func TestLockTupleAsFDBTupleSpec(t *testing.T) {
+	tests := []struct {
+		v    LockValue
+		want string
+	}{
+		{LockValue{Owner: "F\u00d4O\x00bar", Start: -5551212, End: -1}, "\x02F\xc3\x94O\x00\xffbar\x00" + "\x11\xabK\x93" + "\x13\xfe"},
+		{LockValue{Owner: "", Start: 0, End: 0}, "\x02\x00" + "\x14" + "\x14"},
+	}
+	for _, tt := range tests {
+		got := EncodeLockValue(tt.v)
+		if string(got) != tt.want {
+			t.Errorf("EncodeLockValue(%+v) = %q, want %q", tt.v, got, tt.want)
+		}
+		back, err := DecodeLockValue([]byte(tt.want))
+		if err != nil || back != tt.v {
+			t.Errorf("DecodeLockValue(%q) = %+v, %v; want %+v", tt.want, back, err, tt.v)
+		}
+	}
+}
