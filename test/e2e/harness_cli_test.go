@@ -140,6 +140,16 @@ func cliExitCode(t *testing.T, err error) int {
 	}
 }
 
+// failOnRace fails the test when a CLI built with -race (racebuild) reported a data race: a
+// race report alone does not always change the exit code a test expects (a killed run, a
+// refusal's exit 2 printed before the report).
+func failOnRace(t *testing.T, res cliResult) {
+	t.Helper()
+	if strings.Contains(res.Stderr, "WARNING: DATA RACE") {
+		t.Errorf("the race detector reported a data race in the CLI: %s", res)
+	}
+}
+
 // runCLI runs the binary to completion with the test's environment.
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
@@ -155,6 +165,7 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	if ctx.Err() != nil {
 		t.Fatalf("kubectl-dbops did not finish within %s: %s", cliTimeout, res)
 	}
+	failOnRace(t, res)
 	t.Logf("kubectl-dbops %s: exit %d in %s", strings.Join(args, " "), res.Code, res.Elapsed.Round(time.Millisecond))
 	return res
 }
@@ -200,6 +211,7 @@ func runKubectl(t *testing.T, kubectl string, env []string, args ...string) cliR
 	if ctx.Err() != nil {
 		t.Fatalf("kubectl did not finish within %s: %s", cliTimeout, res)
 	}
+	failOnRace(t, res)
 	if ps := cmd.ProcessState; ps != nil {
 		res.CPU = ps.UserTime() + ps.SystemTime()
 	}
@@ -343,6 +355,7 @@ func (r *runningCLI) wait() cliResult {
 	if readErr != nil {
 		r.t.Errorf("reading NDJSON output: %v\n%s", readErr, res)
 	}
+	failOnRace(r.t, res)
 	r.t.Logf("kubectl-dbops %s: exit %d in %s", strings.Join(r.args, " "), res.Code, res.Elapsed.Round(time.Millisecond))
 	return res
 }
