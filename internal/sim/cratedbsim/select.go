@@ -94,7 +94,7 @@ func clusterVirtualTable() virtualTable {
 		for _, p := range strings.Split(k, ".") {
 			b.WriteString("['" + p + "']")
 		}
-		cols = append(cols, column{b.String(), oidVarchar})
+		cols = append(cols, column{b.String(), settingOID(k)})
 	}
 	return virtualTable{cols: cols, stateless: true, rows: func(m *model) [][]any {
 		var master any
@@ -103,7 +103,7 @@ func clusterVirtualTable() virtualTable {
 		}
 		row := []any{"cratedb-simulator", "crate", master}
 		for _, k := range keys {
-			row = append(row, m.setting(k))
+			row = append(row, typedSetting(settingOID(k), m.setting(k)))
 		}
 		return [][]any{row}
 	}}

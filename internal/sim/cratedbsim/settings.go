@@ -2,6 +2,7 @@ package cratedbsim
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -44,6 +45,58 @@ func runtimeSettings() map[string]string {
 		}
 	}
 	return m
+}
+
+// settingOIDs are the types sys.cluster gives the non-text runtime settings, as CrateDB lists
+// them in information_schema.columns (crate/crate docs/admin/system-information.rst, "Cluster
+// settings"); every other runtime setting is text.
+func settingOIDs() map[string]uint32 {
+	return map[string]uint32{
+		"cluster.graceful_stop.force":                                  oidBool,
+		"cluster.max_shards_per_node":                                  oidInt4,
+		"cluster.routing.allocation.balance.index":                     oidFloat4,
+		"cluster.routing.allocation.balance.shard":                     oidFloat4,
+		"cluster.routing.allocation.balance.threshold":                 oidFloat4,
+		"cluster.routing.allocation.cluster_concurrent_rebalance":      oidInt4,
+		"cluster.routing.allocation.disk.threshold_enabled":            oidBool,
+		"cluster.routing.allocation.node_concurrent_recoveries":        oidInt4,
+		"cluster.routing.allocation.node_initial_primaries_recoveries": oidInt4,
+		"cluster.routing.allocation.total_shards_per_node":             oidInt4,
+		"stats.enabled":             oidBool,
+		"stats.jobs_log_size":       oidInt4,
+		"stats.operations_log_size": oidInt4,
+	}
+}
+
+// settingOID is the sys.cluster column type of a runtime setting.
+func settingOID(key string) uint32 {
+	if oid, ok := settingOIDs()[key]; ok {
+		return oid
+	}
+	return oidVarchar
+}
+
+// typedSetting is a setting's stored text as a value of its column type (nil if it does not
+// parse, which SET GLOBAL's validation should have prevented).
+func typedSetting(oid uint32, v string) any {
+	switch oid {
+	case oidBool:
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+		return nil
+	case oidInt4:
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+			return int32(n)
+		}
+		return nil
+	case oidFloat4:
+		if f, err := strconv.ParseFloat(v, 32); err == nil {
+			return float32(f)
+		}
+		return nil
+	}
+	return v
 }
 
 // staticSettings are exposed settings that exist but cannot change at runtime.

@@ -13,6 +13,7 @@ const (
 	oidInt8      uint32 = 20
 	oidInt2      uint32 = 21
 	oidInt4      uint32 = 23
+	oidFloat4    uint32 = 700
 	oidText      uint32 = 25
 	oidVarchar   uint32 = 1043
 	oidTextArray uint32 = 1009
