@@ -102,13 +102,20 @@ func replicasOf(st *Status) int {
 	if st.Cluster.Configuration == nil {
 		return 0
 	}
+	// Copies of the data per redundancy mode, as FoundationDB configures them:
+	// three_datacenter keeps 6, its fallback 4; three_data_hall 3, its fallback 2
+	// (TestReplicasOfEveryRedundancyMode names the upstream source).
 	switch st.Cluster.Configuration.RedundancyMode {
 	case "single":
 		return 1
-	case "double":
+	case "double", "three_data_hall_fallback":
 		return 2
-	case "triple", "three_data_hall", "three_datacenter":
+	case "triple", "three_data_hall":
 		return 3
+	case "three_datacenter_fallback":
+		return 4
+	case "three_datacenter":
+		return 6
 	}
 	return st.Cluster.Configuration.LogReplicas
 }

@@ -175,3 +175,21 @@ func TestLockTupleAsFDBTupleSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasOfEveryRedundancyMode: the storage replicas of each redundancy_mode status json
+// may report (the "$enum" of FoundationDB's status schema), as FoundationDB's configure sets
+// them (apple/foundationdb fdbclient/ManagementAPI.actor.cpp configForToken at 7.3.63;
+// documentation/sphinx/source/configuration.rst: three_datacenter "Data is replicated 6
+// times"). The restart gate and the removal checks require this many replicas remaining.
+func TestReplicasOfEveryRedundancyMode(t *testing.T) {
+	for mode, want := range map[string]int{"single": 1, "double": 2, "triple": 3, "three_datacenter": 6,
+		"three_datacenter_fallback": 4, "three_data_hall": 3, "three_data_hall_fallback": 2} {
+		st, err := ParseStatus([]byte(`{"cluster":{"configuration":{"redundancy_mode":"` + mode + `"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := replicasOf(st); got != want {
+			t.Errorf("replicasOf(%s) = %d, want %d", mode, got, want)
+		}
+	}
+}
