@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -36,6 +37,10 @@ const maxPatchConflicts = 5
 // defaultProcessGroupIDLabel is the operator's process group ID label (api/v1beta2
 // foundationdb_labels.go), unless spec.labels.processGroupIDLabels names another.
 const defaultProcessGroupIDLabel = "foundationdb.org/fdb-process-group-id"
+
+// defaultClusterNameLabel is the operator's match label when spec.labels.matchLabels is empty
+// (api/v1beta2 GetMatchLabels).
+const defaultClusterNameLabel = "foundationdb.org/fdb-cluster-name"
 
 // PlanReplacement plans the removal of process groups with replacement, as the operator does it
 // (a grow followed by a shrink): the groups are added to spec.processGroupsToRemove (or
@@ -560,28 +565,50 @@ func (r *removal) waitNoCoordinator(ctx context.Context, sc *ops.StepContext, ba
 
 func (r *removal) waitRemoved(ctx context.Context, sc *ops.StepContext, batch []string) error {
 	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
-		for _, id := range batch {
-			sel := r.idLabel + "=" + id
-			pods, err := ops.ListPods(ctx, sc, r.e.client, r.c.Namespace, sel)
-			if err != nil {
-				return false, "", err
-			}
-			for name := range pods {
-				return false, fmt.Sprintf("pod %s of process group %s to be deleted", name, id), nil
-			}
-			pvcs, err := r.e.client.CoreV1().PersistentVolumeClaims(r.c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-			if err != nil {
-				return false, "", fmt.Errorf("listing PVCs of process group %s: %w", id, err)
-			}
-			if len(pvcs.Items) > 0 {
-				return false, fmt.Sprintf("PVC %s of process group %s to be deleted", pvcs.Items[0].Name, id), nil
-			}
-			if _, ok := ReadCR(u).Groups[id]; ok {
-				return false, "process group " + id + " to leave status.processGroups", nil
-			}
-		}
-		return true, "", nil
+		return r.removed(ctx, sc, u, batch)
 	})
+}
+
+// groupSelector selects the pods and PVCs of process group id of the cluster u: its match
+// labels AND the process group ID label (the operator's GetPodMatchLabels). Another cluster in
+// the namespace may use the same process group IDs.
+func (r *removal) groupSelector(u *unstructured.Unstructured, id string) string {
+	set := labels.Set{}
+	match, _, _ := unstructured.NestedStringMap(u.Object, "spec", "labels", "matchLabels")
+	if len(match) == 0 {
+		match = map[string]string{defaultClusterNameLabel: u.GetName()}
+	}
+	for k, v := range match {
+		set[k] = v
+	}
+	set[r.idLabel] = id
+	return labels.SelectorFromSet(set).String()
+}
+
+// removed reports whether the batch's pods, PVCs and status entries are gone, and what it
+// waits for when not.
+func (r *removal) removed(ctx context.Context, sc *ops.StepContext, u *unstructured.Unstructured, batch []string) (bool, string, error) {
+	for _, id := range batch {
+		sel := r.groupSelector(u, id)
+		pods, err := ops.ListPods(ctx, sc, r.e.client, r.c.Namespace, sel)
+		if err != nil {
+			return false, "", err
+		}
+		for name := range pods {
+			return false, fmt.Sprintf("pod %s of process group %s to be deleted", name, id), nil
+		}
+		pvcs, err := r.e.client.CoreV1().PersistentVolumeClaims(r.c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, "", fmt.Errorf("listing PVCs of process group %s: %w", id, err)
+		}
+		if len(pvcs.Items) > 0 {
+			return false, fmt.Sprintf("PVC %s of process group %s to be deleted", pvcs.Items[0].Name, id), nil
+		}
+		if _, ok := ReadCR(u).Groups[id]; ok {
+			return false, "process group " + id + " to leave status.processGroups", nil
+		}
+	}
+	return true, "", nil
 }
 
 func (r *removal) waitIncluded(ctx context.Context, sc *ops.StepContext, batch []string) error {

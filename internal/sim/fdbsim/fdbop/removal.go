@@ -85,8 +85,11 @@ func (o *Operator) createPVC(ctx context.Context, owner *unstructured.Unstructur
 	if !isStateful(pg.ProcessClass) {
 		return nil
 	}
+	// internal/pod_helper.go GetPvcMetadata -> internal/pod_models.go GetObjectMetadata: the
+	// pod labels (GetPodLabels: match labels, class and process group ID labels), then the
+	// resource labels.
 	labels := map[string]string{}
-	for k, v := range spec.resourceLabels(owner.GetName()) {
+	for k, v := range spec.matchLabels(owner.GetName()) {
 		labels[k] = v
 	}
 	for _, l := range spec.processClassLabels() {
@@ -94,6 +97,9 @@ func (o *Operator) createPVC(ctx context.Context, owner *unstructured.Unstructur
 	}
 	for _, l := range spec.processGroupIDLabels() {
 		labels[l] = pg.ProcessGroupID
+	}
+	for k, v := range spec.resourceLabels(owner.GetName()) {
+		labels[k] = v
 	}
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: pvcName(owner.GetName(), pg), Namespace: owner.GetNamespace(), Labels: labels,
