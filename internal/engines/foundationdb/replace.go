@@ -457,13 +457,13 @@ func (r *removal) waitReplacements(ctx context.Context, sc *ops.StepContext, bat
 		if len(classes) == 0 {
 			return true, "", nil // removed already
 		}
-		counts, _, _ := unstructured.NestedMap(u.Object, "spec", "processCounts")
+		counts := discovery.FoundationDBProcessCounts(u.Object)
 		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}
 		for _, class := range sortedSet(classes) {
-			want := int(int64Of(counts[class]))
+			want := counts[class]
 			var ready []string
 			for id, g := range cr.Groups {
 				if g.Class != class || g.Removal {
@@ -480,6 +480,18 @@ func (r *removal) waitReplacements(ctx context.Context, sc *ops.StepContext, bat
 		}
 		return true, "", nil
 	})
+}
+
+// classSet is the classes of either map.
+func classSet(a, b map[string]int) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 func int64Of(v any) int64 {
@@ -652,7 +664,8 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		case !cr.Available || !cr.Healthy:
 			return false, fmt.Sprintf("the FoundationDBCluster's health (available=%t healthy=%t)", cr.Available, cr.Healthy), nil
 		}
-		counts, _, _ := unstructured.NestedMap(u.Object, "spec", "processCounts")
+		// The operator's counts: unset or 0 is its default, -1 none (a class it runs no group of).
+		counts := discovery.FoundationDBProcessCounts(u.Object)
 		have := map[string]int{}
 		for id, g := range cr.Groups {
 			if g.Removal {
@@ -660,8 +673,8 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 			}
 			have[g.Class]++
 		}
-		for class, v := range counts {
-			if want := int(int64Of(v)); have[class] != want {
+		for _, class := range sortedSet(classSet(counts, have)) {
+			if want := counts[class]; have[class] != want {
 				return false, fmt.Sprintf("%d %s process groups, want %d", have[class], class, want), nil
 			}
 		}
@@ -672,14 +685,14 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		if !healthy(st) {
 			return false, "the database to be healthy and fully recovered", nil
 		}
-		for class, v := range counts {
+		for class, want := range counts {
 			n := 0
 			for _, pr := range st.Cluster.Processes {
 				if pr.ClassType == class && !pr.Excluded {
 					n++
 				}
 			}
-			if want := int(int64Of(v)); n < want {
+			if n < want {
 				return false, fmt.Sprintf("%d of %d %s processes reporting", n, want, class), nil
 			}
 		}

@@ -44,7 +44,7 @@ func (c *Cluster) AddProcess(s ProcessSpec) error {
 		q.spec.Address = ""
 	}
 	switch s.Class {
-	case ClassStorage, ClassLog, ClassStateless:
+	case ClassStorage, ClassLog, ClassStateless, ClassClusterController:
 	default:
 		return fmt.Errorf("process %s: unsupported class %q", s.ID, s.Class)
 	}

@@ -18,6 +18,11 @@ const (
 	ClassStorage   = "storage"
 	ClassLog       = "log"
 	ClassStateless = "stateless"
+	// ClassClusterController is the class the operator's sample cluster runs one process of
+	// (processCounts.cluster_controller): the best fit for the cluster controller and the
+	// worst for the other transaction roles (fdbrpc/Locality.cpp machineClassFitness; on main
+	// fdbserver/core/ProcessClassRecruitment.cpp).
+	ClassClusterController = "cluster_controller"
 )
 
 // recoveryStates are the recovery_state names in the order a recovery passes them
@@ -210,7 +215,7 @@ func New(clock Clock, cfg Config, specs []ProcessSpec, coordinators []string) (*
 		}
 		seen[s.ID], seen[s.Address] = true, true
 		switch s.Class {
-		case ClassStorage, ClassLog, ClassStateless:
+		case ClassStorage, ClassLog, ClassStateless, ClassClusterController:
 		default:
 			return nil, fmt.Errorf("process %s: unsupported class %q", s.ID, s.Class)
 		}
@@ -317,7 +322,7 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 		c.cc, c.master = "", ""
 		return
 	}
-	var stateless, logs, storage []*process
+	var stateless, logs, storage, controllers []*process
 	for _, p := range c.procs {
 		if !p.up {
 			continue
@@ -332,6 +337,8 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 			logs = append(logs, p)
 		case ClassStorage:
 			storage = append(storage, p)
+		case ClassClusterController:
+			controllers = append(controllers, p)
 		}
 	}
 	// A storage process is the worst fit for the transaction roles, yet still a fit
@@ -347,7 +354,9 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 	// (fdbclient/ProcessClass: ExcludeFit), so a recovery elects the controller elsewhere.
 	if ccp := c.byID(c.cc); ccp == nil || !ccp.up || c.isExcluded(ccp) {
 		c.cc = ""
-		if len(stateless) > 0 {
+		if len(controllers) > 0 {
+			c.cc = controllers[0].spec.ID // BestFit
+		} else if len(stateless) > 0 {
 			c.cc = stateless[0].spec.ID
 		}
 	}

@@ -395,11 +395,13 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	return nil
 }
 
-// addProcessGroups adds process groups for each class below its count, not counting the groups
-// marked for removal (add_process_groups.go): a marked group gets its replacement.
+// addProcessGroups adds process groups for each class below its count (desiredCounts: the
+// operator's defaults for counts left 0 or unset, none for -1), not counting the groups marked
+// for removal (add_process_groups.go): a marked group gets its replacement.
 func (o *Operator) addProcessGroups(spec *clusterSpec, status *clusterStatus) {
-	classes := make([]string, 0, len(spec.ProcessCounts))
-	for c := range spec.ProcessCounts {
+	desired := spec.desiredCounts()
+	classes := make([]string, 0, len(desired))
+	for c := range desired {
 		classes = append(classes, c)
 	}
 	sort.Strings(classes)
@@ -420,7 +422,7 @@ func (o *Operator) addProcessGroups(spec *clusterSpec, status *clusterStatus) {
 				n++
 			}
 		}
-		for ; n < spec.ProcessCounts[class]; n++ {
+		for ; n < desired[class]; n++ {
 			num := 0
 			for num == 0 || used[num] {
 				num = o.rnd.IntN(maxProcessGroupIDNum) + 1
@@ -506,6 +508,11 @@ func (o *Operator) createPod(ctx context.Context, owner *unstructured.Unstructur
 // zone is the process's zoneid: spec.faultDomain.value, the node name (valueFrom spec.nodeName,
 // the default), or a node label named by $NODE_LABEL_<KEY> (fault_domains.md).
 func (o *Operator) zone(ctx context.Context, spec *clusterSpec, pod *corev1.Pod) (string, error) {
+	// foundationdb.org/none (the operator's sample): every pod is its own fault domain, zoneid
+	// the pod name (internal/pod_client.go GetSubstitutions, NoneFaultDomainKey).
+	if spec.FaultDomain.Key == "foundationdb.org/none" {
+		return pod.Name, nil
+	}
 	if spec.FaultDomain.Value != "" {
 		return spec.FaultDomain.Value, nil
 	}

@@ -16,6 +16,16 @@ type clusterSpec struct {
 	ProcessGroupsToRemoveWithoutExclusion []string `json:"processGroupsToRemoveWithoutExclusion,omitempty"`
 	DatabaseConfiguration                 struct {
 		RedundancyMode string `json:"redundancy_mode,omitempty"`
+		UsableRegions  int    `json:"usable_regions,omitempty"`
+		// RoleCounts (api/v1beta2 foundationdb_database_configuration.go), inlined.
+		Storage       int `json:"storage,omitempty"`
+		Logs          int `json:"logs,omitempty"`
+		Proxies       int `json:"proxies,omitempty"`
+		CommitProxies int `json:"commit_proxies,omitempty"`
+		GrvProxies    int `json:"grv_proxies,omitempty"`
+		Resolvers     int `json:"resolvers,omitempty"`
+		LogRouters    int `json:"log_routers,omitempty"`
+		RemoteLogs    int `json:"remote_logs,omitempty"`
 	} `json:"databaseConfiguration,omitempty"`
 	FaultDomain struct {
 		Key       string `json:"key,omitempty"`

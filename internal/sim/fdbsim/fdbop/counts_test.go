@@ -1,0 +1,71 @@
+package fdbop
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestStandInAppliesOperatorDefaults: the operator's config/samples/cluster.yaml (no
+// redundancy mode, cluster_controller 1, stateless -1, storage and log unset) gets the
+// operator's defaults: 3 storage, 4 log, 1 cluster_controller and no stateless process group
+// (GetProcessCountsWithDefaults); the database comes up with the cluster controller on its
+// cluster_controller process.
+func TestStandInAppliesOperatorDefaults(t *testing.T) {
+	b := newBed(t, map[string]any{
+		"version":       "7.3.69",
+		"faultDomain":   map[string]any{"key": "foundationdb.org/none"},
+		"processCounts": map[string]any{"cluster_controller": int64(1), "stateless": int64(-1)},
+	})
+	b.reconcile(t)
+	b.kubelet(t)
+	b.reconcile(t)
+	got := map[string]int{}
+	for _, pg := range b.status(t).ProcessGroups {
+		got[pg.ProcessClass]++
+	}
+	if want := map[string]int{"storage": 3, "log": 4, "cluster_controller": 1}; !maps.Equal(got, want) {
+		t.Fatalf("process groups per class %v, want %v", got, want)
+	}
+	st := b.status(t)
+	if st.Generations["reconciled"] != 2 || !st.Health.Available {
+		t.Fatalf("status %+v", st)
+	}
+	model := b.host.Cluster("demo/myfdb")
+	if model == nil {
+		t.Fatal("no model")
+	}
+	for _, p := range model.Processes() {
+		if p.Zone != "myfdb-"+strings.ReplaceAll(p.ID, "_", "-") { // foundationdb.org/none: zoneid = pod name
+			t.Fatalf("process %s zone %q", p.ID, p.Zone)
+		}
+		if p.Class == "cluster_controller" && !slices.Contains(p.Roles, "cluster_controller") {
+			t.Fatalf("cluster controller not on the cluster_controller process: %+v", p)
+		}
+	}
+}
+
+// TestDesiredCounts: the defaults worked out by hand from the operator's source.
+func TestDesiredCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec clusterSpec
+		want map[string]int
+	}{
+		{name: "double, nothing set", want: map[string]int{"storage": 3, "log": 4, "stateless": 9}},
+		{name: "triple", spec: func() clusterSpec {
+			var s clusterSpec
+			s.DatabaseConfiguration.RedundancyMode = "triple"
+			return s
+		}(), want: map[string]int{"storage": 5, "log": 5, "stateless": 10}},
+		{name: "explicit and none", spec: clusterSpec{ProcessCounts: map[string]int{"storage": 4, "log": 3, "stateless": -1}},
+			want: map[string]int{"storage": 4, "log": 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.spec.desiredCounts(); !maps.Equal(got, tc.want) {
+				t.Fatalf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
