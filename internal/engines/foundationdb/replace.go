@@ -565,6 +565,15 @@ func (r *removal) waitNoCoordinator(ctx context.Context, sc *ops.StepContext, ba
 		if st == nil {
 			return false, why, nil
 		}
+		// By the coordinator role of the batch's processes: with DNS names in the cluster
+		// file, client.coordinators names hosts, not these addresses.
+		for _, id := range batch {
+			for _, pr := range st.ByInstance(id) {
+				if st.IsCoordinator(pr.Address) {
+					return false, "the operator to move coordinator " + pr.Address + " (process group " + id + ") off the removed process groups", nil
+				}
+			}
+		}
 		addrs := addrsOf(st, batch)
 		for _, co := range st.Client.Coordinators.Coordinators {
 			if addrs[strings.TrimSuffix(co.Address, ":tls")] {
