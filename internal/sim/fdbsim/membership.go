@@ -73,7 +73,7 @@ func (c *Cluster) RemoveProcess(id string) error {
 	if p == nil {
 		return fmt.Errorf("no process %s", id)
 	}
-	if p.spec.Address != "" && slices.Contains(c.coordinators, p.spec.Address) {
+	if c.isCoordinator(p.spec.Address) {
 		return fmt.Errorf("process %s (%s) is a coordinator", id, p.spec.Address)
 	}
 	wasUp := p.up

@@ -78,6 +78,8 @@ type Config struct {
 	StoredBytes int64
 	// Description and ID make the connection string description:ID@coordinators.
 	Description, ID string
+	// DNS is the initial DNS table for hostname coordinators (dns.go; SetDNS replaces it).
+	DNS map[string]string
 }
 
 func (c *Config) defaults() {
@@ -165,8 +167,10 @@ type Cluster struct {
 	cfg   Config
 
 	procs []*process // in the order given
-	// coordinators are the addresses in the connection string.
+	// coordinators are the entries of the connection string: addresses or hostnames (dns.go).
 	coordinators []string
+	// dns is the DNS table hostname entries resolve through (SetDNS).
+	dns map[string]string
 
 	generation int
 	rec        recovery
@@ -225,8 +229,9 @@ func New(clock Clock, cfg Config, specs []ProcessSpec, coordinators []string) (*
 		sum := sha256.Sum256([]byte(s.ID))
 		c.procs = append(c.procs, &process{spec: s, processID: hex.EncodeToString(sum[:16]), started: clock.Now(), up: true})
 	}
+	c.dns = cfg.DNS
 	for _, a := range coordinators {
-		if c.byAddress(a) == nil {
+		if c.coordinatorProcess(a) == nil {
 			return nil, fmt.Errorf("coordinator %s is not a process of the cluster", a)
 		}
 	}
@@ -304,7 +309,7 @@ func (c *Cluster) bringUp(p *process, at time.Time) {
 func (c *Cluster) quorum() bool {
 	n := 0
 	for _, a := range c.coordinators {
-		if p := c.byAddress(a); p != nil && p.up {
+		if p := c.coordinatorProcess(a); p != nil && p.up {
 			n++
 		}
 	}
@@ -622,7 +627,7 @@ func (c *Cluster) roles(p *process) []string {
 		r = append(r, "storage")
 	}
 	r = append(r, c.txnRoles[p.spec.ID]...)
-	if slices.Contains(c.coordinators, p.spec.Address) {
+	if c.isCoordinator(p.spec.Address) {
 		r = append(r, "coordinator")
 	}
 	return r
