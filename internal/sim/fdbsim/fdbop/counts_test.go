@@ -69,3 +69,46 @@ func TestDesiredCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestStandInDNSClusterFile: with spec.routing.useDNSInClusterFile the stand-in writes the
+// coordinators as the pods' DNS names (GetCoordinatorAddress, GetPodDNSName), serves those
+// names from the pods' IPs, and status json names the coordinators by hostname while the
+// processes behind them hold the coordinator role.
+func TestStandInDNSClusterFile(t *testing.T) {
+	spec := sandboxSpec()
+	spec["routing"] = map[string]any{"useDNSInClusterFile": true}
+	b := newBed(t, spec)
+	b.reconcile(t)
+	b.kubelet(t)
+	b.reconcile(t)
+	model := b.host.Cluster("demo/myfdb")
+	if model == nil {
+		t.Fatal("no model")
+	}
+	coords := model.Coordinators()
+	if len(coords) != 5 {
+		t.Fatalf("coordinators %v", coords)
+	}
+	pods := map[string]bool{}
+	for _, p := range b.pods(t) {
+		pods[p.Name] = true
+	}
+	for _, c := range coords {
+		pod, rest, ok := strings.Cut(c, ".")
+		if !ok || rest != "myfdb.demo.svc.cluster.local:4501" || !pods[pod] {
+			t.Fatalf("coordinator %q is not <pod>.myfdb.demo.svc.cluster.local:4501", c)
+		}
+	}
+	if st := b.status(t); !strings.HasSuffix(st.ConnectionString, strings.Join(coords, ",")) {
+		t.Fatalf("status.connectionString %s", st.ConnectionString)
+	}
+	n := 0
+	for _, p := range model.Processes() {
+		if slices.Contains(p.Roles, "coordinator") {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d processes hold the coordinator role, want 5", n)
+	}
+}

@@ -243,6 +243,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	model := o.host.Cluster(key)
 	allRunning := true
 	addresses := map[string]string{}
+	dns := map[string]string{} // the pods' DNS names (the operator's headless service) -> IP
 	for _, pg := range status.ProcessGroups {
 		podName := podName(name, pg)
 		pod := pods[podName]
@@ -277,6 +278,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 			addr = pod.Status.PodIP + ":4500:tls"
 		}
 		addresses[pg.ProcessGroupID] = addr
+		dns[spec.dnsName(name, ns, podName)] = pod.Status.PodIP
 		pg.Addresses = []string{pod.Status.PodIP}
 		zone, err := o.zone(ctx, &spec, pod)
 		if err != nil {
@@ -290,8 +292,11 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		}
 	}
 
+	if model != nil && spec.useDNS() {
+		model.SetDNS(dns)
+	}
 	if model == nil && allRunning && len(status.ProcessGroups) > 0 {
-		model, err = o.createModel(&spec, &status, addresses)
+		model, err = o.createModel(&spec, &status, addresses, dns, name, ns)
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
@@ -310,7 +315,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 				status.Locks.DenyList = list
 			}
 		}
-		o.fixCoordinators(ctx, model, &status, ls)
+		o.fixCoordinators(ctx, model, &spec, &status, ls, name, ns)
 		var mopts maintenanceOptions
 		if err := fromUnstructured(u.Object["spec"], &mopts); err == nil {
 			storage := map[string]bool{}
@@ -566,15 +571,20 @@ func coordinatorCount(mode string) int {
 	return 3
 }
 
-func (o *Operator) createModel(spec *clusterSpec, status *clusterStatus, addresses map[string]string) (*fdbsim.Cluster, error) {
-	var specs []fdbsim.ProcessSpec
+func (o *Operator) createModel(spec *clusterSpec, status *clusterStatus, addresses, dns map[string]string, name, ns string) (*fdbsim.Cluster, error) {
+	var specs, entries []fdbsim.ProcessSpec
 	for _, pg := range status.ProcessGroups {
-		specs = append(specs, fdbsim.ProcessSpec{ID: pg.ProcessGroupID, Address: addresses[pg.ProcessGroupID],
-			Class: pg.ProcessClass, Zone: pg.FaultDomain})
+		p := fdbsim.ProcessSpec{ID: pg.ProcessGroupID, Address: addresses[pg.ProcessGroupID], Class: pg.ProcessClass, Zone: pg.FaultDomain}
+		specs = append(specs, p)
+		p.Address = spec.coordinatorEntry(name, ns, pg, p.Address)
+		entries = append(entries, p)
 	}
 	cfg := o.opts.Model
 	cfg.RedundancyMode = redundancy(spec)
-	coords := chooseCoordinators(specs, nil, coordinatorCount(cfg.RedundancyMode))
+	if spec.useDNS() {
+		cfg.DNS = dns
+	}
+	coords := chooseCoordinators(entries, nil, coordinatorCount(cfg.RedundancyMode))
 	return fdbsim.New(o.host.Clock(), cfg, specs, coords)
 }
 
@@ -621,17 +631,24 @@ func chooseCoordinators(procs []fdbsim.ProcessSpec, keep []string, n int) []stri
 
 // fixCoordinators replaces coordinators whose address no process has any more (a pod came back
 // with a new IP) by running `coordinators` (change_coordinators.go).
-func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, status *clusterStatus, ls *lockSpec) {
+func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, spec *clusterSpec, status *clusterStatus, ls *lockSpec, name, ns string) {
 	procs := model.Processes()
 	var specs []fdbsim.ProcessSpec
 	live := map[string]bool{}
 	marked := removing(status)
+	groups := map[string]*processGroupStatus{}
+	for _, pg := range status.ProcessGroups {
+		groups[pg.ProcessGroupID] = pg
+	}
 	for _, p := range procs {
 		// change_coordinators.go: a coordinator on a group marked for removal is replaced, and
-		// none is chosen there.
-		if p.Up && !marked[p.ID] {
-			specs = append(specs, fdbsim.ProcessSpec{ID: p.ID, Address: p.Address, Class: p.Class, Zone: p.Zone})
-			live[p.Address] = true
+		// none is chosen there. Coordinators are compared as the cluster file names them: with
+		// DNS a pod back at a new IP keeps its name and stays a coordinator.
+		pg := groups[p.ID]
+		if p.Up && !marked[p.ID] && pg != nil {
+			entry := spec.coordinatorEntry(name, ns, pg, p.Address)
+			specs = append(specs, fdbsim.ProcessSpec{ID: p.ID, Address: entry, Class: p.Class, Zone: p.Zone})
+			live[entry] = true
 		}
 	}
 	cur := model.Coordinators()
