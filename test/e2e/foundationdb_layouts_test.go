@@ -111,15 +111,17 @@ func TestFoundationDBLayouts(t *testing.T) {
 				t.Fatalf("wait --for=ready: %v", r)
 			}
 
-			// restart: every process bounced, by pod batches (--method pod keeps the coordinator
-			// majority guard in play).
-			start := time.Now()
-			if r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--method", "pod", "--yes"); r.Code != 0 {
-				t.Fatal(r)
-			}
-			for _, p := range model.Processes() {
-				if !p.Started.After(start) {
-					t.Fatalf("process %s not restarted", p.ID)
+			// restart, both methods: every process bounced (fdbcli kill, the default), then every
+			// pod deleted by batches (--method pod keeps the coordinator majority guard in play).
+			for _, method := range []string{"process", "pod"} {
+				start := time.Now()
+				if r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--method", method, "--yes"); r.Code != 0 {
+					t.Fatal(r)
+				}
+				for _, p := range model.Processes() {
+					if !p.Started.After(start) {
+						t.Fatalf("--method %s: process %s not restarted", method, p.ID)
+					}
 				}
 			}
 
