@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +131,14 @@ func TestFoundationDBLayouts(t *testing.T) {
 			if err != nil || len(pods.Items) != 3 {
 				t.Fatalf("storage pods: %v %d", err, len(pods.Items))
 			}
+			// A coordinator's group (storage processes are coordinators here): with DNS the
+			// coordinators step sees it by its role, not by the cluster file's hostnames.
 			victim := pods.Items[0]
+			for _, p := range model.Processes() {
+				if p.ID == victim.Labels[fdbGroupLabel] && !slices.Contains(p.Roles, "coordinator") {
+					t.Fatalf("%s is not a coordinator: %v", p.ID, p.Roles)
+				}
+			}
 			if r := runCLI(t, env, "replace", "myfdb", victim.Name, "-n", ns, "--yes"); r.Code != 0 {
 				t.Fatal(r)
 			}
