@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestStandInAppliesOperatorDefaults: the operator's config/samples/cluster.yaml (no
@@ -110,5 +112,24 @@ func TestStandInDNSClusterFile(t *testing.T) {
 	}
 	if n != 5 {
 		t.Fatalf("%d processes hold the coordinator role, want 5", n)
+	}
+}
+
+// TestStandInPVCsCarryMatchLabels: a PVC has the pod labels (match labels, class, process group
+// ID) and the resource labels, as GetPvcMetadata builds them, so a selector by match labels
+// AND process group ID finds it.
+func TestStandInPVCsCarryMatchLabels(t *testing.T) {
+	spec := sandboxSpec()
+	spec["labels"] = map[string]any{"matchLabels": map[string]any{"app": "mine"}}
+	b := newBed(t, spec)
+	b.reconcile(t)
+	pvcs, err := b.kube.CoreV1().PersistentVolumeClaims("demo").List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(pvcs.Items) == 0 {
+		t.Fatalf("PVCs: %v %d", err, len(pvcs.Items))
+	}
+	for _, p := range pvcs.Items {
+		if p.Labels["app"] != "mine" || p.Labels[labelProcessGroupID] == "" || p.Labels[labelClusterName] != "myfdb" {
+			t.Fatalf("PVC %s labels %v", p.Name, p.Labels)
+		}
 	}
 }
