@@ -47,8 +47,9 @@ func TestFoundationDBLayouts(t *testing.T) {
 		scale  string // a scale --processes run after the replace ("" for none)
 	}{
 		// Double (the operator's default mode): 3 storage, 3 logs + 1, no stateless.
+		// scale stateless=-1 on the sample: already none, a run that waits for no stateless group.
 		{name: "operator sample", spec: fdbwire.ClusterSpec{OperatorSample: true},
-			groups: map[string]int{"storage": 3, "log": 4, "cluster_controller": 1}, coords: 3},
+			groups: map[string]int{"storage": 3, "log": 4, "cluster_controller": 1}, coords: 3, scale: "stateless=-1"},
 		{name: "DNS cluster file", spec: fdbwire.ClusterSpec{Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true, DNS: true},
 			groups: map[string]int{"storage": 3, "log": 3, "stateless": 3}, coords: 5, scale: "stateless=-1"},
 	} {
