@@ -23,7 +23,23 @@ import (
 const (
 	fdbDemoNamespace = "demo"
 	fdbDemoName      = "myfdb"
+	// fdbSampleName is the FoundationDB operator's own sample cluster
+	// (config/samples/cluster.yaml: storage and log counts left to the operator's defaults,
+	// stateless -1, one cluster_controller process, every pod its own fault domain).
+	fdbSampleName = "fdb-sample"
+	// fdbDNSName names its coordinators by the pods' DNS names in the cluster file
+	// (spec.routing.useDNSInClusterFile).
+	fdbDNSName = "fdb-dns"
 )
+
+// fdbDemoSpecs are the sandbox's FoundationDBClusters, all in fdbDemoNamespace.
+func fdbDemoSpecs() []fdbwire.ClusterSpec {
+	return []fdbwire.ClusterSpec{
+		{Namespace: fdbDemoNamespace, Name: fdbDemoName, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true},
+		{Namespace: fdbDemoNamespace, Name: fdbSampleName, OperatorSample: true},
+		{Namespace: fdbDemoNamespace, Name: fdbDNSName, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true, DNS: true},
+	}
+}
 
 // runFDB creates the demo FoundationDB cluster (3 zones, storage/log/stateless, triple
 // redundancy: 5 coordinators) and runs its simulator and stand-in operator until interrupted.
@@ -47,14 +63,14 @@ func serveFDB(ctx context.Context, ready *os.File) error {
 	defer b.Close()
 	// A cluster left by an earlier run is taken over: its pods are recreated as needed and
 	// the simulator starts it afresh.
-	spec := fdbwire.ClusterSpec{Namespace: fdbDemoNamespace, Name: fdbDemoName, Storage: 3, Log: 3, Stateless: 3,
-		RedundancyMode: "triple", ZoneFromNodeLabel: true}
-	err = b.Create(ctx, spec)
-	if apierrors.IsAlreadyExists(err) {
-		err = b.WaitReconciled(ctx, fdbDemoNamespace, fdbDemoName)
-	}
-	if err != nil {
-		return err
+	for _, spec := range fdbDemoSpecs() {
+		err = b.Create(ctx, spec)
+		if apierrors.IsAlreadyExists(err) {
+			err = b.WaitReconciled(ctx, spec.Namespace, spec.Name)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if ready != nil {
 		_, err := fmt.Fprintln(ready, "ready")
@@ -65,12 +81,15 @@ func serveFDB(ctx context.Context, ready *os.File) error {
 		<-ctx.Done()
 		return nil
 	}
-	fmt.Printf("# FoundationDB cluster %s/%s runs while this command runs (Ctrl-C stops it)\n", fdbDemoNamespace, fdbDemoName)
+	fmt.Printf("# FoundationDB clusters %s/%s, %s (the operator's sample) and %s (DNS cluster file) run while this command runs (Ctrl-C stops them)\n",
+		fdbDemoNamespace, fdbDemoName, fdbSampleName, fdbDNSName)
 	fmt.Println("# in another shell:")
 	for _, h := range []string{
 		"export KUBECONFIG=" + kubeconfig(dir),
 		"kubectl dbops status " + fdbDemoName + " -n " + fdbDemoNamespace,
 		"kubectl dbops restart " + fdbDemoName + " -n " + fdbDemoNamespace + " --rolling --mode zone --dry-run",
+		"kubectl dbops status " + fdbSampleName + " -n " + fdbDemoNamespace,
+		"kubectl dbops status " + fdbDNSName + " -n " + fdbDemoNamespace,
 		"kubectl get pods -n " + fdbDemoNamespace + " -l foundationdb.org/fdb-cluster-name=" + fdbDemoName,
 		"kubectl exec -n " + fdbDemoNamespace + " <a myfdb pod> -c foundationdb -- fdbcli --exec status --timeout 10",
 	} {
@@ -85,6 +104,8 @@ func fdbDemoHints() []string {
 	return []string{
 		"kubectl dbops status " + fdbDemoName + " -n " + fdbDemoNamespace,
 		"kubectl dbops restart " + fdbDemoName + " -n " + fdbDemoNamespace + " --rolling --mode zone --dry-run",
+		"kubectl dbops status " + fdbSampleName + " -n " + fdbDemoNamespace + "   # the operator's sample: processCounts defaults, stateless -1",
+		"kubectl dbops status " + fdbDNSName + " -n " + fdbDemoNamespace + "   # coordinators by DNS name in the cluster file",
 		"kubectl exec -n " + fdbDemoNamespace + " <a myfdb pod> -c foundationdb -- fdbcli --exec status --timeout 10",
 	}
 }

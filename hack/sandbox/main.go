@@ -31,8 +31,9 @@ const usage = `usage: sandbox up [--real-nodes]|down|status|etcd|fdb
   down    stop every sandbox process and delete its state
   status  report whether the sandbox runs
   etcd    run the demo etcd cluster (real etcd members) until Ctrl-C
-  fdb     run the demo FoundationDB cluster demo/myfdb (FDB simulator and a stand-in for the
-          FoundationDB operator) until Ctrl-C; up starts it in the background
+  fdb     run the demo FoundationDB clusters demo/myfdb, demo/fdb-sample (the operator's
+          sample) and demo/fdb-dns (DNS cluster file) (FDB simulator and a stand-in for the
+          FoundationDB operator) until Ctrl-C; up starts them in the background
 `
 
 func main() {

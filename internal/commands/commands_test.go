@@ -98,7 +98,7 @@ func TestBadInput(t *testing.T) {
 		{"generic cannot scale", []string{"scale", "db", "--replicas", "3", "--yes"}, nil, "engine generic (cluster db) cannot scale"},
 		{"scale processes bad syntax", []string{"scale", "db", "--processes", "storage:4", "--yes"}, nil, `--processes "storage:4": want CLASS=N with CLASS one of storage, log,`},
 		{"scale processes unknown class", []string{"scale", "db", "--processes", "disk=4", "--yes"}, nil, `--processes "disk=4": want CLASS=N with CLASS one of storage, log,`},
-		{"scale processes negative", []string{"scale", "db", "--processes", "storage=-1", "--yes"}, nil, "N must be a whole number of at least 0"},
+		{"scale processes negative", []string{"scale", "db", "--processes", "storage=-2", "--yes"}, nil, "N must be a whole number of at least -1"},
 		{"scale processes and replicas", []string{"scale", "db", "--processes", "storage=4", "--replicas", "3"}, nil, "--processes (FoundationDB) cannot be combined"},
 		{"scale processes on generic", []string{"scale", "db", "--processes", "storage=4", "--yes"}, nil, "--processes applies to FoundationDB clusters only"},
 		{"replace process class on generic", []string{"replace", "db", "--process-class", "storage", "--yes"}, nil, "--process-class applies to FoundationDB clusters only"},

@@ -78,7 +78,8 @@ FoundationDBCluster is patched once, with the resourceVersion it was planned
 from (a class someone else changed meanwhile is refused, never overwritten);
 the operator grows or shrinks (excluding before removing) and the run waits
 until each class has N process groups, none marked for removal, the resource
-reconciled and healthy. Storage or log counts below the redundancy mode's
+reconciled and healthy. As the operator reads it, N=0 is its default for the
+redundancy mode and N=-1 is none of the class. Storage or log counts below the redundancy mode's
 replicas are refused before anything is written. --remove GROUP[,GROUP]
 names the process groups that go: they are added to
 spec.processGroupsToRemove in the same patch, and the run also waits until
@@ -237,8 +238,8 @@ func (o *ScaleOptions) parseProcesses() error {
 				return ops.Usagef("--processes %q: want CLASS=N with CLASS one of %s", d, strings.Join(foundationdb.ProcessClasses, ", "))
 			}
 			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 32)
-			if err != nil || n < 0 {
-				return ops.Usagef("--processes %q: N must be a whole number of at least 0", d)
+			if err != nil || n < -1 {
+				return ops.Usagef("--processes %q: N must be a whole number of at least -1 (-1: none of the class, 0: the operator's default for the redundancy mode)", d)
 			}
 			if _, dup := o.processes[class]; dup {
 				return ops.Usagef("--processes %s given twice", class)

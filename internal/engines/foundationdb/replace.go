@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -36,6 +37,10 @@ const maxPatchConflicts = 5
 // defaultProcessGroupIDLabel is the operator's process group ID label (api/v1beta2
 // foundationdb_labels.go), unless spec.labels.processGroupIDLabels names another.
 const defaultProcessGroupIDLabel = "foundationdb.org/fdb-process-group-id"
+
+// defaultClusterNameLabel is the operator's match label when spec.labels.matchLabels is empty
+// (api/v1beta2 GetMatchLabels).
+const defaultClusterNameLabel = "foundationdb.org/fdb-cluster-name"
 
 // PlanReplacement plans the removal of process groups with replacement, as the operator does it
 // (a grow followed by a shrink): the groups are added to spec.processGroupsToRemove (or
@@ -452,13 +457,13 @@ func (r *removal) waitReplacements(ctx context.Context, sc *ops.StepContext, bat
 		if len(classes) == 0 {
 			return true, "", nil // removed already
 		}
-		counts, _, _ := unstructured.NestedMap(u.Object, "spec", "processCounts")
+		counts := discovery.FoundationDBProcessCounts(u.Object)
 		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
 		}
 		for _, class := range sortedSet(classes) {
-			want := int(int64Of(counts[class]))
+			want := counts[class]
 			var ready []string
 			for id, g := range cr.Groups {
 				if g.Class != class || g.Removal {
@@ -475,6 +480,18 @@ func (r *removal) waitReplacements(ctx context.Context, sc *ops.StepContext, bat
 		}
 		return true, "", nil
 	})
+}
+
+// classSet is the classes of either map.
+func classSet(a, b map[string]int) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 func int64Of(v any) int64 {
@@ -548,6 +565,15 @@ func (r *removal) waitNoCoordinator(ctx context.Context, sc *ops.StepContext, ba
 		if st == nil {
 			return false, why, nil
 		}
+		// By the coordinator role of the batch's processes: with DNS names in the cluster
+		// file, client.coordinators names hosts, not these addresses.
+		for _, id := range batch {
+			for _, pr := range st.ByInstance(id) {
+				if st.IsCoordinator(pr.Address) {
+					return false, "the operator to move coordinator " + pr.Address + " (process group " + id + ") off the removed process groups", nil
+				}
+			}
+		}
 		addrs := addrsOf(st, batch)
 		for _, co := range st.Client.Coordinators.Coordinators {
 			if addrs[strings.TrimSuffix(co.Address, ":tls")] {
@@ -560,28 +586,50 @@ func (r *removal) waitNoCoordinator(ctx context.Context, sc *ops.StepContext, ba
 
 func (r *removal) waitRemoved(ctx context.Context, sc *ops.StepContext, batch []string) error {
 	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
-		for _, id := range batch {
-			sel := r.idLabel + "=" + id
-			pods, err := ops.ListPods(ctx, sc, r.e.client, r.c.Namespace, sel)
-			if err != nil {
-				return false, "", err
-			}
-			for name := range pods {
-				return false, fmt.Sprintf("pod %s of process group %s to be deleted", name, id), nil
-			}
-			pvcs, err := r.e.client.CoreV1().PersistentVolumeClaims(r.c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-			if err != nil {
-				return false, "", fmt.Errorf("listing PVCs of process group %s: %w", id, err)
-			}
-			if len(pvcs.Items) > 0 {
-				return false, fmt.Sprintf("PVC %s of process group %s to be deleted", pvcs.Items[0].Name, id), nil
-			}
-			if _, ok := ReadCR(u).Groups[id]; ok {
-				return false, "process group " + id + " to leave status.processGroups", nil
-			}
-		}
-		return true, "", nil
+		return r.removed(ctx, sc, u, batch)
 	})
+}
+
+// groupSelector selects the pods and PVCs of process group id of the cluster u: its match
+// labels AND the process group ID label (the operator's GetPodMatchLabels). Another cluster in
+// the namespace may use the same process group IDs.
+func (r *removal) groupSelector(u *unstructured.Unstructured, id string) string {
+	set := labels.Set{}
+	match, _, _ := unstructured.NestedStringMap(u.Object, "spec", "labels", "matchLabels")
+	if len(match) == 0 {
+		match = map[string]string{defaultClusterNameLabel: u.GetName()}
+	}
+	for k, v := range match {
+		set[k] = v
+	}
+	set[r.idLabel] = id
+	return labels.SelectorFromSet(set).String()
+}
+
+// removed reports whether the batch's pods, PVCs and status entries are gone, and what it
+// waits for when not.
+func (r *removal) removed(ctx context.Context, sc *ops.StepContext, u *unstructured.Unstructured, batch []string) (bool, string, error) {
+	for _, id := range batch {
+		sel := r.groupSelector(u, id)
+		pods, err := ops.ListPods(ctx, sc, r.e.client, r.c.Namespace, sel)
+		if err != nil {
+			return false, "", err
+		}
+		for name := range pods {
+			return false, fmt.Sprintf("pod %s of process group %s to be deleted", name, id), nil
+		}
+		pvcs, err := r.e.client.CoreV1().PersistentVolumeClaims(r.c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, "", fmt.Errorf("listing PVCs of process group %s: %w", id, err)
+		}
+		if len(pvcs.Items) > 0 {
+			return false, fmt.Sprintf("PVC %s of process group %s to be deleted", pvcs.Items[0].Name, id), nil
+		}
+		if _, ok := ReadCR(u).Groups[id]; ok {
+			return false, "process group " + id + " to leave status.processGroups", nil
+		}
+	}
+	return true, "", nil
 }
 
 func (r *removal) waitIncluded(ctx context.Context, sc *ops.StepContext, batch []string) error {
@@ -625,7 +673,8 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		case !cr.Available || !cr.Healthy:
 			return false, fmt.Sprintf("the FoundationDBCluster's health (available=%t healthy=%t)", cr.Available, cr.Healthy), nil
 		}
-		counts, _, _ := unstructured.NestedMap(u.Object, "spec", "processCounts")
+		// The operator's counts: unset or 0 is its default, -1 none (a class it runs no group of).
+		counts := discovery.FoundationDBProcessCounts(u.Object)
 		have := map[string]int{}
 		for id, g := range cr.Groups {
 			if g.Removal {
@@ -633,8 +682,8 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 			}
 			have[g.Class]++
 		}
-		for class, v := range counts {
-			if want := int(int64Of(v)); have[class] != want {
+		for _, class := range sortedSet(classSet(counts, have)) {
+			if want := counts[class]; have[class] != want {
 				return false, fmt.Sprintf("%d %s process groups, want %d", have[class], class, want), nil
 			}
 		}
@@ -645,14 +694,14 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		if !healthy(st) {
 			return false, "the database to be healthy and fully recovered", nil
 		}
-		for class, v := range counts {
+		for class, want := range counts {
 			n := 0
 			for _, pr := range st.Cluster.Processes {
 				if pr.ClassType == class && !pr.Excluded {
 					n++
 				}
 			}
-			if want := int(int64Of(v)); n < want {
+			if n < want {
 				return false, fmt.Sprintf("%d of %d %s processes reporting", n, want, class), nil
 			}
 		}

@@ -4,6 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 )
@@ -121,5 +127,62 @@ func TestPlanReplacementBatchesByMaxConcurrent(t *testing.T) {
 		if len(p.Steps) != tc.steps || p.Steps[0].ID != tc.first {
 			t.Fatalf("--max-concurrent %d: %d steps, first %s", tc.max, len(p.Steps), p.Steps[0].ID)
 		}
+	}
+}
+
+// TestRemovedSelectsByClusterAndGroup: two FoundationDBClusters in one namespace may both have
+// a process group storage-10. Once ours is gone, the other cluster's pod and PVC of the same ID
+// must not hold the "removed" step (nor would their deletion be ours to wait for).
+func TestRemovedSelectsByClusterAndGroup(t *testing.T) {
+	labelled := func(cluster, id string) map[string]string {
+		return map[string]string{defaultClusterNameLabel: cluster, defaultProcessGroupIDLabel: id, "foundationdb.org/fdb-process-class": "storage"}
+	}
+	cr := func(name string, match map[string]any) *unstructured.Unstructured {
+		spec := map[string]any{}
+		if match != nil {
+			spec["labels"] = map[string]any{"matchLabels": match}
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name, "namespace": "demo"},
+			"spec": spec, "status": map[string]any{}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		u       *unstructured.Unstructured
+		objs    []runtime.Object
+		done    bool
+		waiting string
+	}{
+		{name: "other cluster's pod and PVC of the same ID", u: cr("myfdb", nil), done: true,
+			objs: []runtime.Object{
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other-storage-10", Namespace: "demo", Labels: labelled("other", "storage-10")}},
+				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "other-storage-10-data", Namespace: "demo", Labels: labelled("other", "storage-10")}},
+			}},
+		{name: "our pod still there", u: cr("myfdb", nil), waiting: "pod myfdb-storage-10 of process group storage-10 to be deleted",
+			objs: []runtime.Object{
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other-storage-10", Namespace: "demo", Labels: labelled("other", "storage-10")}},
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "myfdb-storage-10", Namespace: "demo", Labels: labelled("myfdb", "storage-10")}},
+			}},
+		{name: "our PVC still there, custom match labels", u: cr("myfdb", map[string]any{"app": "mine"}),
+			waiting: "PVC mine-data of process group storage-10 to be deleted",
+			objs: []runtime.Object{
+				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "other-data", Namespace: "demo", Labels: labelled("myfdb", "storage-10")}},
+				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "mine-data", Namespace: "demo",
+					Labels: map[string]string{"app": "mine", defaultProcessGroupIDLabel: "storage-10"}}},
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := New(ops.EngineDeps{Client: fake.NewClientset(tc.objs...)}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &removal{e: e, c: &ops.Cluster{Name: "myfdb", Namespace: "demo"}, name: "myfdb", idLabel: defaultProcessGroupIDLabel}
+			done, waiting, err := r.removed(t.Context(), nil, tc.u, []string{"storage-10"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done != tc.done || waiting != tc.waiting {
+				t.Fatalf("done %t waiting %q, want %t %q", done, waiting, tc.done, tc.waiting)
+			}
+		})
 	}
 }

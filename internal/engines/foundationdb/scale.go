@@ -77,10 +77,15 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	}
 	mode := redundancyMode(u)
 	from := processCounts(u)
+	// The operator reads 0 (or unset) as its default for the redundancy mode and -1 as none
+	// (api/v1beta2 GetProcessCountsWithDefaults): the groups each class ends with are the
+	// defaults of the spec with the new counts in it.
+	before := discovery.FoundationDBProcessCounts(u.Object)
+	after := countsAfter(u, req.Processes)
 	var classes []string
 	for class, n := range req.Processes {
-		if m := minimumCount(mode, class); int(n) < m {
-			return nil, ops.Preconditionf("%s=%d is below the %d %s processes redundancy mode %s needs; refusing to scale", class, n, m, class, mode)
+		if m := minimumCount(mode, class); after[class] < m {
+			return nil, ops.Preconditionf("%s=%d leaves %d %s processes, below the %d redundancy mode %s needs; refusing to scale", class, n, after[class], class, m, mode)
 		}
 		classes = append(classes, class)
 	}
@@ -89,7 +94,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	for _, class := range classes {
 		args = append(args, fmt.Sprintf("%s=%d", class, req.Processes[class]))
 	}
-	remove, err := namedRemovals(c, ReadCR(u), req)
+	remove, err := namedRemovals(c, ReadCR(u), req, after)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +106,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	r := &removal{e: e, c: c, name: u.GetName(), idLabel: idLabel(u), planned: u, field: "processGroupsToRemove"}
 	var changes []string
 	for _, class := range classes {
-		changes = append(changes, fmt.Sprintf("%s %d -> %d", class, from[class], req.Processes[class]))
+		changes = append(changes, fmt.Sprintf("%s %s -> %s", class, countText(from[class], before[class]), countText(int(req.Processes[class]), after[class])))
 	}
 	what := "set spec.processCounts: " + strings.Join(changes, ", ")
 	if len(remove) > 0 {
@@ -134,7 +139,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 			}})
 	}
 	for _, class := range classes {
-		want := int(req.Processes[class])
+		want := after[class]
 		p.Steps = append(p.Steps, &ops.Step{ID: "converge/" + class, Target: target, Needs: append(crNeeds, execNeeds...),
 			Description: fmt.Sprintf("wait until class %s has %d process groups, none marked for removal, each reporting (the operator grows first; shrinking excludes, then removes)", class, want),
 			Verify: func(ctx context.Context, sc *ops.StepContext) error {
@@ -147,12 +152,33 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	return p, nil
 }
 
+// countsAfter is the operator's counts once the classes of want are set in spec.processCounts.
+func countsAfter(u *unstructured.Unstructured, want map[string]int32) map[string]int {
+	next := u.DeepCopy()
+	for class, n := range want {
+		_ = unstructured.SetNestedField(next.Object, int64(n), "spec", "processCounts", class)
+	}
+	return discovery.FoundationDBProcessCounts(next.Object)
+}
+
+// countText is a spec.processCounts value as the operator reads it: N, or 0 as its default
+// (effective groups), or -1 as none.
+func countText(spec, effective int) string {
+	switch {
+	case spec == 0:
+		return fmt.Sprintf("%d (unset: the operator's default)", effective)
+	case spec < 0:
+		return fmt.Sprintf("%d (none)", spec)
+	}
+	return fmt.Sprint(spec)
+}
+
 // namedRemovals resolves --remove (process group IDs or their pods) and checks it against
 // --processes: each group of a class --processes lowers, not marked for removal already, and
 // for each such class exactly as many named as the new count removes (kubectl-fdb's
 // processGroupsToRemove with the lower processCounts; more named would be replaced, fewer
 // would leave the operator to pick the rest).
-func namedRemovals(c *ops.Cluster, cr CRState, req ops.ScaleRequest) ([]string, error) {
+func namedRemovals(c *ops.Cluster, cr CRState, req ops.ScaleRequest, after map[string]int) ([]string, error) {
 	if len(req.Remove) == 0 {
 		return nil, nil
 	}
@@ -175,7 +201,7 @@ func namedRemovals(c *ops.Cluster, cr CRState, req ops.ScaleRequest) ([]string, 
 				have++
 			}
 		}
-		if goes := have - int(req.Processes[class]); goes != len(list) {
+		if goes := have - after[class]; goes != len(list) {
 			return nil, ops.Usagef("--remove names %d %s process group(s) (%s), but --processes %s=%d removes %d of the %d there are: name exactly that many",
 				len(list), class, strings.Join(list, ", "), class, req.Processes[class], max(goes, 0), have)
 		}

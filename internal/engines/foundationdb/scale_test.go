@@ -129,3 +129,57 @@ func assertPlan(t *testing.T, p *ops.Plan, steps, goldenFile string) {
 		golden.Assert(t, goldenFile, b.Bytes())
 	}
 }
+
+// TestPlanScaleOperatorDefaults: counts as the operator reads spec.processCounts (0 or unset:
+// its default for the redundancy mode; -1: none). On the operator's sample cluster (double,
+// stateless -1, storage and log unset), stateless=-1 is valid and waits for no stateless group;
+// a class left unset is shown with its default; storage=-1 is refused (none is below the
+// mode's replicas) with nothing written.
+func TestPlanScaleOperatorDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    map[string]any
+		counts  map[string]int32
+		message string
+		details []string
+	}{
+		{name: "stateless none", spec: map[string]any{}, counts: map[string]int32{"stateless": -1},
+			details: []string{"set spec.processCounts: stateless 9 (unset: the operator's default) -> -1 (none)", "class stateless has 0 process groups"}},
+		{name: "sample: storage from default", spec: map[string]any{"processCounts": map[string]any{"cluster_controller": int64(1), "stateless": int64(-1)}},
+			counts:  map[string]int32{"storage": 4},
+			details: []string{"storage 3 (unset: the operator's default) -> 4", "class storage has 4 process groups"}},
+		{name: "back to the default", spec: map[string]any{"processCounts": map[string]any{"log": int64(6)}}, counts: map[string]int32{"log": 0},
+			details: []string{"log 6 -> 4 (unset: the operator's default)", "class log has 4 process groups"}},
+		{name: "no storage", spec: map[string]any{"processCounts": map[string]any{"stateless": int64(-1)}}, counts: map[string]int32{"storage": -1},
+			message: "storage=-1 leaves 0 storage processes, below the 2 redundancy mode double needs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, m, e := liveCluster(t, 3, 3)
+			withProcessGroups(c)
+			c.Groups[0].Controller.Object["spec"] = tc.spec
+			p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Processes: tc.counts})
+			if len(mutations(m)) > 0 {
+				t.Fatalf("planning ran %q", mutations(m))
+			}
+			if tc.message != "" {
+				if err == nil || ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tc.message) {
+					t.Fatalf("err %v, want exit 5 naming %q", err, tc.message)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text []string
+			for _, s := range p.Steps {
+				text = append(text, s.Description)
+			}
+			all := strings.Join(text, "\n")
+			for _, d := range tc.details {
+				if !strings.Contains(all, d) {
+					t.Fatalf("plan does not say %q:\n%s", d, all)
+				}
+			}
+		})
+	}
+}

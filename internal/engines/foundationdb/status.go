@@ -162,8 +162,18 @@ func (s *Status) ActiveGenerations() int {
 	return s.Cluster.RecoveryState.ActiveGenerations
 }
 
-// IsCoordinator reports whether address is in the connection string's coordinators.
+// IsCoordinator reports whether the process at address is a coordinator: it holds the
+// `coordinator` role in cluster.processes (FDB resolves the cluster file's coordinators, DNS
+// names included, to process addresses for that role: fdbserver Status.actor.cpp
+// addCoordinatorRole), or its address is one the cluster file names (client.coordinators, which
+// holds the cluster file's entries as written: hostnames when the operator writes DNS names,
+// spec.routing.useDNSInClusterFile, so an IP never matches them; the role is what counts).
 func (s *Status) IsCoordinator(address string) bool {
+	for _, p := range s.Cluster.Processes {
+		if p.Address == address && p.HasRole("coordinator") {
+			return true
+		}
+	}
 	for _, c := range s.Client.Coordinators.Coordinators {
 		if c.Address == address {
 			return true

@@ -71,7 +71,9 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 		fd, _ := m["faultDomain"].(string)
 		zones[id] = fd
 	}
-	counts, _, _ := unstructured.NestedMap(u.Object, "spec", "processCounts")
+	// Desired counts as the operator reads spec.processCounts: unset or 0 is its default for the
+	// redundancy mode, -1 none.
+	counts := FoundationDBProcessCounts(u.Object)
 	ref := &ops.ControllerRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Object: u.Object}
 	byClass := map[string]*ops.NodeGroup{}
 	for i := range pods {
@@ -117,7 +119,7 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 	}
 	// A class with a count but no pod yet is a group too.
 	for class := range counts {
-		if byClass[class] == nil && int64Of(counts[class]) > 0 {
+		if byClass[class] == nil && counts[class] > 0 {
 			order := slices.Index(fdbClassOrder, class)
 			if order < 0 {
 				order = len(fdbClassOrder)
@@ -128,7 +130,7 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 	c = &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: ops.EngineFoundationDB, Layout: LayoutFoundationDBOperator,
 		PodsResourceVersion: podsRV}
 	for class, g := range byClass {
-		g.Desired = int32(int64Of(counts[class]))
+		g.Desired = int32(counts[class])
 		slices.SortFunc(g.Pods, func(a, b ops.Pod) int { return cmp.Compare(a.Name, b.Name) })
 		c.Groups = append(c.Groups, g)
 	}

@@ -722,7 +722,9 @@ func (s *session) exclude(tokens []string) (bool, error) {
 	// localities' addresses included.
 	found := false
 	for _, a := range s.c.coordinators {
-		ip, port, _ := net.SplitHostPort(strings.TrimSuffix(a, ":tls"))
+		// A hostname entry is checked by the address it resolves to (checkForCoordinators
+		// resolves the connection string's hostnames).
+		ip, port, _ := net.SplitHostPort(strings.TrimSuffix(s.c.resolve(a), ":tls"))
 		if slices.Contains(vector, addrExcl{ip, port}) || slices.Contains(vector, addrExcl{ip, ""}) {
 			fmt.Fprintf(s.stderr, "WARNING: %s is a coordinator!\n", a)
 			found = true
@@ -847,7 +849,7 @@ func (s *session) coordinatorsCmd(tokens []string) (bool, error) {
 			fmt.Fprintf(s.stderr, "fdbsim: `coordinators auto' is not modelled by the simulator\n")
 			return false, nil
 		}
-		if !validAddress(t) {
+		if !validAddress(t) && !validHostname(t) {
 			fmt.Fprintf(s.stderr, "ERROR: '%s' is not a valid network endpoint address\n", t)
 			return true, nil
 		}
@@ -871,7 +873,7 @@ func (s *session) coordinatorsCmd(tokens []string) (bool, error) {
 			return true
 		}
 		for _, a := range addrs {
-			if p := s.c.byAddress(a); p == nil || !p.up {
+			if p := s.c.coordinatorProcess(a); p == nil || !p.up {
 				msg = "ERROR: Coordination servers are not running on the specified network addresses\n"
 				return true
 			}

@@ -44,7 +44,7 @@ func (c *Cluster) AddProcess(s ProcessSpec) error {
 		q.spec.Address = ""
 	}
 	switch s.Class {
-	case ClassStorage, ClassLog, ClassStateless:
+	case ClassStorage, ClassLog, ClassStateless, ClassClusterController:
 	default:
 		return fmt.Errorf("process %s: unsupported class %q", s.ID, s.Class)
 	}
@@ -73,7 +73,7 @@ func (c *Cluster) RemoveProcess(id string) error {
 	if p == nil {
 		return fmt.Errorf("no process %s", id)
 	}
-	if p.spec.Address != "" && slices.Contains(c.coordinators, p.spec.Address) {
+	if c.isCoordinator(p.spec.Address) {
 		return fmt.Errorf("process %s (%s) is a coordinator", id, p.spec.Address)
 	}
 	wasUp := p.up

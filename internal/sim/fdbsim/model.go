@@ -18,6 +18,11 @@ const (
 	ClassStorage   = "storage"
 	ClassLog       = "log"
 	ClassStateless = "stateless"
+	// ClassClusterController is the class the operator's sample cluster runs one process of
+	// (processCounts.cluster_controller): the best fit for the cluster controller and the
+	// worst for the other transaction roles (fdbrpc/Locality.cpp machineClassFitness; on main
+	// fdbserver/core/ProcessClassRecruitment.cpp).
+	ClassClusterController = "cluster_controller"
 )
 
 // recoveryStates are the recovery_state names in the order a recovery passes them
@@ -73,6 +78,8 @@ type Config struct {
 	StoredBytes int64
 	// Description and ID make the connection string description:ID@coordinators.
 	Description, ID string
+	// DNS is the initial DNS table for hostname coordinators (dns.go; SetDNS replaces it).
+	DNS map[string]string
 }
 
 func (c *Config) defaults() {
@@ -160,8 +167,10 @@ type Cluster struct {
 	cfg   Config
 
 	procs []*process // in the order given
-	// coordinators are the addresses in the connection string.
+	// coordinators are the entries of the connection string: addresses or hostnames (dns.go).
 	coordinators []string
+	// dns is the DNS table hostname entries resolve through (SetDNS).
+	dns map[string]string
 
 	generation int
 	rec        recovery
@@ -210,7 +219,7 @@ func New(clock Clock, cfg Config, specs []ProcessSpec, coordinators []string) (*
 		}
 		seen[s.ID], seen[s.Address] = true, true
 		switch s.Class {
-		case ClassStorage, ClassLog, ClassStateless:
+		case ClassStorage, ClassLog, ClassStateless, ClassClusterController:
 		default:
 			return nil, fmt.Errorf("process %s: unsupported class %q", s.ID, s.Class)
 		}
@@ -220,8 +229,9 @@ func New(clock Clock, cfg Config, specs []ProcessSpec, coordinators []string) (*
 		sum := sha256.Sum256([]byte(s.ID))
 		c.procs = append(c.procs, &process{spec: s, processID: hex.EncodeToString(sum[:16]), started: clock.Now(), up: true})
 	}
+	c.dns = cfg.DNS
 	for _, a := range coordinators {
-		if c.byAddress(a) == nil {
+		if c.coordinatorProcess(a) == nil {
 			return nil, fmt.Errorf("coordinator %s is not a process of the cluster", a)
 		}
 	}
@@ -299,7 +309,7 @@ func (c *Cluster) bringUp(p *process, at time.Time) {
 func (c *Cluster) quorum() bool {
 	n := 0
 	for _, a := range c.coordinators {
-		if p := c.byAddress(a); p != nil && p.up {
+		if p := c.coordinatorProcess(a); p != nil && p.up {
 			n++
 		}
 	}
@@ -317,7 +327,7 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 		c.cc, c.master = "", ""
 		return
 	}
-	var stateless, logs, storage []*process
+	var stateless, logs, storage, controllers []*process
 	for _, p := range c.procs {
 		if !p.up {
 			continue
@@ -332,6 +342,8 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 			logs = append(logs, p)
 		case ClassStorage:
 			storage = append(storage, p)
+		case ClassClusterController:
+			controllers = append(controllers, p)
 		}
 	}
 	// A storage process is the worst fit for the transaction roles, yet still a fit
@@ -347,7 +359,9 @@ func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
 	// (fdbclient/ProcessClass: ExcludeFit), so a recovery elects the controller elsewhere.
 	if ccp := c.byID(c.cc); ccp == nil || !ccp.up || c.isExcluded(ccp) {
 		c.cc = ""
-		if len(stateless) > 0 {
+		if len(controllers) > 0 {
+			c.cc = controllers[0].spec.ID // BestFit
+		} else if len(stateless) > 0 {
 			c.cc = stateless[0].spec.ID
 		}
 	}
@@ -613,7 +627,7 @@ func (c *Cluster) roles(p *process) []string {
 		r = append(r, "storage")
 	}
 	r = append(r, c.txnRoles[p.spec.ID]...)
-	if slices.Contains(c.coordinators, p.spec.Address) {
+	if c.isCoordinator(p.spec.Address) {
 		r = append(r, "coordinator")
 	}
 	return r

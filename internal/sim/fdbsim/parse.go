@@ -141,7 +141,7 @@ func (c *Cluster) statusText(now time.Time) string {
 	if !c.quorum() || !c.ccReachable() {
 		sb.WriteString("Could not communicate with a quorum of coordination servers:\n")
 		for _, a := range c.coordinators {
-			p := c.byAddress(a)
+			p := c.coordinatorProcess(a)
 			state := "(reachable)"
 			if p == nil || !p.up {
 				state = "(unreachable)"

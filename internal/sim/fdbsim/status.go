@@ -31,7 +31,7 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 	available := c.available(now)
 	coords := []any{}
 	for _, a := range c.coordinators {
-		p := c.byAddress(a)
+		p := c.coordinatorProcess(a) // a: the cluster file's entry as written (dns.go)
 		coords = append(coords, obj{"address": a, "reachable": p != nil && p.up, "protocol": "0fdb00b073000000"})
 	}
 	clientMsgs := []any{}
@@ -121,7 +121,7 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 	zoneCount := map[string]int{}
 	for _, a := range c.coordinators {
 		z := ""
-		if p := c.byAddress(a); p != nil && p.up {
+		if p := c.coordinatorProcess(a); p != nil && p.up {
 			z = p.spec.Zone
 		}
 		zoneCount[z]++

@@ -243,6 +243,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	model := o.host.Cluster(key)
 	allRunning := true
 	addresses := map[string]string{}
+	dns := map[string]string{} // the pods' DNS names (the operator's headless service) -> IP
 	for _, pg := range status.ProcessGroups {
 		podName := podName(name, pg)
 		pod := pods[podName]
@@ -277,6 +278,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 			addr = pod.Status.PodIP + ":4500:tls"
 		}
 		addresses[pg.ProcessGroupID] = addr
+		dns[spec.dnsName(name, ns, podName)] = pod.Status.PodIP
 		pg.Addresses = []string{pod.Status.PodIP}
 		zone, err := o.zone(ctx, &spec, pod)
 		if err != nil {
@@ -290,8 +292,11 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		}
 	}
 
+	if model != nil && spec.useDNS() {
+		model.SetDNS(dns)
+	}
 	if model == nil && allRunning && len(status.ProcessGroups) > 0 {
-		model, err = o.createModel(&spec, &status, addresses)
+		model, err = o.createModel(&spec, &status, addresses, dns, name, ns)
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
@@ -310,7 +315,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 				status.Locks.DenyList = list
 			}
 		}
-		o.fixCoordinators(ctx, model, &status, ls)
+		o.fixCoordinators(ctx, model, &spec, &status, ls, name, ns)
 		var mopts maintenanceOptions
 		if err := fromUnstructured(u.Object["spec"], &mopts); err == nil {
 			storage := map[string]bool{}
@@ -395,11 +400,13 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	return nil
 }
 
-// addProcessGroups adds process groups for each class below its count, not counting the groups
-// marked for removal (add_process_groups.go): a marked group gets its replacement.
+// addProcessGroups adds process groups for each class below its count (desiredCounts: the
+// operator's defaults for counts left 0 or unset, none for -1), not counting the groups marked
+// for removal (add_process_groups.go): a marked group gets its replacement.
 func (o *Operator) addProcessGroups(spec *clusterSpec, status *clusterStatus) {
-	classes := make([]string, 0, len(spec.ProcessCounts))
-	for c := range spec.ProcessCounts {
+	desired := spec.desiredCounts()
+	classes := make([]string, 0, len(desired))
+	for c := range desired {
 		classes = append(classes, c)
 	}
 	sort.Strings(classes)
@@ -420,7 +427,7 @@ func (o *Operator) addProcessGroups(spec *clusterSpec, status *clusterStatus) {
 				n++
 			}
 		}
-		for ; n < spec.ProcessCounts[class]; n++ {
+		for ; n < desired[class]; n++ {
 			num := 0
 			for num == 0 || used[num] {
 				num = o.rnd.IntN(maxProcessGroupIDNum) + 1
@@ -506,6 +513,11 @@ func (o *Operator) createPod(ctx context.Context, owner *unstructured.Unstructur
 // zone is the process's zoneid: spec.faultDomain.value, the node name (valueFrom spec.nodeName,
 // the default), or a node label named by $NODE_LABEL_<KEY> (fault_domains.md).
 func (o *Operator) zone(ctx context.Context, spec *clusterSpec, pod *corev1.Pod) (string, error) {
+	// foundationdb.org/none (the operator's sample): every pod is its own fault domain, zoneid
+	// the pod name (internal/pod_client.go GetSubstitutions, NoneFaultDomainKey).
+	if spec.FaultDomain.Key == "foundationdb.org/none" {
+		return pod.Name, nil
+	}
 	if spec.FaultDomain.Value != "" {
 		return spec.FaultDomain.Value, nil
 	}
@@ -559,15 +571,20 @@ func coordinatorCount(mode string) int {
 	return 3
 }
 
-func (o *Operator) createModel(spec *clusterSpec, status *clusterStatus, addresses map[string]string) (*fdbsim.Cluster, error) {
-	var specs []fdbsim.ProcessSpec
+func (o *Operator) createModel(spec *clusterSpec, status *clusterStatus, addresses, dns map[string]string, name, ns string) (*fdbsim.Cluster, error) {
+	var specs, entries []fdbsim.ProcessSpec
 	for _, pg := range status.ProcessGroups {
-		specs = append(specs, fdbsim.ProcessSpec{ID: pg.ProcessGroupID, Address: addresses[pg.ProcessGroupID],
-			Class: pg.ProcessClass, Zone: pg.FaultDomain})
+		p := fdbsim.ProcessSpec{ID: pg.ProcessGroupID, Address: addresses[pg.ProcessGroupID], Class: pg.ProcessClass, Zone: pg.FaultDomain}
+		specs = append(specs, p)
+		p.Address = spec.coordinatorEntry(name, ns, pg, p.Address)
+		entries = append(entries, p)
 	}
 	cfg := o.opts.Model
 	cfg.RedundancyMode = redundancy(spec)
-	coords := chooseCoordinators(specs, nil, coordinatorCount(cfg.RedundancyMode))
+	if spec.useDNS() {
+		cfg.DNS = dns
+	}
+	coords := chooseCoordinators(entries, nil, coordinatorCount(cfg.RedundancyMode))
 	return fdbsim.New(o.host.Clock(), cfg, specs, coords)
 }
 
@@ -614,17 +631,24 @@ func chooseCoordinators(procs []fdbsim.ProcessSpec, keep []string, n int) []stri
 
 // fixCoordinators replaces coordinators whose address no process has any more (a pod came back
 // with a new IP) by running `coordinators` (change_coordinators.go).
-func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, status *clusterStatus, ls *lockSpec) {
+func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, spec *clusterSpec, status *clusterStatus, ls *lockSpec, name, ns string) {
 	procs := model.Processes()
 	var specs []fdbsim.ProcessSpec
 	live := map[string]bool{}
 	marked := removing(status)
+	groups := map[string]*processGroupStatus{}
+	for _, pg := range status.ProcessGroups {
+		groups[pg.ProcessGroupID] = pg
+	}
 	for _, p := range procs {
 		// change_coordinators.go: a coordinator on a group marked for removal is replaced, and
-		// none is chosen there.
-		if p.Up && !marked[p.ID] {
-			specs = append(specs, fdbsim.ProcessSpec{ID: p.ID, Address: p.Address, Class: p.Class, Zone: p.Zone})
-			live[p.Address] = true
+		// none is chosen there. Coordinators are compared as the cluster file names them: with
+		// DNS a pod back at a new IP keeps its name and stays a coordinator.
+		pg := groups[p.ID]
+		if p.Up && !marked[p.ID] && pg != nil {
+			entry := spec.coordinatorEntry(name, ns, pg, p.Address)
+			specs = append(specs, fdbsim.ProcessSpec{ID: p.ID, Address: entry, Class: p.Class, Zone: p.Zone})
+			live[entry] = true
 		}
 	}
 	cur := model.Coordinators()

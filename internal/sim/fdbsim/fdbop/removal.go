@@ -85,8 +85,11 @@ func (o *Operator) createPVC(ctx context.Context, owner *unstructured.Unstructur
 	if !isStateful(pg.ProcessClass) {
 		return nil
 	}
+	// internal/pod_helper.go GetPvcMetadata -> internal/pod_models.go GetObjectMetadata: the
+	// pod labels (GetPodLabels: match labels, class and process group ID labels), then the
+	// resource labels.
 	labels := map[string]string{}
-	for k, v := range spec.resourceLabels(owner.GetName()) {
+	for k, v := range spec.matchLabels(owner.GetName()) {
 		labels[k] = v
 	}
 	for _, l := range spec.processClassLabels() {
@@ -94,6 +97,9 @@ func (o *Operator) createPVC(ctx context.Context, owner *unstructured.Unstructur
 	}
 	for _, l := range spec.processGroupIDLabels() {
 		labels[l] = pg.ProcessGroupID
+	}
+	for k, v := range spec.resourceLabels(owner.GetName()) {
+		labels[k] = v
 	}
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: pvcName(owner.GetName(), pg), Namespace: owner.GetNamespace(), Labels: labels,
@@ -179,6 +185,7 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 	name := owner.GetName()
 
 	// exclude_processes.go: per class, only with replacements ready.
+	desired := spec.desiredCounts()
 	perClass := map[string][]*processGroupStatus{}
 	for _, pg := range status.ProcessGroups {
 		if marked[pg.ProcessGroupID] && pg.ExclusionTimestamp == nil {
@@ -206,7 +213,7 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 			}
 			valid++
 		}
-		allowed := valid - spec.ProcessCounts[class] - ongoing
+		allowed := valid - desired[class] - ongoing
 		if missing || allowed <= 0 || !st.Client.DatabaseStatus.Available {
 			continue
 		}
@@ -343,6 +350,7 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 // first, then the newest (highest ID number) within a zone.
 func chooseRemovals(spec *clusterSpec, status *clusterStatus, now time.Time) {
 	ts := now.UTC().Format(time.RFC3339)
+	desired := spec.desiredCounts()
 	byClass := map[string][]*processGroupStatus{}
 	for _, pg := range status.ProcessGroups {
 		if pg.RemovalTimestamp == nil {
@@ -350,8 +358,9 @@ func chooseRemovals(spec *clusterSpec, status *clusterStatus, now time.Time) {
 		}
 	}
 	for class, groups := range byClass {
-		want, ok := spec.ProcessCounts[class]
-		if !ok || len(groups) <= want {
+		// choose_removals.go: desiredCounts[class], 0 for a class the operator runs none of.
+		want := desired[class]
+		if len(groups) <= want {
 			continue
 		}
 		for excess := len(groups) - want; excess > 0; excess-- {

@@ -1,5 +1,7 @@
 package fdbop
 
+import "strings"
+
 // The subset of apps.foundationdb.org/v1beta2 FoundationDBCluster this stand-in reads and
 // writes, with the JSON names of FoundationDB/fdb-kubernetes-operator
 // api/v1beta2/foundationdbcluster_types.go (the operator's Go module is not imported: it pulls
@@ -16,6 +18,16 @@ type clusterSpec struct {
 	ProcessGroupsToRemoveWithoutExclusion []string `json:"processGroupsToRemoveWithoutExclusion,omitempty"`
 	DatabaseConfiguration                 struct {
 		RedundancyMode string `json:"redundancy_mode,omitempty"`
+		UsableRegions  int    `json:"usable_regions,omitempty"`
+		// RoleCounts (api/v1beta2 foundationdb_database_configuration.go), inlined.
+		Storage       int `json:"storage,omitempty"`
+		Logs          int `json:"logs,omitempty"`
+		Proxies       int `json:"proxies,omitempty"`
+		CommitProxies int `json:"commit_proxies,omitempty"`
+		GrvProxies    int `json:"grv_proxies,omitempty"`
+		Resolvers     int `json:"resolvers,omitempty"`
+		LogRouters    int `json:"log_routers,omitempty"`
+		RemoteLogs    int `json:"remote_logs,omitempty"`
 	} `json:"databaseConfiguration,omitempty"`
 	FaultDomain struct {
 		Key       string `json:"key,omitempty"`
@@ -28,6 +40,12 @@ type clusterSpec struct {
 		ProcessGroupIDLabels []string          `json:"processGroupIDLabels,omitempty"`
 		ProcessClassLabels   []string          `json:"processClassLabels,omitempty"`
 	} `json:"labels,omitempty"`
+	// Routing: spec.routing.useDNSInClusterFile and dnsDomain (api/v1beta2
+	// foundationdbcluster_types.go RoutingConfig).
+	Routing struct {
+		UseDNSInClusterFile *bool   `json:"useDNSInClusterFile,omitempty"`
+		DNSDomain           *string `json:"dnsDomain,omitempty"`
+	} `json:"routing,omitempty"`
 	MainContainer struct {
 		EnableTLS bool `json:"enableTLS,omitempty"`
 	} `json:"mainContainer,omitempty"`
@@ -105,4 +123,31 @@ func (s *clusterSpec) processGroupIDLabels() []string {
 		return s.Labels.ProcessGroupIDLabels
 	}
 	return []string{labelProcessGroupID}
+}
+
+// useDNS: the cluster file names coordinators by DNS name (UseDNSInClusterFile; unset is false
+// as docs/cluster_spec.md documents it).
+func (s *clusterSpec) useDNS() bool {
+	return s.Routing.UseDNSInClusterFile != nil && *s.Routing.UseDNSInClusterFile
+}
+
+// dnsName is internal/pod_models.go GetPodDNSName: <pod>.<cluster>.<namespace>.svc.<domain>
+// (GetDNSDomain: cluster.local unless spec.routing.dnsDomain).
+func (s *clusterSpec) dnsName(cluster, namespace, pod string) string {
+	domain := "cluster.local"
+	if s.Routing.DNSDomain != nil && *s.Routing.DNSDomain != "" {
+		domain = *s.Routing.DNSDomain
+	}
+	return pod + "." + cluster + "." + namespace + ".svc." + domain
+}
+
+// coordinatorEntry is how the cluster file names the coordinator at address of process group
+// pg: the address, or with DNS the pod's DNS name with the address's port and flags
+// (internal/coordinator/coordinator.go GetCoordinatorAddress).
+func (s *clusterSpec) coordinatorEntry(cluster, namespace string, pg *processGroupStatus, address string) string {
+	if !s.useDNS() {
+		return address
+	}
+	_, rest, _ := strings.Cut(address, ":") // port[:tls]
+	return s.dnsName(cluster, namespace, podName(cluster, pg)) + ":" + rest
 }

@@ -287,6 +287,14 @@ type ClusterSpec struct {
 	Storage, Log, Stateless int
 	RedundancyMode          string // default double
 	ZoneFromNodeLabel       bool   // zoneid from topology.kubernetes.io/zone (else the node name)
+	// OperatorSample is the FoundationDB operator's own config/samples/cluster.yaml: no
+	// redundancy mode, processCounts {cluster_controller: 1, stateless: -1} with storage and log
+	// left to the operator's defaults, faultDomain foundationdb.org/none, explicit labels.
+	// Storage, Log, Stateless, RedundancyMode and ZoneFromNodeLabel are then ignored.
+	OperatorSample bool
+	// DNS names the coordinators by the pods' DNS names in the cluster file
+	// (spec.routing.useDNSInClusterFile).
+	DNS bool
 }
 
 // Object is the FoundationDBCluster resource of s.
@@ -296,6 +304,31 @@ func (s ClusterSpec) Object() *unstructured.Unstructured {
 		"processCounts": map[string]any{
 			"storage": int64(s.Storage), "log": int64(s.Log), "stateless": int64(s.Stateless),
 		},
+	}
+	if s.OperatorSample {
+		spec = map[string]any{
+			"version":                       fdbsim.Version,
+			"automationOptions":             map[string]any{"replacements": map[string]any{"enabled": true}},
+			"faultDomain":                   map[string]any{"key": "foundationdb.org/none"},
+			"minimumUptimeSecondsForBounce": int64(60),
+			"processCounts":                 map[string]any{"cluster_controller": int64(1), "stateless": int64(-1)},
+			"labels": map[string]any{
+				"filterOnOwnerReference": false,
+				"matchLabels":            map[string]any{"foundationdb.org/fdb-cluster-name": s.Name},
+				"processClassLabels":     []any{"foundationdb.org/fdb-process-class"},
+				"processGroupIDLabels":   []any{"foundationdb.org/fdb-process-group-id"},
+			},
+			"routing": map[string]any{"defineDNSLocalityFields": true},
+		}
+		s.RedundancyMode, s.ZoneFromNodeLabel = "", false
+	}
+	if s.DNS {
+		routing, _ := spec["routing"].(map[string]any)
+		if routing == nil {
+			routing = map[string]any{}
+			spec["routing"] = routing
+		}
+		routing["useDNSInClusterFile"] = true
 	}
 	if s.RedundancyMode != "" {
 		spec["databaseConfiguration"] = map[string]any{"redundancy_mode": s.RedundancyMode}
