@@ -63,7 +63,7 @@ func dbopsBinary(t *testing.T) string {
 		dbopsBinPath = filepath.Join(dir, "kubectl-dbops")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, racebuild.BuildFlags()...), "-o", dbopsBinPath, "github.com/kubectl-dbops/kubectl-dbops/cmd/kubectl-dbops")...)
+		cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, racebuild.BuildFlags(racebuild.CLI)...), "-o", dbopsBinPath, "github.com/kubectl-dbops/kubectl-dbops/cmd/kubectl-dbops")...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			dbopsBuildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -67,7 +67,7 @@ func InstallShim(ctx context.Context, tb *testbed.Testbed) error {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "crash")
-	out, err := exec.CommandContext(ctx, "go", append(append([]string{"build"}, racebuild.BuildFlags()...), "-o", bin, ShimPackage)...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", append(append([]string{"build"}, racebuild.BuildFlags(racebuild.CrashShim)...), "-o", bin, ShimPackage)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("build crash shim: %w\n%s", err, out)
 	}

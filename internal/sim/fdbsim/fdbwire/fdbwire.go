@@ -78,7 +78,7 @@ func InstallShim(ctx context.Context, tb TestBed) error {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "fdbcli")
-	if out, err := exec.CommandContext(ctx, "go", append(append([]string{"build"}, racebuild.BuildFlags()...), "-o", bin, ShimPackage)...).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", append(append([]string{"build"}, racebuild.BuildFlags(racebuild.FDBShim)...), "-o", bin, ShimPackage)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("build fdbcli shim: %w\n%s", err, out)
 	}
 	data, err := os.ReadFile(bin)
