@@ -57,8 +57,12 @@ func run(list string, sample int, seed uint64, only string, timeout time.Duratio
 		if seed == 0 {
 			seed = uint64(time.Now().UnixNano())
 		}
-		fmt.Printf("mutate: %d of %d mutants, seed %d (again: go run ./hack/mutate -sample %d -seed %d; all: make mutate)\n",
-			sample, len(mutants), seed, sample, seed)
+		again := fmt.Sprintf("-sample %d -seed %d", sample, seed)
+		if only != "" {
+			again += fmt.Sprintf(" -only '%s'", only)
+		}
+		fmt.Printf("mutate: %d of %d mutants, seed %d (again: go run ./hack/mutate %s; all: make mutate)\n",
+			sample, len(mutants), seed, again)
 		r := rand.New(rand.NewPCG(seed, seed))
 		r.Shuffle(len(mutants), func(i, j int) { mutants[i], mutants[j] = mutants[j], mutants[i] })
 		mutants = mutants[:sample]
