@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,10 +15,24 @@ import (
 // root is the repository root, from this package's directory.
 const root = "../.."
 
-// gates are functions every refusal of which (ops.Preconditionf, ops.Refusef) is a safety
-// site: file -> function names.
+// gates are functions every refusal of which (refusals) is a safety site, except one that
+// only passes an error on (if err != nil): file -> function names.
 var gates = map[string][]string{
-	"internal/engines/foundationdb/restart.go": {"checkStatus"},
+	"internal/engines/foundationdb/restart.go": {"checkStatus", "checkCR", "Before", "action", "maintenanceOn"},
+}
+
+// refusals are the calls that refuse (in gates).
+var refusals = []string{"Preconditionf", "Refusef", "foreignZone"}
+
+// passesErrorOn reports whether cond is "err != nil".
+func passesErrorOn(cond ast.Expr) bool {
+	b, ok := cond.(*ast.BinaryExpr)
+	if !ok || b.Op != token.NEQ {
+		return false
+	}
+	x, ok1 := b.X.(*ast.Ident)
+	y, ok2 := b.Y.(*ast.Ident)
+	return ok1 && ok2 && x.Name == "err" && y.Name == "nil"
 }
 
 // guardCalls are the calls that are safety sites wherever they are in internal/engines,
@@ -83,12 +98,16 @@ func findSites(t *testing.T) []site {
 					for _, g := range guardCalls {
 						isGuard = isGuard || name == g
 					}
-					if !isGuard && !(gate && (name == "Preconditionf" || name == "Refusef")) {
+					if !isGuard && !(gate && slices.Contains(refusals, name)) {
 						return true
 					}
 					pos := call.Pos()
 					if len(ifs) > 0 {
-						pos = ifs[len(ifs)-1].Pos()
+						is := ifs[len(ifs)-1]
+						if !isGuard && passesErrorOn(is.Cond) {
+							return true
+						}
+						pos = is.Pos()
 					}
 					out = append(out, site{file: rel, line: fset.Position(pos).Line, what: fn.Name.Name + ": " + name})
 					return true
@@ -125,7 +144,8 @@ func TestMutantsApply(t *testing.T) {
 	}
 }
 
-// TestEverySafetySiteHasAMutant: every refusal of the gate functions and every write guard or
+// TestEverySafetySiteHasAMutant: every refusal of the gate functions (the FoundationDB restart
+// gate, the --method pod coordinator rule, the bounce's re-check) and every write guard or
 // lock check in internal/engines, internal/ops and internal/kube is covered by a mutant (its
 // find spans the line of the site's "if"). A new one joins hack/mutate/mutants.txt, with the
 // test that fails without it.
