@@ -222,9 +222,9 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'kill; kill %s'", strings.Join(b.addrs, " ")))
 	}
 	if zone != "" && g.checker.on {
-		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOff(b.storageGroups)+"' (once the batch reports again and data movement is quiet, unless the operator's maintenance checker cleared the zone first)")
+		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOff(b.storageGroups)+"' (once the batch reports again and storage lags and queues are within the operator's limits, unless the operator's maintenance checker cleared the zone first)")
 	} else if zone != "" {
-		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and data movement is quiet)")
+		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and storage lags and queues are within the operator's limits)")
 	}
 	for _, c := range cmds {
 		s.Details = append(s.Details, "run: "+c)
@@ -407,8 +407,8 @@ func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.P
 			return false, "recovery: " + st.RecoveryName(), nil
 		}
 		if own := sc.Get(keyMaintenance); own != "" {
-			if st.Cluster.Data == nil || !st.Cluster.Data.State.Healthy || st.Cluster.Data.MovingData.InFlightBytes > 0 {
-				return false, "data movement to be quiet before maintenance off", nil
+			if why := canEndMaintenance(st); why != "" {
+				return false, why + " before maintenance off", nil
 			}
 			if st.Cluster.MaintenanceZone == own {
 				if _, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOff(b.storageGroups)); err != nil {
@@ -431,6 +431,37 @@ func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.P
 		}
 		return true, "", nil
 	})
+}
+
+// Limits of the operator's checks before it ends a maintenance zone (its pkg/fdbstatus
+// CanSafelyRemoveMaintenanceMode: DefaultSafetyChecks, then CheckQosStatus).
+const (
+	maxDataLagSeconds = 60.0
+	maxQueueBytes     = 250 << 20
+)
+
+// canEndMaintenance is why this run's maintenance zone must stay on a little longer ("" when
+// it may end): the operator's checks, not a wait for data movement to reach 0, which a busy
+// cluster never does. The wait is bounded by the step's timeout.
+func canEndMaintenance(st *Status) string {
+	if n := st.ActiveGenerations(); n > maxActiveGenerations {
+		return fmt.Sprintf("active generations (%d) to drop to %d", n, maxActiveGenerations)
+	}
+	q := st.Cluster.Qos
+	if q == nil {
+		return "status json to report qos"
+	}
+	switch {
+	case q.WorstDataLagStorageServer.Seconds > maxDataLagSeconds:
+		return fmt.Sprintf("the worst storage data lag (%.1f s) to drop to %.0f s", q.WorstDataLagStorageServer.Seconds, maxDataLagSeconds)
+	case q.WorstDurabilityLagStorageServer.Seconds > maxDataLagSeconds:
+		return fmt.Sprintf("the worst storage durability lag (%.1f s) to drop to %.0f s", q.WorstDurabilityLagStorageServer.Seconds, maxDataLagSeconds)
+	case q.WorstQueueBytesLogServer > maxQueueBytes:
+		return fmt.Sprintf("the worst log queue (%d bytes) to drop to %d", q.WorstQueueBytesLogServer, maxQueueBytes)
+	case q.WorstQueueBytesStorageServer > maxQueueBytes:
+		return fmt.Sprintf("the worst storage queue (%d bytes) to drop to %d", q.WorstQueueBytesStorageServer, maxQueueBytes)
+	}
+	return ""
 }
 
 // poll calls f every pollInterval until it is done, reporting what it waits for.

@@ -404,3 +404,50 @@ func storageIn(c *ops.Cluster, zone string) string {
 	}
 	return ""
 }
+
+// TestRestartEndsMaintenanceOnTheOperatorsChecks: a busy cluster (data distribution always
+// relocating) still ends each batch's maintenance zone, while a storage lag above the
+// operator's 60 s keeps the zone on until it drops (its CheckQosStatus).
+func TestRestartEndsMaintenanceOnTheOperatorsChecks(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	busy := fdbsim.Load{InFlightBytes: 1 << 30}
+	lagging := busy
+	lagging.DataLag = 90 * time.Second
+	model.SetLoad(lagging)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var waitedOnLag bool
+	var offsDuringLag int
+	sink := ops.SinkFunc(func(ev ops.Event) {
+		if ev.Type != ops.EventStepWaiting || !strings.Contains(ev.Reason, "data lag") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !waitedOnLag {
+			waitedOnLag = true
+			offsDuringLag = slices.Index(mutations(model), "maintenance off") + 1
+			if z, _ := model.MaintenanceZone(); z == "" {
+				t.Errorf("waiting on the lag without a zone on")
+			}
+			model.SetLoad(busy)
+		}
+	})
+	if err := (&ops.Executor{LockID: "test", Sink: sink, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !waitedOnLag || offsDuringLag != 0 {
+		t.Fatalf("waited on the storage lag %v, maintenance off sent while it was high %v: %q", waitedOnLag, offsDuringLag != 0, mutations(model))
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left", z)
+	}
+	if n := strings.Count(strings.Join(mutations(model), "\n"), "maintenance off"); n != 3 {
+		t.Fatalf("%d maintenance off, want one per batch: %q", n, mutations(model))
+	}
+}
