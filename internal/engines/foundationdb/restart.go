@@ -295,12 +295,16 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	cli := g.e.cli()
 	st, via, err := g.e.StatusFrom(ctx, cli, g.c, bp.skip())
 	if err != nil {
+		if !bp.killedAt(sc).IsZero() {
+			return nil // bounced by the interrupted run, status json not back yet: the verify waits
+		}
 		return err
 	}
 	b := g.batch(st, bp.pods)
 	if t := bp.killedAt(sc); !t.IsZero() {
-		if restartedSince(st, b, bp.pods, t) || len(b.addrs) < len(bp.pods) {
-			// Bounced by the interrupted run (or still coming back): never twice.
+		if restartedSince(st, b, bp.pods, t) || len(b.addrs) < len(bp.pods) || !st.Available() {
+			// Bounced by the interrupted run (or still coming back, or the recovery its
+			// bounce started still running): never twice. The verify waits for the batch.
 			return nil
 		}
 	}
@@ -313,11 +317,55 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	if err := g.maintenanceOn(ctx, sc, cli, via, st, b); err != nil {
 		return err
 	}
-	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+	killed := time.Now()
+	if err := ctx.Err(); err != nil {
+		return g.undoMaintenance(ctx, sc, cli, via, b, err)
+	}
+	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(killed.UnixNano(), 10)); err != nil {
+		return g.undoMaintenance(ctx, sc, cli, via, b, err)
+	}
+	if _, err = cli.Run(ctx, g.c.Namespace, via, "kill; kill "+strings.Join(b.addrs, " ")); err != nil {
+		// The kill may or may not have gone out (a timeout): the zone stays only if a process
+		// of the batch restarted since.
+		if st, _, serr := g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil && !anyRestartedSince(st, bp.pods, killed) {
+			return g.undoMaintenance(ctx, sc, cli, via, b, err)
+		}
 		return err
 	}
-	_, err = cli.Run(ctx, g.c.Namespace, via, "kill; kill "+strings.Join(b.addrs, " "))
-	return err
+	return nil
+}
+
+// anyRestartedSince: some process of the pods reports an uptime shorter than the time since t.
+func anyRestartedSince(st *Status, pods []ops.Pod, t time.Time) bool {
+	since := time.Since(t).Seconds()
+	for _, p := range pods {
+		for _, pr := range st.ByInstance(p.Member) {
+			if pr.UptimeSeconds < since {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// undoMaintenance ends the maintenance zone this run set for a batch it then did not bounce
+// (interrupted or failed before the kill went out), so no zone of a run outlives it for
+// nothing; cause is returned, with what happened to the zone.
+func (g *gate) undoMaintenance(ctx context.Context, sc *ops.StepContext, cli *CLI, via string, b batchInfo, cause error) error {
+	zone := sc.Get(keyMaintenance)
+	if zone == "" {
+		return cause
+	}
+	// The run may be interrupted: the cleanup gets its own short bound.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Run(cctx, g.c.Namespace, via, g.checker.maintenanceOff(b.storageGroups)); err != nil {
+		return fmt.Errorf("%w (and ending maintenance zone %s failed: %v; it expires within %d s, re-running the same command clears it)", cause, zone, err, maintenanceSeconds)
+	}
+	if err := sc.Set(cctx, keyMaintenance, ""); err != nil {
+		return fmt.Errorf("%w (maintenance zone %s ended; journal: %v)", cause, zone, err)
+	}
+	return fmt.Errorf("%w (nothing was bounced; maintenance zone %s ended)", cause, zone)
 }
 
 func (bp *bounce) verify(ctx context.Context, sc *ops.StepContext) error {
@@ -606,7 +654,33 @@ func (g *gate) Preflight(ctx context.Context, c *ops.Cluster, st ops.PreflightSt
 			return err
 		}
 	}
+	if step := bouncedUnfinished(st); step != "" {
+		// The interrupted run of this request bounced a batch whose step is not done: its
+		// processes (coordinators among them) may still be coming back and the recovery its
+		// bounce started still running. That is this run's own work: the step waits for the
+		// batch (bounded by its timeout, reported as what it waits for) instead of the gate
+		// refusing it. Only a zone someone else set refuses here.
+		s, _, err := g.e.StatusFrom(ctx, g.e.cli(), c, nil)
+		if err != nil {
+			return nil // the step reads status json again and waits for it
+		}
+		if z := s.Cluster.MaintenanceZone; z != "" && z != st.Data[keyMaintenance] {
+			return foreignZone(s)
+		}
+		return nil
+	}
 	return g.check(ctx, nil, nil, st.Data[keyMaintenance])
+}
+
+// bouncedUnfinished is the ID of a step whose batch an interrupted run of this request bounced
+// (its kill journaled) and did not finish, or "".
+func bouncedUnfinished(st ops.PreflightState) string {
+	for k, v := range st.Data {
+		if id, ok := strings.CutPrefix(k, keyKilled); ok && v != "" && (st.Done == nil || !st.Done(id)) {
+			return id
+		}
+	}
+	return ""
 }
 
 // Before runs before each pod of a --method pod batch is deleted: the gate and maintenance

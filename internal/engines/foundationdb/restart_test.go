@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
@@ -449,5 +451,119 @@ func TestRestartEndsMaintenanceOnTheOperatorsChecks(t *testing.T) {
 	}
 	if n := strings.Count(strings.Join(mutations(model), "\n"), "maintenance off"); n != 3 {
 		t.Fatalf("%d maintenance off, want one per batch: %q", n, mutations(model))
+	}
+}
+
+// TestRestartResumeWaitsForItsBouncedBatch: a run killed right after its kill went out, with
+// the batch (a coordinator among it) not back yet, is re-run at once: the preflight does not
+// refuse the unreachable coordinator its own bounce took away, the step waits for the batch
+// (reported as that), never bounces it twice, and clears the killed run's zone.
+func TestRestartResumeWaitsForItsBouncedBatch(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	model.HoldRestarts(true)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := fake.NewClientset()
+	locker := func() *lock.Manager {
+		return &lock.Manager{Client: leases, Namespace: "demo", Cluster: "myfdb", ID: "tester", Session: "s1"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for !slices.ContainsFunc(mutations(model), func(m string) bool { return strings.HasPrefix(m, "kill ") }) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_ = (&ops.Executor{LockID: "tester", Locker: locker()}).Run(ctx, p)
+	zone, _ := model.MaintenanceZone()
+	var st Status
+	if err := json.Unmarshal(model.StatusJSON(), &st); err != nil {
+		t.Fatal(err)
+	}
+	away := false
+	for _, co := range st.Client.Coordinators.Coordinators {
+		away = away || !co.Reachable
+	}
+	if zone == "" || !away {
+		t.Fatalf("setup: want the killed run's zone on and a coordinator away; zone %q, %+v", zone, st.Client.Coordinators)
+	}
+	ls, err := locker().Status(context.Background())
+	if err != nil || ls.Journal == nil {
+		t.Fatalf("journal: %v %+v", err, ls)
+	}
+	p2, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Preflight(context.Background(), ops.PreflightState{Resuming: true, Done: ls.Journal.IsDone, Data: ls.Journal.Data}); err != nil {
+		t.Fatalf("the re-run refused its own bounced batch: %v", err)
+	}
+	var mu sync.Mutex
+	var waited string
+	sink := ops.SinkFunc(func(ev ops.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Type == ops.EventStepWaiting && waited == "" {
+			waited = ev.Reason
+			model.HoldRestarts(false)
+		}
+	})
+	if err := (&ops.Executor{LockID: "tester", Locker: locker(), Sink: sink, Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if waited != "processes of the batch to report again" {
+		t.Fatalf("first wait %q, want the bounced batch", waited)
+	}
+	kills := map[string]int{}
+	for _, m := range mutations(model) {
+		if strings.HasPrefix(m, "kill ") {
+			kills[m]++
+		}
+	}
+	for k, n := range kills {
+		if n > 1 {
+			t.Fatalf("%q sent %d times: %q", k, n, mutations(model))
+		}
+	}
+	if len(kills) != 3 {
+		t.Fatalf("kills %v", kills)
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left", z)
+	}
+}
+
+// killFails fails every fdbcli session that kills, without running it: nothing is bounced.
+type killFails struct{ next kube.Executor }
+
+func (k killFails) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+	if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "kill; kill ") }) {
+		return nil, []byte("ERROR: Could not communicate with all of the processes\n"), &kube.ExitError{Code: 1}
+	}
+	return k.next.Exec(ctx, namespace, pod, container, argv, stdin)
+}
+
+// TestRestartEndsItsZoneWhenNothingWasKilled: a batch whose kill fails before any process
+// went down leaves no maintenance zone behind, and says so.
+func TestRestartEndsItsZoneWhenNothingWasKilled(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	e.deps.Exec = killFails{next: e.deps.Exec}
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), "nothing was bounced; maintenance zone") {
+		t.Fatalf("err %v", err)
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left: %q", z, mutations(model))
+	}
+	if got := mutations(model); len(got) != 2 || got[1] != "maintenance off" {
+		t.Fatalf("mutations %q", got)
 	}
 }

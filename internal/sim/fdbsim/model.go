@@ -188,6 +188,25 @@ type Cluster struct {
 	log []LogEntry
 	// load is what the clients' workload does to data movement and QoS (SetLoad).
 	load Load
+	// holdRestarts keeps killed processes away (HoldRestarts).
+	holdRestarts bool
+}
+
+// HoldRestarts keeps killed processes away while hold is set, as a slow fdbmonitor or a
+// pod under pressure does; released, those due back return at once.
+func (c *Cluster) HoldRestarts(hold bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holdRestarts = hold
+	if !hold {
+		now := c.clock.Now()
+		for _, p := range c.procs {
+			if !p.up && !p.backAt.IsZero() && p.backAt.Before(now) {
+				p.backAt = now
+			}
+		}
+		c.advance(now)
+	}
 }
 
 // Load is what a workload does to the cluster's status that the model cannot derive from its
@@ -297,7 +316,7 @@ func (c *Cluster) byID(id string) *process {
 // maintenance zone disappears, data of excluded storage processes finishes moving.
 func (c *Cluster) advance(now time.Time) {
 	for _, p := range c.procs {
-		if !p.up && !p.backAt.IsZero() && !now.Before(p.backAt) {
+		if !p.up && !p.backAt.IsZero() && !now.Before(p.backAt) && !c.holdRestarts {
 			c.bringUp(p, p.backAt)
 		}
 	}
