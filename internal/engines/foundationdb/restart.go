@@ -638,6 +638,11 @@ func (g *gate) checkCR(ctx context.Context) error {
 		u = fresh
 	}
 	s := ReadCR(u)
+	if p := ReadPause(u); p.Paused {
+		// The operator reconciles nothing while paused: say so, and how to end it.
+		return ops.Preconditionf("FoundationDBCluster %s/%s: %s; refusing to restart; resume it with: %s",
+			g.c.Namespace, u.GetName(), p.Describe(time.Now()), p.ResumeCommand(g.c.Namespace, u.GetName()))
+	}
 	if s.Reconciled < s.Generation {
 		return ops.Preconditionf("FoundationDBCluster %s/%s is not reconciled (generation %d, reconciled %d): the operator is changing it; refusing to restart",
 			g.c.Namespace, u.GetName(), s.Generation, s.Reconciled)
