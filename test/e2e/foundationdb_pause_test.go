@@ -68,7 +68,7 @@ func TestFoundationDBLockPausesOperator(t *testing.T) {
 			if r := runCLI(t, env, "list", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, "(operator paused)") {
 				t.Fatalf("list does not show the pause: %s", r)
 			}
-			if r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--lock-id", "alice", "--yes"); r.Code != 5 || !strings.Contains(r.Stderr, resume) {
+			if r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--lock-id", "alice", "--yes"); r.Code != 5 || !strings.Contains(r.Stderr, resume) {
 				t.Fatalf("restart while paused: %s", r)
 			}
 			if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 || skip() != preset {
