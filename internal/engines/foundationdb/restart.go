@@ -89,6 +89,10 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		p.Notes = append(p.Notes, fmt.Sprintf("the FoundationDB operator's lock key %s is taken as %s before each batch (an fdbcli transaction), renewed with the lock, and cleared at the end",
 			printableKey(g.lock.cfg.Key()), LockOwnerID))
 	}
+	if n := g.recoveryBatches(p); n > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): each of their bounces starts a recovery, so they go last, the master's and cluster controller's batch at the end; fewer batches (--mode zone or all) mean fewer recoveries",
+			n, len(p.Steps)))
+	}
 	p.Args += " --method " + method
 	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
 		MethodProcess: "fdbserver processes are bounced with fdbcli kill; pods keep their UIDs",
@@ -126,17 +130,44 @@ type gate struct {
 	lock *FDBLock
 }
 
-// StepRank puts the batch holding the master or the cluster controller last: their loss
-// starts a recovery (and a new election), which one bounce at the end bounds to once.
+// txnRoles are the transaction-system roles whose bounce starts a recovery (FoundationDB's
+// ClusterRecovery: the master ends the generation when a log, proxy or resolver of it fails).
+var txnRoles = []string{"log", "commit_proxy", "grv_proxy", "resolver"}
+
+// StepRank puts the batches holding transaction-system roles after the others, and the batch
+// holding the master or the cluster controller last: each bounce of such a process starts a
+// recovery (the master and cluster controller also a new election), so they go together at
+// the end rather than interleaved with storage-only batches.
 func (g *gate) StepRank(pods []ops.Pod) int {
+	rank := 0
 	for _, p := range pods {
 		for _, pr := range g.plan.ByInstance(p.Member) {
 			if pr.HasRole("master") || pr.HasRole("cluster_controller") {
-				return 1
+				return 2
+			}
+			if slices.ContainsFunc(txnRoles, pr.HasRole) {
+				rank = 1
 			}
 		}
 	}
-	return 0
+	return rank
+}
+
+// recoveryBatches counts the plan's steps whose bounce starts a recovery.
+func (g *gate) recoveryBatches(p *ops.Plan) int {
+	n := 0
+	for _, s := range p.Steps {
+		var pods []ops.Pod
+		for _, name := range s.Pods {
+			if _, q := g.c.Pod(name); q != nil {
+				pods = append(pods, *q)
+			}
+		}
+		if g.StepRank(pods) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // Describe shows a pod's processes and roles in the plan.

@@ -567,3 +567,42 @@ func TestRestartEndsItsZoneWhenNothingWasKilled(t *testing.T) {
 		t.Fatalf("mutations %q", got)
 	}
 }
+
+// TestRestartPlanPutsTransactionSystemLast: a pod-by-pod plan bounces the storage-only pods
+// first, then the pods of the transaction system (each bounce a recovery), the master's and
+// cluster controller's last, and the plan says so.
+func TestRestartPlanPutsTransactionSystemLast(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	// Groups as discovery may list them: the transaction system's before storage.
+	slices.Reverse(c.Groups)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModePod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := map[string]int{}
+	for _, pr := range model.Processes() {
+		r := 0
+		for _, role := range pr.Roles {
+			switch role {
+			case "master", "cluster_controller":
+				r = 2
+			case "log", "commit_proxy", "grv_proxy", "resolver":
+				r = max(r, 1)
+			}
+		}
+		rank["myfdb-"+pr.ID] = r
+	}
+	last := 0
+	for _, s := range p.Steps {
+		r := rank[s.Pods[0]]
+		if r < last {
+			t.Fatalf("%s (rank %d) after a rank %d batch", s.Target, r, last)
+		}
+		last = r
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	assertPlan(t, p, strings.Join(ids, " "), "restart_pod_order.txt")
+}
