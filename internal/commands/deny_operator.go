@@ -82,9 +82,12 @@ func (o *DenyOptions) runOperatorInstance(ctx context.Context) error {
 // and status.locks, and, where the operator uses its FDB lock, the lock key and deny keys as
 // the database holds them. nil for other clusters.
 type operatorLocks struct {
-	resource string
-	deny     []foundationdb.OperatorDenyEntry
-	locks    []string
+	resource  string
+	namespace string
+	// pause is the operator's pause (spec.skip), shown with how to end it.
+	pause foundationdb.Pause
+	deny  []foundationdb.OperatorDenyEntry
+	locks []string
 	// fdb is the lock key's state (nil: the cluster does not use the operator's lock);
 	// fdbErr why it could not be read.
 	fdb    *foundationdb.FDBLockState
@@ -100,7 +103,8 @@ func operatorLocksOf(c *ops.Cluster) *operatorLocks {
 	if u == nil {
 		return nil
 	}
-	return &operatorLocks{resource: u.GetName(), deny: foundationdb.OperatorDenyList(u), locks: foundationdb.ReadCR(u).Locks}
+	return &operatorLocks{resource: u.GetName(), namespace: u.GetNamespace(), deny: foundationdb.OperatorDenyList(u), locks: foundationdb.ReadCR(u).Locks,
+		pause: foundationdb.ReadPause(u), now: time.Now()}
 }
 
 // readOperatorLocks is operatorLocksOf with the FDB lock key and deny keys read through fdbcli
@@ -143,6 +147,9 @@ func (l *operatorLocks) object() map[string]any {
 		locks = append(locks, s)
 	}
 	out := map[string]any{"resource": l.resource, "denyList": deny, "statusLockDenyList": locks}
+	if l.pause.Paused {
+		out["paused"] = map[string]any{"description": l.pause.Describe(l.now), "resume": l.pause.ResumeCommand(l.namespace, l.resource)}
+	}
 	if l.fdbErr != "" {
 		out["fdbLock"] = map[string]any{"error": l.fdbErr}
 	}
@@ -178,6 +185,9 @@ func (l *operatorLocks) writeText(w io.Writer) {
 	ops.Fprintf(w, "FoundationDB operator (FoundationDBCluster %s):\n", l.resource)
 	ops.Fprintf(w, "  spec.lockOptions.denyList:   %s\n", dash(strings.Join(entries, ", ")))
 	ops.Fprintf(w, "  status.locks.lockDenyList:   %s\n", dash(strings.Join(l.locks, ", ")))
+	if l.pause.Paused {
+		ops.Fprintf(w, "  spec.skip:                   %s; resume it with: %s\n", l.pause.Describe(l.now), l.pause.ResumeCommand(l.namespace, l.resource))
+	}
 	if l.fdbErr != "" {
 		ops.Fprintf(w, "  FDB lock key:                unreadable: %s\n", l.fdbErr)
 	}

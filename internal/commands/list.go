@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -40,6 +41,8 @@ type ClusterSummary struct {
 	// Unfinished is the operation an interrupted, failed or timed-out run left in the
 	// journal ("" when none).
 	Unfinished string `json:"unfinished,omitempty"`
+	// OperatorPaused says the cluster's operator is paused (FoundationDB spec.skip), by whom.
+	OperatorPaused string `json:"operatorPaused,omitempty"`
 	// Error says why the cluster could not be read (the row shows what could).
 	Error string `json:"error,omitempty"`
 }
@@ -166,6 +169,13 @@ func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name s
 			errs = append(errs, "health: "+err.Error())
 		case h != nil:
 			row.Health = h.Status
+		}
+		if u := foundationdb.Resource(c); u != nil {
+			// A paused operator reconciles nothing: the row says so, whatever the health.
+			if p := foundationdb.ReadPause(u); p.Paused {
+				row.OperatorPaused = p.Describe(time.Now())
+				row.Health = dash(row.Health) + " (operator paused)"
+			}
 		}
 		if cl, ok := eng.(ops.Closer); ok {
 			_ = cl.Close(context.WithoutCancel(ctx))

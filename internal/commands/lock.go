@@ -197,12 +197,12 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 		return err
 	}
 	paused := ""
+	info := held.Info()
 	if o.PauseOperator {
-		if paused, err = o.pauseOperator(ctx, m); err != nil {
+		if paused, err = o.pauseOperator(ctx, m, info.Expires); err != nil {
 			return err
 		}
 	}
-	info := held.Info()
 	from := ""
 	if info.Previous != "" {
 		from = " from " + info.Previous

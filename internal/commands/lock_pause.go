@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -13,7 +14,7 @@ import (
 // on the Lease first that this tool set it (a crash after the patch still leaves the record
 // the release needs). A skip already set by someone else is left alone and not recorded, so
 // the release will not clear it. It returns a line for the text output.
-func (o *LockOptions) pauseOperator(ctx context.Context, m *lock.Manager) (string, error) {
+func (o *LockOptions) pauseOperator(ctx context.Context, m *lock.Manager, until time.Time) (string, error) {
 	u := foundationdb.Resource(o.found)
 	if u == nil || o.clients == nil || o.clients.Dynamic == nil {
 		return "", ops.Usagef("--pause-operator applies to a FoundationDBCluster (it sets spec.skip); %s/%s is not one", m.Namespace, m.Cluster)
@@ -28,7 +29,8 @@ func (o *LockOptions) pauseOperator(ctx context.Context, m *lock.Manager) (strin
 	if err := m.SetPausedOperator(ctx, u.GetName()); err != nil {
 		return "", err
 	}
-	changed, err := foundationdb.SetSkip(ctx, o.clients.Dynamic, m.Namespace, u.GetName(), true)
+	changed, err := foundationdb.SetSkip(ctx, o.clients.Dynamic, m.Namespace, u.GetName(), true,
+		foundationdb.Pause{Paused: true, By: m.ID, Until: until})
 	if err != nil {
 		return "", err
 	}
@@ -60,7 +62,7 @@ func (o *LockOptions) unpauseOperator(ctx context.Context, m *lock.Manager) (str
 	if o.clients == nil || o.clients.Dynamic == nil {
 		return "", fmt.Errorf("no dynamic client to clear spec.skip of FoundationDBCluster %s/%s", m.Namespace, name)
 	}
-	if _, err := foundationdb.SetSkip(ctx, o.clients.Dynamic, m.Namespace, name, false); err != nil {
+	if _, err := foundationdb.SetSkip(ctx, o.clients.Dynamic, m.Namespace, name, false, foundationdb.Pause{}); err != nil {
 		return "", err
 	}
 	if err := m.ClearPausedOperator(ctx); err != nil {

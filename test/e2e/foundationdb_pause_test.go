@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +53,23 @@ func TestFoundationDBLockPausesOperator(t *testing.T) {
 			}
 			if rec := l.Annotations[lock.AnnotationPausedOperator]; (rec != "") == preset {
 				t.Fatalf("pause recorded %q with skip preset %v", rec, preset)
+			}
+			// The pause is shown wherever the cluster is, with the exact command that ends it;
+			// a restart refuses naming it.
+			resume := "resume it with: kubectl dbops lock release myfdb -n " + ns + " --id alice"
+			if preset {
+				resume = "resume it with: kubectl patch foundationdbcluster myfdb -n " + ns + " --type merge"
+			}
+			for _, args := range [][]string{{"lock", "status", "myfdb", "-n", ns}, {"status", "myfdb", "-n", ns}} {
+				if r := runCLI(t, env, args...); r.Code != 0 || !strings.Contains(r.Stdout, resume) {
+					t.Fatalf("%v does not show the pause (%q): %s", args, resume, r)
+				}
+			}
+			if r := runCLI(t, env, "list", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, "(operator paused)") {
+				t.Fatalf("list does not show the pause: %s", r)
+			}
+			if r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--lock-id", "alice", "--yes"); r.Code != 5 || !strings.Contains(r.Stderr, resume) {
+				t.Fatalf("restart while paused: %s", r)
 			}
 			if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 || skip() != preset {
 				t.Fatalf("release: skip %v, want %v: %s", skip(), preset, r)

@@ -447,3 +447,67 @@ func TestFoundationDBRestartInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestFoundationDBRestartKilledMidBatchRerunAtOnce: kill -9 the restart just after its first
+// batch's fdbcli kill went out, while that batch is still away (a slow fdbmonitor: its
+// coordinator unreachable, the recovery running), and re-run the same command at once with
+// --wait-for-lock: the re-run does not refuse its own bounced batch, waits for it (reported as
+// that), finishes, and clears the killed run's maintenance zone.
+func TestFoundationDBRestartKilledMidBatchRerunAtOnce(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	env := cliEnv(t)
+	args := []string{"restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--yes", "-o", "json", "--lock-duration", "15s"}
+	start := time.Now()
+	model.HoldRestarts(true)
+	run := startCLI(t, env, args...)
+	tick := time.NewTicker(5 * time.Millisecond)
+	for !slices.ContainsFunc(fdbMutations(model), func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-tick.C:
+		}
+	}
+	tick.Stop()
+	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if res := run.wait(); res.Code == 0 {
+		t.Fatalf("the killed run succeeded: %s", res)
+	}
+	if z, _ := model.MaintenanceZone(); z == "" {
+		t.Fatal("setup: the killed run's zone is not on")
+	}
+	rerun := startCLI(t, env, append(args, "--wait-for-lock")...)
+	rerun.waitEvent("the wait for the bounced batch", func(ev ndEvent) bool {
+		return ev.Type == "step-waiting" && strings.Contains(ev.Reason, "processes of the batch to report again")
+	})
+	model.HoldRestarts(false)
+	if res := rerun.wait(); res.Code != 0 {
+		t.Fatal(res)
+	}
+	kills := map[string]int{}
+	for _, c := range fdbMutations(model) {
+		if strings.HasPrefix(c, "kill ") {
+			kills[c]++
+		}
+	}
+	if len(kills) != 3 {
+		t.Fatalf("kills %v, want one per zone", kills)
+	}
+	for k, n := range kills {
+		if n != 1 {
+			t.Fatalf("%q sent %d times", k, n)
+		}
+	}
+	for _, p := range model.Processes() {
+		if p.Class == "storage" && !p.Started.After(start) {
+			t.Fatalf("storage process %s not restarted", p.ID)
+		}
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left", z)
+	}
+}

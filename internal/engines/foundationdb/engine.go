@@ -180,8 +180,8 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		if len(s.Locks) > 0 {
 			details["operatorLockDenyList"] = strings.Join(s.Locks, ",")
 		}
-		if s.Skip {
-			details["operatorSkip"] = "true (the operator leaves this cluster alone)"
+		if p := ReadPause(u); p.Paused {
+			details["operatorSkip"] = "true (the operator leaves this cluster alone): " + p.Describe(time.Now()) + "; resume it with: " + p.ResumeCommand(c.Namespace, u.GetName())
 		}
 	}
 	st, via, err := e.StatusFrom(ctx, e.cli(), c, nil)
@@ -255,6 +255,9 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 	}
 	if p := exclusionProgress(st); p != "" {
 		details["exclusionProgress"] = p
+	}
+	if cr != nil && cr.Skip {
+		summary = append(summary, "operator paused (spec.skip)")
 	}
 	h.Message = strings.Join(summary, ", ")
 	h.Table = processTable(c, st, cr)

@@ -89,6 +89,10 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		p.Notes = append(p.Notes, fmt.Sprintf("the FoundationDB operator's lock key %s is taken as %s before each batch (an fdbcli transaction), renewed with the lock, and cleared at the end",
 			printableKey(g.lock.cfg.Key()), LockOwnerID))
 	}
+	if n := g.recoveryBatches(p); n > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): each of their bounces starts a recovery, so they go last, the master's and cluster controller's batch at the end; fewer batches (--mode zone or all) mean fewer recoveries",
+			n, len(p.Steps)))
+	}
 	p.Args += " --method " + method
 	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
 		MethodProcess: "fdbserver processes are bounced with fdbcli kill; pods keep their UIDs",
@@ -133,17 +137,44 @@ type gate struct {
 	lock *FDBLock
 }
 
-// StepRank puts the batch holding the master or the cluster controller last: their loss
-// starts a recovery (and a new election), which one bounce at the end bounds to once.
+// txnRoles are the transaction-system roles whose bounce starts a recovery (FoundationDB's
+// ClusterRecovery: the master ends the generation when a log, proxy or resolver of it fails).
+var txnRoles = []string{"log", "commit_proxy", "grv_proxy", "resolver"}
+
+// StepRank puts the batches holding transaction-system roles after the others, and the batch
+// holding the master or the cluster controller last: each bounce of such a process starts a
+// recovery (the master and cluster controller also a new election), so they go together at
+// the end rather than interleaved with storage-only batches.
 func (g *gate) StepRank(pods []ops.Pod) int {
+	rank := 0
 	for _, p := range pods {
 		for _, pr := range g.plan.ByInstance(p.Member) {
 			if pr.HasRole("master") || pr.HasRole("cluster_controller") {
-				return 1
+				return 2
+			}
+			if slices.ContainsFunc(txnRoles, pr.HasRole) {
+				rank = 1
 			}
 		}
 	}
-	return 0
+	return rank
+}
+
+// recoveryBatches counts the plan's steps whose bounce starts a recovery.
+func (g *gate) recoveryBatches(p *ops.Plan) int {
+	n := 0
+	for _, s := range p.Steps {
+		var pods []ops.Pod
+		for _, name := range s.Pods {
+			if _, q := g.c.Pod(name); q != nil {
+				pods = append(pods, *q)
+			}
+		}
+		if g.StepRank(pods) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // Describe shows a pod's processes and roles in the plan.
@@ -229,9 +260,9 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'kill; kill %s'", strings.Join(b.addrs, " ")))
 	}
 	if zone != "" && g.checker.on {
-		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOff(b.storageGroups)+"' (once the batch reports again and data movement is quiet, unless the operator's maintenance checker cleared the zone first)")
+		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOff(b.storageGroups)+"' (once the batch reports again and storage lags and queues are within the operator's limits, unless the operator's maintenance checker cleared the zone first)")
 	} else if zone != "" {
-		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and data movement is quiet)")
+		cmds = append(cmds, "fdbcli --exec 'maintenance off' (once the batch reports again and storage lags and queues are within the operator's limits)")
 	}
 	for _, c := range cmds {
 		s.Details = append(s.Details, "run: "+c)
@@ -302,12 +333,16 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	cli := g.e.cli()
 	st, via, err := g.e.StatusFrom(ctx, cli, g.c, bp.skip())
 	if err != nil {
+		if !bp.killedAt(sc).IsZero() {
+			return nil // bounced by the interrupted run, status json not back yet: the verify waits
+		}
 		return err
 	}
 	b := g.batch(st, bp.pods)
 	if t := bp.killedAt(sc); !t.IsZero() {
-		if restartedSince(st, b, bp.pods, t) || len(b.addrs) < len(bp.pods) {
-			// Bounced by the interrupted run (or still coming back): never twice.
+		if restartedSince(st, b, bp.pods, t) || len(b.addrs) < len(bp.pods) || !st.Available() {
+			// Bounced by the interrupted run (or still coming back, or the recovery its
+			// bounce started still running): never twice. The verify waits for the batch.
 			return nil
 		}
 	}
@@ -320,11 +355,55 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	if err := g.maintenanceOn(ctx, sc, cli, via, st, b); err != nil {
 		return err
 	}
-	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+	killed := time.Now()
+	if err := ctx.Err(); err != nil {
+		return g.undoMaintenance(ctx, sc, cli, via, b, err)
+	}
+	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(killed.UnixNano(), 10)); err != nil {
+		return g.undoMaintenance(ctx, sc, cli, via, b, err)
+	}
+	if _, err = cli.Run(ctx, g.c.Namespace, via, "kill; kill "+strings.Join(b.addrs, " ")); err != nil {
+		// The kill may or may not have gone out (a timeout): the zone stays only if a process
+		// of the batch restarted since.
+		if st, _, serr := g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil && !anyRestartedSince(st, bp.pods, killed) {
+			return g.undoMaintenance(ctx, sc, cli, via, b, err)
+		}
 		return err
 	}
-	_, err = cli.Run(ctx, g.c.Namespace, via, "kill; kill "+strings.Join(b.addrs, " "))
-	return err
+	return nil
+}
+
+// anyRestartedSince: some process of the pods reports an uptime shorter than the time since t.
+func anyRestartedSince(st *Status, pods []ops.Pod, t time.Time) bool {
+	since := time.Since(t).Seconds()
+	for _, p := range pods {
+		for _, pr := range st.ByInstance(p.Member) {
+			if pr.UptimeSeconds < since {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// undoMaintenance ends the maintenance zone this run set for a batch it then did not bounce
+// (interrupted or failed before the kill went out), so no zone of a run outlives it for
+// nothing; cause is returned, with what happened to the zone.
+func (g *gate) undoMaintenance(ctx context.Context, sc *ops.StepContext, cli *CLI, via string, b batchInfo, cause error) error {
+	zone := sc.Get(keyMaintenance)
+	if zone == "" {
+		return cause
+	}
+	// The run may be interrupted: the cleanup gets its own short bound.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Run(cctx, g.c.Namespace, via, g.checker.maintenanceOff(b.storageGroups)); err != nil {
+		return fmt.Errorf("%w (and ending maintenance zone %s failed: %v; it expires within %d s, re-running the same command clears it)", cause, zone, err, maintenanceSeconds)
+	}
+	if err := sc.Set(cctx, keyMaintenance, ""); err != nil {
+		return fmt.Errorf("%w (maintenance zone %s ended; journal: %v)", cause, zone, err)
+	}
+	return fmt.Errorf("%w (nothing was bounced; maintenance zone %s ended)", cause, zone)
 }
 
 func (bp *bounce) verify(ctx context.Context, sc *ops.StepContext) error {
@@ -414,8 +493,8 @@ func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.P
 			return false, "recovery: " + st.RecoveryName(), nil
 		}
 		if own := sc.Get(keyMaintenance); own != "" {
-			if st.Cluster.Data == nil || !st.Cluster.Data.State.Healthy || st.Cluster.Data.MovingData.InFlightBytes > 0 {
-				return false, "data movement to be quiet before maintenance off", nil
+			if why := canEndMaintenance(st); why != "" {
+				return false, why + " before maintenance off", nil
 			}
 			if st.Cluster.MaintenanceZone == own {
 				if _, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOff(b.storageGroups)); err != nil {
@@ -438,6 +517,37 @@ func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.P
 		}
 		return true, "", nil
 	})
+}
+
+// Limits of the operator's checks before it ends a maintenance zone (its pkg/fdbstatus
+// CanSafelyRemoveMaintenanceMode: DefaultSafetyChecks, then CheckQosStatus).
+const (
+	maxDataLagSeconds = 60.0
+	maxQueueBytes     = 250 << 20
+)
+
+// canEndMaintenance is why this run's maintenance zone must stay on a little longer ("" when
+// it may end): the operator's checks, not a wait for data movement to reach 0, which a busy
+// cluster never does. The wait is bounded by the step's timeout.
+func canEndMaintenance(st *Status) string {
+	if n := st.ActiveGenerations(); n > maxActiveGenerations {
+		return fmt.Sprintf("active generations (%d) to drop to %d", n, maxActiveGenerations)
+	}
+	q := st.Cluster.Qos
+	if q == nil {
+		return "status json to report qos"
+	}
+	switch {
+	case q.WorstDataLagStorageServer.Seconds > maxDataLagSeconds:
+		return fmt.Sprintf("the worst storage data lag (%.1f s) to drop to %.0f s", q.WorstDataLagStorageServer.Seconds, maxDataLagSeconds)
+	case q.WorstDurabilityLagStorageServer.Seconds > maxDataLagSeconds:
+		return fmt.Sprintf("the worst storage durability lag (%.1f s) to drop to %.0f s", q.WorstDurabilityLagStorageServer.Seconds, maxDataLagSeconds)
+	case q.WorstQueueBytesLogServer > maxQueueBytes:
+		return fmt.Sprintf("the worst log queue (%d bytes) to drop to %d", q.WorstQueueBytesLogServer, maxQueueBytes)
+	case q.WorstQueueBytesStorageServer > maxQueueBytes:
+		return fmt.Sprintf("the worst storage queue (%d bytes) to drop to %d", q.WorstQueueBytesStorageServer, maxQueueBytes)
+	}
+	return ""
 }
 
 // poll calls f every pollInterval until it is done, reporting what it waits for.
@@ -566,6 +676,11 @@ func (g *gate) checkCR(ctx context.Context) error {
 		u = fresh
 	}
 	s := ReadCR(u)
+	if p := ReadPause(u); p.Paused {
+		// The operator reconciles nothing while paused: say so, and how to end it.
+		return ops.Preconditionf("FoundationDBCluster %s/%s: %s; refusing to restart; resume it with: %s",
+			g.c.Namespace, u.GetName(), p.Describe(time.Now()), p.ResumeCommand(g.c.Namespace, u.GetName()))
+	}
 	if s.Reconciled < s.Generation {
 		return ops.Preconditionf("FoundationDBCluster %s/%s is not reconciled (generation %d, reconciled %d): the operator is changing it; refusing to restart",
 			g.c.Namespace, u.GetName(), s.Generation, s.Reconciled)
@@ -582,7 +697,33 @@ func (g *gate) Preflight(ctx context.Context, c *ops.Cluster, st ops.PreflightSt
 			return err
 		}
 	}
+	if step := bouncedUnfinished(st); step != "" {
+		// The interrupted run of this request bounced a batch whose step is not done: its
+		// processes (coordinators among them) may still be coming back and the recovery its
+		// bounce started still running. That is this run's own work: the step waits for the
+		// batch (bounded by its timeout, reported as what it waits for) instead of the gate
+		// refusing it. Only a zone someone else set refuses here.
+		s, _, err := g.e.StatusFrom(ctx, g.e.cli(), c, nil)
+		if err != nil {
+			return nil // the step reads status json again and waits for it
+		}
+		if z := s.Cluster.MaintenanceZone; z != "" && z != st.Data[keyMaintenance] {
+			return foreignZone(s)
+		}
+		return nil
+	}
 	return g.check(ctx, nil, nil, st.Data[keyMaintenance])
+}
+
+// bouncedUnfinished is the ID of a step whose batch an interrupted run of this request bounced
+// (its kill journaled) and did not finish, or "".
+func bouncedUnfinished(st ops.PreflightState) string {
+	for k, v := range st.Data {
+		if id, ok := strings.CutPrefix(k, keyKilled); ok && v != "" && (st.Done == nil || !st.Done(id)) {
+			return id
+		}
+	}
+	return ""
 }
 
 // Before runs before each pod of a --method pod batch is deleted: the gate and maintenance

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
@@ -403,4 +405,204 @@ func storageIn(c *ops.Cluster, zone string) string {
 		}
 	}
 	return ""
+}
+
+// TestRestartEndsMaintenanceOnTheOperatorsChecks: a busy cluster (data distribution always
+// relocating) still ends each batch's maintenance zone, while a storage lag above the
+// operator's 60 s keeps the zone on until it drops (its CheckQosStatus).
+func TestRestartEndsMaintenanceOnTheOperatorsChecks(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	busy := fdbsim.Load{InFlightBytes: 1 << 30}
+	lagging := busy
+	lagging.DataLag = 90 * time.Second
+	model.SetLoad(lagging)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var waitedOnLag bool
+	var offsDuringLag int
+	sink := ops.SinkFunc(func(ev ops.Event) {
+		if ev.Type != ops.EventStepWaiting || !strings.Contains(ev.Reason, "data lag") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !waitedOnLag {
+			waitedOnLag = true
+			offsDuringLag = slices.Index(mutations(model), "maintenance off") + 1
+			if z, _ := model.MaintenanceZone(); z == "" {
+				t.Errorf("waiting on the lag without a zone on")
+			}
+			model.SetLoad(busy)
+		}
+	})
+	if err := (&ops.Executor{LockID: "test", Sink: sink, Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !waitedOnLag || offsDuringLag != 0 {
+		t.Fatalf("waited on the storage lag %v, maintenance off sent while it was high %v: %q", waitedOnLag, offsDuringLag != 0, mutations(model))
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left", z)
+	}
+	if n := strings.Count(strings.Join(mutations(model), "\n"), "maintenance off"); n != 3 {
+		t.Fatalf("%d maintenance off, want one per batch: %q", n, mutations(model))
+	}
+}
+
+// TestRestartResumeWaitsForItsBouncedBatch: a run killed right after its kill went out, with
+// the batch (a coordinator among it) not back yet, is re-run at once: the preflight does not
+// refuse the unreachable coordinator its own bounce took away, the step waits for the batch
+// (reported as that), never bounces it twice, and clears the killed run's zone.
+func TestRestartResumeWaitsForItsBouncedBatch(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	model.HoldRestarts(true)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := fake.NewClientset()
+	locker := func() *lock.Manager {
+		return &lock.Manager{Client: leases, Namespace: "demo", Cluster: "myfdb", ID: "tester", Session: "s1"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for !slices.ContainsFunc(mutations(model), func(m string) bool { return strings.HasPrefix(m, "kill ") }) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_ = (&ops.Executor{LockID: "tester", Locker: locker()}).Run(ctx, p)
+	zone, _ := model.MaintenanceZone()
+	var st Status
+	if err := json.Unmarshal(model.StatusJSON(), &st); err != nil {
+		t.Fatal(err)
+	}
+	away := false
+	for _, co := range st.Client.Coordinators.Coordinators {
+		away = away || !co.Reachable
+	}
+	if zone == "" || !away {
+		t.Fatalf("setup: want the killed run's zone on and a coordinator away; zone %q, %+v", zone, st.Client.Coordinators)
+	}
+	ls, err := locker().Status(context.Background())
+	if err != nil || ls.Journal == nil {
+		t.Fatalf("journal: %v %+v", err, ls)
+	}
+	p2, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Preflight(context.Background(), ops.PreflightState{Resuming: true, Done: ls.Journal.IsDone, Data: ls.Journal.Data}); err != nil {
+		t.Fatalf("the re-run refused its own bounced batch: %v", err)
+	}
+	var mu sync.Mutex
+	var waited string
+	sink := ops.SinkFunc(func(ev ops.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Type == ops.EventStepWaiting && waited == "" {
+			waited = ev.Reason
+			model.HoldRestarts(false)
+		}
+	})
+	if err := (&ops.Executor{LockID: "tester", Locker: locker(), Sink: sink, Timeout: time.Minute}).Run(context.Background(), p2); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if waited != "processes of the batch to report again" {
+		t.Fatalf("first wait %q, want the bounced batch", waited)
+	}
+	kills := map[string]int{}
+	for _, m := range mutations(model) {
+		if strings.HasPrefix(m, "kill ") {
+			kills[m]++
+		}
+	}
+	for k, n := range kills {
+		if n > 1 {
+			t.Fatalf("%q sent %d times: %q", k, n, mutations(model))
+		}
+	}
+	if len(kills) != 3 {
+		t.Fatalf("kills %v", kills)
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left", z)
+	}
+}
+
+// killFails fails every fdbcli session that kills, without running it: nothing is bounced.
+type killFails struct{ next kube.Executor }
+
+func (k killFails) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
+	if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "kill; kill ") }) {
+		return nil, []byte("ERROR: Could not communicate with all of the processes\n"), &kube.ExitError{Code: 1}
+	}
+	return k.next.Exec(ctx, namespace, pod, container, argv, stdin)
+}
+
+// TestRestartEndsItsZoneWhenNothingWasKilled: a batch whose kill fails before any process
+// went down leaves no maintenance zone behind, and says so.
+func TestRestartEndsItsZoneWhenNothingWasKilled(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	e.deps.Exec = killFails{next: e.deps.Exec}
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), "nothing was bounced; maintenance zone") {
+		t.Fatalf("err %v", err)
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Fatalf("maintenance zone %s left: %q", z, mutations(model))
+	}
+	if got := mutations(model); len(got) != 2 || got[1] != "maintenance off" {
+		t.Fatalf("mutations %q", got)
+	}
+}
+
+// TestRestartPlanPutsTransactionSystemLast: a pod-by-pod plan bounces the storage-only pods
+// first, then the pods of the transaction system (each bounce a recovery), the master's and
+// cluster controller's last, and the plan says so.
+func TestRestartPlanPutsTransactionSystemLast(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	// Groups as discovery may list them: the transaction system's before storage.
+	slices.Reverse(c.Groups)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModePod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := map[string]int{}
+	for _, pr := range model.Processes() {
+		r := 0
+		for _, role := range pr.Roles {
+			switch role {
+			case "master", "cluster_controller":
+				r = 2
+			case "log", "commit_proxy", "grv_proxy", "resolver":
+				r = max(r, 1)
+			}
+		}
+		rank["myfdb-"+pr.ID] = r
+	}
+	last := 0
+	for _, s := range p.Steps {
+		r := rank[s.Pods[0]]
+		if r < last {
+			t.Fatalf("%s (rank %d) after a rank %d batch", s.Target, r, last)
+		}
+		last = r
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	assertPlan(t, p, strings.Join(ids, " "), "restart_pod_order.txt")
 }

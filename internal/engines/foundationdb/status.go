@@ -71,6 +71,17 @@ type Status struct {
 			Data         int `json:"max_zone_failures_without_losing_data"`
 			Availability int `json:"max_zone_failures_without_losing_availability"`
 		} `json:"fault_tolerance"`
+		// Qos is what the operator's CheckQosStatus reads (restart.go canEndMaintenance).
+		Qos *struct {
+			WorstQueueBytesLogServer     int64 `json:"worst_queue_bytes_log_server"`
+			WorstQueueBytesStorageServer int64 `json:"worst_queue_bytes_storage_server"`
+			WorstDataLagStorageServer    struct {
+				Seconds float64 `json:"seconds"`
+			} `json:"worst_data_lag_storage_server"`
+			WorstDurabilityLagStorageServer struct {
+				Seconds float64 `json:"seconds"`
+			} `json:"worst_durability_lag_storage_server"`
+		} `json:"qos"`
 		MaintenanceZone             string   `json:"maintenance_zone"`
 		MaintenanceSecondsRemaining *float64 `json:"maintenance_seconds_remaining"`
 		BounceImpact                *struct {

@@ -711,3 +711,57 @@ func TestExcludeLocality(t *testing.T) {
 		t.Fatalf("locality not recorded: %+v", r)
 	}
 }
+
+// TestMovingDataAfterARestart: a storage process bounced outside a maintenance zone leaves
+// relocations in flight after it returns (data distribution marked it failed); inside its
+// zone's maintenance nothing moves. A workload's background relocation and QoS show as set.
+func TestMovingDataAfterARestart(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		maint     bool
+		wantMoved bool
+	}{
+		{"outside maintenance", false, true},
+		{"inside its zone's maintenance", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, clock := fixture(t)
+			if tt.maint {
+				runOK(t, c, "maintenance on z1 600")
+			}
+			// fdbcli's wait after the kills (3 s) outlasts the restart delay (2 s): back now.
+			runOK(t, c, "kill; kill 10.0.1.1:4501")
+			st := status(t, c)
+			if up := path(proc(st, "10.0.1.1:4501"), "uptime_seconds"); up == nil {
+				t.Fatalf("storage process not back: %v", proc(st, "10.0.1.1:4501"))
+			}
+			moving, _ := path(st, "cluster", "data", "moving_data", "in_flight_bytes").(float64)
+			if (moving > 0) != tt.wantMoved {
+				t.Fatalf("in_flight_bytes %v after the restart, want moving %v", moving, tt.wantMoved)
+			}
+			clock.Advance(c.cfg.DataMove)
+			if moving := path(status(t, c), "cluster", "data", "moving_data", "in_flight_bytes"); moving != float64(0) {
+				t.Fatalf("in_flight_bytes %v once the relocations ended", moving)
+			}
+		})
+	}
+	c, _ := fixture(t)
+	c.SetLoad(Load{InFlightBytes: 5 << 20, DataLag: 90 * time.Second, LogQueueBytes: 300 << 20})
+	st := status(t, c)
+	if v := path(st, "cluster", "data", "moving_data", "in_flight_bytes"); v != float64(5<<20) {
+		t.Fatalf("in_flight_bytes %v", v)
+	}
+	if v := path(st, "cluster", "qos", "worst_data_lag_storage_server", "seconds"); v != float64(90) {
+		t.Fatalf("worst data lag %v", v)
+	}
+	if v := path(st, "cluster", "qos", "worst_queue_bytes_log_server"); v != float64(300<<20) {
+		t.Fatalf("worst log queue %v", v)
+	}
+}
+
+func runOK(t *testing.T, c *Cluster, cmds string) {
+	t.Helper()
+	if r := run(c, "--exec", cmds); r.code != 0 {
+		t.Fatalf("%s: %+v", cmds, r)
+	}
+}

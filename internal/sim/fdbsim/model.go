@@ -142,6 +142,10 @@ type process struct {
 	backAt time.Time
 	// removedData: an excluded storage process whose data has moved away holds no storage role.
 	removedData bool
+	// failedUnprotected: a storage process data distribution saw fail outside a maintenance
+	// zone while it is away; movingUntil is when the relocations that failure queued end.
+	failedUnprotected bool
+	movingUntil       time.Time
 }
 
 type recovery struct {
@@ -191,6 +195,48 @@ type Cluster struct {
 	unprotected []string
 	// log is every command the shell ran, with its result, in order.
 	log []LogEntry
+	// load is what the clients' workload does to data movement and QoS (SetLoad).
+	load Load
+	// holdRestarts keeps killed processes away (HoldRestarts).
+	holdRestarts bool
+}
+
+// HoldRestarts keeps killed processes away while hold is set, as a slow fdbmonitor or a
+// pod under pressure does; released, those due back return at once.
+func (c *Cluster) HoldRestarts(hold bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holdRestarts = hold
+	if !hold {
+		now := c.clock.Now()
+		for _, p := range c.procs {
+			if !p.up && !p.backAt.IsZero() && p.backAt.Before(now) {
+				p.backAt = now
+			}
+		}
+		c.advance(now)
+	}
+}
+
+// Load is what a workload does to the cluster's status that the model cannot derive from its
+// processes: a busy cluster's data distribution keeps relocating shards (moving_data never
+// reaches 0), and storage servers and logs fall behind under write load (qos lags and queues,
+// fdbserver/Status.actor.cpp workloadStatusFetcher reads them from the ratekeeper and the
+// storage servers).
+type Load struct {
+	// InFlightBytes is data distribution's background relocation (rebalancing, shard splits).
+	InFlightBytes int64
+	// DataLag and DurabilityLag are the worst storage server's lags.
+	DataLag, DurabilityLag time.Duration
+	// LogQueueBytes and StorageQueueBytes are the worst queues.
+	LogQueueBytes, StorageQueueBytes int64
+}
+
+// SetLoad sets the workload's effect on status json (zero: an idle cluster).
+func (c *Cluster) SetLoad(l Load) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.load = l
 }
 
 // LogEntry is one command an fdbcli session ran against the model.
@@ -280,7 +326,7 @@ func (c *Cluster) byID(id string) *process {
 // maintenance zone disappears, data of excluded storage processes finishes moving.
 func (c *Cluster) advance(now time.Time) {
 	for _, p := range c.procs {
-		if !p.up && !p.backAt.IsZero() && !now.Before(p.backAt) {
+		if !p.up && !p.backAt.IsZero() && !now.Before(p.backAt) && !c.holdRestarts {
 			c.bringUp(p, p.backAt)
 		}
 	}
@@ -298,6 +344,14 @@ func (c *Cluster) advance(now time.Time) {
 
 func (c *Cluster) bringUp(p *process, at time.Time) {
 	p.up, p.backAt, p.started = true, time.Time{}, at
+	// Data distribution marked the server failed and queued relocations of its shards
+	// (fdbserver/DDTeamCollection.actor.cpp storageServerFailureTracker -> teamTracker ->
+	// RelocateShard); they run on after the server returns, so moving_data.in_flight_bytes
+	// stays above 0 for a while after a restart outside maintenance.
+	if p.failedUnprotected {
+		p.failedUnprotected = false
+		p.movingUntil = at.Add(c.cfg.DataMove)
+	}
 	// A recovery that found no quorum, no cluster controller or no log starts again once a
 	// process returns.
 	if c.rec.stalled {
@@ -460,6 +514,7 @@ func (c *Cluster) lose(p *process, back time.Time) {
 			c.setMaintenance("", time.Time{})
 		}
 		if p.spec.Zone != c.maintZone {
+			p.failedUnprotected = true
 			c.unprotected = append(c.unprotected, fmt.Sprintf("%s: storage process %s (zone %s) failed outside a maintenance zone",
 				c.clock.Now().Format(time.RFC3339Nano), p.spec.ID, p.spec.Zone))
 		}
@@ -474,6 +529,7 @@ func (c *Cluster) setMaintenance(zone string, until time.Time) {
 	if old := c.maintZone; old != "" && old != zone {
 		for _, p := range c.procs {
 			if !p.up && p.spec.Class == ClassStorage && !p.removedData && p.spec.Zone == old {
+				p.failedUnprotected = true
 				c.unprotected = append(c.unprotected, fmt.Sprintf("%s: maintenance of zone %s ended while storage process %s was down",
 					c.clock.Now().Format(time.RFC3339Nano), old, p.spec.ID))
 			}

@@ -165,7 +165,13 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 		if _, ex := c.excludedBy(p); ex && p.spec.Class == ClassStorage && !p.removedData {
 			movingBytes += max(c.storedBytes(p, now), 1)
 		}
+		// Relocations queued while a storage server was failed (bringUp); the team tracker
+		// reports them as in flight (Status.actor.cpp dataStatusFetcher: "MovingData" InFlight).
+		if p.spec.Class == ClassStorage && now.Before(p.movingUntil) {
+			movingBytes += max(c.storedBytes(p, now), 1)
+		}
 	}
+	movingBytes += c.load.InFlightBytes
 	dataState := obj{"name": dataName, "healthy": dataHealthy, "min_replicas_remaining": minRepl}
 	description := "Recovery complete."
 	if recName != "fully_recovered" {
@@ -221,6 +227,15 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 		"fault_tolerance": obj{
 			"max_zone_failures_without_losing_data":         ftData,
 			"max_zone_failures_without_losing_availability": ftAvail,
+		},
+		// workloadStatusFetcher (Status.actor.cpp): the worst lags and queues of the storage
+		// servers and logs, as the ratekeeper sees them.
+		"qos": obj{
+			"worst_queue_bytes_log_server":        c.load.LogQueueBytes,
+			"worst_queue_bytes_storage_server":    c.load.StorageQueueBytes,
+			"worst_data_lag_storage_server":       obj{"seconds": c.load.DataLag.Seconds(), "versions": int64(c.load.DataLag.Seconds() * 1e6)},
+			"worst_durability_lag_storage_server": obj{"seconds": c.load.DurabilityLag.Seconds(), "versions": int64(c.load.DurabilityLag.Seconds() * 1e6)},
+			"performance_limited_by":              obj{"name": "workload", "description": "The database is not being saturated by the workload."},
 		},
 		"layers":   obj{"_valid": true},
 		"messages": []any{},
