@@ -97,20 +97,10 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	return p, nil
 }
 
-// replicasOf is the configured replication (storage team size) of status' redundancy mode.
+// replicasOf is the configured replication (storage team size) of status' configuration
+// (redundancy.go).
 func replicasOf(st *Status) int {
-	if st.Cluster.Configuration == nil {
-		return 0
-	}
-	switch st.Cluster.Configuration.RedundancyMode {
-	case "single":
-		return 1
-	case "double":
-		return 2
-	case "triple", "three_data_hall", "three_datacenter":
-		return 3
-	}
-	return st.Cluster.Configuration.LogReplicas
+	return redundancyOf(st).StorageReplicas
 }
 
 // gate is the restart's hooks into the shared procedure (internal/ops/restart.go).
