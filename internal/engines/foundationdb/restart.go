@@ -70,6 +70,9 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if err != nil {
 		return nil, ops.Preconditionf("cannot read the status of %s/%s: %v", c.Namespace, c.Name, err)
 	}
+	if c, err = withFDBZones(c, st, opts); err != nil {
+		return nil, err
+	}
 	g := &gate{e: e, c: c, method: method, mode: opts.Mode, plan: st, replicas: replicasOf(st), checker: readChecker(Resource(c))}
 	if cfg := ReadLockConfig(Resource(c)); Resource(c) != nil && cfg.Use && method == MethodProcess {
 		// Only the fdbcli bounces: --method pod deletes pods (a Kubernetes action), and the
@@ -95,6 +98,51 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		MethodPod:     "pods are deleted and the operator recreates them",
 	}[method]))
 	return p, nil
+}
+
+// withFDBZones returns c with each pod's zone its FoundationDB fault domain: the zoneid its
+// processes report in status json (locality_zoneid; FoundationDB's Kubernetes sample sets it to
+// the pod name, the operator to the node or its spec.faultDomain). Discovery gives a
+// StatefulSet's pods their node's Kubernetes zone label, which is not FDB's fault domain: a
+// batch by it could take down processes of several FDB zones at once, and pods on nodes without
+// the label would all fall into one batch. A pod whose processes do not report keeps the
+// operator's status.processGroups[].faultDomain (operator layout) or has none (StatefulSet
+// layout). --mode zone refuses a requested pod with no fault domain.
+func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Cluster, error) {
+	out := *c
+	out.Groups = make([]*ops.NodeGroup, len(c.Groups))
+	var unknown []string
+	for i, g := range c.Groups {
+		ng := *g
+		ng.Pods = slices.Clone(g.Pods)
+		for j := range ng.Pods {
+			p := &ng.Pods[j]
+			var zones []string
+			for _, pr := range st.ByInstance(p.Member) {
+				if z := pr.Zone(); z != "" && !slices.Contains(zones, z) {
+					zones = append(zones, z)
+				}
+			}
+			switch {
+			case len(zones) == 1:
+				p.Zone = zones[0]
+			case len(zones) > 1:
+				p.Zone = "" // one pod's processes in several fault domains: none to batch by
+			case c.Layout == discovery.LayoutFoundationDBStatefulSet:
+				p.Zone = ""
+			}
+			requested := (len(opts.Groups) == 0 || slices.Contains(opts.Groups, g.Name)) && (len(opts.Pods) == 0 || slices.Contains(opts.Pods, p.Name))
+			if p.Zone == "" && requested {
+				unknown = append(unknown, p.Name)
+			}
+		}
+		out.Groups[i] = &ng
+	}
+	if opts.Mode == ops.ModeZone && len(unknown) > 0 {
+		return nil, ops.Preconditionf("--mode zone batches by FoundationDB's fault domain (locality_zoneid in status json), and pod(s) %s report none (process not running, or no single zoneid); refusing: use --mode pod, or wait for them to report",
+			strings.Join(unknown, ", "))
+	}
+	return &out, nil
 }
 
 // replicasOf is the configured replication (storage team size) of status' configuration
