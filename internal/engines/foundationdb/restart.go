@@ -85,6 +85,11 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if err != nil {
 		return nil, err
 	}
+	if opts.Mode != ops.ModeAll {
+		if err := checkBatchDomains(c, p, redundancyOf(st)); err != nil {
+			return nil, err
+		}
+	}
 	if g.lock != nil {
 		// Bounces are global actions: the operator coordinates them through its lock key
 		// (fdblock.go), and so does this run.
@@ -143,6 +148,36 @@ func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Clu
 			strings.Join(unknown, ", "))
 	}
 	return &out, nil
+}
+
+// checkBatchDomains refuses a plan with a batch (restart --batch N, replace --strategy deletion
+// --max-concurrent N) whose pods are in more fault domains than the redundancy mode tolerates
+// losing at once, as the replacement refuses (checkRemoval): one fault domain at a time is the
+// operator's way (its UpdatePods), more only as far as redundancy.go allows. A pod with no
+// zoneid counts as a fault domain of its own.
+func checkBatchDomains(c *ops.Cluster, p *ops.Plan, rd redundancy) error {
+	for _, s := range p.Steps {
+		var zones []string
+		for _, name := range s.Pods {
+			_, pod := c.Pod(name)
+			if pod == nil {
+				continue
+			}
+			z := pod.Zone
+			if z == "" {
+				z = "(none: pod " + pod.Name + ")"
+			}
+			if !slices.Contains(zones, z) {
+				zones = append(zones, z)
+			}
+		}
+		if len(zones) > max(rd.FaultTolerance, 1) {
+			slices.Sort(zones)
+			return ops.Preconditionf("batch %s takes down pods in %d fault domains at once (zoneids %s); redundancy mode %s tolerates losing %d: take at most %d fault domain(s) at a time (a smaller --max-concurrent / --batch, or --mode zone)",
+				s.Target, len(zones), strings.Join(zones, ", "), rd.Mode, rd.FaultTolerance, max(rd.FaultTolerance, 1))
+		}
+	}
+	return nil
 }
 
 // replicasOf is the configured replication (storage team size) of status' configuration

@@ -66,3 +66,43 @@ func TestStatefulSetRestartZoneModeBatchesByZoneID(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletionBatchFaultDomains: replace --strategy deletion --max-concurrent N plans a pod
+// restart in batches of N (internal/commands/replace.go planReplace); a batch may take down no
+// more fault domains than the redundancy mode tolerates losing (triple: 2), as the replacement
+// refuses. Storage pods of liveCluster are in zone-a, zone-b and zone-c.
+func TestDeletionBatchFaultDomains(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pods    []string
+		batch   int
+		refused string
+	}{
+		{name: "three fault domains at once", pods: []string{"myfdb-storage-10", "myfdb-storage-11", "myfdb-storage-12"}, batch: 3,
+			refused: "3 fault domains at once (zoneids zone-a, zone-b, zone-c); redundancy mode triple tolerates losing 2"},
+		{name: "two fault domains at once", pods: []string{"myfdb-storage-10", "myfdb-storage-11"}, batch: 2},
+		{name: "one at a time", pods: []string{"myfdb-storage-10", "myfdb-storage-11", "myfdb-storage-12"}, batch: 1},
+		{name: "three classes, three zones", pods: []string{"myfdb-storage-10", "myfdb-log-11", "myfdb-stateless-12"}, batch: 3,
+			refused: "3 fault domains at once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, model, e := liveCluster(t, 3, 3)
+			p, err := e.PlanRestart(t.Context(), c, ops.RestartOptions{Pods: tc.pods, BatchSize: tc.batch, Method: ops.MethodPod})
+			if len(mutations(model)) != 0 {
+				t.Errorf("planning ran %q", mutations(model))
+			}
+			if tc.refused != "" {
+				if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err %v, want a refusal naming %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (len(tc.pods) + tc.batch - 1) / tc.batch; len(p.Steps) != want {
+				t.Fatalf("%d steps, want %d", len(p.Steps), want)
+			}
+		})
+	}
+}
