@@ -86,13 +86,13 @@ func TestCheckRemovalRedundancyModes(t *testing.T) {
 	}{
 		{name: "three_data_hall_fallback one domain", mode: "three_data_hall_fallback", min: 2, groups: []string{"s1"}},
 		{name: "three_data_hall_fallback two domains", mode: "three_data_hall_fallback", min: 2, groups: []string{"s1", "s2"},
-			refused: "three_data_hall_fallback tolerates losing 1 at once"},
+			refused: "redundancy mode three_data_hall_fallback, which tolerates losing 1 at once"},
 		{name: "three_datacenter three domains", mode: "three_datacenter", min: 6, groups: []string{"s1", "s2", "s3"}},
 		{name: "three_datacenter four domains", mode: "three_datacenter", min: 6, groups: []string{"s1", "s2", "s3", "s4"},
-			refused: "three_datacenter tolerates losing 3 at once"},
+			refused: "redundancy mode three_datacenter, which tolerates losing 3 at once"},
 		{name: "three_datacenter degraded", mode: "three_datacenter", min: 5, groups: []string{"s1"}, refused: "min_replicas_remaining 5, below the configured 6"},
 		{name: "double with satellites, two domains", mode: "double", min: 2, groups: []string{"s1", "s2"},
-			extra: `,"usable_regions":1,"regions":[{"satellite_redundancy_mode":"one_satellite_double"}]`, refused: "double tolerates losing 1 at once"},
+			extra: `,"usable_regions":1,"regions":[{"satellite_redundancy_mode":"one_satellite_double"}]`, refused: "redundancy mode double, which tolerates losing 1 at once"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := statusOf(t, tc.mode, tc.min, six, tc.extra)

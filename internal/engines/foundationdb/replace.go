@@ -185,7 +185,7 @@ func checkRemoval(c *ops.Cluster, cr CRState, st *Status, groups []string, rd re
 		}
 	}
 	if len(zonesRemoved) > rd.FaultTolerance {
-		return ops.Preconditionf("the process groups hold storage in %d fault domains (zoneids %s); redundancy mode %s tolerates losing %d at once: replace at most %d fault domain(s) at a time",
+		return ops.Preconditionf("the process groups hold storage in %d fault domains (zoneids %s); removing them together would exceed the fault tolerance of redundancy mode %s, which tolerates losing %d at once: replace at most %d fault domain(s) at a time",
 			len(zonesRemoved), strings.Join(sortedSet(zonesRemoved), ", "), rd.Mode, rd.FaultTolerance, rd.FaultTolerance)
 	}
 	if len(zonesRemoved) > 0 && len(zonesLeft)+storageRemoved < replicas {

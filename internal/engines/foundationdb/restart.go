@@ -173,7 +173,7 @@ func checkBatchDomains(c *ops.Cluster, p *ops.Plan, rd redundancy) error {
 		}
 		if len(zones) > max(rd.FaultTolerance, 1) {
 			slices.Sort(zones)
-			return ops.Preconditionf("batch %s takes down pods in %d fault domains at once (zoneids %s); redundancy mode %s tolerates losing %d: take at most %d fault domain(s) at a time (a smaller --max-concurrent / --batch, or --mode zone)",
+			return ops.Preconditionf("batch %s takes down pods in %d fault domains at once (zoneids %s), beyond the fault tolerance of redundancy mode %s, which tolerates losing %d: take at most %d fault domain(s) at a time (a smaller --max-concurrent / --batch, or --mode zone)",
 				s.Target, len(zones), strings.Join(zones, ", "), rd.Mode, rd.FaultTolerance, max(rd.FaultTolerance, 1))
 		}
 	}

@@ -79,7 +79,7 @@ func TestDeletionBatchFaultDomains(t *testing.T) {
 		refused string
 	}{
 		{name: "three fault domains at once", pods: []string{"myfdb-storage-10", "myfdb-storage-11", "myfdb-storage-12"}, batch: 3,
-			refused: "3 fault domains at once (zoneids zone-a, zone-b, zone-c); redundancy mode triple tolerates losing 2"},
+			refused: "3 fault domains at once (zoneids zone-a, zone-b, zone-c), beyond the fault tolerance of redundancy mode triple, which tolerates losing 2"},
 		{name: "two fault domains at once", pods: []string{"myfdb-storage-10", "myfdb-storage-11"}, batch: 2},
 		{name: "one at a time", pods: []string{"myfdb-storage-10", "myfdb-storage-11", "myfdb-storage-12"}, batch: 1},
 		{name: "three classes, three zones", pods: []string{"myfdb-storage-10", "myfdb-log-11", "myfdb-stateless-12"}, batch: 3,
