@@ -75,9 +75,8 @@ func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.Re
 	if err != nil {
 		return nil, ops.Preconditionf("cannot read the status of %s/%s: %v", c.Namespace, c.Name, err)
 	}
-	replicas := replicasOf(st)
 	if !resumed {
-		if err := checkRemoval(c, cr, st, groups, replicas, req.NoExclusion); err != nil {
+		if err := checkRemoval(c, cr, st, groups, redundancyOf(st), req.NoExclusion); err != nil {
 			return nil, err
 		}
 	}
@@ -137,10 +136,11 @@ func resolveGroups(c *ops.Cluster, cr CRState, names []string) ([]string, error)
 // checkRemoval refuses a removal the database cannot take (before the lock, nothing written).
 // A plain `fdbcli exclude` checks only free space (fdbcli/ExcludeCommand.actor.cpp), so these
 // checks are the engine's: the database available and at its configured replication
-// (min_replicas_remaining of every team tracker), the groups' storage processes in at most
-// replication-1 zoneids (so that their loss never takes every replica of a team), and the
-// storage zoneids left, counting one replacement per removed group, at least the replication.
-func checkRemoval(c *ops.Cluster, cr CRState, st *Status, groups []string, replicas int, noExclusion bool) error {
+// (min_replicas_remaining of every team tracker), the groups' storage processes in at most as
+// many zoneids as the redundancy mode tolerates losing (redundancy.go), and the storage zoneids
+// left, counting one replacement per removed group, at least the storage team size.
+func checkRemoval(c *ops.Cluster, cr CRState, st *Status, groups []string, rd redundancy, noExclusion bool) error {
+	replicas := rd.StorageReplicas
 	if !st.Available() {
 		msg := st.Problems()
 		if msg == "" {
@@ -189,9 +189,9 @@ func checkRemoval(c *ops.Cluster, cr CRState, st *Status, groups []string, repli
 			zonesLeft[zone] = true
 		}
 	}
-	if len(zonesRemoved) > replicas-1 {
-		return ops.Preconditionf("the process groups hold storage in %d fault domains (zoneids %s); removing them together would drop fault tolerance below the configured %d replicas: replace at most %d fault domain(s) at a time",
-			len(zonesRemoved), strings.Join(sortedSet(zonesRemoved), ", "), replicas, max(replicas-1, 0))
+	if len(zonesRemoved) > rd.FaultTolerance {
+		return ops.Preconditionf("the process groups hold storage in %d fault domains (zoneids %s); removing them together would exceed the fault tolerance of redundancy mode %s, which tolerates losing %d at once: replace at most %d fault domain(s) at a time",
+			len(zonesRemoved), strings.Join(sortedSet(zonesRemoved), ", "), rd.Mode, rd.FaultTolerance, rd.FaultTolerance)
 	}
 	if len(zonesRemoved) > 0 && len(zonesLeft)+storageRemoved < replicas {
 		return ops.Preconditionf("removing the process groups would leave storage in %d fault domain(s) with at most %d replacement(s), fewer than the %d replicas of the redundancy mode; refusing to replace",
@@ -355,7 +355,7 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 			if st == nil {
 				return ops.Preconditionf("FoundationDBCluster %s/%s changed since the plan and cannot be checked again (%s); refusing to mark", r.c.Namespace, r.name, why)
 			}
-			if err := checkRemoval(r.c, cr, st, next[len(list):], replicasOf(st), r.noExclusion); err != nil {
+			if err := checkRemoval(r.c, cr, st, next[len(list):], redundancyOf(st), r.noExclusion); err != nil {
 				return fmt.Errorf("FoundationDBCluster %s/%s changed since the plan; checked again: %w", r.c.Namespace, r.name, err)
 			}
 		}

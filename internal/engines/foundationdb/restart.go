@@ -70,6 +70,9 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if err != nil {
 		return nil, ops.Preconditionf("cannot read the status of %s/%s: %v", c.Namespace, c.Name, err)
 	}
+	if c, err = withFDBZones(c, st, opts); err != nil {
+		return nil, err
+	}
 	g := &gate{e: e, c: c, method: method, mode: opts.Mode, plan: st, replicas: replicasOf(st), checker: readChecker(Resource(c))}
 	if cfg := ReadLockConfig(Resource(c)); Resource(c) != nil && cfg.Use && method == MethodProcess {
 		// Only the fdbcli bounces: --method pod deletes pods (a Kubernetes action), and the
@@ -81,6 +84,11 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	p, err := (&ops.RollingRestart{Client: e.client, Gate: g}).Plan(c, ops.EngineFoundationDB, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Mode != ops.ModeAll {
+		if err := checkBatchDomains(c, p, redundancyOf(st)); err != nil {
+			return nil, err
+		}
 	}
 	if g.lock != nil {
 		// Bounces are global actions: the operator coordinates them through its lock key
@@ -101,27 +109,85 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	return p, nil
 }
 
-// replicasOf is the configured replication (storage team size) of status' redundancy mode.
+// withFDBZones returns c with each pod's zone its FoundationDB fault domain: the zoneid its
+// processes report in status json (locality_zoneid; FoundationDB's Kubernetes sample sets it to
+// the pod name, the operator to the node or its spec.faultDomain). Discovery gives a
+// StatefulSet's pods their node's Kubernetes zone label, which is not FDB's fault domain: a
+// batch by it could take down processes of several FDB zones at once, and pods on nodes without
+// the label would all fall into one batch. A pod whose processes do not report keeps the
+// operator's status.processGroups[].faultDomain (operator layout) or has none (StatefulSet
+// layout). --mode zone refuses a requested pod with no fault domain.
+func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Cluster, error) {
+	out := *c
+	out.Groups = make([]*ops.NodeGroup, len(c.Groups))
+	var unknown []string
+	for i, g := range c.Groups {
+		ng := *g
+		ng.Pods = slices.Clone(g.Pods)
+		for j := range ng.Pods {
+			p := &ng.Pods[j]
+			var zones []string
+			for _, pr := range st.ByInstance(p.Member) {
+				if z := pr.Zone(); z != "" && !slices.Contains(zones, z) {
+					zones = append(zones, z)
+				}
+			}
+			switch {
+			case len(zones) == 1:
+				p.Zone = zones[0]
+			case len(zones) > 1:
+				p.Zone = "" // one pod's processes in several fault domains: none to batch by
+			case c.Layout == discovery.LayoutFoundationDBStatefulSet:
+				p.Zone = ""
+			}
+			requested := (len(opts.Groups) == 0 || slices.Contains(opts.Groups, g.Name)) && (len(opts.Pods) == 0 || slices.Contains(opts.Pods, p.Name))
+			if p.Zone == "" && requested {
+				unknown = append(unknown, p.Name)
+			}
+		}
+		out.Groups[i] = &ng
+	}
+	if opts.Mode == ops.ModeZone && len(unknown) > 0 {
+		return nil, ops.Preconditionf("--mode zone batches by FoundationDB's fault domain (locality_zoneid in status json), and pod(s) %s report none (process not running, or no single zoneid); refusing: use --mode pod, or wait for them to report",
+			strings.Join(unknown, ", "))
+	}
+	return &out, nil
+}
+
+// checkBatchDomains refuses a plan with a batch (restart --batch N, replace --strategy deletion
+// --max-concurrent N) whose pods are in more fault domains than the redundancy mode tolerates
+// losing at once, as the replacement refuses (checkRemoval): one fault domain at a time is the
+// operator's way (its UpdatePods), more only as far as redundancy.go allows. A pod with no
+// zoneid counts as a fault domain of its own.
+func checkBatchDomains(c *ops.Cluster, p *ops.Plan, rd redundancy) error {
+	for _, s := range p.Steps {
+		var zones []string
+		for _, name := range s.Pods {
+			_, pod := c.Pod(name)
+			if pod == nil {
+				continue
+			}
+			z := pod.Zone
+			if z == "" {
+				z = "(none: pod " + pod.Name + ")"
+			}
+			if !slices.Contains(zones, z) {
+				zones = append(zones, z)
+			}
+		}
+		if len(zones) > max(rd.FaultTolerance, 1) {
+			slices.Sort(zones)
+			return ops.Preconditionf("batch %s takes down pods in %d fault domains at once (zoneids %s), beyond the fault tolerance of redundancy mode %s, which tolerates losing %d: take at most %d fault domain(s) at a time (a smaller --max-concurrent / --batch, or --mode zone)",
+				s.Target, len(zones), strings.Join(zones, ", "), rd.Mode, rd.FaultTolerance, max(rd.FaultTolerance, 1))
+		}
+	}
+	return nil
+}
+
+// replicasOf is the configured replication (storage team size) of status' configuration
+// (redundancy.go).
 func replicasOf(st *Status) int {
-	if st.Cluster.Configuration == nil {
-		return 0
-	}
-	// Copies of the data per redundancy mode, as FoundationDB configures them:
-	// three_datacenter keeps 6, its fallback 4; three_data_hall 3, its fallback 2
-	// (TestReplicasOfEveryRedundancyMode names the upstream source).
-	switch st.Cluster.Configuration.RedundancyMode {
-	case "single":
-		return 1
-	case "double", "three_data_hall_fallback":
-		return 2
-	case "triple", "three_data_hall":
-		return 3
-	case "three_datacenter_fallback":
-		return 4
-	case "three_datacenter":
-		return 6
-	}
-	return st.Cluster.Configuration.LogReplicas
+	return redundancyOf(st).StorageReplicas
 }
 
 // gate is the restart's hooks into the shared procedure (internal/ops/restart.go).

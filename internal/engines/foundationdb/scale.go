@@ -24,19 +24,17 @@ var ProcessClasses = []string{"storage", "log", "transaction", "stateless", "clu
 	"fast_restore", "test", "tester", "unset"}
 
 // minimumCount is the fewest storage or log processes a redundancy mode can run with: one per
-// replica of a team (fdbclient/DatabaseConfiguration.cpp: storage team size and log
-// replication factor of the mode); other classes have no minimum here.
+// replica of a team (storage team size and log replication factor, redundancy.go); other
+// classes have no minimum here.
 func minimumCount(mode, class string) int {
-	if class != "storage" && class != "log" {
-		return 0
+	r, _ := redundancyFor(mode, 0, 0, nil, 1)
+	switch class {
+	case "storage":
+		return r.StorageReplicas
+	case "log":
+		return r.LogReplicas
 	}
-	switch mode {
-	case "single":
-		return 1
-	case "triple", "three_data_hall", "three_datacenter":
-		return 3
-	}
-	return 2
+	return 0
 }
 
 // redundancyMode is the CR's configured mode (the operator's default is double).

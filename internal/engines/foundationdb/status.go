@@ -36,6 +36,16 @@ type Status struct {
 		Configuration *struct {
 			RedundancyMode  string `json:"redundancy_mode"`
 			LogReplicas     int    `json:"log_replicas"`
+			StorageReplicas int    `json:"storage_replicas"`
+			UsableRegions   int    `json:"usable_regions"`
+			// Regions are the region configuration (DatabaseConfiguration::getRegionJSON).
+			Regions []struct {
+				SatelliteRedundancyMode      string `json:"satellite_redundancy_mode"`
+				SatelliteLogReplicas         int    `json:"satellite_log_replicas"`
+				SatelliteAntiQuorum          int    `json:"satellite_anti_quorum"`
+				SatelliteLogReplicasFallback int    `json:"satellite_log_replicas_fallback"`
+				SatelliteAntiQuorumFallback  int    `json:"satellite_anti_quorum_fallback"`
+			} `json:"regions"`
 			ExcludedServers []struct {
 				Address  string `json:"address"`
 				Locality string `json:"locality"`

@@ -34,13 +34,13 @@ func (e *Engine) planReplaceStatefulSet(ctx context.Context, c *ops.Cluster, req
 			min(req.MaxConcurrent, len(req.Pods)), len(c.AllPods())-min(req.MaxConcurrent, len(req.Pods)), len(c.AllPods()), m, mode)
 	}
 	// The operator layout's fault-tolerance refusal (checkRemoval), per batch: the database
-	// available at its configured replication, a batch's storage in at most replicas-1 zoneids,
+	// available at its configured replication, a batch's storage in at most the tolerated zoneids,
 	// and enough storage zoneids left. A plain `fdbcli exclude` checks only free space. A
 	// resumed run's batches are partly done already, so it is not checked again.
 	if req.Journal == nil {
 		n := max(req.MaxConcurrent, 1)
 		for i := 0; i < len(req.Pods); i += n {
-			if err := checkRemoval(c, CRState{}, st, req.Pods[i:min(i+n, len(req.Pods))], replicasOf(st), false); err != nil {
+			if err := checkRemoval(c, CRState{}, st, req.Pods[i:min(i+n, len(req.Pods))], redundancyOf(st), false); err != nil {
 				return nil, err
 			}
 		}

@@ -1,0 +1,108 @@
+package foundationdb
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// TestStatefulSetRestartZoneModeBatchesByZoneID: on FoundationDB's Kubernetes sample each
+// process's locality_zoneid is its pod name, so --mode zone restarts one pod per batch, whatever
+// the nodes' Kubernetes zone labels say (none: one "none" batch of every pod; all one label:
+// one batch of every pod). A pod whose process does not report has no fault domain to batch by:
+// refused, with nothing run but status.
+func TestStatefulSetRestartZoneModeBatchesByZoneID(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		nodeZones []string
+		stop      string
+		refused   string
+	}{
+		{name: "nodes without zone labels", nodeZones: []string{"", "", "", ""}},
+		{name: "every node in one Kubernetes zone", nodeZones: []string{"zone-a", "zone-a", "zone-a", "zone-a"}},
+		{name: "two Kubernetes zones", nodeZones: []string{"zone-a", "zone-b", "zone-a", "zone-b"}},
+		{name: "a pod whose process does not report", nodeZones: []string{"", "", "", ""}, stop: "fdb-3", refused: "pod(s) fdb-3 report none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, model, ex := stsSimCluster(t, 4, 0, 1, 2)
+			for i := range c.Groups[0].Pods {
+				c.Groups[0].Pods[i].Zone = tc.nodeZones[i]
+			}
+			if tc.stop != "" {
+				if err := model.Stop(tc.stop); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := newEngine(t, ex).PlanRestart(t.Context(), c, ops.RestartOptions{Mode: ops.ModeZone})
+			for _, l := range model.Log() {
+				if strings.Fields(l.Command)[0] != "status" {
+					t.Errorf("planning ran %q", l.Command)
+				}
+			}
+			if tc.refused != "" {
+				if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err %v, want a refusal naming %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var targets []string
+			for _, s := range p.Steps {
+				targets = append(targets, s.Target)
+			}
+			slices.Sort(targets) // the master's and cluster controller's batches go last
+			if got, want := strings.Join(targets, " "), "zone/fdb-0 zone/fdb-1 zone/fdb-2 zone/fdb-3"; got != want {
+				t.Fatalf("batches %q, want %q", got, want)
+			}
+			// The discovered cluster is left as discovery made it.
+			if c.Groups[0].Pods[1].Zone != tc.nodeZones[1] {
+				t.Fatalf("the caller's cluster was changed: zone %q", c.Groups[0].Pods[1].Zone)
+			}
+		})
+	}
+}
+
+// TestDeletionBatchFaultDomains: replace --strategy deletion --max-concurrent N plans a pod
+// restart in batches of N (internal/commands/replace.go planReplace); a batch may take down no
+// more fault domains than the redundancy mode tolerates losing (triple: 2), as the replacement
+// refuses. Storage pods of liveCluster are in zone-a, zone-b and zone-c.
+func TestDeletionBatchFaultDomains(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pods    []string
+		batch   int
+		refused string
+	}{
+		{name: "three fault domains at once", pods: []string{"myfdb-storage-10", "myfdb-storage-11", "myfdb-storage-12"}, batch: 3,
+			refused: "3 fault domains at once (zoneids zone-a, zone-b, zone-c), beyond the fault tolerance of redundancy mode triple, which tolerates losing 2"},
+		{name: "two fault domains at once", pods: []string{"myfdb-storage-10", "myfdb-storage-11"}, batch: 2},
+		{name: "one at a time", pods: []string{"myfdb-storage-10", "myfdb-storage-11", "myfdb-storage-12"}, batch: 1},
+		{name: "three classes, three zones", pods: []string{"myfdb-storage-10", "myfdb-log-11", "myfdb-stateless-12"}, batch: 3,
+			refused: "3 fault domains at once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, model, e := liveCluster(t, 3, 3)
+			p, err := e.PlanRestart(t.Context(), c, ops.RestartOptions{Pods: tc.pods, BatchSize: tc.batch, Method: ops.MethodPod})
+			if len(mutations(model)) != 0 {
+				t.Errorf("planning ran %q", mutations(model))
+			}
+			if tc.refused != "" {
+				if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err %v, want a refusal naming %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (len(tc.pods) + tc.batch - 1) / tc.batch; len(p.Steps) != want {
+				t.Fatalf("%d steps, want %d", len(p.Steps), want)
+			}
+		})
+	}
+}
