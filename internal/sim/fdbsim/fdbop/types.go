@@ -29,7 +29,7 @@ type clusterSpec struct {
 		ProcessClassLabels   []string          `json:"processClassLabels,omitempty"`
 	} `json:"labels,omitempty"`
 	MainContainer struct {
-		EnableTLS bool `json:"enableTLS,omitempty"`
+		EnableTLS bool `json:"enableTls,omitempty"` // the operator's spelling (api/v1beta2 foundationdbcluster_types.go)
 	} `json:"mainContainer,omitempty"`
 }
 
