@@ -116,7 +116,7 @@ func (o *LockOptions) readOperatorLocks(ctx context.Context) *operatorLocks {
 		return l
 	}
 	l.now = time.Now()
-	e, err := foundationdb.New(EngineDeps{Clients: o.clients, Cluster: o.found, Options: o.GlobalOptions}.deps(), foundationdb.Options{})
+	e, err := foundationdb.New(EngineDeps{Clients: o.clients, Cluster: o.found, Options: o.GlobalOptions}.deps(), o.fdbOptions())
 	if err != nil {
 		l.fdbErr = err.Error()
 		return l

@@ -48,7 +48,7 @@ func builtinEngines() []EngineKind {
 			return built(etcd.New(d.deps(), d.Options.Etcd.Options))
 		}},
 		{ops.EngineFoundationDB, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			return built(foundationdb.New(d.deps(), foundationdb.Options{}))
+			return built(foundationdb.New(d.deps(), d.Options.fdbOptions()))
 		}},
 		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			// A malformed configuration source is a usage error before anything runs.

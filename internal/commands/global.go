@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -31,11 +32,13 @@ type GlobalOptions struct {
 	// otherwise runE ends the stream with one for a refusal or failure before the run.
 	streamEnded bool
 
-	DryRun       bool
-	Output       string
-	Yes          bool
-	NoTUI        bool
-	Timeout      time.Duration
+	DryRun  bool
+	Output  string
+	Yes     bool
+	NoTUI   bool
+	Timeout time.Duration
+	// FDBTimeout is fdbcli's --timeout for the FoundationDB engine (whole seconds).
+	FDBTimeout   time.Duration
 	LockID       string
 	LockDuration time.Duration
 	// WaitForLock waits for a held lock instead of exit 3 (negative: as long as the timeout allows).
@@ -74,6 +77,7 @@ func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 		Factory:      NewFactory(streams),
 		Output:       "text",
 		LockDuration: 10 * time.Minute,
+		FDBTimeout:   foundationdb.DefaultTimeout * time.Second,
 		CrateDB:      NewCrateDBOptions(),
 		Etcd:         &EtcdOptions{},
 		viper:        viper.New(),
@@ -89,6 +93,7 @@ func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVarP(&o.Yes, "yes", "y", o.Yes, "Do not ask for confirmation (required for destructive commands without a terminal)")
 	fs.BoolVar(&o.NoTUI, "no-tui", o.NoTUI, "Print plain progress lines even on a terminal")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, timeoutUsage())
+	fs.DurationVar(&o.FDBTimeout, "fdb-timeout", o.FDBTimeout, "FoundationDB: fdbcli's --timeout for each status json, kill, exclude and other fdbcli call (whole seconds, at least 1s)")
 	fs.StringVar(&o.LockID, "lock-id", o.LockID, "Lock ID to act as (default <kubeconfig user>@<API host>; env DBOPS_LOCK_ID)")
 	fs.DurationVar(&o.LockDuration, "lock-duration", o.LockDuration, "How long the cluster lock is held before it must be renewed")
 	fs.DurationVar(&o.WaitForLock, "wait-for-lock", o.WaitForLock, "Wait up to this long for a lock held by someone else instead of failing with exit 3 (alone: as long as --timeout allows)")
@@ -181,6 +186,9 @@ func (o *GlobalOptions) Validate() error {
 	if o.Timeout < 0 {
 		return ops.Usagef("--timeout must not be negative (got %s)", o.Timeout)
 	}
+	if o.FDBTimeout < time.Second || o.FDBTimeout%time.Second != 0 {
+		return ops.Usagef("--fdb-timeout must be a whole number of seconds, at least 1s (got %s)", o.FDBTimeout)
+	}
 	if o.LockDuration < 10*time.Second {
 		return ops.Usagef("--lock-duration must be at least 10s (got %s)", o.LockDuration)
 	}
@@ -242,4 +250,9 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// fdbOptions are the FoundationDB engine's options from the shared flags (validated by Validate).
+func (o *GlobalOptions) fdbOptions() foundationdb.Options {
+	return foundationdb.Options{Timeout: int(o.FDBTimeout / time.Second)}
 }

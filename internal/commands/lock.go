@@ -320,7 +320,7 @@ func (o *LockOptions) clearOwnFDBLock(ctx context.Context) (*ClearedFDBLock, err
 	if o.found == nil || o.clients == nil || foundationdb.Resource(o.found) == nil {
 		return nil, nil
 	}
-	e, err := foundationdb.New(EngineDeps{Clients: o.clients, Cluster: o.found, Options: o.GlobalOptions}.deps(), foundationdb.Options{})
+	e, err := foundationdb.New(EngineDeps{Clients: o.clients, Cluster: o.found, Options: o.GlobalOptions}.deps(), o.fdbOptions())
 	if err != nil {
 		return nil, fmt.Errorf("the lock is released, but the FoundationDB operator's lock key was not checked: %w", err)
 	}

@@ -24,6 +24,12 @@ import (
 // coordinators).
 func fdbSimFixture(t *testing.T, ns, name string) *fdbwire.Bed {
 	t.Helper()
+	return fdbSimFixtureWith(t, ns, name, false)
+}
+
+// fdbSimFixtureWith is fdbSimFixture, with spec.mainContainer.enableTls when tls.
+func fdbSimFixtureWith(t *testing.T, ns, name string, tls bool) *fdbwire.Bed {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
 	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second})
@@ -31,7 +37,7 @@ func fdbSimFixture(t *testing.T, ns, name string) *fdbwire.Bed {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	spec := fdbwire.ClusterSpec{Namespace: ns, Name: name, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true}
+	spec := fdbwire.ClusterSpec{Namespace: ns, Name: name, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true, TLS: tls}
 	if err := b.Create(ctx, spec); err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,8 @@ func checkMaintenanceDiscipline(t *testing.T, m *fdbsim.Cluster, muts []string, 
 	t.Helper()
 	zoneOf := map[string]string{}
 	for _, p := range m.Processes() {
-		zoneOf[p.Address] = p.Zone
+		// A kill names a TLS process without ":tls" (fdbcli's kill list keys).
+		zoneOf[strings.TrimSuffix(p.Address, ":tls")] = p.Zone
 	}
 	open, ons := "", 0
 	for _, c := range muts {

@@ -116,7 +116,7 @@ func TestHealthFromStatusJSON(t *testing.T) {
 		!strings.HasPrefix(h.Details["recovery"], "fully_recovered") || h.Details["operatorReconciled"] != "yes" {
 		t.Fatalf("health %+v", h)
 	}
-	if got := ex.argv[0]; !slices.Equal(got, []string{"demo/myfdb-storage-10", "foundationdb", "fdbcli", "--exec", "status json", "--timeout", "10"}) {
+	if got := ex.argv[0]; !slices.Equal(got, []string{"demo/myfdb-storage-10", "foundationdb", "fdbcli", "--exec", "status json", "--timeout", "40"}) {
 		t.Fatalf("exec %q", got)
 	}
 	if h.Table == nil || len(h.Table.Rows) != 9 {
@@ -190,5 +190,20 @@ func TestCLIReportsFdbcliFailures(t *testing.T) {
 	_, err := cli.Run(context.Background(), c.Namespace, "myfdb-log-10", "kill 10.0.0.1:4501")
 	if err == nil || !strings.Contains(err.Error(), "process `10.0.0.1:4501' not recognized") || cli.Calls != 1 {
 		t.Fatalf("err %v calls %d", err, cli.Calls)
+	}
+}
+
+// Options.Timeout (--fdb-timeout) is the --timeout of every fdbcli call.
+func TestFdbcliTimeoutFromOptions(t *testing.T) {
+	c, _, _, ex := simCluster(t)
+	e, err := New(ops.EngineDeps{Client: fake.NewClientset(), Exec: ex}, Options{Timeout: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Health(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if got := ex.argv[0]; !slices.Equal(got[len(got)-2:], []string{"--timeout", "7"}) {
+		t.Fatalf("exec %q", got)
 	}
 }

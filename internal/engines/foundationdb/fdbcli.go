@@ -17,8 +17,9 @@ import (
 const Container = "foundationdb"
 
 // DefaultTimeout is fdbcli's --timeout in seconds: fdbcli otherwise waits forever for an
-// unreachable cluster.
-const DefaultTimeout = 10
+// unreachable cluster. 40 s is what the FDB operator gives status json, kill and exclude and what
+// kubectl-fdb gives status json (see docs/procedures.md); --fdb-timeout overrides it.
+const DefaultTimeout = 40
 
 // CLI runs fdbcli in pods through the exec seam. It never passes a cluster file or TLS flag:
 // the pod's own environment names them, as the operator's pods set it.

@@ -266,6 +266,11 @@ type batchInfo struct {
 	zones   []string
 	coords  int
 	missing []string // process groups with no process reporting
+	// killAddrs are the batch's addresses as fdbcli's kill list names them: the status json
+	// address without the ":tls" flag (see killCommand).
+	killAddrs []string
+	// versions are the fdbserver versions the batch's processes report.
+	versions []string
 	// storageGroups are the process groups with a storage process (the operator's
 	// maintenance list holds these).
 	storageGroups []string
@@ -282,6 +287,10 @@ func (g *gate) batch(st *Status, pods []ops.Pod) batchInfo {
 		}
 		for _, pr := range procs {
 			b.addrs = append(b.addrs, pr.Address)
+			b.killAddrs = append(b.killAddrs, strings.TrimSuffix(pr.Address, ":tls"))
+			if !slices.Contains(b.versions, pr.Version) {
+				b.versions = append(b.versions, pr.Version)
+			}
 			if pr.ClassType == "storage" || pr.HasRole("storage") {
 				b.storage = true
 				if !slices.Contains(b.storageGroups, p.Member) {
@@ -297,7 +306,37 @@ func (g *gate) batch(st *Status, pods []ops.Pod) batchInfo {
 		}
 	}
 	slices.Sort(b.addrs)
+	slices.Sort(b.killAddrs)
 	return b
+}
+
+// killCommand is the fdbcli line that bounces the batch. fdbcli keys its kill list by the address
+// without ":tls", so a TLS process is named ip:port (an ip:port:tls token is "not recognized" and
+// kills nothing). Before 7.3, kill returns without waiting for its requests to leave, so the
+// session sleeps 5 s after it as the operator's kill command does; a version that is not reported
+// or not understood gets the sleep too. See docs/procedures.md.
+func (b batchInfo) killCommand() string {
+	cmd := "kill; kill " + strings.Join(b.killAddrs, " ")
+	for _, v := range b.versions {
+		if !versionAtLeast(v, 7, 3) {
+			return cmd + "; sleep 5"
+		}
+	}
+	return cmd
+}
+
+// versionAtLeast reports whether v (major.minor[.patch]) is at least major.minor.
+func versionAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 // maintenanceZone is the zone a batch puts into maintenance: a batch with storage processes,
@@ -323,7 +362,7 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 			escapeToken(g.lock.cfg.Key()), escapeToken(g.lock.cfg.Key()), LockOwnerID)}, cmds...)
 	}
 	if g.method == MethodProcess {
-		cmds = append(cmds, fmt.Sprintf("fdbcli --exec 'kill; kill %s'", strings.Join(b.addrs, " ")))
+		cmds = append(cmds, "fdbcli --exec '"+b.killCommand()+"'")
 	}
 	if zone != "" && g.checker.on {
 		cmds = append(cmds, "fdbcli --exec '"+g.checker.maintenanceOff(b.storageGroups)+"' (once the batch reports again and storage lags and queues are within the operator's limits, unless the operator's maintenance checker cleared the zone first)")
@@ -428,7 +467,7 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(killed.UnixNano(), 10)); err != nil {
 		return g.undoMaintenance(ctx, sc, cli, via, b, err)
 	}
-	if _, err = cli.Run(ctx, g.c.Namespace, via, "kill; kill "+strings.Join(b.addrs, " ")); err != nil {
+	if _, err = cli.Run(ctx, g.c.Namespace, via, b.killCommand()); err != nil {
 		// The kill may or may not have gone out (a timeout): the zone stays only if a process
 		// of the batch restarted since.
 		if st, _, serr := g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil && !anyRestartedSince(st, bp.pods, killed) {

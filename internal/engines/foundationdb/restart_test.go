@@ -1,6 +1,7 @@
 package foundationdb
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -23,6 +25,17 @@ import (
 // liveCluster is simCluster on the real clock with short delays, for runs of whole plans.
 func liveCluster(t *testing.T, generation, reconciled int64) (*ops.Cluster, *fdbsim.Cluster, *Engine) {
 	t.Helper()
+	return liveClusterWith(t, generation, reconciled, false, "")
+}
+
+// liveClusterWith is liveCluster with TLS listeners (ip:4500:tls, as the operator's cluster with
+// spec.mainContainer.enableTls) and an fdbserver/fdbcli version ("" for the simulator's default).
+func liveClusterWith(t *testing.T, generation, reconciled int64, tls bool, version string) (*ops.Cluster, *fdbsim.Cluster, *Engine) {
+	t.Helper()
+	port := ":4501"
+	if tls {
+		port = ":4500:tls"
+	}
 	host := fdbsim.NewHost(fdbsim.RealClock{})
 	c := &ops.Cluster{Name: "myfdb", Namespace: "demo", Engine: ops.EngineFoundationDB}
 	ref := &ops.ControllerRef{Kind: "FoundationDBCluster", Name: "myfdb", Object: map[string]any{
@@ -36,14 +49,17 @@ func liveCluster(t *testing.T, generation, reconciled int64) (*ops.Cluster, *fdb
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id
 			g.Pods = append(g.Pods, ops.Pod{Name: pod, Member: id, Group: class, Ready: true, Zone: z})
-			specs = append(specs, fdbsim.ProcessSpec{ID: id, Address: fmt.Sprintf("10.0.%d.%d:4501", gi, i+1), Class: class, Zone: z})
+			specs = append(specs, fdbsim.ProcessSpec{ID: id, Address: fmt.Sprintf("10.0.%d.%d", gi, i+1) + port, Class: class, Zone: z})
 			host.BindPod("demo/"+pod, "demo/myfdb")
 		}
 		c.Groups = append(c.Groups, g)
 	}
+	var coords []string
+	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.1.1", "10.0.1.2"} {
+		coords = append(coords, a+port)
+	}
 	model, err := fdbsim.New(fdbsim.RealClock{}, fdbsim.Config{RedundancyMode: "triple", RestartDelay: 150 * time.Millisecond,
-		RecoveryStep: 10 * time.Millisecond, KillFlush: 50 * time.Millisecond}, specs,
-		[]string{"10.0.0.1:4501", "10.0.0.2:4501", "10.0.0.3:4501", "10.0.1.1:4501", "10.0.1.2:4501"})
+		RecoveryStep: 10 * time.Millisecond, KillFlush: 50 * time.Millisecond, Version: version}, specs, coords)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,4 +621,50 @@ func TestRestartPlanPutsTransactionSystemLast(t *testing.T) {
 		ids = append(ids, s.ID)
 	}
 	assertPlan(t, p, strings.Join(ids, " "), "restart_pod_order.txt")
+}
+
+// On a TLS cluster the kill names each process by its status json address without ":tls" (the
+// key of fdbcli's kill list); before 7.3 the session sleeps after the kill so the requests leave
+// before fdbcli exits. Every process is bounced, and the dry run shows the exact commands.
+func TestRestartByProcessTLSAndVersions(t *testing.T) {
+	for _, tt := range []struct {
+		name, version, golden string
+		tls                   bool
+	}{
+		{"tls 7.3", "7.3.63", "restart_tls_73.txt", true},
+		{"tls 7.1", "7.1.57", "restart_tls_71.txt", true},
+		{"plain 7.1", "7.1.57", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, model, e := liveClusterWith(t, 3, 3, tt.tls, tt.version)
+			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.golden != "" {
+				var b bytes.Buffer
+				if err := ops.WritePlanText(&b, p.View()); err != nil {
+					t.Fatal(err)
+				}
+				golden.Assert(t, tt.golden, b.Bytes())
+			}
+			if err := p.Preflight(context.Background(), ops.PreflightState{}); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			for _, pr := range model.Processes() {
+				if !pr.Up || !pr.Started.After(start) {
+					t.Fatalf("process %s not restarted by the run: %+v", pr.ID, pr)
+				}
+			}
+			for _, m := range mutations(model) {
+				if strings.HasPrefix(m, "kill ") && strings.Contains(m, ":tls") {
+					t.Fatalf("kill with :tls: %q", m)
+				}
+			}
+		})
+	}
 }

@@ -124,6 +124,8 @@ type Process struct {
 	Excluded         bool    `json:"excluded"`
 	UnderMaintenance bool    `json:"under_maintenance"`
 	Degraded         bool    `json:"degraded"`
+	// Version is the fdbserver version the process runs (e.g. "7.1.57").
+	Version string `json:"version"`
 }
 
 // InstanceID is the process's locality_instance_id: the operator's process group ID.

@@ -59,6 +59,10 @@ type session struct {
 	warned         bool // the long-delay warning of this line was printed or cancelled
 	// addressInterface is the kill command's list, filled by a bare `kill` (KillCommand.actor.cpp).
 	addressInterface []string
+	// pendingKill are kill requests a pre-7.3 `kill <ADDRESS>` queued but did not wait to send:
+	// they leave when the session goes on (the next command or a wait) and are lost when the
+	// session ends first (release-7.1 fdbcli/KillCommand.actor.cpp: no delay after rebootWorker).
+	pendingKill []string
 	// writeMode is `writemode on`; options are the transaction options set with `option on`
 	// (fdbcli.cpp globalOptions), by upper-case name.
 	writeMode bool
@@ -167,6 +171,7 @@ func (c *Cluster) RunAs(ctx context.Context, client string, args []string, stdou
 // wait lets d pass on the model's clock, bounded by --timeout, and prints the line's long-delay
 // warning when the line has run for 5 seconds.
 func (s *session) wait(d time.Duration) error {
+	s.flushKills()
 	now := s.c.clock.Now()
 	if !s.deadline.IsZero() && !now.Add(d).Before(s.deadline) {
 		if err := s.c.clock.Sleep(s.ctx, s.deadline.Sub(now)); err != nil {
@@ -275,6 +280,7 @@ func (s *session) runLine(line string) (int, error) {
 		if tokens[0] == "exit" || tokens[0] == "quit" {
 			return 0, nil
 		}
+		s.flushKills()
 		ok, err := s.command(tokens)
 		s.record(strings.Join(tokens, " "), ok && err == nil)
 		if err != nil {
@@ -402,7 +408,10 @@ func (s *session) kill(tokens []string) (bool, error) {
 			addrs = addrs[:0]
 			for _, p := range s.c.procs {
 				if p.up {
-					addrs = append(addrs, p.spec.Address)
+					// fdbcli/Util.actor.cpp addInterfacesFromKVs keys the list by the worker's
+					// address with any ":tls" suffix removed, so `kill ip:port:tls` is not
+					// recognised and `kill ip:port` names a TLS process.
+					addrs = append(addrs, strings.TrimSuffix(p.spec.Address, ":tls"))
 				}
 			}
 			return true
@@ -445,15 +454,47 @@ func (s *session) kill(tokens []string) (bool, error) {
 			return false, nil
 		}
 	}
+	if !versionAtLeast(s.c.cfg.Version, 7, 3) {
+		// release-7.1 KillCommand.actor.cpp returns as soon as rebootWorker is called.
+		s.pendingKill = append(s.pendingKill, tokens[1:]...)
+		fmt.Fprintf(s.stdout, "Attempted to kill %d processes\n", len(tokens)-1)
+		return true, nil
+	}
 	s.c.mu.Lock()
 	s.c.kill(tokens[1:])
 	s.c.mu.Unlock()
-	// "delay in case the network queue is not flush before the client exits"
+	// 7.3: "delay in case the network queue is not flush before the client exits"
 	if err := s.wait(s.c.cfg.KillFlush); err != nil {
 		return false, err
 	}
 	fmt.Fprintf(s.stdout, "Attempted to kill %d processes\n", len(tokens)-1)
 	return true, nil
+}
+
+// flushKills delivers the kill requests a pre-7.3 kill queued (see pendingKill).
+func (s *session) flushKills() {
+	if len(s.pendingKill) == 0 {
+		return
+	}
+	s.c.mu.Lock()
+	s.c.kill(s.pendingKill)
+	s.c.mu.Unlock()
+	s.pendingKill = nil
+}
+
+// versionAtLeast reports whether version v (major.minor.patch) is at least major.minor; an
+// unparseable version counts as older.
+func versionAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 // maintenance: MaintenanceCommand.actor.cpp. `on` sets the one healthy zone (replacing any

@@ -765,3 +765,79 @@ func runOK(t *testing.T, c *Cluster, cmds string) {
 		t.Fatalf("%s: %+v", cmds, r)
 	}
 }
+
+// tlsFixture is fixture with every process listening with TLS (addresses ip:4500:tls, as the
+// operator's cluster with spec.mainContainer.enableTls) and the given version.
+func tlsFixture(t *testing.T, version string) (*Cluster, *ManualClock) {
+	t.Helper()
+	clock := NewManualClock(t0)
+	var specs []ProcessSpec
+	for i, z := range []string{"z1", "z2", "z3"} {
+		n := string(rune('1' + i))
+		specs = append(specs,
+			ProcessSpec{ID: "storage-" + n, Address: "10.0.1." + n + ":4500:tls", Class: ClassStorage, Zone: z},
+			ProcessSpec{ID: "log-" + n, Address: "10.0.2." + n + ":4500:tls", Class: ClassLog, Zone: z},
+			ProcessSpec{ID: "stateless-" + n, Address: "10.0.3." + n + ":4500:tls", Class: ClassStateless, Zone: z})
+	}
+	coords := []string{"10.0.1.1:4500:tls", "10.0.1.2:4500:tls", "10.0.1.3:4500:tls"}
+	c, err := New(clock, Config{Version: version}, specs, coords)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, clock
+}
+
+// fdbcli/Util.actor.cpp addInterfacesFromKVs keys the kill list by the address without ":tls":
+// the list prints bare addresses, `kill ip:port:tls` is not recognised and kills nothing, and
+// `kill ip:port` bounces the TLS process.
+func TestKillListOfATLSClusterHasNoTLSSuffix(t *testing.T) {
+	c, clock := tlsFixture(t, "")
+	clock.Advance(time.Minute)
+	r := run(c, "--exec", "kill; kill 10.0.1.1:4500:tls")
+	if r.code != 1 || r.stderr != "ERROR: process `10.0.1.1:4500:tls' not recognized.\n" ||
+		!strings.Contains(r.stdout, "killed:\n10.0.1.1:4500\n10.0.1.2:4500\n") {
+		t.Fatalf("%+v", r)
+	}
+	if up := proc(status(t, c), "10.0.1.1:4500:tls")["uptime_seconds"].(float64); up < 60 {
+		t.Fatalf("kill of an unrecognised address restarted the process: uptime %v", up)
+	}
+	r = run(c, "--exec", "kill; kill 10.0.1.1:4500")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "Attempted to kill 1 processes\n") {
+		t.Fatalf("%+v", r)
+	}
+	if up := proc(status(t, c), "10.0.1.1:4500:tls")["uptime_seconds"].(float64); up >= 60 {
+		t.Fatalf("kill of the bare address did not restart the TLS process: uptime %v", up)
+	}
+}
+
+// 7.1's kill returns as soon as it has queued the requests (release-7.1
+// fdbcli/KillCommand.actor.cpp has no delay after rebootWorker): a session that ends right after
+// kills nothing; one that goes on (`; sleep 5`, as the operator's getKillCommand appends) does.
+// 7.3 waits before returning.
+func TestKillOf71DeliversOnlyWhenTheSessionGoesOn(t *testing.T) {
+	for _, tt := range []struct {
+		version, cmd string
+		killed       bool
+	}{
+		{"7.1.57", "kill; kill 10.0.1.1:4500", false},
+		{"7.1.57", "kill; kill 10.0.1.1:4500; sleep 5", true},
+		{"7.3.63", "kill; kill 10.0.1.1:4500", true},
+	} {
+		t.Run(tt.version+" "+tt.cmd, func(t *testing.T) {
+			c, clock := tlsFixture(t, tt.version)
+			clock.Advance(time.Minute)
+			r := run(c, "--exec", tt.cmd)
+			if r.code != 0 || !strings.Contains(r.stdout, "Attempted to kill 1 processes\n") {
+				t.Fatalf("%+v", r)
+			}
+			m := status(t, c)
+			if v := proc(m, "10.0.1.1:4500:tls")["version"]; v != tt.version {
+				t.Fatalf("status json version %v, want %s", v, tt.version)
+			}
+			up := proc(m, "10.0.1.1:4500:tls")["uptime_seconds"].(float64)
+			if killed := up < 60; killed != tt.killed {
+				t.Fatalf("killed %v (uptime %v), want %v", killed, up, tt.killed)
+			}
+		})
+	}
+}

@@ -80,6 +80,10 @@ type Config struct {
 	Description, ID string
 	// DNS is the initial DNS table for hostname coordinators (dns.go; SetDNS replaces it).
 	DNS map[string]string
+	// Version is the fdbserver and fdbcli version (default Version). Below 7.3, `kill <ADDRESS>`
+	// returns without waiting for its requests to leave (release-7.1 fdbcli/KillCommand.actor.cpp
+	// has no delay(3.0)): the requests are delivered only if the session goes on afterwards.
+	Version string
 }
 
 func (c *Config) defaults() {
@@ -106,6 +110,9 @@ func (c *Config) defaults() {
 	}
 	if c.KillFlush == 0 {
 		c.KillFlush = 3 * time.Second
+	}
+	if c.Version == "" {
+		c.Version = Version
 	}
 	if c.DataMove == 0 {
 		c.DataMove = 5 * time.Second
@@ -555,8 +562,12 @@ func (c *Cluster) kill(addrs []string) {
 	c.advance(now)
 	var victims []*process
 	for _, a := range addrs {
-		if p := c.byAddress(a); p != nil && p.up {
-			victims = append(victims, p)
+		// rebootWorker is given fdbcli's kill-list keys: addresses without ":tls"
+		// (fdbcli/Util.actor.cpp addInterfacesFromKVs).
+		for _, p := range c.procs {
+			if strings.TrimSuffix(p.spec.Address, ":tls") == a && p.up {
+				victims = append(victims, p)
+			}
 		}
 	}
 	// All requests are sent at once (KillCommand.actor.cpp joins the addresses into one

@@ -101,7 +101,7 @@ func (c *Cluster) statusJSON(now time.Time) []byte {
 			"uptime_seconds": now.Sub(p.started).Seconds(),
 			"excluded":       excluded,
 			"degraded":       false,
-			"version":        Version,
+			"version":        c.cfg.Version,
 			"messages":       []any{},
 		}
 		// Status.actor.cpp processStatusFetcher sets under_maintenance only when true.

@@ -47,7 +47,7 @@ type clusterSpec struct {
 		DNSDomain           *string `json:"dnsDomain,omitempty"`
 	} `json:"routing,omitempty"`
 	MainContainer struct {
-		EnableTLS bool `json:"enableTLS,omitempty"`
+		EnableTLS bool `json:"enableTls,omitempty"` // the operator's spelling (api/v1beta2 foundationdbcluster_types.go)
 	} `json:"mainContainer,omitempty"`
 }
 

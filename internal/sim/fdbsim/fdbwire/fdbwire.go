@@ -295,6 +295,9 @@ type ClusterSpec struct {
 	// DNS names the coordinators by the pods' DNS names in the cluster file
 	// (spec.routing.useDNSInClusterFile).
 	DNS bool
+	// TLS sets spec.mainContainer.enableTls (api/v1beta2 foundationdbcluster_types.go): the
+	// processes listen on ip:4500:tls (foundationdb_process_address.go GetProcessPort).
+	TLS bool
 }
 
 // Object is the FoundationDBCluster resource of s.
@@ -332,6 +335,9 @@ func (s ClusterSpec) Object() *unstructured.Unstructured {
 	}
 	if s.RedundancyMode != "" {
 		spec["databaseConfiguration"] = map[string]any{"redundancy_mode": s.RedundancyMode}
+	}
+	if s.TLS {
+		spec["mainContainer"] = map[string]any{"enableTls": true}
 	}
 	if s.ZoneFromNodeLabel {
 		spec["faultDomain"] = map[string]any{"key": testbed.ZoneLabel, "valueFrom": "$NODE_LABEL_TOPOLOGY_KUBERNETES_IO_ZONE"}
