@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,8 +44,13 @@ func TestFoundationDBLockPausesOperator(t *testing.T) {
 			if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator", "--dry-run"); r.Code != 0 || skip() != preset {
 				t.Fatalf("dry-run: skip %v: %s", skip(), r)
 			}
-			if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator"); r.Code != 0 || !skip() {
+			r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator")
+			if r.Code != 0 || !skip() {
 				t.Fatalf("acquire --pause-operator: skip %v: %s", skip(), r)
+			}
+			// Issue #41 item 6: the operator note printed a literal `\n` (an escaped newline).
+			if strings.Contains(r.Stdout, `\n`) || !strings.HasSuffix(r.Stdout, "\n") {
+				t.Fatalf("acquire --pause-operator output has a literal \\n or no final newline: %q", r.Stdout)
 			}
 			l, err := bed.Client.CoordinationV1().Leases(ns).Get(t.Context(), lock.LeaseName("myfdb"), metav1.GetOptions{})
 			if err != nil {
@@ -53,8 +59,12 @@ func TestFoundationDBLockPausesOperator(t *testing.T) {
 			if rec := l.Annotations[lock.AnnotationPausedOperator]; (rec != "") == preset {
 				t.Fatalf("pause recorded %q with skip preset %v", rec, preset)
 			}
-			if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 || skip() != preset {
+			r = runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice")
+			if r.Code != 0 || skip() != preset {
 				t.Fatalf("release: skip %v, want %v: %s", skip(), preset, r)
+			}
+			if strings.Contains(r.Stdout, `\n`) {
+				t.Fatalf("lock release output has a literal \\n: %q", r.Stdout)
 			}
 		})
 	}
