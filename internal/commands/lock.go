@@ -213,9 +213,11 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 	}
 	o.recordLockEvent(ctx, m, "DbopsLock"+titleCase(info.Action), info.Action == ops.LockTakeover, msg)
 	return o.printLockAction(m, LockAction{LockInfo: info}, func(w io.Writer) error {
-		_, err := ops.Fprintf(w, "lock on %s/%s %s%s by %s until %s\n%s", m.Namespace, m.Cluster, info.Action, from, info.Holder,
-			info.Expires.UTC().Format(time.RFC3339), paused)
-		return err
+		if _, err := ops.Fprintf(w, "lock on %s/%s %s%s by %s until %s\n", m.Namespace, m.Cluster, info.Action, from, info.Holder,
+			info.Expires.UTC().Format(time.RFC3339)); err != nil {
+			return err
+		}
+		return printNotes(w, paused)
 	})
 }
 
@@ -267,8 +269,10 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 		}
 		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "release", Holder: m.ID}, DryRun: true},
 			func(w io.Writer) error {
-				_, err := ops.Fprintf(w, "would release the lock on %s/%s held as %s\n%s", m.Namespace, m.Cluster, m.ID, also)
-				return err
+				if _, err := ops.Fprintf(w, "would release the lock on %s/%s held as %s\n", m.Namespace, m.Cluster, m.ID); err != nil {
+					return err
+				}
+				return printNotes(w, also)
 			})
 	}
 	unpaused, err := o.unpauseOperator(ctx, m)
@@ -304,8 +308,10 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 			cleared.Owner, cleared.Start.Format(time.RFC3339), cleared.End.Format(time.RFC3339))
 	}
 	if err := o.printLockAction(m, LockAction{LockInfo: info, FDBLockCleared: cleared}, func(w io.Writer) error {
-		_, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n%s%s", m.Namespace, m.Cluster, m.ID, held, unpaused, fdbNote)
-		return err
+		if _, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n", m.Namespace, m.Cluster, m.ID, held); err != nil {
+			return err
+		}
+		return printNotes(w, unpaused, fdbNote)
 	}); err != nil {
 		return err
 	}
@@ -396,4 +402,19 @@ func (o *LockOptions) manager(ctx context.Context) (*lock.Manager, error) {
 		d = o.LockDuration
 	}
 	return &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: d, Clock: cl.Clock, Force: o.Force}, nil
+}
+
+// printNotes prints each non-empty note on its own line. A note passed as an ops.Fprintf
+// argument has its trailing newline escaped to a literal `\n` (ops.PrintableArgs), so the
+// newline goes in the format instead.
+func printNotes(w io.Writer, notes ...string) error {
+	for _, n := range notes {
+		if n = strings.TrimSuffix(n, "\n"); n == "" {
+			continue
+		}
+		if _, err := ops.Fprintf(w, "%s\n", n); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -44,8 +44,13 @@ func TestFoundationDBLockPausesOperator(t *testing.T) {
 			if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator", "--dry-run"); r.Code != 0 || skip() != preset {
 				t.Fatalf("dry-run: skip %v: %s", skip(), r)
 			}
-			if r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator"); r.Code != 0 || !skip() {
+			r := runCLI(t, env, "lock", "acquire", "myfdb", "-n", ns, "--lock-id", "alice", "--pause-operator")
+			if r.Code != 0 || !skip() {
 				t.Fatalf("acquire --pause-operator: skip %v: %s", skip(), r)
+			}
+			// Issue #41 item 6: the operator note printed a literal `\n` (an escaped newline).
+			if strings.Contains(r.Stdout, `\n`) || !strings.HasSuffix(r.Stdout, "\n") {
+				t.Fatalf("acquire --pause-operator output has a literal \\n or no final newline: %q", r.Stdout)
 			}
 			l, err := bed.Client.CoordinationV1().Leases(ns).Get(t.Context(), lock.LeaseName("myfdb"), metav1.GetOptions{})
 			if err != nil {
@@ -71,8 +76,12 @@ func TestFoundationDBLockPausesOperator(t *testing.T) {
 			if r := runCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--lock-id", "alice", "--yes"); r.Code != 5 || !strings.Contains(r.Stderr, resume) {
 				t.Fatalf("restart while paused: %s", r)
 			}
-			if r := runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice"); r.Code != 0 || skip() != preset {
+			r = runCLI(t, env, "lock", "release", "myfdb", "-n", ns, "--lock-id", "alice")
+			if r.Code != 0 || skip() != preset {
 				t.Fatalf("release: skip %v, want %v: %s", skip(), preset, r)
+			}
+			if strings.Contains(r.Stdout, `\n`) {
+				t.Fatalf("lock release output has a literal \\n: %q", r.Stdout)
 			}
 		})
 	}
