@@ -3,12 +3,14 @@ package foundationdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
 // recordExec records the argv of every exec and answers with nothing.
@@ -73,5 +75,27 @@ func TestFDBCLIWritesPassTheWriteGuard(t *testing.T) {
 	cli := &CLI{Exec: ex}
 	if _, err := cli.runLock(ctx, "ns", "pod-1", "option on ACCESS_SYSTEM_KEYS; writemode on; set k v"); err != nil || len(ex.argvs) != 1 || !strings.Contains(ex.argvs[0][2], "set k v") {
 		t.Fatalf("runLock with the guard refusing: err %v, execs %v; want it run", err, ex.argvs)
+	}
+}
+
+// TestUnknownGroupOnALargeCluster: naming a pod or process group that does not exist on a
+// cluster of hundreds refuses in one short line: the closest names, and a capped list.
+func TestUnknownGroupOnALargeCluster(t *testing.T) {
+	g := &ops.NodeGroup{Name: "storage"}
+	cr := CRState{Groups: map[string]CRGroup{}}
+	for i := range 240 {
+		id := fmt.Sprintf("storage-%d", i)
+		g.Pods = append(g.Pods, ops.Pod{Name: "sample-cluster-" + id, Member: id})
+		cr.Groups[id] = CRGroup{Class: "storage"}
+	}
+	c := &ops.Cluster{Namespace: "ns", Name: "sample-cluster", Groups: []*ops.NodeGroup{g}}
+	_, err := resolveGroups(c, cr, []string{"storage-2390"})
+	if err == nil || ops.ExitCode(err) != ops.ExitUsage {
+		t.Fatalf("resolveGroups = %v, want a usage error", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || len(msg) > 600 ||
+		!strings.Contains(msg, "did you mean ") || !strings.Contains(msg, `"storage-239"`) || !strings.Contains(msg, "allowed (480): ") || !strings.Contains(msg, "... and 470 more") {
+		t.Fatalf("refusal = %q (%d bytes), want one short line with the closest names and a capped list", msg, len(msg))
 	}
 }
