@@ -85,7 +85,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown lock subcommand", []string{"lock", "db", "release"}, nil, `unknown lock subcommand "db"; allowed: status, acquire, release`},
 		{"unknown deny subcommand", []string{"deny", "remove", "db", "x"}, nil, `unknown deny subcommand "remove"; allowed: add, allow, list`},
 		{"replace without pod", []string{"replace", "db"}, nil, "replace needs POD names or --failed"},
-		{"replace unknown pod", []string{"replace", "db", "db-hot-7", "--yes"}, nil, `pod "db-hot-7" is not part of cluster prod/db; allowed: db-master-0, db-master-1, db-master-2, db-hot-0, db-hot-1, db-cold-0`},
+		{"replace unknown pod", []string{"replace", "db", "db-hot-7", "--yes"}, nil, `pod "db-hot-7" is not part of cluster prod/db; did you mean "db-hot-0" or "db-hot-1"? allowed: db-master-0, db-master-1, db-master-2, db-hot-0, db-hot-1, db-cold-0`},
 		{"replace unknown strategy", []string{"replace", "db", "db-hot-1", "--strategy", "bogus", "--yes"}, nil, `unknown --strategy "bogus"; allowed: replacement, deletion`},
 		{"replace zero concurrency", []string{"replace", "db", "db-hot-1", "--max-concurrent", "0", "--yes"}, nil, "--max-concurrent must be 1 or more"},
 		{"replace pods and --failed", []string{"replace", "db", "db-hot-1", "--failed", "--yes"}, nil, "name pods or use --failed, not both"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,10 +46,26 @@ func NewCrateDBOptions() *CrateDBOptions {
 // AddConnFlags binds how to reach the database.
 func (o *CrateDBOptions) AddConnFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PGHost, "pg-host", o.PGHost, "CrateDB: connect to this PostgreSQL host directly (inside the cluster) instead of port-forwarding to a pod")
-	fs.IntVar(&o.PGPort, "pg-port", o.PGPort, "CrateDB: PostgreSQL port with --pg-host (default: the crate container's, else 5432)")
+	fs.Var((*portValue)(&o.PGPort), "pg-port", "CrateDB: PostgreSQL port with --pg-host (default: the crate container's, else 5432)")
 	fs.StringVar(&o.PGSSLMode, "pg-sslmode", o.PGSSLMode, "CrateDB: TLS mode: "+strings.Join(cratedb.SSLModes(), "|")+" (auto: require, or verify-ca with --pg-ca-secret, when the StatefulSet sets -Cssl.psql.enabled=true, else disable)")
 	fs.StringVar(&o.PGCASecret, "pg-ca-secret", o.PGCASecret, "CrateDB: Secret NAME[/KEY] (default key ca.crt) with the CA for verify-ca|verify-full")
 	fs.StringVar(&o.SystemPasswordSecret, "system-password-secret", o.SystemPasswordSecret, "CrateDB: Secret NAME[/KEY] (default key password) with the system user's password (default user-system-<cluster>)")
+}
+
+// portValue is an int flag that takes TCP ports only: 0 is not "the default" when given (the
+// default is the flag left out), so --pg-port 0 is bad input, refused while parsing, before
+// anything reads or writes the cluster.
+type portValue int
+
+func (p *portValue) String() string { return strconv.Itoa(int(*p)) }
+func (p *portValue) Type() string   { return "int" }
+func (p *portValue) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("a port is a number between 1 and 65535")
+	}
+	*p = portValue(n)
+	return nil
 }
 
 // AddHealthFlags binds the health gate of restarts, replacements and

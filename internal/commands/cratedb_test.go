@@ -241,6 +241,11 @@ func TestCrateBadInput(t *testing.T) {
 		{"missing license key", []string{"bootstrap", "db", "--license-secret", "crate-license/lic", "--yes"}, `Secret prod/crate-license has no key "lic"`, nil},
 		{"generic cannot scale", []string{"scale", "db", "--data", "hot=3", "--engine", "generic", "--yes"}, "engine generic (cluster db) cannot scale", nil},
 		{"generic cannot bootstrap", []string{"bootstrap", "db", "--engine", "generic", "--yes"}, "engine generic (cluster db) has no bootstrap procedure", nil},
+		{"pg-port 0", []string{"bootstrap", "db", "--pg-host", "crate.prod", "--pg-port", "0", "--yes"}, `invalid argument "0" for "--pg-port" flag: a port is a number between 1 and 65535`, nil},
+		{"pg-port 0 without pg-host", []string{"bootstrap", "db", "--pg-port", "0", "--yes"}, `invalid argument "0" for "--pg-port" flag: a port is a number between 1 and 65535`, nil},
+		{"pg-port too large", []string{"restart", "db", "--rolling", "--pg-host", "crate.prod", "--pg-port", "65536", "--yes"}, `invalid argument "65536" for "--pg-port" flag: a port is a number between 1 and 65535`, nil},
+		{"pg-port negative", []string{"scale", "db", "--data", "cold=1", "--pg-host", "crate.prod", "--pg-port=-1", "--yes"}, `invalid argument "-1" for "--pg-port" flag: a port is a number between 1 and 65535`, nil},
+		{"pg-port not a number", []string{"bootstrap", "db", "--pg-host", "crate.prod", "--pg-port", "pg", "--yes"}, `invalid argument "pg" for "--pg-port" flag: a port is a number between 1 and 65535`, nil},
 		{"bootstrap system user", []string{"bootstrap", "db", "--user", "system=app-pw", "--yes"}, "the system user is created by bootstrap itself", nil},
 	}
 	for _, tt := range tests {

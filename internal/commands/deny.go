@@ -142,6 +142,15 @@ func (o *DenyOptions) Run(cmd *cobra.Command) error {
 			return err
 		})
 	}
+	// The deny list lives on the cluster's Lease: a caller who may create it but not update it
+	// would leave a new Lease behind (or fail on an existing one); refuse before writing.
+	var needs []ops.NeedFor
+	for _, p := range ops.LockNeeds {
+		needs = append(needs, ops.NeedFor{Permission: p, For: "the deny list on the cluster lock"})
+	}
+	if err := ops.CheckPermissions(ctx, o.clients.access(), m.Namespace, needs); err != nil {
+		return err
+	}
 	if action == "deny" {
 		err = m.Deny(ctx, target, o.Reason)
 	} else {

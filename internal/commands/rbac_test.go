@@ -27,6 +27,8 @@ func TestRBACPreflight(t *testing.T) {
 		{"restart without create leases", restart, "create leases.coordination.k8s.io"},
 		{"restart without events", restart, "create events"},
 		{"replace without delete pvcs", replace, "delete persistentvolumeclaims"},
+		{"deny add without update leases", []string{"deny", "add", "db", "bob@example", "--reason", "r"}, "update leases.coordination.k8s.io"},
+		{"deny add without create leases", []string{"deny", "add", "db", "bob@example"}, "create leases.coordination.k8s.io"},
 		{"replace without delete pods", replace, "delete pods"},
 	}
 	for _, tt := range tests {

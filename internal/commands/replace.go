@@ -222,7 +222,7 @@ func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 			for _, p := range c.AllPods() {
 				names = append(names, p.Name)
 			}
-			return ops.Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(names, ", "))
+			return ops.Usagef("pod %q is not part of cluster %s/%s; %s", name, c.Namespace, c.Name, ops.Allowed(name, names))
 		}
 	}
 	return nil

@@ -77,7 +77,7 @@ func (r *Replacement) Plan(c *Cluster, engine string, req ReplaceRequest) (*Plan
 	for _, name := range req.Pods {
 		_, p := c.Pod(name)
 		if p == nil {
-			return nil, Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(podNames(c.AllPods()), ", "))
+			return nil, Usagef("pod %q is not part of cluster %s/%s; %s", name, c.Namespace, c.Name, Allowed(name, podNames(c.AllPods())))
 		}
 		if !slices.ContainsFunc(pods, func(q Pod) bool { return q.Name == name }) {
 			pods = append(pods, *p)

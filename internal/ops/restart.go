@@ -67,7 +67,7 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 	}
 	for _, name := range opts.Pods {
 		if !inCluster(c, name) {
-			return nil, Usagef("pod %q is not part of cluster %s/%s; allowed: %s", name, c.Namespace, c.Name, strings.Join(podNames(c.AllPods()), ", "))
+			return nil, Usagef("pod %q is not part of cluster %s/%s; %s", name, c.Namespace, c.Name, Allowed(name, podNames(c.AllPods())))
 		}
 	}
 	p := NewPlan("restart", c, engine, restartArgs(mode, opts))

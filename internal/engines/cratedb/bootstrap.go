@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -302,6 +303,11 @@ func (cr *crasher) clusterVersion(ctx context.Context) (version, error) {
 // the output for want. Output is returned (and quoted in errors) with
 // every secret redacted.
 func (cr *crasher) run(ctx context.Context, stmt, want string, secrets []string) (string, error) {
+	// Every statement sent this way writes (license, users, grants): a run that lost its lock
+	// sends none.
+	if err := kube.CheckWriteGuard(ctx); err != nil {
+		return "", fmt.Errorf("not sending %s through crash: %w", statementVerb(stmt), err)
+	}
 	out, err := cr.exec(ctx, cr.argv, strings.NewReader(stmt+"\n"), secrets)
 	if err == nil && strings.Contains(out, want) {
 		return out, nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -401,11 +402,24 @@ func (s *session) query(ctx context.Context, avoid []string, sql string, args ..
 	return rows, err
 }
 
+// exec sends a statement that changes the cluster (every statement the procedures exec does:
+// SET/RESET GLOBAL, node check acknowledgements, users and grants), so each attempt first asks
+// the write guard: a run that lost its lock sends none.
 func (s *session) exec(ctx context.Context, avoid []string, sql string, args ...any) error {
 	return s.retry(ctx, avoid, func(db DB) error {
+		if err := kube.CheckWriteGuard(ctx); err != nil {
+			return fmt.Errorf("not sending %s: %w", statementVerb(sql), err)
+		}
 		s.statements.Add(1)
 		return db.Exec(ctx, sql, args...)
 	})
+}
+
+// statementVerb is the first words of sql, enough to name it in a refusal without quoting a
+// value it may carry.
+func statementVerb(sql string) string {
+	f := strings.Fields(sql)
+	return strings.Join(f[:min(len(f), 2)], " ")
 }
 
 func (s *session) close(ctx context.Context) error {

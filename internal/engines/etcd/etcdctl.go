@@ -226,6 +226,23 @@ func (c *ctl) describe(args ...string) string {
 	return strings.Join(append(parts, args...), " ")
 }
 
+// subcommand is the etcdctl subcommand of args (its first two positional words, "member
+// remove"; one for "move-leader"), so that a change is guarded by what runs, not only by the
+// label its caller gives it.
+func subcommand(args []string) string {
+	var words []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		words = append(words, a)
+		if len(words) == 2 || a == "move-leader" {
+			break
+		}
+	}
+	return strings.Join(words, " ")
+}
+
 // changesCluster reports whether etcdctl operation op changes the cluster (membership,
 // leadership) rather than reads it.
 func changesCluster(op string) bool {
@@ -247,7 +264,7 @@ func (c *ctl) runAs(ctx context.Context, pod string, withCreds bool, op string, 
 }
 
 func (c *ctl) runTo(ctx context.Context, pod string, withCreds bool, endpoints []string, op string, args ...string) ([]byte, error) {
-	if changesCluster(op) {
+	if changesCluster(op) || changesCluster(subcommand(args)) {
 		// A run that lost its lock starts no membership or leadership change.
 		if err := kube.CheckWriteGuard(ctx); err != nil {
 			return nil, fmt.Errorf("not running etcdctl %s in %s: %w", op, pod, err)

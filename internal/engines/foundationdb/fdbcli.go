@@ -41,6 +41,25 @@ func (c *CLI) Run(ctx context.Context, namespace, pod, cmds string) (string, err
 // RunBoth is Run that also returns fdbcli's stderr, where it prints its warnings (an
 // exclusion still in progress, a coordinator being excluded).
 func (c *CLI) RunBoth(ctx context.Context, namespace, pod, cmds string) (string, string, error) {
+	if writes(cmds) {
+		// A run that lost its lock starts no change of the database (a kill, maintenance,
+		// an exclusion): every fdbcli line goes through here, so none can skip the check.
+		if err := kube.CheckWriteGuard(ctx); err != nil {
+			return "", "", fmt.Errorf("not running fdbcli --exec %q in pod %s/%s: %w", cmds, namespace, pod, err)
+		}
+	}
+	return c.runBoth(ctx, namespace, pod, cmds)
+}
+
+// runLock is Run without the write guard, for the operator's lock key alone (fdblock.go): the
+// guard asks whether that lock is still ours, so taking, extending and releasing it cannot wait
+// for the guard's leave.
+func (c *CLI) runLock(ctx context.Context, namespace, pod, cmds string) (string, error) {
+	out, _, err := c.runBoth(ctx, namespace, pod, cmds)
+	return out, err
+}
+
+func (c *CLI) runBoth(ctx context.Context, namespace, pod, cmds string) (string, string, error) {
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -56,6 +75,31 @@ func (c *CLI) RunBoth(ctx context.Context, namespace, pod, cmds string) (string,
 		return string(out), string(errOut), fmt.Errorf("fdbcli --exec %q in pod %s/%s: %w: %s", cmds, namespace, pod, err, msg)
 	}
 	return string(out), string(errOut), nil
+}
+
+// readOnly are the fdbcli commands that change nothing whatever their arguments; option and
+// writemode only set up the transaction of the lines after them.
+var readOnly = map[string]bool{"status": true, "get": true, "getrange": true, "getrangekeys": true, "help": true, "option": true, "writemode": true}
+
+// listWithoutArgs are the fdbcli commands that only list when given no argument (kill and
+// exclude list addresses, maintenance and coordinators print the current state).
+var listWithoutArgs = map[string]bool{"kill": true, "exclude": true, "maintenance": true, "coordinators": true, "setclass": true}
+
+// writes reports whether any of the ';'-separated fdbcli commands in cmds may change the
+// cluster. A command it does not know counts as a write, so a new one is guarded by default.
+func writes(cmds string) bool {
+	for _, cmd := range strings.Split(cmds, ";") {
+		f := strings.Fields(cmd)
+		if len(f) == 0 {
+			continue
+		}
+		verb := strings.ToLower(f[0])
+		if readOnly[verb] || (len(f) == 1 && listWithoutArgs[verb]) {
+			continue
+		}
+		return true
+	}
+	return false
 }
 
 func lastLine(s string) string {

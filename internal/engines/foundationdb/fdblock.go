@@ -135,7 +135,7 @@ func (l *FDBLock) run(ctx context.Context, cmds string) (string, error) {
 	var err error
 	for i, p := range pods {
 		var out string
-		out, err = l.cli.Run(ctx, l.ns, p, cmds)
+		out, err = l.cli.runLock(ctx, l.ns, p, cmds)
 		if err == nil || isConflict(err) || ctx.Err() != nil || i == 1 {
 			return out, err
 		}

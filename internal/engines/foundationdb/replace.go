@@ -121,7 +121,7 @@ func resolveGroups(c *ops.Cluster, cr CRState, names []string) ([]string, error)
 				allowed = append(allowed, g)
 			}
 			sort.Strings(allowed)
-			return nil, ops.Usagef("%q is neither a pod nor a process group of FoundationDBCluster %s/%s; allowed: %s", n, c.Namespace, c.Name, strings.Join(allowed, ", "))
+			return nil, ops.Usagef("%q is neither a pod nor a process group of FoundationDBCluster %s/%s; %s", n, c.Namespace, c.Name, ops.Allowed(n, allowed))
 		}
 		if g := cr.Groups[id]; g.Removal {
 			return nil, ops.Preconditionf("process group %s of %s/%s is already marked for removal; the operator is removing it", id, c.Namespace, c.Name)

@@ -296,6 +296,11 @@ func (e *Engine) run(ctx context.Context, sc *ops.StepContext, s *site, cfg *Con
 	}
 	var uid types.UID
 	if isRoleCommand(name) {
+		// Role commands stop, seed or promote a database: a run that lost its lock runs none.
+		// Every one goes through here, so no step can skip the check.
+		if err := kube.CheckWriteGuard(ctx); err != nil {
+			return nil, nil, fmt.Errorf("not running command %s in pod %s: %w", name, pod, err)
+		}
 		p, err := e.getPod(ctx, sc, s, pod)
 		if err != nil {
 			return nil, nil, err
