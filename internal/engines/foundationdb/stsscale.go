@@ -474,10 +474,7 @@ func (s *stsScale) runBoth(ctx context.Context, cmd string) (string, string, err
 		return "", "", err
 	}
 	for _, p := range ReadyPods(c, func(p ops.Pod) bool { return slices.Contains(s.away, p.Name) }) {
-		if err := kube.CheckWriteGuard(ctx); err != nil {
-			return "", "", err
-		}
-		// One pod: if fdbcli refused, the database said no, and another pod would too.
+		// CLI.RunBoth checks the lock guard before every fdbcli write (fdbcli.go). One pod: if fdbcli refused, the database said no, and another pod would too.
 		return s.e.cli().RunBoth(ctx, s.c.Namespace, p.Name, cmd)
 	}
 	return "", "", fmt.Errorf("no Ready pod of %s/%s to run fdbcli %q in", s.c.Namespace, s.c.Name, cmd)
