@@ -82,6 +82,11 @@ func checkReplaceable(c *ops.Cluster, m *nodeMap, pod string) error {
 		return nil // gone: the replacement recreates it, with nothing to drain
 	case pn.Row != nil:
 		return nil
+	}
+	if err := m.missingWithRed(pod); err != nil {
+		return err
+	}
+	switch {
 	case pn.Facts.Ready:
 		return ops.Usagef("refusing: pod %s is Ready but has no CrateDB node in sys.nodes (looked for %s; nodes: %s); its data could be anywhere",
 			pod, pn.Facts.describe(), m.rowNames())
