@@ -438,16 +438,20 @@ func (e *Engine) mapNodes(ctx context.Context, c *ops.Cluster, avoid []string) (
 	if err != nil {
 		return nil, err
 	}
-	m := buildNodeMap(names, live, rows)
+	return buildNodeMap(names, live, rows), nil
+}
+
+// readRed fills m.red when a pod has no node (the planning refusals of scale and replace
+// name the red tables then); other users of the mapping (the restart gate) need no extra read.
+func (e *Engine) readRed(ctx context.Context, c *ops.Cluster, m *nodeMap) error {
 	for _, pn := range m.pods {
 		if pn.Row == nil && pn.Problem == "" {
-			if m.red, err = e.redTables(ctx, c, avoid); err != nil {
-				return nil, err
-			}
-			break
+			var err error
+			m.red, err = e.redTables(ctx, c, nil)
+			return err
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // redTables reads the tables sys.health reports RED (severity 3), as schema.table.

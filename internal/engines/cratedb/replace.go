@@ -31,6 +31,9 @@ func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.Re
 	if err != nil {
 		return nil, err
 	}
+	if err := e.readRed(ctx, c, nodes); err != nil {
+		return nil, err
+	}
 	if err := nodes.problem(c); err != nil {
 		return nil, err
 	}
