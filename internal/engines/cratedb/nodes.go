@@ -317,6 +317,21 @@ type podNode struct {
 type nodeMap struct {
 	pods map[string]*podNode
 	rows []nodeRow
+	// red are the tables sys.health reports RED (schema.table), read when a pod has no node:
+	// a node whose process is down takes the only copies of 0-replica tables with it.
+	red []string
+}
+
+// missingWithRed is the refusal for pod, whose node is not in sys.nodes, while tables are
+// red: its process is most likely down (the pod can still be Running), and the red tables'
+// missing shards are probably on it; nil when no table is red.
+func (m *nodeMap) missingWithRed(pod string) error {
+	pn := m.pods[pod]
+	if pn == nil || pn.Row != nil || len(m.red) == 0 {
+		return nil
+	}
+	return ops.Preconditionf("refusing: the CrateDB node of pod %s is missing from the cluster (not in sys.nodes; nodes: %s), and table(s) %s are RED (shards missing, probably on that node); its process is likely down: bring it back (or restore the tables) before changing pod %s (looked for %s)",
+		pod, m.rowNames(), strings.Join(m.red, ", "), pod, pn.Facts.describe())
 }
 
 // matchPod finds f's row: by the resolved node name, the hostname and the
@@ -426,6 +441,34 @@ func (e *Engine) mapNodes(ctx context.Context, c *ops.Cluster, avoid []string) (
 	return buildNodeMap(names, live, rows), nil
 }
 
+// readRed fills m.red when a pod has no node (the planning refusals of scale and replace
+// name the red tables then); other users of the mapping (the restart gate) need no extra read.
+func (e *Engine) readRed(ctx context.Context, c *ops.Cluster, m *nodeMap) error {
+	for _, pn := range m.pods {
+		if pn.Row == nil && pn.Problem == "" {
+			var err error
+			m.red, err = e.redTables(ctx, c, nil)
+			return err
+		}
+	}
+	return nil
+}
+
+// redTables reads the tables sys.health reports RED (severity 3), as schema.table.
+func (e *Engine) redTables(ctx context.Context, c *ops.Cluster, avoid []string) ([]string, error) {
+	rows, err := e.session(c).query(ctx, avoid, sqlRedTables)
+	if err != nil {
+		return nil, fmt.Errorf("reading the red tables of sys.health: %w", err)
+	}
+	var out []string
+	for _, r := range rows {
+		if len(r) == 2 {
+			out = append(out, fmt.Sprintf("%v.%v", r[0], r[1]))
+		}
+	}
+	return out, nil
+}
+
 func buildNodeMap(names []string, live map[string]*corev1.Pod, rows []nodeRow) *nodeMap {
 	m := &nodeMap{pods: map[string]*podNode{}, rows: rows}
 	claimed := map[string][]string{} // node ID or name -> pods
@@ -502,6 +545,9 @@ func (m *nodeMap) present(c *ops.Cluster, pods []string) ([]string, error) {
 		case pn == nil:
 			return nil, ops.Usagef("refusing: pod %s/%s does not exist, so its CrateDB node cannot be found", c.Namespace, name)
 		case pn.Row == nil:
+			if err := m.missingWithRed(name); err != nil {
+				return nil, err
+			}
 			return nil, ops.Usagef("refusing: pod %s has no CrateDB node in sys.nodes (looked for %s; nodes: %s)",
 				name, pn.Facts.describe(), m.rowNames())
 		}

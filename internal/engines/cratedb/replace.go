@@ -31,6 +31,9 @@ func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.Re
 	if err != nil {
 		return nil, err
 	}
+	if err := e.readRed(ctx, c, nodes); err != nil {
+		return nil, err
+	}
 	if err := nodes.problem(c); err != nil {
 		return nil, err
 	}
@@ -82,6 +85,11 @@ func checkReplaceable(c *ops.Cluster, m *nodeMap, pod string) error {
 		return nil // gone: the replacement recreates it, with nothing to drain
 	case pn.Row != nil:
 		return nil
+	}
+	if err := m.missingWithRed(pod); err != nil {
+		return err
+	}
+	switch {
 	case pn.Facts.Ready:
 		return ops.Usagef("refusing: pod %s is Ready but has no CrateDB node in sys.nodes (looked for %s; nodes: %s); its data could be anywhere",
 			pod, pn.Facts.describe(), m.rowNames())

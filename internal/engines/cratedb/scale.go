@@ -143,6 +143,9 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	if err != nil {
 		return nil, err
 	}
+	if err := e.readRed(ctx, c, nodes); err != nil {
+		return nil, err
+	}
 	if err := nodes.problem(c); err != nil {
 		return nil, err
 	}

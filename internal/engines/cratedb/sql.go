@@ -13,6 +13,8 @@ const (
 	sqlAllocReset     = `RESET GLOBAL "cluster.routing.allocation.enable"`
 	sqlNodeCount      = `SELECT count(*) FROM sys.nodes`
 	sqlMaxSeverity    = `SELECT max(severity) FROM sys.health`
+	// sqlRedTables: severity 3 is RED in sys.health (GREEN 1, YELLOW 2).
+	sqlRedTables      = `SELECT table_schema, table_name FROM sys.health WHERE severity = 3`
 	sqlMasterNode     = `SELECT master_node FROM sys.cluster`
 	sqlReplicas       = `SELECT DISTINCT number_of_replicas FROM information_schema.tables WHERE number_of_shards IS NOT NULL`
 	sqlExclusions     = `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`
