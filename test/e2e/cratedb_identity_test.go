@@ -417,8 +417,10 @@ func TestCrateDBReplaceFailed(t *testing.T) {
 			replace := x.args("replace", "--failed", "--failure-threshold", "1s", "--yes", "--no-tui", "--health-checks", "1", "--health-interval", "200ms")
 			seq0 := x.lastSeq()
 			res := runCLI(t, x.env, replace...)
-			if want := "cannot replace " + pod + ": cluster is red"; res.Code != 5 || !strings.Contains(res.Stderr, want) || strings.Count(strings.TrimSpace(res.Stderr), "\n") > 0 {
-				t.Errorf("replace --failed on a red cluster: want exit 5 and one line with %q: %s", want, res)
+			// The refusal names the red table and the node missing from sys.nodes (issue #37
+			// item 7), not only the cluster's colour.
+			if want := "node of pod " + pod + " is missing from the cluster"; res.Code != 5 || !strings.Contains(res.Stderr, want) || !strings.Contains(res.Stderr, "doc.single are RED") || strings.Count(strings.TrimSpace(res.Stderr), "\n") > 0 {
+				t.Errorf("replace --failed on a red cluster: want exit 5 and one line with %q and the red table doc.single: %s", want, res)
 			}
 			// Nothing written: the pod and its PVC kept, no lock (the journal lives on it),
 			// no event, no allocation exclusion, no statement that changes the database.
