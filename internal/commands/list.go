@@ -297,7 +297,7 @@ func didYouMean(ctx context.Context, client kubernetes.Interface, ns, name strin
 	}
 	best, bestD := "", len(name)/3+2
 	for _, f := range found {
-		if d := editDistance(strings.ToLower(name), strings.ToLower(f.Name)); d < bestD {
+		if d := ops.EditDistance(strings.ToLower(name), strings.ToLower(f.Name)); d < bestD {
 			best, bestD = f.Name, d
 		}
 	}
@@ -305,26 +305,4 @@ func didYouMean(ctx context.Context, client kubernetes.Interface, ns, name strin
 		return err
 	}
 	return &ops.CodedError{Kind: ops.ErrUsage, Msg: fmt.Sprintf("%s; did you mean %q?", ce.Msg, best), Err: err}
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

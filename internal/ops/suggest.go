@@ -47,7 +47,7 @@ func Closest(name string, candidates []string, n int) []string {
 	var near []scored
 	for _, c := range candidates {
 		// Below limit, and not a rewrite of the whole name (a one-letter name is near everything).
-		if d := editDistance(strings.ToLower(name), strings.ToLower(c)); d < limit && d < len(name) {
+		if d := EditDistance(strings.ToLower(name), strings.ToLower(c)); d < limit && d < len(name) {
 			near = append(near, scored{c, d})
 		}
 	}
@@ -59,8 +59,8 @@ func Closest(name string, candidates []string, n int) []string {
 	return out
 }
 
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b.
+func EditDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
