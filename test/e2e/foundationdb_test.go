@@ -327,17 +327,42 @@ func TestFoundationDBRestartRefusals(t *testing.T) {
 		want  string
 	}{
 		{"unavailable", func(t *testing.T, _ string, m *fdbsim.Cluster) {
+			// Every coordinator stopped: no quorum, so the database stays unavailable (with
+			// only the logs stopped, the simulator recovers onto other processes, as
+			// FoundationDB recruits logs elsewhere, and the database comes back).
 			for _, p := range m.Processes() {
-				if p.Class == "log" {
+				if slices.Contains(p.Roles, "coordinator") {
 					if err := m.Stop(p.ID); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
+			// Until the simulator's recovery notices the logs are gone, status json may still
+			// report the database available (and refuse for another reason first): wait for it
+			// to say unavailable, as FoundationDB's would (polled: a simulator has no watch).
+			deadline := time.Now().Add(waitTimeout)
+			for {
+				var st struct {
+					Client struct {
+						DatabaseStatus struct{ Available bool } `json:"database_status"`
+					} `json:"client"`
+				}
+				if err := json.Unmarshal(m.StatusJSON(), &st); err != nil {
+					t.Fatal(err)
+				}
+				if !st.Client.DatabaseStatus.Available {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("status json still reports the database available with every coordinator stopped")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 		}, "is unavailable"},
 		{"not reconciled", func(t *testing.T, ns string, _ *fdbsim.Cluster) {
 			// The operator is told to skip the cluster, then its spec changes: a generation the
-			// operator has not reconciled.
+			// operator has not reconciled. The refusal names why (the pause, and how to end it),
+			// not only that the generation is behind.
 			res := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns)
 			if _, err := res.Patch(t.Context(), "myfdb", types.MergePatchType, []byte(`{"spec":{"skip":true}}`), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
@@ -345,7 +370,7 @@ func TestFoundationDBRestartRefusals(t *testing.T) {
 			if _, err := res.Patch(t.Context(), "myfdb", types.MergePatchType, []byte(`{"spec":{"processGroupIDPrefix":"x"}}`), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-		}, "is not reconciled"},
+		}, "the operator is paused (spec.skip true, not set by this tool); refusing to restart; resume it with: kubectl patch foundationdbcluster myfdb"},
 		{"another zone in maintenance", func(t *testing.T, _ string, m *fdbsim.Cluster) {
 			var out, errb strings.Builder
 			if code := m.Run(context.Background(), []string{"--exec", "maintenance on zone-c 300"}, &out, &errb); code != 0 {
