@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +76,9 @@ func Exec(ctx context.Context, restConfig *rest.Config, client kubernetes.Interf
 			Stderr:    true,
 		}, scheme.ParameterCodec)
 
-	var outBuf, errBuf bytes.Buffer
+	// Locked buffers: when ctx ends, the stream returns while client-go's copy goroutines may
+	// still write (the race detector caught it in the e2e TestRealNodeReplicatedPrimaryHang).
+	var outBuf, errBuf lockedBuffer
 	streamErr := stream(ctx, restConfig, req.URL(), remotecommand.StreamOptions{
 		Stdin:  stdin,
 		Stdout: &outBuf,
@@ -253,4 +256,23 @@ type APIExecutor struct {
 // Exec implements Executor.
 func (k APIExecutor) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
 	return Exec(ctx, k.Config, k.Client, namespace, pod, container, argv, stdin)
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and a concurrent reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes is a copy of what was written so far.
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
 }

@@ -114,3 +114,28 @@ func TestTimeoutArgv(t *testing.T) {
 		}
 	}
 }
+
+// TestLockedBufferConcurrentWriteAndRead: a write racing a read (an exec whose context ended
+// while client-go still copies its output) is safe under -race, and Bytes is a copy.
+func TestLockedBufferConcurrentWriteAndRead(t *testing.T) {
+	var b lockedBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			_, _ = b.Write([]byte("x"))
+		}
+	}()
+	for range 100 {
+		_ = b.Bytes()
+	}
+	<-done
+	got := b.Bytes()
+	if len(got) != 1000 {
+		t.Fatalf("%d bytes, want 1000", len(got))
+	}
+	got[0] = 'y'
+	if b.Bytes()[0] != 'x' {
+		t.Fatal("Bytes is not a copy")
+	}
+}
