@@ -483,7 +483,8 @@ func (s *session) flushKills() {
 }
 
 // versionAtLeast reports whether version v (major.minor.patch) is at least major.minor; an
-// unparseable version counts as older.
+// unparseable version counts as older. The engine has its own copy on purpose: the simulator
+// is an independent model and imports nothing of the engine.
 func versionAtLeast(v string, major, minor int) bool {
 	parts := strings.SplitN(v, ".", 3)
 	if len(parts) < 2 {
