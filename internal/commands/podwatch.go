@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"regexp"
 	"sort"
@@ -9,21 +10,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-// clusterSelector is the label selector of the run's pod informer: what the cluster's
-// StatefulSets' selectors have in common ("" = the whole namespace).
+// clusterSelector is the label selector of the run's pod informer: what the selectors of the
+// cluster's groups have in common, whatever owns their pods ("" = the whole namespace).
 func clusterSelector(c *ops.Cluster) string {
 	sels := make([]*metav1.LabelSelector, 0, len(c.Groups))
 	for _, g := range c.Groups {
-		if g.Object == nil {
-			return ""
-		}
-		sels = append(sels, g.Object.Spec.Selector)
+		sels = append(sels, g.Selector)
 	}
 	return kube.SelectorFor(sels)
 }
@@ -32,10 +31,7 @@ func clusterSelector(c *ops.Cluster) string {
 // EventPods snapshot whenever a pod changes, until ctx ends. It is a view concern, so it
 // lives beside the views and not in the procedures.
 func watchPods(ctx context.Context, pods *kube.Pods, client kubernetes.Interface, c *ops.Cluster, clock ops.Clock, sink ops.Sink) {
-	groups := map[string]string{} // StatefulSet name -> node group
-	for _, g := range c.Groups {
-		groups[g.StatefulSet] = g.Name
-	}
+	groups := podGroups(c)
 	zones := newNodeZones(client, c)
 	changed, unsubscribe := pods.Subscribe()
 	go func() {
@@ -109,23 +105,67 @@ func (z *nodeZones) lookup(ctx context.Context, pods []*corev1.Pod) {
 
 var ordinalSuffix = regexp.MustCompile(`^(.*)-(\d+)$`)
 
-func podRows(objs []*corev1.Pod, groups, zones map[string]string) []ops.PodSummary {
+// podGroup tells which pods belong to a node group: those its selector matches and, for a
+// StatefulSet's group, named as the StatefulSet names its pods.
+type podGroup struct {
+	name, statefulSet string
+	selector          labels.Selector
+}
+
+type podGroupList []podGroup
+
+// podGroups are the cluster's groups as the pods table sorts pods into them. A group without
+// a selector (none read) falls back to the StatefulSet's pod names.
+func podGroups(c *ops.Cluster) podGroupList {
+	out := make(podGroupList, 0, len(c.Groups))
+	for _, g := range c.Groups {
+		sel := labels.Everything()
+		if g.Selector != nil {
+			s, err := metav1.LabelSelectorAsSelector(g.Selector)
+			if err != nil {
+				sel = labels.Nothing()
+			} else {
+				sel = s
+			}
+		} else if g.StatefulSet == "" {
+			sel = labels.Nothing()
+		}
+		out = append(out, podGroup{name: g.Name, statefulSet: g.StatefulSet, selector: sel})
+	}
+	return out
+}
+
+// of returns the index of the group pod p belongs to, and its ordinal (the trailing number of
+// its name: StatefulSet ordinals, or the operator's process group numbers), or -1.
+func (gs podGroupList) of(p *corev1.Pod) (int, int) {
+	m := ordinalSuffix.FindStringSubmatch(p.Name)
+	ord := -1
+	if m != nil {
+		ord, _ = strconv.Atoi(m[2])
+	}
+	for i, g := range gs {
+		if g.statefulSet != "" && (m == nil || m[1] != g.statefulSet) {
+			continue
+		}
+		if g.selector.Matches(labels.Set(p.Labels)) {
+			return i, ord
+		}
+	}
+	return -1, ord
+}
+
+func podRows(objs []*corev1.Pod, groups podGroupList, zones map[string]string) []ops.PodSummary {
 	type row struct {
 		ops.PodSummary
-		sts string
+		key string // the StatefulSet's name, else the group's: the table's order
 		ord int
 	}
 	var rows []row
 	for _, p := range objs {
-		m := ordinalSuffix.FindStringSubmatch(p.Name)
-		if m == nil {
+		gi, ord := groups.of(p)
+		if gi < 0 {
 			continue
 		}
-		g, ok := groups[m[1]]
-		if !ok {
-			continue
-		}
-		ord, _ := strconv.Atoi(m[2])
 		var restarts int32
 		for _, cs := range p.Status.ContainerStatuses {
 			restarts += cs.RestartCount
@@ -134,14 +174,17 @@ func podRows(objs []*corev1.Pod, groups, zones map[string]string) []ops.PodSumma
 		if p.DeletionTimestamp != nil {
 			phase = "Terminating"
 		}
-		rows = append(rows, row{PodSummary: ops.PodSummary{Name: p.Name, Group: g, Ready: ops.PodReady(p), Phase: phase,
-			Node: p.Spec.NodeName, Zone: zones[p.Spec.NodeName], UID: string(p.UID), Restarts: restarts}, sts: m[1], ord: ord})
+		rows = append(rows, row{PodSummary: ops.PodSummary{Name: p.Name, Group: groups[gi].name, Ready: ops.PodReady(p), Phase: phase,
+			Node: p.Spec.NodeName, Zone: zones[p.Spec.NodeName], UID: string(p.UID), Restarts: restarts}, key: cmp.Or(groups[gi].statefulSet, groups[gi].name), ord: ord})
 	}
 	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].sts != rows[j].sts {
-			return rows[i].sts < rows[j].sts
+		if rows[i].key != rows[j].key {
+			return rows[i].key < rows[j].key
 		}
-		return rows[i].ord < rows[j].ord
+		if rows[i].ord != rows[j].ord {
+			return rows[i].ord < rows[j].ord
+		}
+		return rows[i].Name < rows[j].Name
 	})
 	out := make([]ops.PodSummary, len(rows))
 	for i, r := range rows {

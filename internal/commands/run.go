@@ -314,7 +314,7 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 		LockID:      lockID,
 		Clock:       cl.Clock,
 		Auditor:     &ops.KubeAuditor{Client: cl.Kube, Clock: cl.Clock, Instance: lockID},
-		Objects:     statefulSetRefs(c),
+		Objects:     c.OwnerRefs(),
 		WaitForLock: g.WaitForLock,
 		Timeout:     timeout,
 		Pacing:      g.Pacing,
@@ -323,9 +323,8 @@ func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster
 	if g.DisableLocks {
 		fmt.Fprintf(g.ErrOut, "WARNING: --disable-locks: running %s on %s/%s WITHOUT the cluster lock; concurrent operations will not be stopped and no journal is kept\n",
 			plan.Operation, c.Namespace, c.Name)
-		for _, grp := range c.Groups {
-			exec.Auditor.Record(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, //nolint:errcheck // best effort: the run must not depend on it
-				Name: grp.StatefulSet, UID: string(grp.Object.GetUID())}, "DbopsLocksDisabled",
+		for _, ref := range c.OwnerRefs() {
+			exec.Auditor.Record(ctx, ref, "DbopsLocksDisabled", //nolint:errcheck // best effort: the run must not depend on it
 				fmt.Sprintf("%s started with --disable-locks by %s", plan.Operation, lockID))
 		}
 	} else {
@@ -553,18 +552,4 @@ func writePlan(w io.Writer, v *ops.PlanView, format string) error {
 		return ops.WritePlanText(w, v)
 	}
 	return writeStructured(w, v, format)
-}
-
-// statefulSetRefs names the cluster's StatefulSets, which receive the
-// operation-level audit events.
-func statefulSetRefs(c *ops.Cluster) []ops.ObjectRef {
-	var out []ops.ObjectRef
-	for _, g := range c.Groups {
-		ref := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: g.StatefulSet}
-		if g.Object != nil {
-			ref.UID = string(g.Object.GetUID())
-		}
-		out = append(out, ref)
-	}
-	return out
 }

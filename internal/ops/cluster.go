@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -75,6 +76,43 @@ type NodeGroup struct {
 	Pods           []Pod `json:"pods"`
 	// Object is the StatefulSet as read, for engines that need its spec.
 	Object *appsv1.StatefulSet `json:"-"`
+	// Selector selects the group's pods (the StatefulSet's selector, or the operator's match
+	// labels with the group's class label), as discovery read it: the run's pod informer and the
+	// pods table select by it, whatever owns the pods. nil when unknown.
+	Selector *metav1.LabelSelector `json:"-"`
+}
+
+// OwnerRef names the resource that recreates the group's pods (its StatefulSet, or the
+// operator's resource), for the operation's audit events: never a StatefulSet with an empty name
+// for a group an operator's resource owns.
+func (g *NodeGroup) OwnerRef(namespace string) ObjectRef {
+	if g.Controller != nil {
+		ref := ObjectRef{Kind: g.Controller.Kind, APIVersion: g.Controller.APIVersion, Namespace: namespace, Name: g.Controller.Name}
+		if md, ok := g.Controller.Object["metadata"].(map[string]any); ok {
+			ref.UID, _ = md["uid"].(string)
+		}
+		return ref
+	}
+	ref := ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: namespace, Name: g.StatefulSet}
+	if g.Object != nil {
+		ref.UID = string(g.Object.GetUID())
+	}
+	return ref
+}
+
+// OwnerRefs names each resource that recreates the cluster's pods once (an operator's resource
+// owns several groups), in group order.
+func (c *Cluster) OwnerRefs() []ObjectRef {
+	var out []ObjectRef
+	for _, g := range c.Groups {
+		ref := g.OwnerRef(c.Namespace)
+		if !slices.ContainsFunc(out, func(o ObjectRef) bool {
+			return o.Kind == ref.Kind && o.APIVersion == ref.APIVersion && o.Name == ref.Name
+		}) {
+			out = append(out, ref)
+		}
+	}
+	return out
 }
 
 // ControllerRef names a resource that creates and recreates pods, and holds it as read.

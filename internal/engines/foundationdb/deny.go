@@ -2,13 +2,11 @@ package foundationdb
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -95,14 +93,7 @@ func SetOperatorDeny(ctx context.Context, dyn dynamic.Interface, u *unstructured
 		if !changed {
 			return false, nil
 		}
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
-			"spec":     map[string]any{"lockOptions": map[string]any{"denyList": next}},
-		})
-		if err != nil {
-			return false, err
-		}
-		_, err = res.Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+		err = patchCR(ctx, dyn, u, map[string]any{"lockOptions": map[string]any{"denyList": next}}, nil)
 		switch {
 		case err == nil:
 			return true, nil

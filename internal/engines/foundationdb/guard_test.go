@@ -1,15 +1,21 @@
 package foundationdb
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // TestStatefulSetScaleWritesStopWhenLockLost: each write step of a StatefulSet scale down
@@ -62,6 +68,54 @@ func TestStatefulSetScaleWritesStopWhenLockLost(t *testing.T) {
 			for _, l := range model.Log()[before:] {
 				if f := strings.Fields(l.Command); len(f) > 0 && f[0] != "status" {
 					t.Errorf("step %s ran fdbcli %q with the lock lost", id, l.Command)
+				}
+			}
+		})
+	}
+}
+
+// TestCRPatchesStopWhenLockLost: every patch of the FoundationDBCluster (scale's counts and
+// removals, replace's marks, the operator pause and deny list) run by a run that lost its lock
+// (the write guard refuses) returns the lock error and sends no patch.
+func TestCRPatchesStopWhenLockLost(t *testing.T) {
+	lost := ops.Lockedf("lost the lock on cluster demo/myfdb: denied")
+	tests := []struct {
+		name  string
+		write func(ctx context.Context, r *removal, u *unstructured.Unstructured) error
+	}{
+		{"scale counts", func(ctx context.Context, r *removal, _ *unstructured.Unstructured) error {
+			return r.patchCounts(ctx, nil, map[string]int32{"storage": 2}, map[string]int{"storage": 3}, []string{"storage-11"})
+		}},
+		{"operator pause", func(ctx context.Context, r *removal, _ *unstructured.Unstructured) error {
+			_, err := SetSkip(ctx, r.e.deps.Dynamic, "demo", "myfdb", true, Pause{})
+			return err
+		}},
+		{"operator deny list", func(ctx context.Context, r *removal, u *unstructured.Unstructured) error {
+			_, err := SetOperatorDeny(ctx, r.e.deps.Dynamic, u, "other-operator", false)
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _, e := liveCluster(t, 3, 3)
+			withProcessGroups(c)
+			obj := c.Groups[0].Controller.Object
+			obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
+			obj["metadata"].(map[string]any)["namespace"] = "demo"
+			obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+			obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}}
+			u := &unstructured.Unstructured{Object: obj}
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+			e.deps.Dynamic = dyn
+			r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
+			ctx := kube.WithWriteGuard(t.Context(), func() error { return lost })
+			if err := tt.write(ctx, r, u); !errors.Is(err, lost) {
+				t.Errorf("with the lock lost: err %v, want the lock error", err)
+			}
+			for _, a := range dyn.Actions() {
+				if a.GetVerb() == "patch" {
+					t.Errorf("patched with the lock lost: %v", a)
 				}
 			}
 		})

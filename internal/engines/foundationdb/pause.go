@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -45,14 +44,7 @@ func SetSkip(ctx context.Context, dyn dynamic.Interface, namespace, name string,
 				note = string(b)
 			}
 		}
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": u.GetResourceVersion(), "annotations": map[string]any{AnnotationPause: note}},
-			"spec":     map[string]any{"skip": value},
-		})
-		if err != nil {
-			return false, err
-		}
-		_, err = res.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		err = patchCR(ctx, dyn, u, map[string]any{"skip": value}, map[string]any{AnnotationPause: note})
 		switch {
 		case err == nil:
 			return true, nil

@@ -2,7 +2,6 @@ package foundationdb
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
@@ -359,14 +357,7 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 				return fmt.Errorf("FoundationDBCluster %s/%s changed since the plan; checked again: %w", r.c.Namespace, r.name, err)
 			}
 		}
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
-			"spec":     map[string]any{r.field: next},
-		})
-		if err != nil {
-			return err
-		}
-		_, err = r.e.deps.Dynamic.Resource(discovery.FoundationDBClusterGVR).Namespace(r.c.Namespace).Patch(ctx, r.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		err = patchCR(ctx, r.e.deps.Dynamic, u, map[string]any{r.field: next}, nil)
 		switch {
 		case err == nil:
 			sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},

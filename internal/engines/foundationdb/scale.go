@@ -2,16 +2,13 @@ package foundationdb
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
@@ -251,14 +248,7 @@ func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map
 		if len(spec) == 0 {
 			return nil // set already (a resumed run)
 		}
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()},
-			"spec":     spec,
-		})
-		if err != nil {
-			return err
-		}
-		_, err = r.e.deps.Dynamic.Resource(discovery.FoundationDBClusterGVR).Namespace(r.c.Namespace).Patch(ctx, r.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		err = patchCR(ctx, r.e.deps.Dynamic, u, spec, nil)
 		switch {
 		case err == nil:
 			if sc != nil { // nil in unit tests of the patch alone

@@ -441,13 +441,22 @@ func (s *stsScale) status(ctx context.Context) (*Status, error) {
 
 // live is the cluster with its pods as they are now (the run's pods change as it goes).
 func (s *stsScale) live(ctx context.Context) (*ops.Cluster, error) {
-	pods, err := s.e.client.CoreV1().Pods(s.c.Namespace).List(ctx, metav1.ListOptions{})
+	// The StatefulSet's pods only (its selector), from the run's pod informer inside a run:
+	// not a LIST of every pod of the namespace on each status read.
+	sel := ""
+	if s.g.Selector != nil {
+		ls, err := metav1.LabelSelectorAsSelector(s.g.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("selector of StatefulSet %s/%s: %w", s.c.Namespace, s.g.StatefulSet, err)
+		}
+		sel = ls.String()
+	}
+	pods, err := ops.ListPods(ctx, nil, s.e.client, s.c.Namespace, sel)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of %s/%s: %w", s.c.Namespace, s.c.Name, err)
 	}
-	g := &ops.NodeGroup{Name: s.g.Name, StatefulSet: s.g.StatefulSet}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	g := &ops.NodeGroup{Name: s.g.Name, StatefulSet: s.g.StatefulSet, Selector: s.g.Selector}
+	for _, p := range pods {
 		ref := metav1.GetControllerOfNoCopy(p)
 		if ref == nil || ref.Kind != "StatefulSet" || ref.Name != s.g.StatefulSet {
 			continue

@@ -419,3 +419,35 @@ func TestStatefulSetReplaceBatchesCoordinators(t *testing.T) {
 		t.Fatalf("first batch: %q, want %q (fdb-4, not fdb-3 of the next batch)", got, want)
 	}
 }
+
+// The scale's live view of the StatefulSet's pods lists by the StatefulSet's selector: not
+// every pod of the namespace on each status read.
+func TestStatefulSetLiveListsByItsSelector(t *testing.T) {
+	pod := func(name string, labels map[string]string, owner string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Labels: labels}}
+		if owner != "" {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: owner, Controller: &yes}}
+		}
+		return p
+	}
+	client := fake.NewClientset(pod("fdb-0", map[string]string{"app": "fdb"}, "fdb"), pod("fdb-1", map[string]string{"app": "fdb"}, "fdb"),
+		pod("web-0", map[string]string{"app": "web"}, "web"))
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fdb"}}
+	g := &ops.NodeGroup{Name: "fdb", StatefulSet: "fdb", Selector: sel}
+	s := &stsScale{e: &Engine{client: client}, c: &ops.Cluster{Name: "fdb", Namespace: "demo", Groups: []*ops.NodeGroup{g}}, g: g}
+	c, err := s.live(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Groups[0].Pods; len(got) != 2 || got[0].Name != "fdb-0" || got[1].Name != "fdb-1" {
+		t.Fatalf("live pods %+v", got)
+	}
+	for _, a := range client.Actions() {
+		if l, ok := a.(k8stesting.ListAction); ok && a.GetResource().Resource == "pods" {
+			if got := l.GetListRestrictions().Labels.String(); got != "app=fdb" {
+				t.Errorf("pods listed with selector %q, want the StatefulSet's app=fdb", got)
+			}
+		}
+	}
+}

@@ -284,6 +284,7 @@ func assemble(c *ops.Cluster, specs []groupSpec, pods []corev1.Pod, zones map[st
 			Ready:       s.Status.ReadyReplicas,
 			Pods:        make([]ops.Pod, 0, len(byGroup[i])),
 			Object:      s,
+			Selector:    s.Spec.Selector,
 		}
 		// Lists come back in name order (…-1, …-10, …-2). Sorting small
 		// (ordinal, pointer) pairs here is far cheaper than letting

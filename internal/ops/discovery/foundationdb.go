@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,6 +76,13 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 	// redundancy mode, -1 none.
 	counts := FoundationDBProcessCounts(u.Object)
 	ref := &ops.ControllerRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Object: u.Object}
+	// A class's pods: the cluster's match labels and the class label (the operator's
+	// GetPodLabels puts both on every pod it creates).
+	classSelector := func(class string) *metav1.LabelSelector {
+		l := maps.Clone(match)
+		l[classLabel] = class
+		return &metav1.LabelSelector{MatchLabels: l}
+	}
 	byClass := map[string]*ops.NodeGroup{}
 	for i := range pods {
 		p := &pods[i]
@@ -91,7 +99,7 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 			if order < 0 {
 				order = len(fdbClassOrder)
 			}
-			g = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref}
+			g = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref, Selector: classSelector(class)}
 			byClass[class] = g
 		}
 		id := p.Labels[idLabel]
@@ -124,7 +132,7 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 			if order < 0 {
 				order = len(fdbClassOrder)
 			}
-			byClass[class] = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref}
+			byClass[class] = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref, Selector: classSelector(class)}
 		}
 	}
 	c = &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: ops.EngineFoundationDB, Layout: LayoutFoundationDBOperator,
