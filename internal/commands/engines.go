@@ -27,30 +27,42 @@ func (d EngineDeps) deps() ops.EngineDeps {
 // EngineKind is an engine commands can build: its name (the --engine value
 // and dbops.io/engine label) and how to build it for a cluster.
 type EngineKind struct {
-	Name  string
+	Name string
+	// Title is how messages name the engine's clusters ("CrateDB"); Name when empty.
+	Title string
+	// Flags are the flags only this engine reads (another engine would ignore them): given for
+	// a cluster of another engine they are a usage error (checkEngineFlags), before anything runs.
+	Flags []string
 	Build func(ctx context.Context, d EngineDeps) (ops.Engine, error)
 }
+
+// crateFlags are the CrateDB engine's flags.
+var crateFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "system-password-secret", "health-checks", "health-interval",
+	"stable-for", "crash-user", "allow-rolling-update"}
+
+// fdbFlags are the FoundationDB engine's flags.
+var fdbFlags = []string{"fdb-timeout", "processes", "remove", "process-class", "no-exclusion"}
 
 // builtinEngines are this build's engines, in help order (ops.KnownEngines).
 func builtinEngines() []EngineKind {
 	return []EngineKind{
-		{ops.EngineCrateDB, func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineCrateDB, Title: "CrateDB", Flags: crateFlags, Build: func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
 			cfg, err := d.Options.crateConfig(ctx, d.Clients, d.Cluster)
 			if err != nil {
 				return nil, err
 			}
 			return built(cratedb.New(d.deps(), cfg))
 		}},
-		{ops.EngineEtcd, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineEtcd, Flags: etcdFlags, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			if err := d.Options.Etcd.Validate(); err != nil {
 				return nil, err
 			}
 			return built(etcd.New(d.deps(), d.Options.Etcd.Options))
 		}},
-		{ops.EngineFoundationDB, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineFoundationDB, Title: "FoundationDB", Flags: fdbFlags, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			return built(foundationdb.New(d.deps(), d.Options.fdbOptions()))
 		}},
-		{ops.EngineReplicated, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineReplicated, Flags: []string{"primaries"}, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			// A malformed configuration source is a usage error before anything runs.
 			layers, err := d.Options.replicatedLayers()
 			if err != nil {
@@ -58,7 +70,7 @@ func builtinEngines() []EngineKind {
 			}
 			return built(replicated.New(d.deps(), replicated.Options{Layers: layers}))
 		}},
-		{ops.EngineGeneric, func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineGeneric, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			return built(generic.New(d.deps(), generic.Options{}))
 		}},
 	}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -157,28 +158,39 @@ func checkFlagDependencies(g *GlobalOptions) error {
 	return nil
 }
 
-// crateOnlyFlags are the CrateDB engine's flags; another engine would
-// ignore them.
-var crateOnlyFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "system-password-secret", "health-checks", "health-interval",
-	"stable-for", "crash-user", "allow-rolling-update"}
-
-// checkEngineFlags refuses engine-specific flags given for a cluster of
-// another engine.
+// checkEngineFlags refuses a flag of one engine given for a cluster of another (the engine
+// would ignore it): one check over the flags each engine of the registry claims
+// (EngineKind.Flags), in the order the flags are named there.
 func (o *GlobalOptions) checkEngineFlags(c *ops.Cluster) error {
-	if c.Engine != ops.EngineEtcd {
-		for _, f := range etcdFlags {
-			if o.flagGiven(f) {
-				return ops.Usagef("--%s is for etcd clusters; cluster %s is %s", f, c.Name, c.Engine)
+	for _, k := range o.Engines {
+		for _, f := range k.Flags {
+			if !o.flagGiven(f) || slices.Contains(o.flagEngines(f), c.Engine) {
+				continue
 			}
-		}
-	}
-	if c.Engine == ops.EngineCrateDB {
-		return nil
-	}
-	for _, f := range crateOnlyFlags {
-		if o.flagGiven(f) {
-			return ops.Usagef("--%s is for CrateDB clusters; cluster %s is %s", f, c.Name, c.Engine)
+			return ops.Usagef("--%s is for %s clusters; cluster %s is %s", f, strings.Join(o.flagEngineTitles(f), " and "), c.Name, c.Engine)
 		}
 	}
 	return nil
+}
+
+// flagEngines are the engines that claim flag f.
+func (o *GlobalOptions) flagEngines(f string) []string {
+	var out []string
+	for _, k := range o.Engines {
+		if slices.Contains(k.Flags, f) {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
+
+// flagEngineTitles are the display names of the engines that claim flag f.
+func (o *GlobalOptions) flagEngineTitles(f string) []string {
+	var out []string
+	for _, k := range o.Engines {
+		if slices.Contains(k.Flags, f) {
+			out = append(out, cmp.Or(k.Title, k.Name))
+		}
+	}
+	return out
 }

@@ -210,12 +210,6 @@ func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 		// FoundationDB names pods or process groups; the engine resolves and checks them.
 		return nil
 	}
-	if len(o.ProcessClasses) > 0 && c.Layout != discovery.LayoutFoundationDBStatefulSet {
-		return ops.Usagef("--process-class applies to FoundationDB clusters only; %s/%s is not one", c.Namespace, c.Name)
-	}
-	if o.NoExclusion {
-		return ops.Usagef("--no-exclusion applies to FoundationDB clusters only; %s/%s is not one", c.Namespace, c.Name)
-	}
 	for _, name := range o.Pods {
 		if _, p := c.Pod(name); p == nil {
 			var names []string

@@ -283,7 +283,7 @@ func TestScaleRemoveNeedsProcesses(t *testing.T) {
 		{[]string{"--remove", "storage-1"}, "give --processes CLASS=N"},
 		{[]string{"--replicas", "3", "--remove", "storage-1"}, "give --processes CLASS=N"},
 		{[]string{"--processes", "storage=2", "--remove", ""}, "--remove was given an empty value"},
-		{[]string{"--processes", "storage=2", "--remove", "storage-1"}, "--processes applies to FoundationDB clusters only"},
+		{[]string{"--processes", "storage=2", "--remove", "storage-1"}, "--processes is for FoundationDB clusters; cluster db is generic"},
 	} {
 		r := h.run(append([]string{"scale", "db", "--yes"}, tc.args...)...)
 		if r.code != ops.ExitUsage || !strings.Contains(r.err, tc.want) {

@@ -42,6 +42,10 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 	if err != nil {
 		return nil, nil, didYouMean(ctx, cl.Kube, ns, name, err)
 	}
+	// A flag of another engine is bad input, refused before anything else is checked.
+	if err := g.checkEngineFlags(c); err != nil {
+		return nil, nil, err
+	}
 	if mutating && c.Operator != "" && !g.IgnoreOperator {
 		return nil, nil, ops.Preconditionf("cluster %s/%s is managed by an operator (%s); it would fight manual changes: pause it, or pass --ignore-operator",
 			c.Namespace, c.Name, c.Operator)

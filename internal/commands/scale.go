@@ -255,9 +255,6 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
 		timeoutEnv: "SCALING_TIMEOUT", defaultTimeout: defaultScalingTimeout,
 		plan: func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
-			if len(o.processes) > 0 && eng.Name() != ops.EngineFoundationDB {
-				return nil, ops.Usagef("--processes applies to FoundationDB clusters only; %s/%s is %s", c.Namespace, c.Name, eng.Name())
-			}
 			s, ok := eng.(ops.Scaler)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
