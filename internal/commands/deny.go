@@ -229,9 +229,7 @@ func (o *DenyListOptions) Run(cmd *cobra.Command) error {
 		return err
 	}
 	fdb := o.readOperatorLocks(ctx)
-	if fdb != nil {
-		doc.Object["foundationdbOperator"] = fdb.object()
-	}
+	fdb.addTo(doc.Object)
 	return o.printDocument(o.Out, doc, func(w io.Writer) error {
 		if fdb != nil {
 			defer fdb.writeText(w)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
@@ -34,6 +35,9 @@ type EngineKind struct {
 	// a cluster of another engine they are a usage error (checkEngineFlags), before anything runs.
 	Flags []string
 	Build func(ctx context.Context, d EngineDeps) (ops.Engine, error)
+	// Operator builds the engine's operator verbs (lock --pause-operator, deny
+	// --operator-instance, the operator's locks in lock status); nil for engines without.
+	Operator func(d EngineDeps) (ops.OperatorControl, error)
 }
 
 // crateFlags are the CrateDB engine's flags.
@@ -42,6 +46,17 @@ var crateFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "s
 
 // fdbFlags are the FoundationDB engine's flags.
 var fdbFlags = []string{"fdb-timeout", "processes", "remove", "process-class", "no-exclusion"}
+
+// fdbDefaultTimeout is --fdb-timeout's default, the engine's (fdbcli's --timeout).
+const fdbDefaultTimeout = foundationdb.DefaultTimeout * time.Second
+
+// fdbProcessClasses are the FoundationDB process classes scale --processes takes.
+var fdbProcessClasses = foundationdb.ProcessClasses
+
+// fdbOptions are the FoundationDB engine's options from the shared flags (validated by Validate).
+func (o *GlobalOptions) fdbOptions() foundationdb.Options {
+	return foundationdb.Options{Timeout: int(o.FDBTimeout / time.Second)}
+}
 
 // builtinEngines are this build's engines, in help order (ops.KnownEngines).
 func builtinEngines() []EngineKind {
@@ -61,6 +76,8 @@ func builtinEngines() []EngineKind {
 		}},
 		{Name: ops.EngineFoundationDB, Title: "FoundationDB", Flags: fdbFlags, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			return built(foundationdb.New(d.deps(), d.Options.fdbOptions()))
+		}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {
+			return foundationdb.New(d.deps(), d.Options.fdbOptions())
 		}},
 		{Name: ops.EngineReplicated, Flags: []string{"primaries"}, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			// A malformed configuration source is a usage error before anything runs.

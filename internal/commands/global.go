@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/viper"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -77,7 +76,7 @@ func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 		Factory:      NewFactory(streams),
 		Output:       "text",
 		LockDuration: 10 * time.Minute,
-		FDBTimeout:   foundationdb.DefaultTimeout * time.Second,
+		FDBTimeout:   fdbDefaultTimeout,
 		CrateDB:      NewCrateDBOptions(),
 		Etcd:         &EtcdOptions{},
 		viper:        viper.New(),
@@ -250,9 +249,4 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// fdbOptions are the FoundationDB engine's options from the shared flags (validated by Validate).
-func (o *GlobalOptions) fdbOptions() foundationdb.Options {
-	return foundationdb.Options{Timeout: int(o.FDBTimeout / time.Second)}
 }

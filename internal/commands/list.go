@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -170,10 +169,10 @@ func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name s
 		case h != nil:
 			row.Health = h.Status
 		}
-		if u := foundationdb.Resource(c); u != nil {
+		if ctl, ok := eng.(ops.OperatorControl); ok && ctl.OperatorResource(c) != nil {
 			// A paused operator reconciles nothing: the row says so, whatever the health.
-			if p := foundationdb.ReadPause(u); p.Paused {
-				row.OperatorPaused = p.Describe(time.Now())
+			if p := ctl.OperatorLocks(ctx, c, false, time.Now()).Paused; p != nil {
+				row.OperatorPaused = p.Description
 				row.Health = dash(row.Health) + " (operator paused)"
 			}
 		}

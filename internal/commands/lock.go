@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -52,6 +51,8 @@ type ClearedFDBLock struct {
 	Owner string    `json:"owner"`
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// operator names the operator, for the text output.
+	operator string
 }
 
 // NewLockOptions returns options bound to the shared flags.
@@ -122,9 +123,7 @@ func (o *LockStatusOptions) Run(cmd *cobra.Command) error {
 		return err
 	}
 	fdb := o.readOperatorLocks(ctx)
-	if fdb != nil {
-		doc.Object["foundationdbOperator"] = fdb.object()
-	}
+	fdb.addTo(doc.Object)
 	return o.printDocument(o.Out, doc, func(w io.Writer) error {
 		var b strings.Builder
 		ops.Fprintf(&b, "Lease:    %s/%s (you are %s)\n", st.Namespace, st.Lease, st.Self)
@@ -179,8 +178,14 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if o.PauseOperator && foundationdb.Resource(o.found) == nil {
-		return ops.Usagef("--pause-operator applies to a FoundationDBCluster (it sets spec.skip); %s/%s is not one", m.Namespace, m.Cluster)
+	var ctl ops.OperatorControl
+	if o.PauseOperator {
+		if ctl, err = o.operatorControl(o.clients, o.found); err != nil {
+			return err
+		}
+		if ctl == nil {
+			return ops.Usagef("--pause-operator applies to a cluster an operator's resource manages (a FoundationDBCluster: it sets spec.skip); %s/%s is not one", m.Namespace, m.Cluster)
+		}
 	}
 	if o.DryRun {
 		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: lock.ManualOperation}, DryRun: true},
@@ -262,10 +267,11 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 	}
 	if o.DryRun {
 		also := ""
-		if l := o.readOperatorLocks(ctx); l != nil && l.fdb != nil && l.fdb.Holder != nil &&
-			l.fdb.Holder.Owner == foundationdb.LockOwnerID && !l.fdb.Holder.Expired(l.now) {
-			also = fmt.Sprintf("would also clear the FoundationDB operator's lock key held as %s until %s\n",
-				foundationdb.LockOwnerID, time.Unix(l.fdb.Holder.End, 0).UTC().Format(time.RFC3339))
+		if l := o.readOperatorLocks(ctx); l != nil && l.DBLock != nil && l.DBLock.Holder != nil {
+			if ctl, _ := o.operatorControl(o.clients, o.found); ctl != nil && l.DBLock.Holder.Owner == ctl.OperatorLockOwner() && !l.DBLock.Holder.Expired(l.now) {
+				also = fmt.Sprintf("would also clear the %s's lock key held as %s until %s\n",
+					l.Operator, ctl.OperatorLockOwner(), l.DBLock.Holder.End.UTC().Format(time.RFC3339))
+			}
 		}
 		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "release", Holder: m.ID}, DryRun: true},
 			func(w io.Writer) error {
@@ -304,8 +310,8 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 	cleared, fdbErr := o.clearOwnFDBLock(ctx)
 	fdbNote := ""
 	if cleared != nil {
-		fdbNote = fmt.Sprintf("FoundationDB operator's lock key cleared (held as %s since %s, until %s, by a run that did not end)\n",
-			cleared.Owner, cleared.Start.Format(time.RFC3339), cleared.End.Format(time.RFC3339))
+		fdbNote = fmt.Sprintf("%s's lock key cleared (held as %s since %s, until %s, by a run that did not end)\n",
+			cleared.operator, cleared.Owner, cleared.Start.Format(time.RFC3339), cleared.End.Format(time.RFC3339))
 	}
 	if err := o.printLockAction(m, LockAction{LockInfo: info, FDBLockCleared: cleared}, func(w io.Writer) error {
 		if _, err := ops.Fprintf(w, "lock on %s/%s released by %s%s\n", m.Namespace, m.Cluster, m.ID, held); err != nil {
@@ -318,27 +324,27 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 	return fdbErr
 }
 
-// clearOwnFDBLock clears the FoundationDB operator's lock key where the cluster uses it and
-// kubectl-dbops holds it: with the Lease released no run of this tool acts, so the key is one
-// a run killed outright left (foundationdb.Engine.ClearOwnFDBLock). The Lease stays released
-// when this fails; the error says the key expires by itself.
+// clearOwnFDBLock clears the operator's lock in the database where the cluster uses it and
+// this tool holds it (ops.OperatorControl.ClearOwnOperatorLock): with the Lease released no run
+// of this tool acts, so the lock is one a run killed outright left. The Lease stays released
+// when this fails; the error says the lock expires by itself.
 func (o *LockOptions) clearOwnFDBLock(ctx context.Context) (*ClearedFDBLock, error) {
-	if o.found == nil || o.clients == nil || foundationdb.Resource(o.found) == nil {
+	ctl, err := o.operatorControl(o.clients, o.found)
+	if err != nil {
+		return nil, fmt.Errorf("the lock is released, but the operator's lock key was not checked: %w", err)
+	}
+	if ctl == nil {
 		return nil, nil
 	}
-	e, err := foundationdb.New(EngineDeps{Clients: o.clients, Cluster: o.found, Options: o.GlobalOptions}.deps(), o.fdbOptions())
+	h, err := ctl.ClearOwnOperatorLock(ctx, o.found)
 	if err != nil {
-		return nil, fmt.Errorf("the lock is released, but the FoundationDB operator's lock key was not checked: %w", err)
-	}
-	h, err := e.ClearOwnFDBLock(ctx, o.found)
-	if err != nil {
-		return nil, fmt.Errorf("the lock is released, but the FoundationDB operator's lock key held as %s was not cleared (it expires by itself; see lock status): %w",
-			foundationdb.LockOwnerID, err)
+		return nil, fmt.Errorf("the lock is released, but the operator's lock key held as %s was not cleared (it expires by itself; see lock status): %w",
+			ctl.OperatorLockOwner(), err)
 	}
 	if h == nil {
 		return nil, nil
 	}
-	return &ClearedFDBLock{Owner: h.Owner, Start: time.Unix(h.Start, 0).UTC(), End: time.Unix(h.End, 0).UTC()}, nil
+	return &ClearedFDBLock{Owner: h.Owner, Start: h.Start.UTC(), End: h.End.UTC(), operator: ctl.OperatorLocks(ctx, o.found, false, time.Now()).Operator}, nil
 }
 
 // recordLockEvent records a change of the lock or deny list as an Event on the cluster's

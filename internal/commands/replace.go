@@ -12,9 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // ReplaceOptions holds `replace` flags.
@@ -206,9 +204,12 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 
 // checkPods refuses named pods that are not the cluster's.
 func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
-	if foundationdb.Resource(c) != nil {
-		// FoundationDB names pods or process groups; the engine resolves and checks them.
-		return nil
+	for _, g := range c.Groups {
+		if g.Controller != nil {
+			// An operator's resource owns the pods: names may be pods or the operator's own
+			// (FoundationDB's process groups); the engine resolves and checks them.
+			return nil
+		}
 	}
 	for _, name := range o.Pods {
 		if _, p := c.Pod(name); p == nil {
@@ -276,27 +277,17 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 // group) or --node; with no pod on the nodes it says so and chooses none.
 func (o *ReplaceOptions) selectPods(ctx context.Context, cl *Clients, eng ops.Engine, c *ops.Cluster, reasons map[string]string) ([]string, error) {
 	var pods []string
-	// FoundationDB as a StatefulSet has one node group; its processes report their classes.
-	if fe, ok := eng.(*foundationdb.Engine); ok && c.Layout == discovery.LayoutFoundationDBStatefulSet && len(o.ProcessClasses) > 0 {
-		chosen, why, err := fe.PodsOfClass(ctx, c, o.ProcessClasses)
+	if len(o.ProcessClasses) > 0 {
+		pc, ok := eng.(ops.ClassPodChooser)
+		if !ok {
+			return nil, ops.Usagef("--process-class: engine %s (cluster %s/%s) has no process classes", eng.Name(), c.Namespace, c.Name)
+		}
+		chosen, why, err := pc.PodsOfClass(ctx, c, o.ProcessClasses)
 		if err != nil {
 			return nil, err
 		}
 		pods = chosen
 		maps.Copy(reasons, why)
-	}
-	for _, class := range o.ProcessClasses {
-		if c.Layout == discovery.LayoutFoundationDBStatefulSet {
-			break
-		}
-		g := c.Group(class)
-		if g == nil {
-			return nil, ops.Usagef("no process class %q in %s/%s; allowed: %s", class, c.Namespace, c.Name, strings.Join(c.GroupNames(), ", "))
-		}
-		for _, p := range g.Pods {
-			pods = append(pods, p.Name)
-			reasons[p.Name] = "process class " + class
-		}
 	}
 	nodes, why := o.Nodes, ""
 	if len(o.NodeSelector) > 0 {

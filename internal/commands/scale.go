@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -127,7 +126,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
 	cmd.Flags().StringSliceVar(&o.Remove, "remove", nil, "FoundationDB: with --processes, the process groups (or their pods) that go, exactly as many per class as the new count removes (comma-separated or repeated)")
-	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(foundationdb.ProcessClasses, ", ")+")")
+	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(fdbProcessClasses, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.CrateDB.AddConnFlags(cmd.Flags())
 	g.CrateDB.AddScaleFlags(cmd.Flags())
@@ -234,8 +233,8 @@ func (o *ScaleOptions) parseProcesses() error {
 		for _, d := range strings.Split(arg, ",") {
 			class, val, ok := strings.Cut(d, "=")
 			class = strings.TrimSpace(class)
-			if !ok || !slices.Contains(foundationdb.ProcessClasses, class) {
-				return ops.Usagef("--processes %q: want CLASS=N with CLASS one of %s", d, strings.Join(foundationdb.ProcessClasses, ", "))
+			if !ok || !slices.Contains(fdbProcessClasses, class) {
+				return ops.Usagef("--processes %q: want CLASS=N with CLASS one of %s", d, strings.Join(fdbProcessClasses, ", "))
 			}
 			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 32)
 			if err != nil || n < -1 {

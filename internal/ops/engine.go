@@ -191,6 +191,13 @@ type MemberChecker interface {
 	NotMembers(ctx context.Context, c *Cluster) (map[string]string, error)
 }
 
+// ClassPodChooser is implemented by engines whose pods run processes of named classes
+// (FoundationDB): `replace --process-class` chooses the pods by it. reasons says why each pod
+// was chosen; an unknown class is a usage error naming the classes there are.
+type ClassPodChooser interface {
+	PodsOfClass(ctx context.Context, c *Cluster, classes []string) (pods []string, reasons map[string]string, err error)
+}
+
 // Closer is implemented by engines that keep connections (CrateDB's
 // port-forward and database sessions); the command closes them at the end.
 type Closer interface {

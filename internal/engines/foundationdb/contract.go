@@ -5,10 +5,12 @@ import "github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 // The capabilities of internal/ops/engine.go this engine has, and the hooks of the shared
 // rolling restart it plugs in, checked at compile time.
 var (
-	_ ops.Engine        = (*Engine)(nil)
-	_ ops.PodReplacer   = (*Engine)(nil)
-	_ ops.Scaler        = (*Engine)(nil)
-	_ ops.MemberChecker = (*Engine)(nil)
+	_ ops.Engine          = (*Engine)(nil)
+	_ ops.PodReplacer     = (*Engine)(nil)
+	_ ops.Scaler          = (*Engine)(nil)
+	_ ops.MemberChecker   = (*Engine)(nil)
+	_ ops.OperatorControl = (*Engine)(nil)
+	_ ops.ClassPodChooser = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*gate)(nil)
 	_ ops.RestartOrderer     = (*gate)(nil)

@@ -89,11 +89,28 @@ func podNames(batch []ops.Pod) []string {
 	return out
 }
 
-// PodsOfClass chooses, for `replace --process-class` on the foundationdb-statefulset layout,
-// the pods whose process reports one of classes in status json (class_type): the layout has one
-// node group, so the classes are the processes' own. reasons says why each was chosen. A class
-// no process reports is refused with the classes there are.
+// PodsOfClass chooses the pods of `replace --process-class` (ops.ClassPodChooser): on a
+// FoundationDBCluster every pod of the classes' node groups (the operator groups pods by
+// class); on the foundationdb-statefulset layout the pods whose process reports one of classes
+// in status json (class_type): the layout has one node group, so the classes are the
+// processes' own. reasons says why each was chosen. A class with no pod (no process) is
+// refused with the classes there are.
 func (e *Engine) PodsOfClass(ctx context.Context, c *ops.Cluster, classes []string) ([]string, map[string]string, error) {
+	if Resource(c) != nil {
+		var pods []string
+		reasons := map[string]string{}
+		for _, class := range classes {
+			g := c.Group(class)
+			if g == nil {
+				return nil, nil, ops.Usagef("no process class %q in %s/%s; allowed: %s", class, c.Namespace, c.Name, strings.Join(c.GroupNames(), ", "))
+			}
+			for _, p := range g.Pods {
+				pods = append(pods, p.Name)
+				reasons[p.Name] = "process class " + class
+			}
+		}
+		return pods, reasons, nil
+	}
 	st, _, err := e.StatusFrom(ctx, e.cli(), c, nil)
 	if err != nil {
 		return nil, nil, ops.Preconditionf("cannot read the database's status to choose pods by process class: %v", err)
