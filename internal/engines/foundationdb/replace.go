@@ -669,7 +669,7 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		cr := ReadCR(u)
 		switch {
 		case cr.Reconciled < cr.Generation:
-			return false, fmt.Sprintf("the FoundationDBCluster to be reconciled (generation %d, reconciled %d)", cr.Generation, cr.Reconciled), nil
+			return false, fmt.Sprintf("the FoundationDBCluster to be reconciled (generation %d, reconciled %d: %s)", cr.Generation, cr.Reconciled, cr.NotReconciledReason()), nil
 		case !cr.Available || !cr.Healthy:
 			return false, fmt.Sprintf("the FoundationDBCluster's health (available=%t healthy=%t)", cr.Available, cr.Healthy), nil
 		}
