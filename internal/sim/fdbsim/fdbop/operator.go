@@ -548,10 +548,13 @@ func (o *Operator) createPod(ctx context.Context, owner *unstructured.Unstructur
 			Containers: []corev1.Container{{
 				Name:  MainContainer,
 				Image: "foundationdb/fdb-kubernetes-monitor:" + spec.Version,
-				Env: []corev1.EnvVar{
+				// internal/pod_models.go configureContainersForUnifiedImages: the client trace
+				// environment (fdbsim.OperatorMainContainerEnv) is set in the main container,
+				// so fdbcli run there by exec traces into the pod's log volume.
+				Env: append([]corev1.EnvVar{
 					{Name: "FDB_CLUSTER_FILE", Value: "/var/dynamic-conf/fdb.cluster"},
 					{Name: "FDB_INSTANCE_ID", Value: pg.ProcessGroupID},
-				},
+				}, traceEnv(name)...),
 			}},
 			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
@@ -567,6 +570,15 @@ func (o *Operator) createPod(ctx context.Context, owner *unstructured.Unstructur
 		return fmt.Errorf("create pod %s: %w", pod.Name, err)
 	}
 	return err
+}
+
+func traceEnv(cluster string) []corev1.EnvVar {
+	env := fdbsim.OperatorMainContainerEnv(cluster)
+	out := make([]corev1.EnvVar, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, corev1.EnvVar{Name: k, Value: env[k]})
+	}
+	return out
 }
 
 // zone is the process's zoneid: spec.faultDomain.value, the node name (valueFrom spec.nodeName,
