@@ -44,6 +44,8 @@ type Engine struct {
 	deps    ops.EngineDeps
 	timeout int
 	poll    time.Duration
+	// afterFunc replaces time.After in waits (tests); nil in use.
+	afterFunc func(time.Duration) <-chan time.Time
 }
 
 // New builds the engine from the cluster's clients and the exec seam.

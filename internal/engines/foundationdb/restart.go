@@ -655,10 +655,10 @@ func canEndMaintenance(st *Status) string {
 	return ""
 }
 
-// poll calls f every pollInterval until it is done, reporting what it waits for.
+// poll calls f until it is done, reporting what it waits for, on a backoff from the poll
+// interval (backoff.go).
 func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, string, error)) error {
-	t := time.NewTicker(g.e.poll)
-	defer t.Stop()
+	bo := backoff{base: g.e.poll}
 	last := ""
 	for {
 		done, reason, err := f()
@@ -686,7 +686,7 @@ func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, st
 				return fmt.Errorf("interrupted%s: %w", note, ctx.Err())
 			}
 			return ctx.Err()
-		case <-t.C:
+		case <-g.e.after(bo.next(reason)):
 		}
 	}
 }
