@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
@@ -24,11 +25,22 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	addr, pod := getenv("FDBSIM_ADDR"), getenv("FDBSIM_POD")
+// run runs fdbcli with args in the environment environ (NAME=VALUE entries): the simulator
+// gets its FDB_NETWORK_OPTION_* variables, which the FDB client reads (client trace files).
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) int {
+	env := map[string]string{}
+	fdbEnv := map[string]string{}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+		if strings.HasPrefix(k, "FDB_NETWORK_OPTION_") {
+			fdbEnv[k] = v
+		}
+	}
+	addr, pod := env["FDBSIM_ADDR"], env["FDBSIM_POD"]
 	if addr == "" || pod == "" {
 		fmt.Fprintln(stderr, "fdbcli-shim: FDBSIM_ADDR and FDBSIM_POD must be set (this is the FoundationDB simulator's fdbcli)")
 		return 1
@@ -36,7 +48,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if args == nil {
 		args = []string{}
 	}
-	body, err := json.Marshal(fdbsim.ExecRequest{Pod: pod, Args: args})
+	body, err := json.Marshal(fdbsim.ExecRequest{Pod: pod, Args: args, Env: fdbEnv})
 	if err != nil {
 		fmt.Fprintf(stderr, "fdbcli-shim: %v\n", err)
 		return 1

@@ -41,14 +41,24 @@ func TestShimRunsFdbcliOfItsPod(t *testing.T) {
 		{"unbound pod still checks options", map[string]string{"FDBSIM_ADDR": srv.URL, "FDBSIM_POD": "demo/other"},
 			[]string{"--timeout", "3"}, 1, "", "ERROR: --timeout may only be specified with --exec\n"},
 		{"no simulator configured", map[string]string{}, []string{"--exec", "status"}, 1, "", "FDBSIM_ADDR and FDBSIM_POD must be set"},
+		// The client's trace environment reaches the simulator, which notes the trace file.
+		{"trace environment", map[string]string{"FDBSIM_ADDR": srv.URL, "FDBSIM_POD": "demo/myfdb-storage-1", fdbsim.EnvTraceEnable: "/var/log/t"},
+			[]string{"--exec", "status minimal"}, 0, "The database is", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var o, e bytes.Buffer
-			code := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &o, &e)
+			var environ []string
+			for k, v := range tt.env {
+				environ = append(environ, k+"="+v)
+			}
+			code := run(context.Background(), tt.args, environ, &o, &e)
 			if code != tt.code || !strings.Contains(o.String(), tt.stdout) || !strings.Contains(e.String(), tt.stderr) {
 				t.Fatalf("code %d stdout %q stderr %q", code, o.String(), e.String())
 			}
 		})
+	}
+	if got := host.TraceFiles("demo/myfdb-storage-1"); len(got) != 1 || !strings.HasPrefix(got[0], "/var/log/t/trace.") {
+		t.Fatalf("trace files %q, want one in /var/log/t (only the run with the trace environment)", got)
 	}
 }

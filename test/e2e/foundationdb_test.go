@@ -402,6 +402,19 @@ func TestFoundationDBRestartRefusals(t *testing.T) {
 					t.Fatalf("pod %s touched by a refusal", p.Name)
 				}
 			}
+			// The status json runs of the refusal left no client trace file in the pods, whose
+			// container (as the operator's) sets FDB_NETWORK_OPTION_TRACE_ENABLE; a bare fdbcli
+			// there does leave one.
+			if tf := b.Host.AllTraceFiles(); len(tf) != 0 {
+				t.Fatalf("the refused restart left client trace files in the pods: %q", tf)
+			}
+			pod := pods.Items[0].Name
+			if _, errOut, err := fdbcliIn(t.Context(), ns, pod, "--exec", "status minimal", "--timeout", "5"); err != nil && tt.name != "unavailable" {
+				t.Fatalf("bare fdbcli: %v: %s", err, errOut)
+			}
+			if tf := b.Host.TraceFiles(ns + "/" + pod); len(tf) != 1 || !strings.HasPrefix(tf[0], fdbsim.OperatorTraceDir+"/") {
+				t.Fatalf("bare fdbcli in %s: trace files %q, want one in %s", pod, tf, fdbsim.OperatorTraceDir)
+			}
 		})
 	}
 }

@@ -73,7 +73,7 @@ func TestFDBCLIWritesPassTheWriteGuard(t *testing.T) {
 	}
 	ex := &recordExec{}
 	cli := &CLI{Exec: ex}
-	if _, err := cli.runLock(ctx, "ns", "pod-1", "option on ACCESS_SYSTEM_KEYS; writemode on; set k v"); err != nil || len(ex.argvs) != 1 || !strings.Contains(ex.argvs[0][2], "set k v") {
+	if _, err := cli.runLock(ctx, "ns", "pod-1", "option on ACCESS_SYSTEM_KEYS; writemode on; set k v"); err != nil || len(ex.argvs) != 1 || !strings.Contains(execArg(ex.argvs[0]), "set k v") {
 		t.Fatalf("runLock with the guard refusing: err %v, execs %v; want it run", err, ex.argvs)
 	}
 }

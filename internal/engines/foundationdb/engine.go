@@ -44,6 +44,8 @@ type Engine struct {
 	deps    ops.EngineDeps
 	timeout int
 	poll    time.Duration
+	// afterFunc replaces time.After in waits (tests); nil in use.
+	afterFunc func(time.Duration) <-chan time.Time
 }
 
 // New builds the engine from the cluster's clients and the exec seam.
@@ -119,6 +121,12 @@ type CRState struct {
 	FullReplication        bool
 	Locks                  []string
 	Skip                   bool
+	// Pending are the fields of status.generations other than reconciled that the operator
+	// set, each naming what it has left to do ("needsShrink 5"), sorted.
+	Pending []string
+	// Buggify are the settings of spec.buggify in use ("noSchedule [storage-1]"): faults
+	// injected on purpose, which keep the operator from reconciling.
+	Buggify []string
 	// Groups by process group ID: conditions and removal.
 	Groups map[string]CRGroup
 }
@@ -142,6 +150,14 @@ func ReadCR(u *unstructured.Unstructured) CRState {
 	s.FullReplication, _, _ = unstructured.NestedBool(u.Object, "status", "health", "fullReplication")
 	s.Locks, _, _ = unstructured.NestedStringSlice(u.Object, "status", "locks", "lockDenyList")
 	s.Skip, _, _ = unstructured.NestedBool(u.Object, "spec", "skip")
+	gens, _, _ := unstructured.NestedMap(u.Object, "status", "generations")
+	for k, v := range gens {
+		if n, ok := v.(int64); k != "reconciled" && (!ok || n != 0) {
+			s.Pending = append(s.Pending, fmt.Sprintf("%s %v", k, v))
+		}
+	}
+	sort.Strings(s.Pending)
+	s.Buggify = readBuggify(u)
 	groups, _, _ := unstructured.NestedSlice(u.Object, "status", "processGroups")
 	for _, g := range groups {
 		m, _ := g.(map[string]any)
@@ -164,6 +180,89 @@ func ReadCR(u *unstructured.Unstructured) CRState {
 	return s
 }
 
+// readBuggify lists the settings of spec.buggify in use, by field name, with the process
+// groups (or containers and groups) they name.
+func readBuggify(u *unstructured.Unstructured) []string {
+	b, _, _ := unstructured.NestedMap(u.Object, "spec", "buggify")
+	keys := make([]string, 0, len(b))
+	for k := range b {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		switch v := b[k].(type) {
+		case bool:
+			if v {
+				out = append(out, k)
+			}
+		case []any:
+			var ids []string
+			for _, x := range v {
+				switch x := x.(type) {
+				case string:
+					ids = append(ids, x)
+				case map[string]any: // crashLoopContainers: {containerName, targets}
+					name, _ := x["containerName"].(string)
+					t, _, _ := unstructured.NestedStringSlice(x, "targets")
+					ids = append(ids, name+": "+strings.Join(t, ","))
+				}
+			}
+			if len(ids) > 0 {
+				out = append(out, k+" ["+strings.Join(ids, "; ")+"]")
+			}
+		case nil:
+		default:
+			out = append(out, fmt.Sprintf("%s %v", k, v))
+		}
+	}
+	return out
+}
+
+// maxReasonGroups bounds the process groups a not-reconciled reason lists by name.
+const maxReasonGroups = 5
+
+// NotReconciledReason says why the operator has not reconciled the cluster, from what it wrote
+// in the resource: the pending fields of status.generations, the spec.buggify settings in use,
+// and the process groups with conditions or marked for removal. Every name the resource holds
+// is escaped (ops.Printable). A paused operator (spec.skip) is told by Pause.Describe.
+func (s CRState) NotReconciledReason() string {
+	var parts []string
+	if len(s.Pending) > 0 {
+		parts = append(parts, "status.generations: "+strings.Join(ops.PrintableAll(s.Pending), ", "))
+	}
+	if len(s.Buggify) > 0 {
+		parts = append(parts, "spec.buggify: "+strings.Join(ops.PrintableAll(s.Buggify), ", "))
+	}
+	ids := make([]string, 0, len(s.Groups))
+	for id, g := range s.Groups {
+		if len(g.Conditions) > 0 || g.Removal {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	var groups []string
+	for i, id := range ids {
+		if i == maxReasonGroups {
+			groups = append(groups, fmt.Sprintf("and %d more", len(ids)-i))
+			break
+		}
+		g := s.Groups[id]
+		conds := ops.PrintableAll(g.Conditions)
+		if g.Removal {
+			conds = append(conds, "marked for removal")
+		}
+		groups = append(groups, ops.Printable(id)+" "+strings.Join(conds, ","))
+	}
+	if len(groups) > 0 {
+		parts = append(parts, "process groups: "+strings.Join(groups, ", "))
+	}
+	if len(parts) == 0 {
+		return "the operator names no reason (status.generations, spec.buggify and process group conditions are clear)"
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Health reports the database as status json and the FoundationDBCluster see it.
 func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error) {
 	details := map[string]string{}
@@ -173,7 +272,10 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		cr = &s
 		rec := "yes"
 		if s.Reconciled < s.Generation {
-			rec = fmt.Sprintf("no (generation %d, reconciled %d)", s.Generation, s.Reconciled)
+			rec = fmt.Sprintf("no (generation %d, reconciled %d): %s", s.Generation, s.Reconciled, s.NotReconciledReason())
+		}
+		if len(s.Buggify) > 0 {
+			details["operatorBuggify"] = strings.Join(ops.PrintableAll(s.Buggify), ", ")
 		}
 		details["operatorReconciled"] = rec
 		details["operatorHealth"] = fmt.Sprintf("available=%t healthy=%t fullReplication=%t", s.Available, s.Healthy, s.FullReplication)

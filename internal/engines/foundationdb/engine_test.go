@@ -30,15 +30,29 @@ func (s *simExec) Exec(ctx context.Context, namespace, pod, container string, ar
 	s.mu.Lock()
 	s.argv = append(s.argv, append([]string{namespace + "/" + pod, container}, argv...))
 	s.mu.Unlock()
-	if container != Container || len(argv) == 0 || argv[0] != "fdbcli" {
+	// The container's environment as the operator's pods set it (its trace directory among it);
+	// env(1) in argv changes it as the real one does.
+	cmd, env, err := fdbsim.EnvCommand(argv, fdbsim.OperatorMainContainerEnv("myfdb"))
+	if err != nil {
+		return nil, []byte(err.Error()), &kube.ExitError{Code: 125}
+	}
+	if container != Container || len(cmd) == 0 || cmd[0] != "fdbcli" {
 		return nil, []byte("executable not found"), &kube.ExitError{Code: 127}
 	}
 	var out, errb bytes.Buffer
-	code := s.host.Exec(ctx, namespace+"/"+pod, argv[1:], &out, &errb)
+	code := s.host.ExecEnv(ctx, namespace+"/"+pod, cmd[1:], env, &out, &errb)
 	if code != 0 {
 		return out.Bytes(), errb.Bytes(), &kube.ExitError{Code: code}
 	}
 	return out.Bytes(), errb.Bytes(), nil
+}
+
+// execArg is the --exec argument of an fdbcli argv (after any env(1) prefix), or "".
+func execArg(argv []string) string {
+	if i := slices.Index(argv, "--exec"); i >= 0 && i+1 < len(argv) {
+		return argv[i+1]
+	}
+	return ""
 }
 
 // simCluster is the sandbox layout in the simulator and as discovery would see it.
@@ -116,7 +130,7 @@ func TestHealthFromStatusJSON(t *testing.T) {
 		!strings.HasPrefix(h.Details["recovery"], "fully_recovered") || h.Details["operatorReconciled"] != "yes" {
 		t.Fatalf("health %+v", h)
 	}
-	if got := ex.argv[0]; !slices.Equal(got, []string{"demo/myfdb-storage-10", "foundationdb", "fdbcli", "--exec", "status json", "--timeout", "40"}) {
+	if got := ex.argv[0]; !slices.Equal(got, []string{"demo/myfdb-storage-10", "foundationdb", "env", "-u", "FDB_NETWORK_OPTION_TRACE_ENABLE", "fdbcli", "--exec", "status json", "--timeout", "40"}) {
 		t.Fatalf("exec %q", got)
 	}
 	if h.Table == nil || len(h.Table.Rows) != 9 {

@@ -21,6 +21,12 @@ const Container = "foundationdb"
 // kubectl-fdb gives status json (see docs/procedures.md); --fdb-timeout overrides it.
 const DefaultTimeout = 40
 
+// envTraceEnable makes the FDB client write trace files into the directory it names. The
+// operator sets it in its pods' main container, and fdbcli reads it whatever its flags, so each
+// run would leave a client trace file in the pod's log volume: fdbcli runs under `env -u` of
+// it, and never with --log (docs/procedures.md; modelled in internal/sim/fdbsim/trace.go).
+const envTraceEnable = "FDB_NETWORK_OPTION_TRACE_ENABLE"
+
 // CLI runs fdbcli in pods through the exec seam. It never passes a cluster file or TLS flag:
 // the pod's own environment names them, as the operator's pods set it.
 type CLI struct {
@@ -31,7 +37,7 @@ type CLI struct {
 	Calls int
 }
 
-// Run runs `fdbcli --exec CMDS --timeout N` in pod. A non-zero exit is an error carrying
+// Run runs `env -u FDB_NETWORK_OPTION_TRACE_ENABLE fdbcli --exec CMDS --timeout N` in pod. A non-zero exit is an error carrying
 // fdbcli's output.
 func (c *CLI) Run(ctx context.Context, namespace, pod, cmds string) (string, error) {
 	out, _, err := c.RunBoth(ctx, namespace, pod, cmds)
@@ -65,7 +71,7 @@ func (c *CLI) runBoth(ctx context.Context, namespace, pod, cmds string) (string,
 		timeout = DefaultTimeout
 	}
 	c.Calls++
-	argv := []string{"fdbcli", "--exec", cmds, "--timeout", strconv.Itoa(timeout)}
+	argv := []string{"env", "-u", envTraceEnable, "fdbcli", "--exec", cmds, "--timeout", strconv.Itoa(timeout)}
 	out, errOut, err := c.Exec.Exec(ctx, namespace, pod, Container, argv, nil)
 	if err != nil {
 		msg := strings.TrimSpace(string(errOut))

@@ -190,7 +190,7 @@ type hookExec struct {
 }
 
 func (h *hookExec) Exec(ctx context.Context, namespace, pod, container string, argv []string, stdin io.Reader) ([]byte, []byte, error) {
-	if !h.done && len(argv) > 2 && strings.Contains(argv[2], "begin") {
+	if !h.done && strings.Contains(execArg(argv), "begin") {
 		h.done = true
 		h.before()
 	}

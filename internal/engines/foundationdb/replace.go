@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -374,10 +373,13 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 	}
 }
 
-// poll calls f every poll interval until it is done, reporting what it waits for.
+// poll calls f with the FoundationDBCluster until it is done, reporting what it waits for: at
+// once when the resource changes (a watch), else on a backoff from the poll interval, for what
+// f reads of status json (backoff.go).
 func (r *removal) poll(ctx context.Context, sc *ops.StepContext, f func(u *unstructured.Unstructured) (bool, string, error)) error {
-	t := time.NewTicker(r.e.poll)
-	defer t.Stop()
+	changed, stop := r.e.watchCR(ctx, r.c.Namespace, r.name)
+	defer stop()
+	bo := backoff{base: r.e.poll}
 	last := ""
 	for {
 		u, err := r.get(ctx)
@@ -392,7 +394,9 @@ func (r *removal) poll(ctx context.Context, sc *ops.StepContext, f func(u *unstr
 			return err
 		}
 		if reason != last {
-			sc.Waiting(reason)
+			if sc != nil {
+				sc.Waiting(reason)
+			}
 			last = reason
 		}
 		select {
@@ -401,7 +405,11 @@ func (r *removal) poll(ctx context.Context, sc *ops.StepContext, f func(u *unstr
 				return fmt.Errorf("waiting for %s: %w", last, ctx.Err())
 			}
 			return ctx.Err()
-		case <-t.C:
+		case <-r.e.after(bo.next(reason)):
+		case _, ok := <-changed:
+			if !ok {
+				changed = nil // the watch ended: the backoff alone from here
+			}
 		}
 	}
 }
@@ -660,7 +668,7 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		cr := ReadCR(u)
 		switch {
 		case cr.Reconciled < cr.Generation:
-			return false, fmt.Sprintf("the FoundationDBCluster to be reconciled (generation %d, reconciled %d)", cr.Generation, cr.Reconciled), nil
+			return false, fmt.Sprintf("the FoundationDBCluster to be reconciled (generation %d, reconciled %d: %s)", cr.Generation, cr.Reconciled, cr.NotReconciledReason()), nil
 		case !cr.Available || !cr.Healthy:
 			return false, fmt.Sprintf("the FoundationDBCluster's health (available=%t healthy=%t)", cr.Available, cr.Healthy), nil
 		}

@@ -655,10 +655,10 @@ func canEndMaintenance(st *Status) string {
 	return ""
 }
 
-// poll calls f every pollInterval until it is done, reporting what it waits for.
+// poll calls f until it is done, reporting what it waits for, on a backoff from the poll
+// interval (backoff.go).
 func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, string, error)) error {
-	t := time.NewTicker(g.e.poll)
-	defer t.Stop()
+	bo := backoff{base: g.e.poll}
 	last := ""
 	for {
 		done, reason, err := f()
@@ -686,7 +686,7 @@ func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, st
 				return fmt.Errorf("interrupted%s: %w", note, ctx.Err())
 			}
 			return ctx.Err()
-		case <-t.C:
+		case <-g.e.after(bo.next(reason)):
 		}
 	}
 }
@@ -766,8 +766,9 @@ func (g *gate) checkStatus(st *Status, ownZone string) error {
 	return nil
 }
 
-// checkCR refuses a FoundationDBCluster the operator has not reconciled: it is changing the
-// cluster, and a restart would race it.
+// checkCR refuses a FoundationDBCluster the operator has not reconciled: it may be changing the
+// cluster (a restart would race it), or be stuck on something a restart does not fix; the
+// refusal names what the resource says it waits for.
 func (g *gate) checkCR(ctx context.Context) error {
 	u := Resource(g.c)
 	if u == nil {
@@ -787,8 +788,8 @@ func (g *gate) checkCR(ctx context.Context) error {
 			g.c.Namespace, u.GetName(), p.Describe(time.Now()), p.ResumeCommand(g.c.Namespace, u.GetName()))
 	}
 	if s.Reconciled < s.Generation {
-		return ops.Preconditionf("FoundationDBCluster %s/%s is not reconciled (generation %d, reconciled %d): the operator is changing it; refusing to restart",
-			g.c.Namespace, u.GetName(), s.Generation, s.Reconciled)
+		return ops.Preconditionf("FoundationDBCluster %s/%s is not reconciled (generation %d, reconciled %d): %s; refusing to restart",
+			g.c.Namespace, u.GetName(), s.Generation, s.Reconciled, s.NotReconciledReason())
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -155,7 +154,7 @@ func (s *stsScale) planDown(p *ops.Plan, st *Status) {
 				return nil
 			},
 			Verify: func(ctx context.Context, sc *ops.StepContext) error {
-				return pollUntil(ctx, s.e.poll, sc, func() (bool, string, error) {
+				return pollUntil(ctx, s.e, sc, func() (bool, string, error) {
 					for _, name := range pvcs {
 						_, err := s.e.client.CoreV1().PersistentVolumeClaims(s.c.Namespace).Get(ctx, name, metav1.GetOptions{})
 						if err == nil {
@@ -242,7 +241,7 @@ func (s *stsScale) excludeSteps(suffix, target string, st *Status, leaving []str
 			if confirmed {
 				return nil
 			}
-			return pollUntil(ctx, s.e.poll, sc, func() (bool, string, error) {
+			return pollUntil(ctx, s.e, sc, func() (bool, string, error) {
 				st, err := s.status(ctx)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -517,7 +516,7 @@ func (s *stsScale) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 
 // poll reads status json every poll interval until ok.
 func (s *stsScale) poll(ctx context.Context, sc *ops.StepContext, ok func(*Status) (bool, string)) error {
-	return pollUntil(ctx, s.e.poll, sc, func() (bool, string, error) {
+	return pollUntil(ctx, s.e, sc, func() (bool, string, error) {
 		st, err := s.status(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -530,9 +529,10 @@ func (s *stsScale) poll(ctx context.Context, sc *ops.StepContext, ok func(*Statu
 	})
 }
 
-func pollUntil(ctx context.Context, every time.Duration, sc *ops.StepContext, f func() (bool, string, error)) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// pollUntil calls f until it is done, reporting what it waits for, on a backoff from every
+// (backoff.go).
+func pollUntil(ctx context.Context, e *Engine, sc *ops.StepContext, f func() (bool, string, error)) error {
+	bo := backoff{base: e.poll}
 	last := ""
 	for {
 		done, why, err := f()
@@ -549,7 +549,7 @@ func pollUntil(ctx context.Context, every time.Duration, sc *ops.StepContext, f 
 				return fmt.Errorf("waiting for %s: %w", last, ctx.Err())
 			}
 			return ctx.Err()
-		case <-t.C:
+		case <-e.after(bo.next(why)):
 		}
 	}
 }

@@ -327,7 +327,7 @@ type notifyExec struct {
 
 func (n *notifyExec) Exec(ctx context.Context, namespace, pod, container string, argv []string, in io.Reader) ([]byte, []byte, error) {
 	out, errOut, err := n.simExec.Exec(ctx, namespace, pod, container, argv, in)
-	if len(argv) > 2 && strings.HasPrefix(argv[2], "exclude") {
+	if strings.HasPrefix(execArg(argv), "exclude") {
 		select {
 		case n.excl <- string(out) + string(errOut):
 		default:

@@ -21,11 +21,12 @@ type Host struct {
 	mu       sync.Mutex
 	clusters map[string]*Cluster // by "namespace/name" of the FoundationDBCluster
 	pods     map[string]string   // "namespace/pod" -> cluster key
+	traces   map[string][]string // "namespace/pod" -> client trace files fdbcli left there (trace.go)
 }
 
 // NewHost makes an empty host.
 func NewHost(clock Clock) *Host {
-	return &Host{clock: clock, clusters: map[string]*Cluster{}, pods: map[string]string{}}
+	return &Host{clock: clock, clusters: map[string]*Cluster{}, pods: map[string]string{}, traces: map[string][]string{}}
 }
 
 // Clock is the host's clock, shared by its clusters.
@@ -55,6 +56,13 @@ func (h *Host) BindPod(pod, key string) {
 // Exec runs fdbcli with args as it runs in pod. A pod of no known cluster (or of a cluster not
 // configured yet) reaches no coordinator: fdbcli waits, until its --timeout if there is one.
 func (h *Host) Exec(ctx context.Context, pod string, args []string, stdout, stderr io.Writer) int {
+	return h.ExecEnv(ctx, pod, args, nil, stdout, stderr)
+}
+
+// ExecEnv is Exec with fdbcli's FDB_NETWORK_OPTION_* environment, which decides (with --log)
+// whether it leaves a client trace file in the pod (trace.go).
+func (h *Host) ExecEnv(ctx context.Context, pod string, args []string, env map[string]string, stdout, stderr io.Writer) int {
+	h.recordTrace(pod, args, env)
 	h.mu.Lock()
 	c := h.clusters[h.pods[pod]]
 	h.mu.Unlock()
@@ -76,10 +84,12 @@ func (h *Host) Exec(ctx context.Context, pod string, args []string, stdout, stde
 	return 1
 }
 
-// ExecRequest is what the fdbcli shim sends: its pod and its arguments.
+// ExecRequest is what the fdbcli shim sends: its pod, its arguments and its
+// FDB_NETWORK_OPTION_* environment.
 type ExecRequest struct {
-	Pod  string   `json:"pod"`
-	Args []string `json:"args"`
+	Pod  string            `json:"pod"`
+	Args []string          `json:"args"`
+	Env  map[string]string `json:"env,omitempty"`
 }
 
 // ExecResponse is the outcome of one fdbcli run.
@@ -103,7 +113,7 @@ func (h *Host) Handler() http.Handler {
 			return
 		}
 		var out, errb bytes.Buffer
-		code := h.Exec(r.Context(), req.Pod, req.Args, &out, &errb)
+		code := h.ExecEnv(r.Context(), req.Pod, req.Args, req.Env, &out, &errb)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(ExecResponse{Stdout: out.String(), Stderr: errb.String(), Code: code})
 	})

@@ -17,8 +17,11 @@
 //     longer exists (controllers/change_coordinators.go);
 //   - status.processGroups (addresses, faultDomain, conditions MissingPod, PodPending,
 //     MissingProcesses), health from the machine-readable status, connectionString,
-//     generations.reconciled set to metadata.generation only when nothing is left to do
-//     (controllers/update_status.go, controllers/cluster_controller.go);
+//     generations.reconciled set to metadata.generation only when nothing is left to do, and
+//     the generations fields naming what is left (needsGrow, needsShrink, hasUnhealthyProcess,
+//     missingDatabaseStatus, needsConfigurationChange) as api/v1beta2
+//     foundationdbcluster_types.go CheckReconciliation sets them (controllers/update_status.go,
+//     controllers/cluster_controller.go);
 //   - spec.skip: the cluster is left alone entirely (controllers/cluster_controller.go).
 //
 // The FDB cluster behind the pods is an fdbsim.Cluster on an fdbsim.Host: the stand-in creates
@@ -33,6 +36,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -352,7 +356,6 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	status.Health.FullReplication = health.Cluster.FullReplication
 
 	now := time.Now().Unix()
-	reconciled := model != nil && status.Health.Available
 	for _, pg := range status.ProcessGroups {
 		pod := pods[podName(name, pg)]
 		var want []string
@@ -365,26 +368,11 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		if !reported[pg.ProcessGroupID] {
 			want = append(want, "MissingProcesses")
 		}
-		if len(want) > 0 || pg.RemovalTimestamp != nil {
-			// A group left to remove is work left to do.
-			reconciled = false
-		}
 		pg.ProcessGroupConditions = conditions(pg.ProcessGroupConditions, want, now)
 	}
-	gen := u.GetGeneration()
-	if status.Generations == nil {
-		status.Generations = map[string]int64{}
-	}
-	delete(status.Generations, "missingDatabaseStatus")
-	if model != nil && !status.Health.Available {
-		status.Generations["missingDatabaseStatus"] = gen
-	}
-	if reconciled {
-		status.Generations["reconciled"] = gen
-		if ls.shouldUseLocks() {
-			// update_status.go: a reconciled cluster releases the operator's lock.
-			_ = o.releaseLock(model, ls)
-		}
+	if checkReconciliation(&spec, &status, u.GetGeneration()) && ls.shouldUseLocks() {
+		// update_status.go: a reconciled cluster releases the operator's lock.
+		_ = o.releaseLock(model, ls)
 	}
 	if bytes.Equal(before, mustJSON(status)) {
 		return nil
@@ -398,6 +386,77 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		return fmt.Errorf("update status of %s: %w", name, err)
 	}
 	return nil
+}
+
+// checkReconciliation is api/v1beta2 foundationdbcluster_types.go CheckReconciliation for what
+// the stand-in models: an unconfigured cluster needs its configuration; otherwise
+// status.generations is reset to reconciled alone and each reason left sets its field to the
+// generation: needsGrow/needsShrink when a class's count of groups not marked for removal
+// differs from its desired count, needsShrink for a group marked for removal (hasPendingRemoval,
+// which does not block, once its resources terminate: the stand-in removes them at once),
+// hasUnhealthyProcess for a group with a condition, missingDatabaseStatus (DatabaseUnavailable)
+// while the database is unavailable. reconciled moves to the generation only when none blocks.
+func checkReconciliation(spec *clusterSpec, status *clusterStatus, gen int64) bool {
+	if status.Generations == nil {
+		status.Generations = map[string]int64{}
+	}
+	if !status.Configured {
+		status.Generations["needsConfigurationChange"] = gen
+		return false
+	}
+	prev := status.Generations["reconciled"]
+	status.Generations = map[string]int64{}
+	if prev != 0 {
+		status.Generations["reconciled"] = prev
+	}
+	reconciled := true
+	desired := spec.desiredCounts()
+	current := map[string]int{}
+	for _, pg := range status.ProcessGroups {
+		if pg.RemovalTimestamp == nil {
+			current[pg.ProcessClass]++
+		}
+	}
+	for _, class := range slices.Sorted(maps.Keys(classUnion(desired, current))) {
+		switch d := desired[class] - current[class]; {
+		case d > 0:
+			status.Generations["needsGrow"] = gen
+			reconciled = false
+		case d < 0:
+			status.Generations["needsShrink"] = gen
+			reconciled = false
+		}
+	}
+	for _, pg := range status.ProcessGroups {
+		if pg.RemovalTimestamp != nil {
+			status.Generations["needsShrink"] = gen
+			reconciled = false
+			continue
+		}
+		if len(pg.ProcessGroupConditions) > 0 {
+			status.Generations["hasUnhealthyProcess"] = gen
+			reconciled = false
+		}
+	}
+	if !status.Health.Available {
+		status.Generations["missingDatabaseStatus"] = gen
+		reconciled = false
+	}
+	if reconciled {
+		status.Generations["reconciled"] = gen
+	}
+	return reconciled
+}
+
+func classUnion(a, b map[string]int) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 // addProcessGroups adds process groups for each class below its count (desiredCounts: the
@@ -489,10 +548,13 @@ func (o *Operator) createPod(ctx context.Context, owner *unstructured.Unstructur
 			Containers: []corev1.Container{{
 				Name:  MainContainer,
 				Image: "foundationdb/fdb-kubernetes-monitor:" + spec.Version,
-				Env: []corev1.EnvVar{
+				// internal/pod_models.go configureContainersForUnifiedImages: the client trace
+				// environment (fdbsim.OperatorMainContainerEnv) is set in the main container,
+				// so fdbcli run there by exec traces into the pod's log volume.
+				Env: append([]corev1.EnvVar{
 					{Name: "FDB_CLUSTER_FILE", Value: "/var/dynamic-conf/fdb.cluster"},
 					{Name: "FDB_INSTANCE_ID", Value: pg.ProcessGroupID},
-				},
+				}, traceEnv(name)...),
 			}},
 			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
@@ -508,6 +570,15 @@ func (o *Operator) createPod(ctx context.Context, owner *unstructured.Unstructur
 		return fmt.Errorf("create pod %s: %w", pod.Name, err)
 	}
 	return err
+}
+
+func traceEnv(cluster string) []corev1.EnvVar {
+	env := fdbsim.OperatorMainContainerEnv(cluster)
+	out := make([]corev1.EnvVar, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, corev1.EnvVar{Name: k, Value: env[k]})
+	}
+	return out
 }
 
 // zone is the process's zoneid: spec.faultDomain.value, the node name (valueFrom spec.nodeName,

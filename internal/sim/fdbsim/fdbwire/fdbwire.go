@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,9 +207,22 @@ func (b *Bed) wireLoop(ctx context.Context, tb TestBed, namespace string, owned 
 				if b.isWired(p.Name) || p.Status.Phase != corev1.PodRunning || !owned(p) {
 					continue
 				}
+				env := map[string]string{"FDBSIM_ADDR": b.URL, "FDBSIM_POD": namespace + "/" + p.Name}
+				// The container's FDB client environment, as exec inherits it in a real pod (the
+				// operator's sets the client trace directory).
+				for _, c := range p.Spec.Containers {
+					if c.Name != fdbop.MainContainer {
+						continue
+					}
+					for _, e := range c.Env {
+						if strings.HasPrefix(e.Name, "FDB_NETWORK_OPTION_") && e.ValueFrom == nil {
+							env[e.Name] = e.Value
+						}
+					}
+				}
 				err := tb.SetExec(ctx, namespace, p.Name, testbed.ExecTarget{
 					Containers: []string{fdbop.MainContainer},
-					Env:        map[string]string{"FDBSIM_ADDR": b.URL, "FDBSIM_POD": namespace + "/" + p.Name},
+					Env:        env,
 				})
 				if err == nil {
 					b.mu.Lock()
