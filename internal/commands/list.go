@@ -285,15 +285,17 @@ func clusterNameOf(s *appsv1.StatefulSet) string {
 
 // didYouMean adds to err, a cluster name that discovery did not find in ns, the closest
 // name that it would find, if one is close.
-func didYouMean(ctx context.Context, client kubernetes.Interface, ns, name string, err error) error {
+func didYouMean(ctx context.Context, cl *Clients, ns, name string, err error) error {
 	var ce *ops.CodedError
 	if !errors.As(err, &ce) || !errors.Is(err, ops.ErrUsage) || !strings.HasPrefix(ce.Msg, fmt.Sprintf("no database cluster %q", name)) {
 		return err
 	}
-	found, lerr := clusterNames(ctx, client, ns)
+	found, lerr := clusterNames(ctx, cl.Kube, ns)
 	if lerr != nil {
 		return err
 	}
+	// Clusters an operator runs without StatefulSets (FoundationDBClusters) are names too.
+	found = append(found, operatorClusterNames(ctx, cl, ns)...)
 	best, bestD := "", len(name)/3+2
 	for _, f := range found {
 		if d := ops.EditDistance(strings.ToLower(name), strings.ToLower(f.Name)); d < bestD {
