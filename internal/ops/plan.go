@@ -444,7 +444,8 @@ func WritePlanSummary(w io.Writer, v *PlanView) error {
 	for _, g := range groups {
 		name := g.name
 		if name == "" {
-			name = "(no group)"
+			// Steps of no one node group: batches by zone or by count span the groups.
+			name = "across groups"
 		}
 		first, last := g.steps[0], g.steps[len(g.steps)-1]
 		span := first.Target
