@@ -214,6 +214,12 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	case errors.Is(err, ErrTimeout):
 		journal.State = JournalTimeout
 		journal.Error = err.Error()
+	case errors.Is(err, ErrLocked) && ReasonOf(err) == ReasonDenied:
+		journal.State = JournalDenied
+		journal.Error = err.Error()
+	case errors.Is(err, ErrLocked) && ReasonOf(err) == ReasonLockLost:
+		journal.State = JournalLockLost
+		journal.Error = err.Error()
 	default:
 		journal.State = JournalFailed
 		journal.Error = err.Error()

@@ -16,6 +16,10 @@ const (
 	JournalFailed      = "failed"
 	JournalTimeout     = "timeout"
 	JournalSucceeded   = "succeeded"
+	// JournalDenied: the run stopped because its lock ID was denied (deny add) while it ran;
+	// JournalLockLost: because its lock was released, taken over or its Lease deleted.
+	JournalDenied   = "denied"
+	JournalLockLost = "lock-lost"
 )
 
 // Journal is the record of an operation, stored on the cluster's lock object

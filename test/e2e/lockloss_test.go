@@ -94,8 +94,8 @@ func TestLockLossStopsRunningRestart(t *testing.T) {
 				return
 			}
 			l, j := getLockLease(t, ns, webCluster)
-			if !slices.Equal(j.Done, []string{"restart/web-0"}) || j.State != "failed" {
-				t.Errorf("journal after the deny: state %s, done %v; want failed with restart/web-0 done", j.State, j.Done)
+			if !slices.Equal(j.Done, []string{"restart/web-0"}) || j.State != "denied" {
+				t.Errorf("journal after the deny: state %s, done %v; want denied with restart/web-0 done", j.State, j.Done)
 			}
 			if h := l.Spec.HolderIdentity; h != nil && *h != "" {
 				t.Errorf("lock still held by %s after the denied run ended", *h)
