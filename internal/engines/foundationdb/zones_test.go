@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 )
 
 // TestStatefulSetRestartZoneModeBatchesByZoneID: on FoundationDB's Kubernetes sample each
@@ -104,5 +105,38 @@ func TestDeletionBatchFaultDomains(t *testing.T) {
 				t.Fatalf("%d steps, want %d", len(p.Steps), want)
 			}
 		})
+	}
+}
+
+// TestStorageSpreadShortAfterReplacementInUsedZone: a storage replacement placed in zone-b
+// beside storage-11, zone-a's storage-10 excluded: the storage keeping data spans zone-b and
+// zone-c only, fewer than triple's 3, so the replacement's exclusion step and its final health
+// step wait on that, named, instead of reporting success.
+func TestStorageSpreadShortAfterReplacementInUsedZone(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	st0, _, err := e.StatusFrom(t.Context(), e.cli(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if short := storageSpreadShort(st0, redundancyOf(st0)); short != "" {
+		t.Fatalf("three zoneids reported short: %s", short)
+	}
+	if err := model.AddProcess(fdbsim.ProcessSpec{ID: "storage-13", Address: "10.0.0.9:4501", Class: fdbsim.ClassStorage, Zone: "zone-b"}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	if code := model.Run(t.Context(), []string{"--exec", "exclude no_wait locality_instance_id:storage-10"}, &out, &errb); code != 0 {
+		t.Fatal(errb.String())
+	}
+	st, _, err := e.StatusFrom(t.Context(), e.cli(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := storageSpreadShort(st, redundancyOf(st))
+	if want := "spans 2 zoneid(s), zone-b (storage-11, storage-13); zone-c (storage-12), and redundancy mode triple needs 3"; !strings.Contains(short, want) {
+		t.Fatalf("short %q, want %q", short, want)
+	}
+	if healthy(st) {
+		t.Fatal("status reports the data healthy with teams short of zoneids")
 	}
 }
