@@ -495,7 +495,9 @@ func TestFoundationDBRestartInterrupted(t *testing.T) {
 // that), finishes, and clears the killed run's maintenance zone.
 func TestFoundationDBRestartKilledMidBatchRerunAtOnce(t *testing.T) {
 	ns := newNamespace(t)
-	b := fdbSimFixture(t, ns, "myfdb")
+	// The killed batch must hold storage, so that it set a maintenance zone for the re-run to
+	// clear: the run is killed at its first kill, and its first batch is the restart's choice.
+	b := fdbSimFixtureThreeZones(t, ns, "myfdb")
 	model := fdbModel(t, ns, b.Host)
 	env := cliEnv(t)
 	args := []string{"restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--yes", "-o", "json", "--lock-duration", "15s"}

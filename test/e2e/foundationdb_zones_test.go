@@ -10,8 +10,21 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
+
+// fdbSimFixtureThreeZones is fdbSimFixture created while only zone-a..zone-c take pods (the
+// test bed's other nodes cordoned until the cluster is reconciled): every one of its zones then
+// holds a process of each class, so every zone batch of a restart holds storage and sets a
+// maintenance zone, whichever batch the restart takes first.
+func fdbSimFixtureThreeZones(t *testing.T, ns, name string) *fdbwire.Bed {
+	t.Helper()
+	uncordon := cordonOtherZones(t, "zone-a", "zone-b", "zone-c")
+	b := fdbSimFixture(t, ns, name)
+	uncordon()
+	return b
+}
 
 // TestFoundationDBReplaceIntoUsedZone: issue #40 item 17 through the stand-in operator. A
 // storage replacement the scheduler can only place in a zone already holding storage (every
