@@ -41,9 +41,10 @@ func fdbDemoSpecs() []fdbwire.ClusterSpec {
 	}
 }
 
-// runFDB creates the demo FoundationDB cluster (3 zones, storage/log/stateless, triple
-// redundancy: 5 coordinators) and runs its simulator and stand-in operator until interrupted.
-// The simulator keeps its state in memory: running it again starts the cluster afresh.
+// runFDB creates the demo FoundationDB cluster (storage/log/stateless, triple redundancy: 5
+// coordinators, over the test bed's four zones) and runs its simulator and stand-in operator
+// until interrupted. The simulator keeps its state in memory: running it again starts the
+// cluster afresh.
 func runFDB(ctx context.Context) error {
 	return serveFDB(ctx, nil)
 }

@@ -71,9 +71,12 @@ type Options struct {
 	BinDir string
 	// NoBuild makes Start fail instead of running build.sh when binaries are missing.
 	NoBuild bool
-	// Nodes is the number of fake nodes (default 6), spread round-robin over Zones.
+	// Nodes is the number of fake nodes (default 8), spread round-robin over Zones.
 	Nodes int
-	// Zones are the topology.kubernetes.io/zone values (default zone-a, zone-b, zone-c).
+	// Zones are the topology.kubernetes.io/zone values (default zone-a..zone-d). Four, one more
+	// than the replicas of a triple-redundant database: a replacement scheduled while the pod it
+	// replaces still runs then has a zone that holds no replica (FoundationDB builds a storage
+	// team only from distinct zoneids, so with exactly three zones such a replacement can stall).
 	Zones []string
 	// RealNodes is the number of real nodes (kubelet + containerd, see realnode.go) started next
 	// to the kwok nodes; 0 = none, negative = the default of 3. Needs root; see RealNodeSupport.
@@ -176,10 +179,10 @@ func StartT(t testing.TB, opts Options) *Testbed {
 // ctx bounds start-up only; use Stop to end the testbed.
 func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	if opts.Nodes <= 0 {
-		opts.Nodes = 6
+		opts.Nodes = 8
 	}
 	if len(opts.Zones) == 0 {
-		opts.Zones = []string{"zone-a", "zone-b", "zone-c"}
+		opts.Zones = []string{"zone-a", "zone-b", "zone-c", "zone-d"}
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute

@@ -20,8 +20,10 @@ import (
 )
 
 // fdbSimFixture starts the FoundationDB simulator and stand-in operator for ns and creates the
-// sandbox's cluster layout: three zones, storage/log/stateless, triple redundancy (5
-// coordinators).
+// sandbox's cluster layout: storage/log/stateless, triple redundancy (5 coordinators), the
+// zoneid from the node's zone label. The test bed has four zones, one more than triple's
+// replicas, as FoundationDB needs to re-replicate when a storage replacement is scheduled while
+// the pod it replaces still runs (teams span distinct zoneids); each class spreads over three.
 func fdbSimFixture(t *testing.T, ns, name string) *fdbwire.Bed {
 	t.Helper()
 	return fdbSimFixtureWith(t, ns, name, false)
@@ -83,7 +85,7 @@ func TestFDBSimReachedThroughPodsAndStandInOperator(t *testing.T) {
 	for _, p := range st.Cluster.Processes {
 		zones[p.Locality["zoneid"]] = true
 	}
-	if !st.Client.DatabaseStatus.Available || len(st.Cluster.Processes) != 9 || len(zones) != 3 {
+	if !st.Client.DatabaseStatus.Available || len(st.Cluster.Processes) != 9 || len(zones) < 3 {
 		t.Fatalf("status: available %v processes %d zones %v", st.Client.DatabaseStatus.Available, len(st.Cluster.Processes), zones)
 	}
 	// fdbcli's rules hold through the pod: a kill without a prior kill fails, exit 1.

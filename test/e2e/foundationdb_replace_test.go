@@ -360,9 +360,9 @@ func TestFoundationDBReplaceDeletion(t *testing.T) {
 	}
 }
 
-// cordonOtherZones marks every schedulable node outside zone unschedulable and returns the
+// cordonOtherZones marks every schedulable node outside zones unschedulable and returns the
 // function that makes them schedulable again (also run when the test ends).
-func cordonOtherZones(t *testing.T, zone string) (uncordon func()) {
+func cordonOtherZones(t *testing.T, zones ...string) (uncordon func()) {
 	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
 	nodes, err := bed.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -376,7 +376,7 @@ func cordonOtherZones(t *testing.T, zone string) (uncordon func()) {
 	}
 	var names []string
 	for _, n := range nodes.Items {
-		if n.Labels[testbed.ZoneLabel] != zone && !n.Spec.Unschedulable {
+		if !slices.Contains(zones, n.Labels[testbed.ZoneLabel]) && !n.Spec.Unschedulable {
 			if err := set(n.Name, true); err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
 
 // fdbStorage counts storage process groups (not marked for removal) and storage processes up.
@@ -133,18 +135,27 @@ func TestFoundationDBScaleConcurrentEdit(t *testing.T) {
 	}
 }
 
-// TestFoundationDBScaleRemove: scale --processes storage=3 --remove GROUP from four storage
-// groups removes the group named, not the one the operator would choose (the newest in the most
-// crowded zone, controllers/choose_removals.go): the named group is the older of the two in
-// that zone. An unknown group, or naming two where one goes, is refused with exit 2 and the CR
+// TestFoundationDBScaleRemove: scale --processes storage=N --remove GROUP from N+1 storage
+// groups, one more than the test bed's zones so that one zone holds two, removes the group
+// named, not the one the operator would choose (the newest in the most crowded zone,
+// controllers/choose_removals.go): the named group is the older of the two in that zone. An unknown group, or naming two where one goes, is refused with exit 2 and the CR
 // unchanged.
 func TestFoundationDBScaleRemove(t *testing.T) {
 	ns := newNamespace(t)
 	b := fdbSimFixture(t, ns, "myfdb")
 	model := fdbModel(t, ns, b.Host)
 	env := cliEnv(t)
-	if r := runCLI(t, env, "scale", "myfdb", "--processes", "storage=4", "-n", ns, "--yes"); r.Code != 0 {
-		t.Fatalf("scale to 4: %s", r)
+	nodes, err := bed.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]bool{}
+	for _, n := range nodes.Items {
+		zones[n.Labels[testbed.ZoneLabel]] = true
+	}
+	keep := len(zones)
+	if r := runCLI(t, env, "scale", "myfdb", "--processes", fmt.Sprintf("storage=%d", keep+1), "-n", ns, "--yes"); r.Code != 0 {
+		t.Fatalf("scale to %d: %s", keep+1, r)
 	}
 	groups, before := fdbGroups(t, ns)
 	byZone := map[string][]string{}
@@ -170,7 +181,7 @@ func TestFoundationDBScaleRemove(t *testing.T) {
 		{"nope", `"nope" is neither a pod nor a process group`},
 		{strings.Join(storage[:2], ","), "name exactly that many"},
 	} {
-		r := runCLI(t, env, "scale", "myfdb", "--processes", "storage=3", "--remove", bad.remove, "-n", ns, "--yes")
+		r := runCLI(t, env, "scale", "myfdb", "--processes", fmt.Sprintf("storage=%d", keep), "--remove", bad.remove, "-n", ns, "--yes")
 		if r.Code != 2 || !strings.Contains(r.Stderr, bad.msg) {
 			t.Fatalf("--remove %s: want exit 2 naming %q: %s", bad.remove, bad.msg, r)
 		}
@@ -178,9 +189,9 @@ func TestFoundationDBScaleRemove(t *testing.T) {
 	if _, after := fdbGroups(t, ns); after.GetResourceVersion() != before.GetResourceVersion() {
 		t.Fatalf("refused scale wrote the CR: %s -> %s", before.GetResourceVersion(), after.GetResourceVersion())
 	}
-	r := runCLI(t, env, "scale", "myfdb", "--processes", "storage=3", "--remove", named, "-n", ns, "--yes", "-o", "json")
+	r := runCLI(t, env, "scale", "myfdb", "--processes", fmt.Sprintf("storage=%d", keep), "--remove", named, "-n", ns, "--yes", "-o", "json")
 	if r.Code != 0 || lastOutcome(parseNDJSON(t, r)) != "succeeded" {
-		t.Fatalf("scale to 3 --remove %s: %s", named, r)
+		t.Fatalf("scale to %d --remove %s: %s", keep, named, r)
 	}
 	groups, _ = fdbGroups(t, ns)
 	for _, id := range storage {
@@ -188,8 +199,8 @@ func TestFoundationDBScaleRemove(t *testing.T) {
 			t.Fatalf("after --remove %s: group %s present %v (storage groups before %v)", named, id, ok, storage)
 		}
 	}
-	if g, m, p := fdbStorage(t, ns, model); g != 3 || m != 0 || p != 3 {
-		t.Fatalf("after scale to 3: %d groups, %d marked, %d processes", g, m, p)
+	if g, m, p := fdbStorage(t, ns, model); g != keep || m != 0 || p != keep {
+		t.Fatalf("after scale to %d: %d groups, %d marked, %d processes", keep, g, m, p)
 	}
 	if ex := fdbExcluded(t, model); len(ex) != 0 {
 		t.Fatalf("left excluded: %v", ex)

@@ -43,8 +43,8 @@ func TestNodesSpreadOverZones(t *testing.T) {
 		}
 		zones[n.Labels[testbed.ZoneLabel]]++
 	}
-	if len(nodes.Items) != 6 || len(zones) < 3 {
-		t.Fatalf("got %d nodes in zones %v, want 6 nodes in at least 3 zones", len(nodes.Items), zones)
+	if len(nodes.Items) != 8 || len(zones) != 4 {
+		t.Fatalf("got %d nodes in zones %v, want 8 nodes in 4 zones", len(nodes.Items), zones)
 	}
 	t.Logf("testbed started in %s; nodes per zone: %v", bed.StartupDuration.Round(time.Millisecond), zones)
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 )
 
 func TestNotMembersByProcessGroupConditions(t *testing.T) {
@@ -38,6 +40,10 @@ func TestNotMembersByProcessGroupConditions(t *testing.T) {
 func TestHealthShowsExclusionProgress(t *testing.T) {
 	c, model, clock, ex := simCluster(t)
 	e := newEngine(t, ex)
+	// Triple needs three storage zoneids besides the excluded one for its data to move.
+	if err := model.AddProcess(fdbsim.ProcessSpec{ID: "storage-13", Address: "10.0.0.4:4501", Class: fdbsim.ClassStorage, Zone: "zone-d"}); err != nil {
+		t.Fatal(err)
+	}
 	var out, errb strings.Builder
 	if code := model.Run(t.Context(), []string{"--exec", "exclude no_wait locality_instance_id:storage-11"}, &out, &errb); code != 0 {
 		t.Fatal(errb.String())

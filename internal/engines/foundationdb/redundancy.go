@@ -1,5 +1,11 @@
 package foundationdb
 
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
 // redundancy is the replication arithmetic of a database configuration, as FoundationDB defines
 // it: every refusal that counts replicas, fault domains or tolerated failures reads it from
 // here, never from a switch of its own.
@@ -118,4 +124,40 @@ func redundancyOf(st *Status) redundancy {
 	}
 	r, _ := redundancyFor(cfg.RedundancyMode, cfg.StorageReplicas, cfg.LogReplicas, sats, cfg.UsableRegions)
 	return r
+}
+
+// storageSpreadShort says why the storage processes that keep data (reporting, not excluded)
+// span fewer zoneids than a team of the redundancy mode, "" when they span enough. FoundationDB
+// then builds no team (its data distributor needs the team size in distinct zoneids among
+// healthy servers): an excluded server's data cannot move, and lost replicas are not restored,
+// until a storage process runs in another zoneid. The operator places replacements where the
+// scheduler puts their pods, which may be a zoneid already in use.
+func storageSpreadShort(st *Status, rd redundancy) string {
+	zones := map[string][]string{}
+	for _, pr := range st.Cluster.Processes {
+		if pr.ClassType != "storage" || pr.Excluded {
+			continue
+		}
+		zones[pr.Zone()] = append(zones[pr.Zone()], pr.InstanceID())
+	}
+	if len(zones) >= rd.StorageReplicas {
+		return ""
+	}
+	var parts []string
+	for _, z := range sortedKeys(zones) {
+		ids := zones[z]
+		sort.Strings(ids)
+		parts = append(parts, fmt.Sprintf("%s (%s)", dash(z), strings.Join(ids, ", ")))
+	}
+	return fmt.Sprintf("a storage process in another zoneid: the storage that keeps data spans %d zoneid(s), %s, and redundancy mode %s needs %d distinct ones for a team, so data cannot move or regain its replicas (the operator's placement left the fault domains short)",
+		len(zones), strings.Join(parts, "; "), rd.Mode, rd.StorageReplicas)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -541,6 +541,9 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 			lastLeft = left
 		}
 		if len(waiting) > 0 {
+			if short := storageSpreadShort(st, redundancyOf(st)); short != "" {
+				return false, fmt.Sprintf("the exclusion of %s (%d bytes left to move) is stalled; waiting for %s", strings.Join(slices.Compact(waiting), ","), left, short), nil
+			}
 			return false, fmt.Sprintf("the exclusion of %s: %d bytes left to move", strings.Join(slices.Compact(waiting), ","), left), nil
 		}
 		return true, "", nil
@@ -689,6 +692,11 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
+		}
+		// Done only when storage spans the zoneids a team needs again: a replacement placed in
+		// a zoneid already in use leaves the data short of replicas for good.
+		if short := storageSpreadShort(st, redundancyOf(st)); short != "" {
+			return false, short, nil
 		}
 		if !healthy(st) {
 			return false, "the database to be healthy and fully recovered", nil

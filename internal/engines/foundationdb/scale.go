@@ -308,6 +308,9 @@ func (r *removal) waitClass(ctx context.Context, sc *ops.StepContext, class stri
 				return false, fmt.Sprintf("process group %s to run and report", id), nil
 			}
 		}
+		if short := storageSpreadShort(st, redundancyOf(st)); class == "storage" && short != "" {
+			return false, short, nil
+		}
 		sc.Progress(int64(n), int64(want), "process groups", class)
 		return true, "", nil
 	})

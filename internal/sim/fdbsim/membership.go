@@ -97,11 +97,10 @@ func (c *Cluster) storedBytes(p *process, now time.Time) int64 {
 	if p.removedData {
 		return 0
 	}
-	e, ok := c.excludedBy(p)
-	if !ok {
-		return total
+	if _, ok := c.excludedBy(p); !ok || p.drainFrom.IsZero() {
+		return total // not excluded, or no team to move the data to (teamsBuildable)
 	}
-	left := 1 - float64(now.Sub(e.at))/float64(c.cfg.DataMove)
+	left := 1 - float64(now.Sub(p.drainFrom))/float64(c.cfg.DataMove)
 	return int64(float64(total) * min(max(left, 0), 1))
 }
 

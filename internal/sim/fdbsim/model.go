@@ -153,6 +153,11 @@ type process struct {
 	// zone while it is away; movingUntil is when the relocations that failure queued end.
 	failedUnprotected bool
 	movingUntil       time.Time
+	// drainFrom is when the data of an excluded storage process started to move away (zero
+	// while it cannot: too few fault domains left to build a team, see teamsBuildable);
+	// stalled records that it could not, so that the move starts when it becomes possible.
+	drainFrom time.Time
+	stalled   bool
 }
 
 type recovery struct {
@@ -340,13 +345,53 @@ func (c *Cluster) advance(now time.Time) {
 	if c.maintZone != "" && !now.Before(c.maintUntil) {
 		c.setMaintenance("", time.Time{})
 	}
+	buildable := c.teamsBuildable()
 	for _, p := range c.procs {
-		if p.spec.Class == ClassStorage && !p.removedData {
-			if e, ok := c.excludedBy(p); ok && !now.Before(e.at.Add(c.cfg.DataMove)) {
-				p.removedData = true
-			}
+		if p.spec.Class != ClassStorage || p.removedData {
+			continue
+		}
+		e, ok := c.excludedBy(p)
+		switch {
+		case !ok:
+			p.drainFrom, p.stalled = time.Time{}, false
+			continue
+		case !buildable:
+			// No team of the mode's size in distinct zones can take the data: it stays.
+			p.drainFrom, p.stalled = time.Time{}, true
+			continue
+		case p.drainFrom.IsZero() && p.stalled:
+			p.drainFrom, p.stalled = now, false
+		case p.drainFrom.IsZero():
+			p.drainFrom = e.at
+		}
+		if !now.Before(p.drainFrom.Add(c.cfg.DataMove)) {
+			p.removedData = true
 		}
 	}
+}
+
+// teamsBuildable: data distribution can build storage teams, which need the mode's replicas in
+// distinct zoneids among the healthy, not excluded storage servers
+// (fdbserver/datadistributor/DDTeamCollection.cpp buildTeams: with uniqueMachines, the
+// distinct zoneIds of servers that are not unhealthy, below storageTeamSize it builds no team
+// and traces BuildTeamsLastBuildTeamsFailed "Do not have enough unique machines"; an excluded
+// server is undesired, so unhealthy). Without a team to move to, an excluded server's data
+// stays where it is and its exclusion never completes.
+func (c *Cluster) teamsBuildable() bool {
+	return len(c.healthyStorageZones()) >= replicas(c.cfg.RedundancyMode)
+}
+
+// healthyStorageZones are the distinct zoneids of storage servers that are up (or shielded by
+// the maintenance zone) and not excluded.
+func (c *Cluster) healthyStorageZones() map[string]bool {
+	zones := map[string]bool{}
+	for _, p := range c.procs {
+		if p.spec.Class != ClassStorage || p.removedData || (!p.up && p.spec.Zone != c.maintZone) || c.isExcluded(p) {
+			continue
+		}
+		zones[p.spec.Zone] = true
+	}
+	return zones
 }
 
 func (c *Cluster) bringUp(p *process, at time.Time) {
@@ -731,33 +776,52 @@ func (c *Cluster) locality(p *process) map[string]string {
 // storageState computes data.state the way data distribution reports it: a storage server
 // that is down makes its teams lose a replica, except inside the maintenance zone, whose
 // failures data distribution ignores (fdbserver/DDTeamCollection.actor.cpp,
-// storageServerFailureTracker: servers in the healthy zone are not marked failed).
+// storageServerFailureTracker: servers in the healthy zone are not marked failed). The names
+// and replica counts are fdbserver/clustercontroller/Status.cpp dataStatusFetcher's mapping of
+// the highest team priority (DDTeamCollection teamTracker): a team with 2 or 1 servers left is
+// PRIORITY_TEAM_2_LEFT / _1_LEFT, "healing" with min_replicas_remaining 2 / 1; a team holding
+// an excluded (wrong configuration) server is PRIORITY_TEAM_UNHEALTHY, "healing" ("Restoring
+// replication factor") with min_replicas_remaining the team size.
+//
+// Teams span distinct zoneids, so the replicas left are also bounded by the zoneids the data
+// is in: once the servers of a zone are gone for good (removed), data distribution cannot
+// re-replicate into a zone already holding a replica, and with fewer zoneids than the team size
+// the data stays short of replicas ("healing", min_replicas_remaining the zoneids holding it).
+// An exclusion that cannot drain (teamsBuildable false) leaves its teams unhealthy: "healing",
+// not healthy, min_replicas_remaining the team size while the excluded server runs.
 func (c *Cluster) storageState() (name string, healthy bool, minReplicas int, downZones int) {
 	r := replicas(c.cfg.RedundancyMode)
 	zones := map[string]bool{}
-	removing := false
+	dataZones := map[string]bool{}
+	removing, stuck := false, false
+	buildable := c.teamsBuildable()
 	for _, p := range c.procs {
 		if p.spec.Class != ClassStorage || p.removedData {
 			continue
 		}
 		if _, ex := c.excludedBy(p); ex {
 			removing = true
+			stuck = stuck || !buildable
 		}
 		if !p.up && p.spec.Zone != c.maintZone {
 			zones[p.spec.Zone] = true
+		} else {
+			dataZones[p.spec.Zone] = true
 		}
 	}
 	downZones = len(zones)
-	minReplicas = max(r-downZones, 0)
+	minReplicas = max(min(r-downZones, len(dataZones)), 0)
 	switch {
-	case downZones == 0 && removing:
-		return "healthy_removing_server", true, minReplicas, 0
-	case downZones == 0:
-		return "healthy", true, minReplicas, 0
 	case minReplicas == 0:
 		return "missing_data", false, 0, downZones
-	default:
+	case minReplicas < r:
 		return "healing", false, minReplicas, downZones
+	case stuck:
+		return "healing", false, minReplicas, downZones
+	case removing:
+		return "healthy_removing_server", true, minReplicas, 0
+	default:
+		return "healthy", true, minReplicas, 0
 	}
 }
 
