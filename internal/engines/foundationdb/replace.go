@@ -646,17 +646,22 @@ func (r *removal) removed(ctx context.Context, sc *ops.StepContext, u *unstructu
 			return false, fmt.Sprintf("PVC %s of process group %s to be deleted", pvcs.Items[0].Name, id), nil
 		}
 		if g, ok := ReadCR(u).Groups[id]; ok {
-			if slices.Contains(g.Conditions, "ResourcesTerminating") {
-				// Its resources are gone: the operator includes it again and drops it only once
-				// the last recovery is old enough (--minimum-recovery-time-for-inclusion, 600 s by
-				// default) and waitBetweenRemovalsSeconds (60 s by default) have passed.
-				return false, "process group " + id + " to leave status.processGroups (resources terminating: the operator includes removed groups only " +
-					"once the last recovery is old enough, 600s by default, and spec.automationOptions.waitBetweenRemovalsSeconds after the removal, 60s by default)", nil
-			}
-			return false, "process group " + id + " to leave status.processGroups", nil
+			return false, "process group " + id + " to leave status.processGroups" + inclusionPacing(g), nil
 		}
 	}
 	return true, "", nil
+}
+
+// inclusionPacing: a removed group whose resources are gone (ResourcesTerminating) stays in the
+// status until the operator includes it again, only once the last recovery is old enough
+// (--minimum-recovery-time-for-inclusion, 600 s by default) and waitBetweenRemovalsSeconds (60 s
+// by default) after the removal.
+func inclusionPacing(g CRGroup) string {
+	if !slices.Contains(g.Conditions, "ResourcesTerminating") {
+		return ""
+	}
+	return " (resources terminating: the operator includes removed groups only once the last recovery is old enough, 600s by default, " +
+		"and spec.automationOptions.waitBetweenRemovalsSeconds after the removal, 60s by default)"
 }
 
 func (r *removal) waitIncluded(ctx context.Context, sc *ops.StepContext, batch []string) error {
