@@ -115,6 +115,10 @@ func Resource(c *ops.Cluster) *unstructured.Unstructured {
 // CRState is what the FoundationDBCluster says of itself.
 type CRState struct {
 	Generation, Reconciled int64
+	// NeedsCoordinatorChange is status.generations.needsCoordinatorChange: the generation at
+	// which the operator found its coordinators invalid (0: none pending). The operator leaves
+	// generations.reconciled as it was meanwhile.
+	NeedsCoordinatorChange int64
 	Available, Healthy     bool
 	FullReplication        bool
 	Locks                  []string
@@ -137,6 +141,7 @@ type CRGroup struct {
 func ReadCR(u *unstructured.Unstructured) CRState {
 	s := CRState{Generation: u.GetGeneration(), Groups: map[string]CRGroup{}}
 	s.Reconciled, _, _ = unstructured.NestedInt64(u.Object, "status", "generations", "reconciled")
+	s.NeedsCoordinatorChange, _, _ = unstructured.NestedInt64(u.Object, "status", "generations", "needsCoordinatorChange")
 	s.Available, _, _ = unstructured.NestedBool(u.Object, "status", "health", "available")
 	s.Healthy, _, _ = unstructured.NestedBool(u.Object, "status", "health", "healthy")
 	s.FullReplication, _, _ = unstructured.NestedBool(u.Object, "status", "health", "fullReplication")
@@ -174,6 +179,8 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		rec := "yes"
 		if s.Reconciled < s.Generation {
 			rec = fmt.Sprintf("no (generation %d, reconciled %d)", s.Generation, s.Reconciled)
+		} else if s.NeedsCoordinatorChange != 0 && s.NeedsCoordinatorChange >= s.Generation {
+			rec = "no (a coordinator change pending: status.generations.needsCoordinatorChange)"
 		}
 		details["operatorReconciled"] = rec
 		details["operatorHealth"] = fmt.Sprintf("available=%t healthy=%t fullReplication=%t", s.Available, s.Healthy, s.FullReplication)
