@@ -9,6 +9,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 )
@@ -250,4 +252,23 @@ func groupOf(st clusterStatus, id string) *processGroupStatus {
 		}
 	}
 	return nil
+}
+
+// TestCRDKeepsTheRemovalPacingFields: the test bed's API server prunes fields the CRD does not
+// declare; without these the stand-in always read the default 60 s (it did in e2e).
+func TestCRDKeepsTheRemovalPacingFields(t *testing.T) {
+	var crd map[string]any
+	if err := yaml.Unmarshal(CRD, &crd); err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd, "spec", "versions")
+	if len(versions) == 0 {
+		t.Fatal("no versions")
+	}
+	props, _, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", "automationOptions", "properties")
+	for _, f := range []string{"waitBetweenRemovalsSeconds", "removalMode"} {
+		if _, ok := props[f]; !ok {
+			t.Errorf("spec.automationOptions.%s missing from the CRD", f)
+		}
+	}
 }
