@@ -326,6 +326,9 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 				status.Locks.DenyList = list
 			}
 		}
+		if err := o.excludeMarked(ctx, &spec, &status, model, pc, ls, name, ns); err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
 		needsCoordinators = o.fixCoordinators(ctx, model, &spec, &status, ls, name, ns, pc, false)
 		var mopts maintenanceOptions
 		if err := fromUnstructured(u.Object["spec"], &mopts); err == nil {
@@ -337,18 +340,12 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 			}
 			o.checkMaintenance(ctx, model, &mopts, storage, ls)
 		}
-		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
-			for _, p := range health.Cluster.Processes {
-				reported[p.Locality["instance_id"]] = true
-			}
-		}
-		if err := o.reconcileRemovals(ctx, u, &spec, &status, model, pods, reported, pc, ls); err != nil {
+		if err := o.reconcileRemovals(ctx, u, &spec, &status, model, pods, pc, ls); err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
-		// exclude_processes.go may have moved the coordinators; update_status.go's
-		// NeedsNewCoordinators is read again at the end.
+		// The removal changed the groups; update_status.go's NeedsNewCoordinators is read
+		// again at the end.
 		needsCoordinators = needsCoordinators && !o.coordinatorsValid(model, &spec, &status, name, ns)
-		clear(reported)
 		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
 			for _, p := range health.Cluster.Processes {
 				reported[p.Locality["instance_id"]] = true

@@ -171,10 +171,9 @@ func exclusionString(pg *processGroupStatus) string {
 }
 
 // reconcileRemovals runs one round of exclude, remove and include for the groups marked for
-// removal, paced as the operator paces them (pacing.go). pods are the cluster's pods by name;
-// reported says which groups' processes report.
+// removal, paced as the operator paces them (pacing.go). pods are the cluster's pods by name.
 func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Unstructured, spec *clusterSpec, status *clusterStatus,
-	model *fdbsim.Cluster, pods map[string]*corev1.Pod, reported map[string]bool, pc *pace, ls *lockSpec) error {
+	model *fdbsim.Cluster, pods map[string]*corev1.Pod, pc *pace, ls *lockSpec) error {
 	marked := removing(status)
 	if len(marked) == 0 || model == nil {
 		return nil
@@ -185,9 +184,6 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 	}
 	name, ns := owner.GetName(), owner.GetNamespace()
 	now := o.host.Clock().Now()
-	if err := o.excludeMarked(ctx, spec, status, model, &st, marked, reported, pc, ls, name, ns); err != nil {
-		return err
-	}
 	excluded := map[string]bool{}
 	for _, e := range st.Cluster.Configuration.ExcludedServers {
 		excluded[e.Locality] = true
@@ -400,11 +396,25 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 	return nil
 }
 
-// excludeMarked is exclude_processes.go: per class, only with replacements ready, only as the
-// pacing allows (CanSafelyExcludeProcessesWithRecoveryState), under the lock; a coordinator
-// excluded has the coordinators changed at once.
-func (o *Operator) excludeMarked(ctx context.Context, spec *clusterSpec, status *clusterStatus, model *fdbsim.Cluster, st *removalStatus,
-	marked, reported map[string]bool, pc *pace, ls *lockSpec, name, ns string) error {
+// excludeMarked is exclude_processes.go, which the operator runs before changeCoordinators and
+// removeProcessGroups (cluster_controller.go subReconcilers): per class, only with replacements
+// ready, only as the pacing allows (CanSafelyExcludeProcessesWithRecoveryState), under the lock;
+// a coordinator excluded has the coordinators changed at once.
+func (o *Operator) excludeMarked(ctx context.Context, spec *clusterSpec, status *clusterStatus, model *fdbsim.Cluster,
+	pc *pace, ls *lockSpec, name, ns string) error {
+	marked := removing(status)
+	if len(marked) == 0 {
+		return nil
+	}
+	var rs removalStatus
+	if err := json.Unmarshal(model.StatusJSON(), &rs); err != nil {
+		return fmt.Errorf("status json: %w", err)
+	}
+	st := &rs
+	reported := map[string]bool{}
+	for _, p := range st.Cluster.Processes {
+		reported[p.Locality["instance_id"]] = true
+	}
 	desired := spec.desiredCounts()
 	perClass := map[string][]*processGroupStatus{}
 	for _, pg := range status.ProcessGroups {
