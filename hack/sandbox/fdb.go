@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
 )
@@ -57,7 +58,15 @@ func serveFDB(ctx context.Context, ready *os.File) error {
 		return err
 	}
 	bed := sandboxBed{dyn: dyn, shimDir: filepath.Join(dir, "shims")}
-	b, err := fdbwire.Start(ctx, bed, client, dyn, fdbDemoNamespace, fdbsim.Config{})
+	// The stand-in paces as the operator's own e2e suite configures it
+	// (e2e/fixtures/fdb_operator_client.go), not with its defaults (fdbop.DefaultPacing: 600 s
+	// before an inclusion would hold every replacement in the sandbox for ten minutes).
+	b, err := fdbwire.Start(ctx, bed, client, dyn, fdbDemoNamespace, fdbsim.Config{}, fdbwire.WithPacing(fdbop.Pacing{
+		MinimumRecoveryTimeForInclusion:                       30 * time.Second,
+		MinimumRecoveryTimeForExclusion:                       30 * time.Second,
+		MinimumUptimeForCoordinatorChangeWithMissingProcess:   10 * time.Second,
+		MinimumUptimeForCoordinatorChangeWithUndesiredProcess: 20 * time.Second,
+	}))
 	if err != nil {
 		return err
 	}

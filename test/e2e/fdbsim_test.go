@@ -19,6 +19,24 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
 )
 
+// fdbE2EPacing is the stand-in operator's pacing in the e2e tests: the operator's waits after a
+// recovery, scaled down. Its defaults (fdbop.DefaultPacing: 600 s before an inclusion, 120 s
+// before an exclusion, 2 and 5 minutes before a coordinator change) would make each
+// replacement take over ten minutes; the operator's own e2e suite lowers them too (30 s, 30 s,
+// 10 s, 20 s: e2e/fixtures/fdb_operator_client.go). Not zero, so the engine meets the pacing.
+func fdbE2EPacing() fdbwire.Option {
+	return fdbwire.WithPacing(fdbop.Pacing{
+		MinimumRecoveryTimeForInclusion:                       8 * time.Second,
+		MinimumRecoveryTimeForExclusion:                       4 * time.Second,
+		MinimumUptimeForCoordinatorChangeWithMissingProcess:   3 * time.Second,
+		MinimumUptimeForCoordinatorChangeWithUndesiredProcess: 5 * time.Second,
+	})
+}
+
+// fdbE2EWaitBetweenRemovals is spec.automationOptions.waitBetweenRemovalsSeconds in the e2e
+// clusters (the operator's default: 60 s).
+func fdbE2EWaitBetweenRemovals() *int { n := 3; return &n }
+
 // fdbSimFixture starts the FoundationDB simulator and stand-in operator for ns and creates the
 // sandbox's cluster layout: storage/log/stateless, triple redundancy (5 coordinators), the
 // zoneid from the node's zone label. The test bed has four zones, one more than triple's
@@ -34,12 +52,13 @@ func fdbSimFixtureWith(t *testing.T, ns, name string, tls bool) *fdbwire.Bed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
-	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second})
+	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second}, fdbE2EPacing())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	spec := fdbwire.ClusterSpec{Namespace: ns, Name: name, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true, TLS: tls}
+	spec := fdbwire.ClusterSpec{Namespace: ns, Name: name, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true, TLS: tls,
+		WaitBetweenRemovalsSeconds: fdbE2EWaitBetweenRemovals()}
 	if err := b.Create(ctx, spec); err != nil {
 		t.Fatal(err)
 	}

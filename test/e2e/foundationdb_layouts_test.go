@@ -23,12 +23,13 @@ func fdbLayoutFixture(t *testing.T, ns string, spec fdbwire.ClusterSpec) *fdbwir
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
-	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second})
+	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second}, fdbE2EPacing())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
 	spec.Namespace, spec.Name = ns, "myfdb"
+	spec.WaitBetweenRemovalsSeconds = fdbE2EWaitBetweenRemovals()
 	if err := b.Create(ctx, spec); err != nil {
 		t.Fatal(err)
 	}

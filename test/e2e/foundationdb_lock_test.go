@@ -189,12 +189,13 @@ func waitOperatorLock(t *testing.T, ctx context.Context, m *fdbsim.Cluster, owne
 // hold of the key, until the cluster is reconciled again) outlasts a test.
 func multiZoneFDB(t *testing.T, ctx context.Context, ns string) *fdbsim.Cluster {
 	t.Helper()
-	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second, DataMove: time.Hour})
+	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second, DataMove: time.Hour}, fdbE2EPacing())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	spec := fdbwire.ClusterSpec{Namespace: ns, Name: "myfdb", Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true}
+	spec := fdbwire.ClusterSpec{Namespace: ns, Name: "myfdb", Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true,
+		WaitBetweenRemovalsSeconds: fdbE2EWaitBetweenRemovals()}
 	obj := spec.Object()
 	_ = unstructured.SetNestedField(obj.Object, int64(3), "spec", "faultDomain", "zoneCount")
 	_ = unstructured.SetNestedField(obj.Object, "dc1", "spec", "processGroupIDPrefix")

@@ -117,6 +117,10 @@ func Resource(c *ops.Cluster) *unstructured.Unstructured {
 // CRState is what the FoundationDBCluster says of itself.
 type CRState struct {
 	Generation, Reconciled int64
+	// NeedsCoordinatorChange is status.generations.needsCoordinatorChange: the generation at
+	// which the operator found its coordinators invalid (0: none pending). The operator leaves
+	// generations.reconciled as it was meanwhile.
+	NeedsCoordinatorChange int64
 	Available, Healthy     bool
 	FullReplication        bool
 	Locks                  []string
@@ -145,6 +149,7 @@ type CRGroup struct {
 func ReadCR(u *unstructured.Unstructured) CRState {
 	s := CRState{Generation: u.GetGeneration(), Groups: map[string]CRGroup{}}
 	s.Reconciled, _, _ = unstructured.NestedInt64(u.Object, "status", "generations", "reconciled")
+	s.NeedsCoordinatorChange, _, _ = unstructured.NestedInt64(u.Object, "status", "generations", "needsCoordinatorChange")
 	s.Available, _, _ = unstructured.NestedBool(u.Object, "status", "health", "available")
 	s.Healthy, _, _ = unstructured.NestedBool(u.Object, "status", "health", "healthy")
 	s.FullReplication, _, _ = unstructured.NestedBool(u.Object, "status", "health", "fullReplication")
@@ -273,6 +278,8 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		rec := "yes"
 		if s.Reconciled < s.Generation {
 			rec = fmt.Sprintf("no (generation %d, reconciled %d): %s", s.Generation, s.Reconciled, s.NotReconciledReason())
+		} else if s.NeedsCoordinatorChange != 0 && s.NeedsCoordinatorChange >= s.Generation {
+			rec = "no (a coordinator change pending: status.generations.needsCoordinatorChange)"
 		}
 		if len(s.Buggify) > 0 {
 			details["operatorBuggify"] = strings.Join(ops.PrintableAll(s.Buggify), ", ")

@@ -517,13 +517,16 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 			return false, why, nil
 		}
 		var left int64
-		var waiting []string
+		var waiting, unexcluded []string
 		for _, id := range batch {
 			if g, ok := cr.Groups[id]; ok && g.Excluded {
 				continue
 			}
 			for _, pr := range st.ByInstance(id) {
 				busy := !pr.Excluded
+				if !pr.Excluded {
+					unexcluded = append(unexcluded, id)
+				}
 				for _, ro := range pr.Roles {
 					if ro.Role != "coordinator" {
 						busy = true
@@ -534,6 +537,9 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 					waiting = append(waiting, id)
 				}
 			}
+		}
+		if len(unexcluded) > 0 {
+			return false, notExcludedReason(st, unexcluded), nil
 		}
 		total = max(total, left)
 		if total > 0 && left != lastLeft {
@@ -548,6 +554,14 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 		}
 		return true, "", nil
 	})
+}
+
+// notExcludedReason: the operator has not excluded these groups yet. Besides a replacement
+// to run, it waits until the last recovery is old enough (its
+// --minimum-recovery-time-for-exclusion, 120 s by default).
+func notExcludedReason(st *Status, ids []string) string {
+	return fmt.Sprintf("the operator to exclude %s (it excludes only once the last recovery is old enough, 120s by default%s)",
+		strings.Join(slices.Compact(ids), ","), st.lastRecovery())
 }
 
 // addrsOf are the batch's process addresses now (status json); a group gone holds none.
@@ -572,18 +586,24 @@ func (r *removal) waitNoCoordinator(ctx context.Context, sc *ops.StepContext, ba
 		for _, id := range batch {
 			for _, pr := range st.ByInstance(id) {
 				if st.IsCoordinator(pr.Address) {
-					return false, "the operator to move coordinator " + pr.Address + " (process group " + id + ") off the removed process groups", nil
+					return false, "the operator to move coordinator " + pr.Address + " (process group " + id + ") off the removed process groups" + coordinatorPacing(st), nil
 				}
 			}
 		}
 		addrs := addrsOf(st, batch)
 		for _, co := range st.Client.Coordinators.Coordinators {
 			if addrs[strings.TrimSuffix(co.Address, ":tls")] {
-				return false, "the operator to move coordinator " + co.Address + " off the removed process groups", nil
+				return false, "the operator to move coordinator " + co.Address + " off the removed process groups" + coordinatorPacing(st), nil
 			}
 		}
 		return true, "", nil
 	})
+}
+
+// coordinatorPacing: the operator changes coordinators right after excluding one, otherwise
+// only once the last recovery is old enough (5 minutes by default for an undesired one).
+func coordinatorPacing(st *Status) string {
+	return " (it changes coordinators right after excluding one, else only once the last recovery is old enough" + st.lastRecovery() + ")"
 }
 
 func (r *removal) waitRemoved(ctx context.Context, sc *ops.StepContext, batch []string) error {
@@ -627,11 +647,23 @@ func (r *removal) removed(ctx context.Context, sc *ops.StepContext, u *unstructu
 		if len(pvcs.Items) > 0 {
 			return false, fmt.Sprintf("PVC %s of process group %s to be deleted", pvcs.Items[0].Name, id), nil
 		}
-		if _, ok := ReadCR(u).Groups[id]; ok {
-			return false, "process group " + id + " to leave status.processGroups", nil
+		if g, ok := ReadCR(u).Groups[id]; ok {
+			return false, "process group " + id + " to leave status.processGroups" + inclusionPacing(g), nil
 		}
 	}
 	return true, "", nil
+}
+
+// inclusionPacing: a removed group whose resources are gone (ResourcesTerminating) stays in the
+// status until the operator includes it again, only once the last recovery is old enough
+// (--minimum-recovery-time-for-inclusion, 600 s by default) and waitBetweenRemovalsSeconds (60 s
+// by default) after the removal.
+func inclusionPacing(g CRGroup) string {
+	if !slices.Contains(g.Conditions, "ResourcesTerminating") {
+		return ""
+	}
+	return " (resources terminating: the operator includes removed groups only once the last recovery is old enough, 600s by default, " +
+		"and spec.automationOptions.waitBetweenRemovalsSeconds after the removal, 60s by default)"
 }
 
 func (r *removal) waitIncluded(ctx context.Context, sc *ops.StepContext, batch []string) error {

@@ -1,6 +1,7 @@
 package foundationdb
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -169,6 +170,9 @@ func TestRemovedSelectsByClusterAndGroup(t *testing.T) {
 				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "mine-data", Namespace: "demo",
 					Labels: map[string]string{"app": "mine", defaultProcessGroupIDLabel: "storage-10"}}},
 			}},
+		{name: "resources gone, the operator's inclusion paced", u: terminating(cr("myfdb", nil)),
+			waiting: "process group storage-10 to leave status.processGroups (resources terminating: the operator includes removed groups only " +
+				"once the last recovery is old enough, 600s by default, and spec.automationOptions.waitBetweenRemovalsSeconds after the removal, 60s by default)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := New(ops.EngineDeps{Client: fake.NewClientset(tc.objs...)}, Options{})
@@ -184,5 +188,31 @@ func TestRemovedSelectsByClusterAndGroup(t *testing.T) {
 				t.Fatalf("done %t waiting %q, want %t %q", done, waiting, tc.done, tc.waiting)
 			}
 		})
+	}
+}
+
+// terminating lists storage-10 in u's status as the operator leaves a removed group while it
+// waits to include it (update_status.go: ResourcesTerminating).
+func terminating(u *unstructured.Unstructured) *unstructured.Unstructured {
+	u.Object["status"] = map[string]any{"processGroups": []any{map[string]any{"processGroupID": "storage-10", "processClass": "storage",
+		"removalTimestamp": "2026-01-01T00:00:00Z", "exclusionTimestamp": "2026-01-01T00:00:00Z",
+		"processGroupConditions": []any{map[string]any{"type": "ResourcesTerminating", "timestamp": int64(1)}}}}}
+	return u
+}
+
+// TestNotExcludedReasonNamesTheOperatorsPacing: a group not yet excluded is reported as the
+// operator's exclusion to come, with the age of the last recovery it paces by, not as data
+// left to move.
+func TestNotExcludedReasonNamesTheOperatorsPacing(t *testing.T) {
+	var st Status
+	if err := json.Unmarshal([]byte(`{"cluster":{"recovery_state":{"name":"fully_recovered","seconds_since_last_recovered":42.4}}}`), &st); err != nil {
+		t.Fatal(err)
+	}
+	want := "the operator to exclude storage-10 (it excludes only once the last recovery is old enough, 120s by default; the last recovery was 42s ago)"
+	if got := notExcludedReason(&st, []string{"storage-10", "storage-10"}); got != want {
+		t.Fatalf("got %q", got)
+	}
+	if got := notExcludedReason(&Status{}, []string{"storage-10"}); !strings.HasSuffix(got, "120s by default)") {
+		t.Fatalf("without a recovery state: %q", got)
 	}
 }

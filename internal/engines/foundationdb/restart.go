@@ -791,6 +791,14 @@ func (g *gate) checkCR(ctx context.Context) error {
 		return ops.Preconditionf("FoundationDBCluster %s/%s is not reconciled (generation %d, reconciled %d): %s; refusing to restart",
 			g.c.Namespace, u.GetName(), s.Generation, s.Reconciled, s.NotReconciledReason())
 	}
+	if s.NeedsCoordinatorChange != 0 && s.NeedsCoordinatorChange >= s.Generation {
+		// The operator is about to change the coordinators (a recovery of its own), as soon as
+		// its pacing allows: the last recovery 2 minutes old with a coordinator missing, 5 with
+		// one undesired, by default.
+		return ops.Preconditionf("FoundationDBCluster %s/%s has a coordinator change pending (status.generations.needsCoordinatorChange): "+
+			"the operator changes them once the last recovery is old enough (2 min with a coordinator missing, 5 min otherwise, by default); refusing to restart",
+			g.c.Namespace, u.GetName())
+	}
 	return nil
 }
 

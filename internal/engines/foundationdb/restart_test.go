@@ -220,6 +220,8 @@ func TestRestartRefusals(t *testing.T) {
 		setup   func(*testing.T, *fdbsim.Cluster)
 		gen     int64
 		wantMsg string
+		// needsCoordinatorChange is status.generations.needsCoordinatorChange (0: unset).
+		needsCoordinatorChange int64
 	}{
 		{"unavailable", func(t *testing.T, m *fdbsim.Cluster) {
 			for _, id := range []string{"log-10", "log-11", "log-12"} {
@@ -227,17 +229,22 @@ func TestRestartRefusals(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-		}, 3, "refusing to restart"},
-		{"not reconciled", nil, 4, "is not reconciled (generation 4, reconciled 3)"},
+		}, 3, "refusing to restart", 0},
+		{"not reconciled", nil, 4, "is not reconciled (generation 4, reconciled 3)", 0},
+		{"coordinator change pending", nil, 3, "has a coordinator change pending (status.generations.needsCoordinatorChange)", 3},
 		{"another zone in maintenance", func(t *testing.T, m *fdbsim.Cluster) {
 			runFdbcli(t, m, "maintenance on zone-c 300")
-		}, 3, "zone zone-c is in maintenance, set by someone else ("},
+		}, 3, "zone zone-c is in maintenance, set by someone else (", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, tt.gen, 3)
 			if tt.setup != nil {
 				tt.setup(t, model)
+			}
+			if tt.needsCoordinatorChange != 0 {
+				gens := c.Groups[0].Controller.Object["status"].(map[string]any)["generations"].(map[string]any)
+				gens["needsCoordinatorChange"] = tt.needsCoordinatorChange
 			}
 			before := len(mutations(model))
 			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})

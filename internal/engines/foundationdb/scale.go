@@ -125,8 +125,8 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 				return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
 					cr := ReadCR(u)
 					for _, id := range remove {
-						if _, ok := cr.Groups[id]; ok {
-							return false, "process group " + id + " to be removed by the operator", nil
+						if g, ok := cr.Groups[id]; ok {
+							return false, "process group " + id + " to be removed by the operator" + inclusionPacing(g), nil
 						}
 					}
 					return true, "", nil

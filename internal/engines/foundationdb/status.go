@@ -1,6 +1,7 @@
 package foundationdb
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -31,6 +32,9 @@ type Status struct {
 			Name              string `json:"name"`
 			ActiveGenerations int    `json:"active_generations"`
 			Description       string `json:"description"`
+			// SecondsSinceLastRecovered: the operator paces exclusions, inclusions and
+			// coordinator changes by it (docs/procedures.md).
+			SecondsSinceLastRecovered *float64 `json:"seconds_since_last_recovered"`
 		} `json:"recovery_state"`
 		Processes     map[string]Process `json:"processes"`
 		Configuration *struct {
@@ -175,6 +179,15 @@ func (s *Status) RecoveryName() string {
 		return ""
 	}
 	return s.Cluster.RecoveryState.Name
+}
+
+// lastRecovery says how long ago the last recovery was, for a waiting reason ("" when status
+// json does not say).
+func (s *Status) lastRecovery() string {
+	if s == nil || s.Cluster.RecoveryState == nil || s.Cluster.RecoveryState.SecondsSinceLastRecovered == nil {
+		return ""
+	}
+	return fmt.Sprintf("; the last recovery was %.0fs ago", *s.Cluster.RecoveryState.SecondsSinceLastRecovered)
 }
 
 // ActiveGenerations is recovery_state.active_generations (0 when absent).

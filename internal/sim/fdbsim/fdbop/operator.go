@@ -78,6 +78,9 @@ type Options struct {
 	Resync time.Duration
 	// Seed seeds the process group ID numbers (0: random).
 	Seed uint64
+	// Pacing is the operator's waits after a recovery (pacing.go); nil: the operator's
+	// defaults (DefaultPacing).
+	Pacing *Pacing
 }
 
 // Operator is the stand-in controller.
@@ -104,6 +107,9 @@ type clusterState struct {
 func New(kube kubernetes.Interface, dyn dynamic.Interface, host *fdbsim.Host, opts Options) *Operator {
 	if opts.Resync == 0 {
 		opts.Resync = 500 * time.Millisecond
+	}
+	if opts.Pacing == nil {
+		opts.Pacing = ptr(DefaultPacing())
 	}
 	seed := opts.Seed
 	if seed == 0 {
@@ -312,14 +318,22 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 
 	reported := map[string]bool{}
 	var health fdbStatus
+	needsCoordinators := false
 	if model != nil {
+		pc, err := newPace(*o.opts.Pacing, spec.Version, model.StatusJSON())
+		if err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
 		if len(ls.LockOptions.DenyList) > 0 && ls.shouldUseLocks() && status.Configured {
 			// update_lock_configuration.go, then update_status.go's status.locks.
 			if list, err := o.updateDenyList(model, ls); err == nil {
 				status.Locks.DenyList = list
 			}
 		}
-		o.fixCoordinators(ctx, model, &spec, &status, ls, name, ns)
+		if err := o.excludeMarked(ctx, &spec, &status, model, pc, ls, name, ns); err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
+		needsCoordinators = o.fixCoordinators(ctx, model, &spec, &status, ls, name, ns, pc, false)
 		var mopts maintenanceOptions
 		if err := fromUnstructured(u.Object["spec"], &mopts); err == nil {
 			storage := map[string]bool{}
@@ -330,15 +344,12 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 			}
 			o.checkMaintenance(ctx, model, &mopts, storage, ls)
 		}
-		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
-			for _, p := range health.Cluster.Processes {
-				reported[p.Locality["instance_id"]] = true
-			}
-		}
-		if err := o.reconcileRemovals(ctx, u, &spec, &status, model, pods, reported, time.Now()); err != nil {
+		if err := o.reconcileRemovals(ctx, u, &spec, &status, model, pods, pc, ls); err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
-		clear(reported)
+		// The removal changed the groups; update_status.go's NeedsNewCoordinators is read
+		// again at the end.
+		needsCoordinators = needsCoordinators && !o.coordinatorsValid(model, &spec, &status, name, ns)
 		if err := json.Unmarshal(model.StatusJSON(), &health); err == nil {
 			for _, p := range health.Cluster.Processes {
 				reported[p.Locality["instance_id"]] = true
@@ -355,11 +366,19 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 	status.Health.Healthy = health.Client.DatabaseStatus.Healthy
 	status.Health.FullReplication = health.Cluster.FullReplication
 
-	now := time.Now().Unix()
+	now := o.host.Clock().Now().Unix()
 	for _, pg := range status.ProcessGroups {
 		pod := pods[podName(name, pg)]
 		var want []string
 		switch {
+		case pg.RemovalTimestamp != nil && pg.ExclusionTimestamp != nil:
+			// update_status.go: a group marked for removal and excluded whose pod is gone or
+			// terminating is ResourcesTerminating, nothing else (SetExclude keeps only that).
+			if pod == nil || pod.DeletionTimestamp != nil || conditionTime(pg, "ResourcesTerminating") > 0 {
+				want = append(want, "ResourcesTerminating")
+			}
+			pg.ProcessGroupConditions = conditions(pg.ProcessGroupConditions, want, now)
+			continue
 		case pod == nil || pod.DeletionTimestamp != nil:
 			want = append(want, "MissingPod")
 		case pod.Status.Phase == corev1.PodPending || !podReady(pod):
@@ -370,7 +389,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 		}
 		pg.ProcessGroupConditions = conditions(pg.ProcessGroupConditions, want, now)
 	}
-	if checkReconciliation(&spec, &status, u.GetGeneration()) && ls.shouldUseLocks() {
+	if checkReconciliation(&spec, &status, u.GetGeneration(), needsCoordinators) && ls.shouldUseLocks() {
 		// update_status.go: a reconciled cluster releases the operator's lock.
 		_ = o.releaseLock(model, ls)
 	}
@@ -396,7 +415,7 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 // which does not block, once its resources terminate: the stand-in removes them at once),
 // hasUnhealthyProcess for a group with a condition, missingDatabaseStatus (DatabaseUnavailable)
 // while the database is unavailable. reconciled moves to the generation only when none blocks.
-func checkReconciliation(spec *clusterSpec, status *clusterStatus, gen int64) bool {
+func checkReconciliation(spec *clusterSpec, status *clusterStatus, gen int64, needsCoordinators bool) bool {
 	if status.Generations == nil {
 		status.Generations = map[string]int64{}
 	}
@@ -440,6 +459,11 @@ func checkReconciliation(spec *clusterSpec, status *clusterStatus, gen int64) bo
 	}
 	if !status.Health.Available {
 		status.Generations["missingDatabaseStatus"] = gen
+		reconciled = false
+	}
+	if needsCoordinators {
+		// api/v1beta2 CheckReconciliation: NeedsNewCoordinators keeps the cluster unreconciled.
+		status.Generations["needsCoordinatorChange"] = gen
 		reconciled = false
 	}
 	if reconciled {
@@ -700,12 +724,13 @@ func chooseCoordinators(procs []fdbsim.ProcessSpec, keep []string, n int) []stri
 	return out
 }
 
-// fixCoordinators replaces coordinators whose address no process has any more (a pod came back
-// with a new IP) by running `coordinators` (change_coordinators.go).
-func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, spec *clusterSpec, status *clusterStatus, ls *lockSpec, name, ns string) {
+// coordinatorChange is what change_coordinators.go would do now: the coordinators, the set to
+// change them to (nil when they are valid), and how many of them no running process holds
+// (missing; the others to replace are undesired: on a group marked for removal).
+func coordinatorChange(model *fdbsim.Cluster, spec *clusterSpec, status *clusterStatus, name, ns string) (cur, next []string, missing int) {
 	procs := model.Processes()
 	var specs []fdbsim.ProcessSpec
-	live := map[string]bool{}
+	live, up := map[string]bool{}, map[string]bool{}
 	marked := removing(status)
 	groups := map[string]*processGroupStatus{}
 	for _, pg := range status.ProcessGroups {
@@ -716,35 +741,74 @@ func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, s
 		// none is chosen there. Coordinators are compared as the cluster file names them: with
 		// DNS a pod back at a new IP keeps its name and stays a coordinator.
 		pg := groups[p.ID]
-		if p.Up && !marked[p.ID] && pg != nil {
-			entry := spec.coordinatorEntry(name, ns, pg, p.Address)
+		if !p.Up || pg == nil {
+			continue
+		}
+		entry := spec.coordinatorEntry(name, ns, pg, p.Address)
+		up[entry] = true
+		if !marked[p.ID] {
 			specs = append(specs, fdbsim.ProcessSpec{ID: p.ID, Address: entry, Class: p.Class, Zone: p.Zone})
 			live[entry] = true
 		}
 	}
-	cur := model.Coordinators()
+	cur = model.Coordinators()
 	var keep []string
 	for _, a := range cur {
 		if live[a] {
 			keep = append(keep, a)
 		}
+		if !up[a] {
+			missing++
+		}
 	}
-	if len(keep) == len(cur) || len(keep) <= len(cur)/2 {
-		// All fine, or no quorum to change them with.
-		return
+	if len(keep) == len(cur) {
+		return cur, nil, 0
 	}
-	next := chooseCoordinators(specs, keep, len(cur))
-	if len(next) < len(cur) {
-		// Not enough running processes for a full set yet: wait for them rather than shrink
-		// the coordinators.
-		return
+	return cur, chooseCoordinators(specs, keep, len(cur)), missing
+}
+
+// coordinatorsValid: no coordinator change is pending (update_status.go NeedsNewCoordinators).
+func (o *Operator) coordinatorsValid(model *fdbsim.Cluster, spec *clusterSpec, status *clusterStatus, name, ns string) bool {
+	_, next, _ := coordinatorChange(model, spec, status, name, ns)
+	return next == nil
+}
+
+// fixCoordinators replaces coordinators that no running process holds (a pod came back with a
+// new IP) or that run on a group marked for removal, by running `coordinators`
+// (change_coordinators.go), once the pacing allows it (CanSafelyChangeCoordinators); now skips
+// that check (exclude_processes.go changes the coordinators right after excluding one). It
+// reports whether a change is still pending.
+func (o *Operator) fixCoordinators(ctx context.Context, model *fdbsim.Cluster, spec *clusterSpec, status *clusterStatus, ls *lockSpec, name, ns string, pc *pace, now bool) bool {
+	cur, next, missing := coordinatorChange(model, spec, status, name, ns)
+	if next == nil {
+		return false
+	}
+	kept := 0
+	for _, a := range next {
+		if slices.Contains(cur, a) {
+			kept++
+		}
+	}
+	if kept <= len(cur)/2 || len(next) < len(cur) {
+		// No quorum to change them with, or not enough running processes for a full set yet:
+		// wait for them rather than shrink the coordinators.
+		return true
+	}
+	if !now && pc.canChangeCoordinators(missing) != nil {
+		return true // "Deferring coordinator change due to safety check"
 	}
 	if o.takeLock(model, ls, "changing coordinators") != nil {
-		return // change_coordinators.go: "changing coordinators" waits for the lock
+		return true // change_coordinators.go: "changing coordinators" waits for the lock
 	}
 	var out, errb bytes.Buffer
 	args := []string{"--exec", "coordinators " + strings.Join(next, " "), "--timeout", "10"}
-	_ = model.RunAs(ctx, "operator", args, &out, &errb)
+	if model.RunAs(ctx, "operator", args, &out, &errb) != 0 {
+		return true
+	}
+	// change_coordinators.go: "Reset the SecondsSinceLastRecovered since the operator just
+	// changed the coordinators, which will cause a recovery."
+	pc.recovered()
+	return false
 }
 
 // fdbStatus is the part of status json the stand-in reads.

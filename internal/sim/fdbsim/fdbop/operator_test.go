@@ -28,7 +28,14 @@ type bed struct {
 	ips  int
 }
 
+// newBed runs the stand-in without the operator's pacing (every wait 0, as the operator's own
+// unit tests run it: internal/test_helper.go); newPacedBed with it.
 func newBed(t *testing.T, spec map[string]any) *bed {
+	t.Helper()
+	return newPacedBed(t, spec, &Pacing{})
+}
+
+func newPacedBed(t *testing.T, spec map[string]any, pacing *Pacing) *bed {
 	t.Helper()
 	cr := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
@@ -44,7 +51,7 @@ func newBed(t *testing.T, spec map[string]any) *bed {
 	}
 	kube := fake.NewClientset(nodes...)
 	host := fdbsim.NewHost(fdbsim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	return &bed{kube: kube, dyn: dyn, host: host, op: New(kube, dyn, host, Options{Namespace: "demo", Seed: 7})}
+	return &bed{kube: kube, dyn: dyn, host: host, op: New(kube, dyn, host, Options{Namespace: "demo", Seed: 7, Pacing: pacing})}
 }
 
 func sandboxSpec() map[string]any {
@@ -53,6 +60,8 @@ func sandboxSpec() map[string]any {
 		"processCounts":         map[string]any{"storage": int64(3), "log": int64(3), "stateless": int64(3)},
 		"databaseConfiguration": map[string]any{"redundancy_mode": "triple"},
 		"faultDomain":           map[string]any{"key": "topology.kubernetes.io/zone", "valueFrom": "$NODE_LABEL_TOPOLOGY_KUBERNETES_IO_ZONE"},
+		// No wait between removals, as the operator's own tests (internal/test_helper.go).
+		"automationOptions": map[string]any{"waitBetweenRemovalsSeconds": int64(0)},
 	}
 }
 

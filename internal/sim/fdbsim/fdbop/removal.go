@@ -171,9 +171,9 @@ func exclusionString(pg *processGroupStatus) string {
 }
 
 // reconcileRemovals runs one round of exclude, remove and include for the groups marked for
-// removal. pods are the cluster's pods by name; reported says which groups' processes report.
+// removal, paced as the operator paces them (pacing.go). pods are the cluster's pods by name.
 func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Unstructured, spec *clusterSpec, status *clusterStatus,
-	model *fdbsim.Cluster, pods map[string]*corev1.Pod, reported map[string]bool, now time.Time) error {
+	model *fdbsim.Cluster, pods map[string]*corev1.Pod, pc *pace, ls *lockSpec) error {
 	marked := removing(status)
 	if len(marked) == 0 || model == nil {
 		return nil
@@ -182,54 +182,27 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 	if err := json.Unmarshal(model.StatusJSON(), &st); err != nil {
 		return fmt.Errorf("status json: %w", err)
 	}
-	name := owner.GetName()
-
-	// exclude_processes.go: per class, only with replacements ready.
-	desired := spec.desiredCounts()
-	perClass := map[string][]*processGroupStatus{}
-	for _, pg := range status.ProcessGroups {
-		if marked[pg.ProcessGroupID] && pg.ExclusionTimestamp == nil {
-			perClass[pg.ProcessClass] = append(perClass[pg.ProcessClass], pg)
-		}
-	}
+	name, ns := owner.GetName(), owner.GetNamespace()
+	now := o.host.Clock().Now()
 	excluded := map[string]bool{}
 	for _, e := range st.Cluster.Configuration.ExcludedServers {
 		excluded[e.Locality] = true
 		excluded[e.Address] = true
 	}
-	for class, groups := range perClass {
-		valid, ongoing, missing := 0, 0, false
-		for _, pg := range status.ProcessGroups {
-			if pg.ProcessClass != class {
-				continue
+	inStatus := map[string]bool{}
+	for _, p := range st.Cluster.Processes {
+		inStatus[p.Locality["instance_id"]] = true
+	}
+
+	// internal/removals GetRemainingMap: the exclusions to confirm (groups not yet known
+	// excluded, or known excluded but missing from status json) are checked only when an
+	// exclusion would be allowed now; otherwise nothing is removed this round.
+	for _, pg := range status.ProcessGroups {
+		if marked[pg.ProcessGroupID] && (pg.ExclusionTimestamp == nil || !inStatus[pg.ProcessGroupID]) {
+			if pc.canExclude() != nil {
+				return nil
 			}
-			if marked[pg.ProcessGroupID] && (pg.ExclusionTimestamp != nil || excluded[exclusionString(pg)]) {
-				ongoing++
-				continue
-			}
-			if !reported[pg.ProcessGroupID] {
-				missing = true
-				continue
-			}
-			valid++
-		}
-		allowed := valid - desired[class] - ongoing
-		if missing || allowed <= 0 || !st.Client.DatabaseStatus.Available {
-			continue
-		}
-		var keys []string
-		for _, pg := range groups {
-			if len(keys) < allowed && !excluded[exclusionString(pg)] {
-				keys = append(keys, exclusionString(pg))
-			}
-		}
-		if len(keys) > 0 {
-			if o.takeLock(model, readLockSpec(owner), "exclude processes") != nil {
-				continue // exclude_processes.go: the exclusion waits for the lock
-			}
-			if err := o.fdbcli(ctx, model, "exclude no_wait "+strings.Join(keys, " ")); err != nil {
-				return err
-			}
+			break
 		}
 	}
 
@@ -263,25 +236,85 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 	for _, a := range model.Coordinators() {
 		coords[strings.TrimSuffix(a, ":tls")] = true
 	}
-	healthy := st.Client.DatabaseStatus.Available && st.Cluster.FullReplication && st.Cluster.Data.State.Healthy
-	var include []string
-	keep := make([]*processGroupStatus, 0, len(status.ProcessGroups))
+	var toRemove []*processGroupStatus
 	for _, pg := range status.ProcessGroups {
 		if !marked[pg.ProcessGroupID] || pg.ExclusionTimestamp == nil {
-			keep = append(keep, pg)
 			continue
 		}
 		isCoord := false
 		for _, p := range st.Cluster.Processes {
 			if p.Locality["instance_id"] == pg.ProcessGroupID && coords[strings.TrimSuffix(p.Address, ":tls")] {
-				isCoord = true
+				isCoord = true // "Block removal of Coordinator"
 			}
 		}
-		if isCoord || !healthy {
-			keep = append(keep, pg)
+		if !isCoord {
+			toRemove = append(toRemove, pg)
+		}
+	}
+	if len(toRemove) == 0 {
+		return nil
+	}
+	// HasDesiredFaultToleranceFromStatus.
+	if !st.Client.DatabaseStatus.Available || !st.Cluster.FullReplication || !st.Cluster.Data.State.Healthy {
+		return nil
+	}
+	var ao automationOptions
+	if err := fromUnstructured(owner.Object["spec"], &ao); err != nil {
+		return fmt.Errorf("spec.automationOptions: %w", err)
+	}
+	// internal/removals GetZonedRemovals: groups whose resources are terminating form their
+	// own zone, the latest of their ResourcesTerminating times is the last deletion.
+	zoned := map[string][]*processGroupStatus{}
+	var zones []string
+	var terminating []*processGroupStatus
+	var lastDeletion int64
+	for _, pg := range toRemove {
+		if t := conditionTime(pg, "ResourcesTerminating"); t > 0 {
+			lastDeletion = max(lastDeletion, t)
+			terminating = append(terminating, pg)
 			continue
 		}
-		ns := owner.GetNamespace()
+		zone := pg.FaultDomain
+		if zone == "" {
+			zone = "foundationdb.org/unknown"
+		}
+		if zoned[zone] == nil {
+			zones = append(zones, zone)
+		}
+		zoned[zone] = append(zoned[zone], pg)
+	}
+	mode := ao.removalMode()
+	if mode != removalAll {
+		if _, ok := removalAllowed(lastDeletion, now.Unix(), ao.waitBetweenRemovals()); !ok {
+			return nil // "not allowed to remove process groups, waiting"
+		}
+	}
+	// GetProcessGroupsToRemove.
+	var picked []*processGroupStatus
+	switch mode {
+	case removalAll:
+		for _, z := range zones {
+			picked = append(picked, zoned[z]...)
+		}
+	case removalProcessGroup:
+		if len(zones) > 0 {
+			picked = zoned[zones[0]][:1]
+		}
+	case removalNone:
+	default: // Zone: the zone with the most groups to remove
+		best := ""
+		for _, z := range zones {
+			if best == "" || len(zoned[z]) > len(zoned[best]) {
+				best = z
+			}
+		}
+		picked = zoned[best]
+	}
+
+	// removeProcessGroups: delete the picked groups' resources and those still terminating;
+	// confirmRemoval: a group is removed once its pod and PVC are gone.
+	removed := map[string]bool{}
+	for _, pg := range append(picked, terminating...) {
 		pod := pods[podName(name, pg)]
 		if pod != nil && pod.DeletionTimestamp == nil {
 			if err := o.kube.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -304,16 +337,22 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 				}
 			}
 		}
-		// confirmRemoval: the group is removed once its pod and PVC are gone.
-		if pod != nil || !pvcGone {
-			keep = append(keep, pg)
-			continue
+		if pod == nil && pvcGone {
+			removed[pg.ProcessGroupID] = true
+		} else if conditionTime(pg, "ResourcesTerminating") == 0 {
+			// update_status.go at the end of this reconcile: the pod is terminating or gone.
+			pg.ProcessGroupConditions = append(pg.ProcessGroupConditions, &processGroupCondition{Type: "ResourcesTerminating", Timestamp: now.Unix()})
 		}
-		if model.Has(pg.ProcessGroupID) {
-			if err := model.RemoveProcess(pg.ProcessGroupID); err != nil {
-				keep = append(keep, pg)
-				continue
-			}
+	}
+	if len(removed) == 0 {
+		return nil
+	}
+	// includeProcessGroup: the removed groups leave status once their exclusions are included,
+	// an inclusion only as the pacing allows (CanSafelyIncludeProcesses) and under the lock.
+	var include []string
+	for _, pg := range status.ProcessGroups {
+		if !removed[pg.ProcessGroupID] {
+			continue
 		}
 		if excluded[exclusionString(pg)] {
 			include = append(include, exclusionString(pg))
@@ -323,25 +362,159 @@ func (o *Operator) reconcileRemovals(ctx context.Context, owner *unstructured.Un
 				include = append(include, a)
 			}
 		}
+	}
+	if len(include) > 0 {
+		if pc.canInclude() != nil {
+			return nil
+		}
+		if o.takeLock(model, ls, "include removed process groups") != nil {
+			return nil
+		}
+		if err := o.fdbcli(ctx, model, "include "+strings.Join(include, " ")); err != nil {
+			return err
+		}
+		// "Reset the SecondsSinceLastRecovered since the operator just included some
+		// processes, which will cause a recovery."
+		pc.recovered()
+	}
+	keep := make([]*processGroupStatus, 0, len(status.ProcessGroups))
+	for _, pg := range status.ProcessGroups {
+		if removed[pg.ProcessGroupID] && model.Has(pg.ProcessGroupID) && model.RemoveProcess(pg.ProcessGroupID) != nil {
+			removed[pg.ProcessGroupID] = false
+		}
+		if !removed[pg.ProcessGroupID] {
+			keep = append(keep, pg)
+			continue
+		}
 		o.mu.Lock()
-		if s := o.state[Key(owner.GetNamespace(), name)]; s != nil {
+		if s := o.state[Key(ns, name)]; s != nil {
 			delete(s.bound, pg.ProcessGroupID)
 		}
 		o.mu.Unlock()
 	}
-	if len(include) > 0 {
-		if o.takeLock(model, readLockSpec(owner), "include removed process groups") != nil {
-			// remove_process_groups.go: the inclusion waits for the lock; the groups stay
-			// in status until it is done.
-			return nil
-		}
-		// includeProcessGroup: the removed groups leave status only once included.
-		if err := o.fdbcli(ctx, model, "include "+strings.Join(include, " ")); err != nil {
-			return err
-		}
-	}
 	status.ProcessGroups = keep
 	return nil
+}
+
+// excludeMarked is exclude_processes.go, which the operator runs before changeCoordinators and
+// removeProcessGroups (cluster_controller.go subReconcilers): per class, only with replacements
+// ready, only as the pacing allows (CanSafelyExcludeProcessesWithRecoveryState), under the lock;
+// a coordinator excluded has the coordinators changed at once.
+func (o *Operator) excludeMarked(ctx context.Context, spec *clusterSpec, status *clusterStatus, model *fdbsim.Cluster,
+	pc *pace, ls *lockSpec, name, ns string) error {
+	marked := removing(status)
+	if len(marked) == 0 {
+		return nil
+	}
+	var rs removalStatus
+	if err := json.Unmarshal(model.StatusJSON(), &rs); err != nil {
+		return fmt.Errorf("status json: %w", err)
+	}
+	st := &rs
+	reported := map[string]bool{}
+	for _, p := range st.Cluster.Processes {
+		reported[p.Locality["instance_id"]] = true
+	}
+	desired := spec.desiredCounts()
+	perClass := map[string][]*processGroupStatus{}
+	for _, pg := range status.ProcessGroups {
+		if marked[pg.ProcessGroupID] && pg.ExclusionTimestamp == nil {
+			perClass[pg.ProcessClass] = append(perClass[pg.ProcessClass], pg)
+		}
+	}
+	excluded := map[string]bool{}
+	for _, e := range st.Cluster.Configuration.ExcludedServers {
+		excluded[e.Locality] = true
+		excluded[e.Address] = true
+	}
+	var todo []*processGroupStatus
+	for _, groups := range perClass {
+		for _, pg := range groups {
+			if !excluded[exclusionString(pg)] {
+				todo = append(todo, pg)
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	if pc.canExclude() != nil {
+		return nil // "delay: 10 * time.Second"
+	}
+	coordGroups := map[string]bool{}
+	coords := map[string]bool{}
+	for _, a := range model.Coordinators() {
+		coords[strings.TrimSuffix(a, ":tls")] = true
+	}
+	for _, p := range st.Cluster.Processes {
+		if coords[strings.TrimSuffix(p.Address, ":tls")] {
+			coordGroups[p.Locality["instance_id"]] = true
+		}
+	}
+	classes := make([]string, 0, len(perClass))
+	for c := range perClass {
+		classes = append(classes, c)
+	}
+	slices.Sort(classes)
+	var keys []string
+	coordinatorExcluded := false
+	for _, class := range classes {
+		groups := perClass[class]
+		valid, ongoing, missing := 0, 0, false
+		for _, pg := range status.ProcessGroups {
+			if pg.ProcessClass != class {
+				continue
+			}
+			if marked[pg.ProcessGroupID] && (pg.ExclusionTimestamp != nil || excluded[exclusionString(pg)]) {
+				ongoing++
+				continue
+			}
+			if !reported[pg.ProcessGroupID] {
+				missing = true
+				continue
+			}
+			valid++
+		}
+		allowed := valid - desired[class] - ongoing
+		if missing || allowed <= 0 {
+			continue
+		}
+		n := 0
+		for _, pg := range groups {
+			if n < allowed && !excluded[exclusionString(pg)] {
+				keys = append(keys, exclusionString(pg))
+				coordinatorExcluded = coordinatorExcluded || coordGroups[pg.ProcessGroupID]
+				n++
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if o.takeLock(model, ls, "exclude processes") != nil {
+		return nil // exclude_processes.go: the exclusion waits for the lock
+	}
+	err := o.fdbcli(ctx, model, "exclude no_wait "+strings.Join(keys, " "))
+	// "Reset the SecondsSinceLastRecovered since the operator just excluded some processes,
+	// which will cause a recovery."
+	pc.recovered()
+	if err != nil {
+		return err
+	}
+	if coordinatorExcluded {
+		o.fixCoordinators(ctx, model, spec, status, ls, name, ns, pc, true)
+	}
+	return nil
+}
+
+// conditionTime is GetConditionTime: the condition's timestamp, 0 when absent.
+func conditionTime(pg *processGroupStatus, kind string) int64 {
+	for _, c := range pg.ProcessGroupConditions {
+		if c.Type == kind {
+			return c.Timestamp
+		}
+	}
+	return 0
 }
 
 // chooseRemovals marks the excess process groups of a class whose count went down

@@ -90,14 +90,28 @@ func InstallShim(ctx context.Context, tb TestBed) error {
 	return err
 }
 
+// Option configures the stand-in operator Start runs.
+type Option func(*fdbop.Options)
+
+// WithPacing runs the stand-in with these waits after a recovery instead of the operator's
+// defaults (fdbop.DefaultPacing: 600 s before an inclusion, 120 s before an exclusion, 2 and 5
+// minutes before a coordinator change), as the operator's flags set them.
+func WithPacing(p fdbop.Pacing) Option {
+	return func(o *fdbop.Options) { o.Pacing = &p }
+}
+
 // Start installs the CRD and the shim, serves a host with the real clock and runs the stand-in
 // operator for namespace until Close.
-func Start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dynamic.Interface, namespace string, model fdbsim.Config) (*Bed, error) {
+func Start(ctx context.Context, tb TestBed, client kubernetes.Interface, dyn dynamic.Interface, namespace string, model fdbsim.Config, opts ...Option) (*Bed, error) {
 	if err := fdbop.InstallCRD(ctx, dyn); err != nil {
 		return nil, err
 	}
+	o := fdbop.Options{Namespace: namespace, Model: model}
+	for _, f := range opts {
+		f(&o)
+	}
 	return start(ctx, tb, client, dyn, namespace, ownedByCluster, func(b *Bed) func(context.Context) error {
-		b.Operator = fdbop.New(client, dyn, b.Host, fdbop.Options{Namespace: namespace, Model: model})
+		b.Operator = fdbop.New(client, dyn, b.Host, o)
 		return b.Operator.Run
 	})
 }
@@ -309,6 +323,9 @@ type ClusterSpec struct {
 	// DNS names the coordinators by the pods' DNS names in the cluster file
 	// (spec.routing.useDNSInClusterFile).
 	DNS bool
+	// WaitBetweenRemovalsSeconds sets spec.automationOptions.waitBetweenRemovalsSeconds (nil:
+	// unset, the operator's 60 s).
+	WaitBetweenRemovalsSeconds *int
 	// TLS sets spec.mainContainer.enableTls (api/v1beta2 foundationdbcluster_types.go): the
 	// processes listen on ip:4500:tls (foundationdb_process_address.go GetProcessPort).
 	TLS bool
@@ -352,6 +369,14 @@ func (s ClusterSpec) Object() *unstructured.Unstructured {
 	}
 	if s.TLS {
 		spec["mainContainer"] = map[string]any{"enableTls": true}
+	}
+	if s.WaitBetweenRemovalsSeconds != nil {
+		ao, _ := spec["automationOptions"].(map[string]any)
+		if ao == nil {
+			ao = map[string]any{}
+			spec["automationOptions"] = ao
+		}
+		ao["waitBetweenRemovalsSeconds"] = int64(*s.WaitBetweenRemovalsSeconds)
 	}
 	if s.ZoneFromNodeLabel {
 		spec["faultDomain"] = map[string]any{"key": testbed.ZoneLabel, "valueFrom": "$NODE_LABEL_TOPOLOGY_KUBERNETES_IO_ZONE"}
