@@ -22,7 +22,7 @@ type EngineDeps struct {
 
 // deps are the engine packages' constructor dependencies (ops.EngineDeps) of d.
 func (d EngineDeps) deps() ops.EngineDeps {
-	return ops.EngineDeps{Client: d.Clients.Kube, Config: d.Clients.Config, Exec: d.Options.Exec, Dynamic: d.Clients.Dynamic}
+	return ops.EngineDeps{Client: d.Clients.Kube, Config: d.Clients.Config, Exec: d.Options.Exec, Dynamic: d.Clients.Dynamic, Clock: d.Clients.Clock}
 }
 
 // EngineKind is an engine commands can build: its name (the --engine value

@@ -22,6 +22,17 @@ type EngineDeps struct {
 	Exec kube.Executor
 	// Dynamic reads custom resources (an operator's cluster resource); may be nil.
 	Dynamic dynamic.Interface
+	// Clock is the API server's clock (nil: the local clock): times an engine compares with
+	// or writes for in-cluster controllers come from it, not from the workstation.
+	Clock Clock
+}
+
+// Now is Clock's time, or the local time without one.
+func (d EngineDeps) Now() time.Time {
+	if d.Clock != nil {
+		return d.Clock.Now()
+	}
+	return time.Now()
 }
 
 // Executor returns Exec, or the API server's exec subresource.

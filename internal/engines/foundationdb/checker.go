@@ -24,11 +24,22 @@ const defaultLockPrefix = "\xff\x02/org.foundationdb.kubernetes-operator"
 type checker struct {
 	on     bool
 	prefix string // the maintenance key prefix, with its trailing slash
+	// seconds is how long a batch's maintenance zone lasts if the run dies: the cluster's
+	// spec.automationOptions.maintenanceModeOptions.maintenanceModeTimeSeconds, 600 s unset
+	// (the operator's GetMaintenaceModeTimeoutSeconds, which its update_pods.go passes to
+	// `maintenance on`). A value below 1 would end the zone at once, so it counts as unset.
+	seconds int64
 }
 
 func readChecker(u *unstructured.Unstructured) checker {
 	if u == nil {
-		return checker{}
+		return checker{seconds: maintenanceSeconds}
+	}
+	seconds := int64(maintenanceSeconds)
+	if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "automationOptions", "maintenanceModeOptions", "maintenanceModeTimeSeconds"); ok {
+		if n := int64Of(v); n > 0 {
+			seconds = n
+		}
 	}
 	use, _, _ := unstructured.NestedBool(u.Object, "spec", "automationOptions", "maintenanceModeOptions", "UseMaintenanceModeChecker")
 	reset, _, _ := unstructured.NestedBool(u.Object, "spec", "automationOptions", "maintenanceModeOptions", "resetMaintenanceMode")
@@ -36,13 +47,13 @@ func readChecker(u *unstructured.Unstructured) checker {
 	if prefix == "" {
 		prefix = defaultLockPrefix
 	}
-	return checker{on: use || reset, prefix: prefix + "/maintenance/"}
+	return checker{on: use || reset, prefix: prefix + "/maintenance/", seconds: seconds}
 }
 
 // maintenanceOn is the fdbcli line that puts zone into maintenance; with the checker on it
 // first lists groups as under maintenance since at (zero at: the plan's placeholder).
 func (k checker) maintenanceOn(zone string, groups []string, at time.Time) string {
-	on := fmt.Sprintf("maintenance on %s %d", zone, maintenanceSeconds)
+	on := fmt.Sprintf("maintenance on %s %d", zone, k.seconds)
 	if !k.on || len(groups) == 0 {
 		return on
 	}

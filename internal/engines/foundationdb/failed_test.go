@@ -5,8 +5,111 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 )
+
+// offsetClock is an API server whose clock is off the workstation's by a fixed amount.
+type offsetClock time.Duration
+
+func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
+
+// TestNotMembersAsTheOperatorJudges: replace --failed picks the process groups the operator's
+// ReplaceFailedProcessGroups would (internal/replacements/replace_failed_process_groups.go,
+// api/v1beta2 NeedsReplacementWithConditions): all eleven failure conditions, the cluster's
+// failureDetectionTimeSeconds, NodeTaintReplacing after taintReplacementTimeSeconds (1800 s)
+// only with taint replacement configured, crash-looped groups never, and condition ages by the
+// API server's clock (here an hour ahead of the workstation's).
+func TestNotMembersAsTheOperatorJudges(t *testing.T) {
+	skew := time.Hour
+	taintOpts := map[string]any{"taintReplacementOptions": []any{map[string]any{"key": "*", "durationInSeconds": int64(60)}}}
+	for _, tc := range []struct {
+		name         string
+		replacements map[string]any
+		buggify      map[string]any
+		conds        map[string][]any // process group ID -> conditions (type, age by the server's clock)
+		want         map[string]string
+	}{
+		{name: "conditions missed before", conds: map[string][]any{
+			"storage-10": {"MissingService", 3 * time.Hour}, "storage-11": {"ProcessHasIOError", 3 * time.Hour},
+			"storage-12": {"SidecarUnreachable", 3 * time.Hour}, "log-10": {"ProcessHasHighRunLoopBusy", 3 * time.Hour},
+			"log-11": {"IncorrectPodSpec", 3 * time.Hour}},
+			want: map[string]string{"myfdb-storage-10": "MissingService for 3h", "myfdb-storage-11": "ProcessHasIOError for 3h",
+				"myfdb-storage-12": "SidecarUnreachable for 3h", "myfdb-log-10": "ProcessHasHighRunLoopBusy for 3h"}},
+		{name: "ages by the server's clock", conds: map[string][]any{
+			// 2h30m old for the operator, 1h30m for the workstation.
+			"storage-10": {"MissingProcesses", 150 * time.Minute},
+			// 1h50m old for the operator, 2h50m for the workstation.
+			"storage-11": {"PodFailing", 110 * time.Minute}},
+			want: map[string]string{"myfdb-storage-10": "MissingProcesses for 2h30m"}},
+		{name: "the earliest condition counts", conds: map[string][]any{
+			"storage-10": {"PodFailing", 10 * time.Minute, "MissingProcesses", 3 * time.Hour}},
+			want: map[string]string{"myfdb-storage-10": "MissingProcesses for 3h"}},
+		{name: "the cluster's failure detection time", replacements: map[string]any{"failureDetectionTimeSeconds": int64(300)},
+			conds: map[string][]any{"storage-10": {"PodPending", 10 * time.Minute}, "storage-11": {"PodPending", 2 * time.Minute}},
+			want:  map[string]string{"myfdb-storage-10": "PodPending for 10m|(failure detection time 5m0s)"}},
+		{name: "failure detection time 0", replacements: map[string]any{"failureDetectionTimeSeconds": int64(0)},
+			conds: map[string][]any{"storage-10": {"MissingPod", 10 * time.Second}},
+			want:  map[string]string{"myfdb-storage-10": "MissingPod for 1|(failure detection time 0s)"}},
+		{name: "node taint after 1800 s", replacements: taintOpts,
+			conds: map[string][]any{"storage-10": {condNodeTaintReplacing, 31 * time.Minute}, "log-10": {condNodeTaintReplacing, 29 * time.Minute}},
+			want:  map[string]string{"myfdb-storage-10": "NodeTaintReplacing for 31m|(taint replacement time 30m0s)"}},
+		{name: "node taint without taint replacement options", conds: map[string][]any{"storage-10": {condNodeTaintReplacing, 5 * time.Hour}},
+			want: map[string]string{}},
+		{name: "node taints in more fault domains than allowed", replacements: taintOpts,
+			conds: map[string][]any{"storage-10": {condNodeTaintReplacing, 5 * time.Hour}, "log-11": {condNodeTaintReplacing, 5 * time.Hour}},
+			want:  map[string]string{}},
+		{name: "crash looped on purpose", buggify: map[string]any{"crashLoopContainers": []any{map[string]any{"containerName": "foundationdb", "targets": []any{"storage-10"}}}},
+			conds: map[string][]any{"storage-10": {"MissingProcesses", 3 * time.Hour}, "storage-11": {"MissingProcesses", 3 * time.Hour}},
+			want:  map[string]string{"myfdb-storage-11": "MissingProcesses for 3h"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _ := liveCluster(t, 3, 3)
+			withProcessGroups(c)
+			obj := c.Groups[0].Controller.Object
+			obj["spec"] = map[string]any{"automationOptions": map[string]any{"replacements": tc.replacements}, "buggify": tc.buggify}
+			server := time.Now().Add(skew)
+			st := obj["status"].(map[string]any)
+			var groups []any
+			for _, g := range st["processGroups"].([]any) {
+				m := map[string]any{}
+				for k, v := range g.(map[string]any) {
+					m[k] = v
+				}
+				var conds []any
+				spec := tc.conds[m["processGroupID"].(string)]
+				for i := 0; i < len(spec); i += 2 {
+					conds = append(conds, map[string]any{"type": spec[i], "timestamp": server.Add(-spec[i+1].(time.Duration)).Unix()})
+				}
+				if conds != nil {
+					m["processGroupConditions"] = conds
+				}
+				groups = append(groups, m)
+			}
+			st["processGroups"] = groups
+			e, err := New(ops.EngineDeps{Client: fake.NewClientset(), Clock: offsetClock(skew)}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.NotMembers(t.Context(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("candidates %q, want %q", got, tc.want)
+			}
+			for pod, why := range tc.want {
+				for _, part := range strings.Split(why, "|") {
+					if !strings.Contains(got[pod], part) {
+						t.Fatalf("candidates %q, want %s for %q", got, pod, why)
+					}
+				}
+			}
+		})
+	}
+}
 
 func TestNotMembersByProcessGroupConditions(t *testing.T) {
 	c, _, e := liveCluster(t, 3, 3)

@@ -38,9 +38,9 @@ const (
 // DefaultSafetyChecks): more generations mean recoveries are piling up.
 const maxActiveGenerations = 10
 
-// maintenanceSeconds is how long a batch's maintenance zone lasts if this run dies: long
-// enough for a batch, short enough to expire by itself (the operator uses 600 s too,
-// controllers/maintenance_mode_checker.go).
+// maintenanceSeconds is how long a batch's maintenance zone lasts if this run dies, unless the
+// cluster sets its own (checker.seconds): long enough for a batch, short enough to expire by
+// itself (the operator's default too).
 const maintenanceSeconds = 600
 
 // pollInterval is how often status json is read while waiting: FoundationDB has no watch.
@@ -503,7 +503,7 @@ func (g *gate) undoMaintenance(ctx context.Context, sc *ops.StepContext, cli *CL
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if _, err := cli.Run(cctx, g.c.Namespace, via, g.checker.maintenanceOff(b.storageGroups)); err != nil {
-		return fmt.Errorf("%w (and ending maintenance zone %s failed: %v; it expires within %d s, re-running the same command clears it)", cause, zone, err, maintenanceSeconds)
+		return fmt.Errorf("%w (and ending maintenance zone %s failed: %v; it expires within %d s, re-running the same command clears it)", cause, zone, err, g.checker.seconds)
 	}
 	if err := sc.Set(cctx, keyMaintenance, ""); err != nil {
 		return fmt.Errorf("%w (maintenance zone %s ended; journal: %v)", cause, zone, err)
@@ -533,7 +533,7 @@ func (g *gate) maintenanceOn(ctx context.Context, sc *ops.StepContext, cli *CLI,
 	if err := sc.Set(ctx, keyMaintenance, zone); err != nil {
 		return err
 	}
-	_, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOn(zone, b.storageGroups, time.Now()))
+	_, err := cli.Run(ctx, g.c.Namespace, via, g.checker.maintenanceOn(zone, b.storageGroups, g.e.deps.Now()))
 	return err
 }
 
@@ -672,11 +672,11 @@ func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, st
 		select {
 		case <-ctx.Done():
 			// An interrupted run leaves its maintenance zone to expire by itself (it was set
-			// for maintenanceSeconds); say so, a resumed run clears it.
+			// for checker.seconds); say so, a resumed run clears it.
 			note := ""
 			if sc != nil {
 				if z := sc.Get(keyMaintenance); z != "" {
-					note = fmt.Sprintf(" (maintenance zone %s of this run is left to expire within %d s; re-running the same command clears it)", z, maintenanceSeconds)
+					note = fmt.Sprintf(" (maintenance zone %s of this run is left to expire within %d s; re-running the same command clears it)", z, g.checker.seconds)
 				}
 			}
 			if last != "" {

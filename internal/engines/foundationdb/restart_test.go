@@ -347,20 +347,33 @@ func TestRestartByProcessAllAtOnce(t *testing.T) {
 
 // With the operator's maintenance checker on, each storage batch lists its storage process
 // groups under the operator's maintenance prefix (an 8-byte little-endian unix time written
-// before the zone is set), in the same fdbcli session; the plan shows the commands.
+// before the zone is set), in the same fdbcli session; the plan shows the commands. The zone
+// lasts the cluster's maintenanceModeTimeSeconds (600 s unset, the operator's
+// GetMaintenaceModeTimeoutSeconds), and the entries' time is the API server's clock (the
+// operator's checker compares them with its own in-cluster clock), here an hour ahead of the
+// workstation's.
 func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 	for _, tt := range []struct {
 		name, prefix string
 		spec         map[string]any
+		seconds      int
+		skew         time.Duration
 	}{
 		{"checker", "\xff\x02/org.foundationdb.kubernetes-operator/maintenance/",
-			map[string]any{"automationOptions": map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true}}}},
+			map[string]any{"automationOptions": map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true}}}, 600, 0},
 		{"reset with a custom lock prefix", "\xff\x02/my-prefix/maintenance/",
 			map[string]any{"automationOptions": map[string]any{"maintenanceModeOptions": map[string]any{"resetMaintenanceMode": true}},
-				"lockOptions": map[string]any{"lockKeyPrefix": "\xff\x02/my-prefix"}}},
+				"lockOptions": map[string]any{"lockKeyPrefix": "\xff\x02/my-prefix"}}, 600, 0},
+		{"the cluster's maintenance time, the API server's clock", "\xff\x02/org.foundationdb.kubernetes-operator/maintenance/",
+			map[string]any{"automationOptions": map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true,
+				"maintenanceModeTimeSeconds": int64(1200)}}}, 1200, time.Hour},
+		{"a maintenance time below 1 s counts as unset", "\xff\x02/org.foundationdb.kubernetes-operator/maintenance/",
+			map[string]any{"automationOptions": map[string]any{"maintenanceModeOptions": map[string]any{"UseMaintenanceModeChecker": true,
+				"maintenanceModeTimeSeconds": int64(0)}}}, 600, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, 3, 3)
+			e.deps.Clock = offsetClock(tt.skew)
 			c.Groups[0].Controller.Object["spec"] = tt.spec
 			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
 			if err != nil {
@@ -368,13 +381,13 @@ func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 			}
 			for _, s := range p.Steps {
 				zone := strings.TrimPrefix(s.Target, "zone/")
-				want := fmt.Sprintf(`run: fdbcli --exec 'option on ACCESS_SYSTEM_KEYS; writemode on; set %s <start:int64le>; maintenance on %s 600'`,
-					escapeToken(tt.prefix+storageIn(c, zone)), zone)
+				want := fmt.Sprintf(`run: fdbcli --exec 'option on ACCESS_SYSTEM_KEYS; writemode on; set %s <start:int64le>; maintenance on %s %d'`,
+					escapeToken(tt.prefix+storageIn(c, zone)), zone, tt.seconds)
 				if !slices.Contains(s.Details, want) {
 					t.Fatalf("step %s details %q, want %q", s.Target, s.Details, want)
 				}
 			}
-			start := time.Now().Unix()
+			start := time.Now().Add(tt.skew).Unix()
 			// The model's processes started just now: listed at once, the operator's checker
 			// (whole-second uptimes and entry times) would count them as restarted already.
 			started := map[string]time.Time{}
@@ -396,7 +409,7 @@ func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 					t.Fatalf("set %q outside the maintenance prefix", key)
 				}
 				ts := int64(binary.LittleEndian.Uint64(v))
-				if ts < start || ts > time.Now().Unix() {
+				if ts < start || ts > time.Now().Add(tt.skew).Unix() {
 					t.Fatalf("%q: maintenance start %d outside the run", key, ts)
 				}
 				// The operator's rule: restarted when now - floor(uptime) is after the entry's
@@ -410,6 +423,11 @@ func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 			}
 			if len(sets) != 3 {
 				t.Fatalf("maintenance list entries written: %q, want the 3 storage process groups", sets)
+			}
+			for _, m := range mutations(model) {
+				if strings.HasPrefix(m, "maintenance on ") && !strings.HasSuffix(m, fmt.Sprintf(" %d", tt.seconds)) {
+					t.Fatalf("ran %q, want a zone of %d s", m, tt.seconds)
+				}
 			}
 			if kv := model.KV(tt.prefix); len(kv) != 0 {
 				t.Fatalf("entries left after the run: %q", kv)

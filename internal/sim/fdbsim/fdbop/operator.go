@@ -16,10 +16,11 @@
 //   - coordinators 2R-1 on distinct zones where there are enough, changed when one of them no
 //     longer exists (controllers/change_coordinators.go);
 //   - status.processGroups (addresses, faultDomain, conditions MissingPod, PodPending,
-//     MissingProcesses), health from the machine-readable status, connectionString,
-//     generations.reconciled set to metadata.generation only when nothing is left to do, and
-//     the generations fields naming what is left (needsGrow, needsShrink, hasUnhealthyProcess,
-//     missingDatabaseStatus, needsConfigurationChange) as api/v1beta2
+//     PodFailing, MissingProcesses, each stamped when first seen and kept while it holds),
+//     health from the machine-readable status, connectionString, generations.reconciled set to
+//     metadata.generation only when nothing is left to do, and the generations fields naming
+//     what is left (needsGrow, needsShrink, hasUnhealthyProcess, missingDatabaseStatus,
+//     needsConfigurationChange, needsCoordinatorChange) as api/v1beta2
 //     foundationdbcluster_types.go CheckReconciliation sets them (controllers/update_status.go,
 //     controllers/cluster_controller.go);
 //   - spec.skip: the cluster is left alone entirely (controllers/cluster_controller.go).
@@ -381,8 +382,12 @@ func (o *Operator) Reconcile(ctx context.Context, name string) error {
 			continue
 		case pod == nil || pod.DeletionTimestamp != nil:
 			want = append(want, "MissingPod")
-		case pod.Status.Phase == corev1.PodPending || !podReady(pod):
+		case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
+			// The API server stores every new pod as Pending (kubernetes
+			// pkg/registry/core/pod/strategy.go PrepareForCreate); a fake clientset leaves "".
 			want = append(want, "PodPending")
+		case podFailing(pod):
+			want = append(want, "PodFailing")
 		}
 		if !reported[pg.ProcessGroupID] {
 			want = append(want, "MissingProcesses")
@@ -840,6 +845,21 @@ func conditions(old []*processGroupCondition, want []string, now int64) []*proce
 		out = append(out, &processGroupCondition{Type: w, Timestamp: ts})
 	}
 	return out
+}
+
+// podFailing is validateProcessGroup's PodFailing (controllers/update_status.go): a pod not
+// Pending is failing when it failed or any of its containers is not ready, judged by the
+// container statuses, not the pod's Ready condition.
+func podFailing(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if !c.Ready {
+			return true
+		}
+	}
+	return false
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -297,3 +297,44 @@ func TestChooseCoordinatorsSpreadsZones(t *testing.T) {
 		t.Fatalf("%v %v", got, zones)
 	}
 }
+
+// TestStandInFailureConditionsAsUpdateStatus: a Pending pod is PodPending, a running pod with a
+// container not ready is PodFailing (not PodPending), as controllers/update_status.go
+// validateProcessGroup sets them; a condition keeps its first timestamp while it holds.
+func TestStandInFailureConditionsAsUpdateStatus(t *testing.T) {
+	b := newBed(t, sandboxSpec())
+	b.reconcile(t)
+	b.kubelet(t)
+	b.reconcile(t)
+	pods := b.pods(t)
+	failing, pending := pods[0], pods[1]
+	failing.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "foundationdb", Ready: false}}
+	failing.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	pending.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	for _, p := range []corev1.Pod{failing, pending} {
+		if _, err := b.kube.CoreV1().Pods("demo").Update(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conds := func() map[string][]processGroupCondition {
+		out := map[string][]processGroupCondition{}
+		for _, pg := range b.status(t).ProcessGroups {
+			for _, c := range pg.ProcessGroupConditions {
+				if c.Type == "PodFailing" || c.Type == "PodPending" {
+					out[pg.ProcessGroupID] = append(out[pg.ProcessGroupID], *c)
+				}
+			}
+		}
+		return out
+	}
+	b.reconcile(t)
+	first := conds()
+	fid, pid := failing.Labels[labelProcessGroupID], pending.Labels[labelProcessGroupID]
+	if len(first) != 2 || len(first[fid]) != 1 || first[fid][0].Type != "PodFailing" || len(first[pid]) != 1 || first[pid][0].Type != "PodPending" {
+		t.Fatalf("conditions %v, want %s PodFailing and %s PodPending", first, fid, pid)
+	}
+	b.reconcile(t)
+	if again := conds(); again[fid][0].Timestamp != first[fid][0].Timestamp || again[pid][0].Timestamp != first[pid][0].Timestamp {
+		t.Fatalf("timestamps changed while the conditions held: %v then %v", first, again)
+	}
+}
