@@ -326,16 +326,18 @@ func pinEtcdLeader(t *testing.T, ctl etcdCtlFunc, name string) {
 	}
 }
 
-// TestEtcdQuorumOracle proves the oracle the etcd e2e tests judge procedures by: with etcd-0
+// TestEtcdQuorumOracle proves the oracles the etcd e2e tests judge procedures by: with etcd-0
 // leading, a quorum-safe restart by hand (etcd-1's pod deleted and back healthy, then etcd-2's)
-// passes it with no election, and a quorum-unsafe one (etcd-1 and etcd-2 stopped together until
-// etcd-0, the leader, says it leads no more, then both back) fails it, by etcd's own term.
+// passes etcdOracle with no election and has one member down at a time (downAtOnce); a
+// quorum-unsafe one (etcd-1 and etcd-2 stopped together until etcd-0, the leader, says it leads
+// no more, then both back) fails etcdOracle by etcd's own term, and has two down at once; so
+// does deleting both pods at once, whose outage may be too short for etcd to notice.
 func TestEtcdQuorumOracle(t *testing.T) {
 	x := newEtcd(t, 3)
 	ctx := t.Context()
 	x.pinLeader("etcd-0")
 
-	o := x.oracle()
+	o, mark := x.oracle(), len(x.runner.Transitions())
 	for _, pod := range []string{"etcd-1", "etcd-2"} {
 		if err := bed.Client.CoreV1().Pods(x.ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -348,8 +350,11 @@ func TestEtcdQuorumOracle(t *testing.T) {
 	if probs := o.verdict(t, "one member at a time", 0); len(probs) != 0 {
 		t.Fatalf("a quorum-safe restart fails the oracle: %v", probs)
 	}
+	if d := x.downAtOnce(mark); d != 1 {
+		t.Fatalf("one member at a time: %d members down at once, want 1", d)
+	}
 
-	o = x.oracle()
+	o, mark = x.oracle(), len(x.runner.Transitions())
 	x.runner.Suspend("etcd-1")
 	x.runner.Suspend("etcd-2")
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -373,5 +378,22 @@ func TestEtcdQuorumOracle(t *testing.T) {
 	t.Logf("two members at once: %v", probs)
 	if !slices.ContainsFunc(probs, func(p string) bool { return strings.Contains(p, "elections, the procedure is designed for 0") }) {
 		t.Fatalf("a quorum loss passes the oracle: %v", probs)
+	}
+	if d := x.downAtOnce(mark); d != 2 {
+		t.Fatalf("two members stopped together: %d members down at once, want 2", d)
+	}
+
+	mark = len(x.runner.Transitions())
+	for _, pod := range []string{"etcd-1", "etcd-2"} {
+		if err := bed.Client.CoreV1().Pods(x.ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bed.WaitPodsReady(ctx, x.ns, "app.kubernetes.io/instance=etcd", 3); err != nil {
+		t.Fatal(err)
+	}
+	x.waitHealthy(3)
+	if d := x.downAtOnce(mark); d != 2 {
+		t.Fatalf("two pods deleted together: %d members down at once, want 2", d)
 	}
 }

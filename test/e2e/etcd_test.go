@@ -127,6 +127,35 @@ func (x *etcdEnv) oracle() *etcdOracle {
 	return startEtcdOracle(x.t, x.ctlTimeouts)
 }
 
+// downAtOnce is the most members whose etcd processes were down at the same time since mark
+// (len of the runner's Transitions then), among the pods whose process ran at mark. etcd shows
+// a quorum loss shorter than an election timeout nowhere (no election, requests only stall; a
+// rolling restart that took two of three pods at once here left the term and every request
+// untouched): the runner's record of its processes does.
+func (x *etcdEnv) downAtOnce(mark int) int {
+	trs := x.runner.Transitions()
+	up := map[string]bool{}
+	for _, tr := range trs[:mark] {
+		up[tr.Pod] = tr.Up
+	}
+	tracked := map[string]bool{}
+	for pod, u := range up {
+		tracked[pod] = u
+	}
+	worst := 0
+	for _, tr := range trs[mark:] {
+		up[tr.Pod] = tr.Up
+		down := 0
+		for pod := range tracked {
+			if tracked[pod] && !up[pod] {
+				down++
+			}
+		}
+		worst = max(worst, down)
+	}
+	return worst
+}
+
 // pinLeader makes pod's member the leader, so scaling or replacing other members is designed
 // to cause no election.
 func (x *etcdEnv) pinLeader(pod string) {
@@ -469,15 +498,18 @@ func TestEtcdRollingRestart(t *testing.T) {
 	for _, p := range pods.Items {
 		old[p.Name] = string(p.UID)
 	}
-	o := x.oracle()
+	o, mark := x.oracle(), len(x.runner.Transitions())
 	res := runCLI(t, cliEnv(t), "restart", x.name, "-n", x.ns, "--rolling", "--yes", "-o", "json")
 	if res.Code != 0 {
 		t.Fatalf("restart failed: %s", res)
 	}
 	x.waitHealthy(3)
 	// etcd elects once, the move-leader hand-off before the leader's pod goes, to the
-	// member the tool named.
+	// member the tool named; one member is down at a time.
 	o.check(t, "rolling restart", 1)
+	if d := x.downAtOnce(mark); d != 1 {
+		t.Errorf("rolling restart: %d members down at once, want 1", d)
+	}
 	m := moveLeaderLine.FindStringSubmatch(res.Stdout)
 	if m == nil || m[1] != leader {
 		t.Errorf("no move-leader away from the leader %s reported", leader)
@@ -674,13 +706,17 @@ func TestEtcdRestartRefusedWithMemberDown(t *testing.T) {
 	}
 	x.runner.Resume("etcd-2")
 	x.waitHealthy(3)
-	o := x.oracle()
+	o, mark := x.oracle(), len(x.runner.Transitions())
 	res := runCLI(t, cliEnv(t), "restart", x.name, "-n", x.ns, "--rolling", "--yes")
 	if res.Code != 0 {
 		t.Fatalf("restart once healthy: %s", res)
 	}
 	x.waitHealthy(3)
-	// One election: the move-leader hand-off before the leader's pod goes.
+	// One election: the move-leader hand-off before the leader's pod goes; one member down
+	// at a time.
 	o.check(t, "restart", 1)
+	if d := x.downAtOnce(mark); d != 1 {
+		t.Errorf("restart: %d members down at once, want 1", d)
+	}
 	x.checkKeys()
 }
