@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,29 +104,63 @@ func (x *etcdEnv) cluster() *ops.Cluster {
 	return c
 }
 
-// waitHealthy waits (polling etcd, a database condition) until n voting
-// members are healthy and no learner is left.
-func (x *etcdEnv) waitHealthy(n int) *etcd.Status {
+// waitHealthy waits until etcd itself, not the engine's Status, says n voting members are
+// healthy and none is a learner (waitMembers).
+func (x *etcdEnv) waitHealthy(n int) {
 	x.t.Helper()
-	ctx, cancel := context.WithTimeout(x.t.Context(), 3*time.Minute)
-	defer cancel()
-	var last string
-	for {
-		st, err := x.eng.Status(ctx, x.cluster())
-		if err == nil && st.Voters == n && st.HealthyVoters == n && st.Learners == 0 && st.Leader() != nil {
-			return st
-		}
-		if err != nil {
-			last = err.Error()
-		} else {
-			last = st.Summary()
-		}
-		select {
-		case <-ctx.Done():
-			x.t.Fatalf("etcd did not get %d healthy members: %s", n, last)
-		case <-time.After(time.Second):
-		}
+	x.waitMembers(n)
+}
+
+// memberID is the ID `member list` gives the member named pod (0: none).
+func (x *etcdEnv) memberID(pod string) uint64 {
+	x.t.Helper()
+	ids, err := etcdMemberIDs(x.t.Context(), x.ctlTimeouts)
+	if err != nil {
+		x.t.Fatalf("member list: %v", err)
 	}
+	return ids[pod]
+}
+
+// oracle starts etcd's own verdict on the operation that follows (etcdOracle).
+func (x *etcdEnv) oracle() *etcdOracle {
+	x.t.Helper()
+	return startEtcdOracle(x.t, x.ctlTimeouts)
+}
+
+// downAtOnce is the most members whose etcd processes were down at the same time since mark
+// (len of the runner's Transitions then), among the pods whose process ran at mark. etcd shows
+// a quorum loss shorter than an election timeout nowhere (no election, requests only stall; a
+// rolling restart that took two of three pods at once here left the term and every request
+// untouched): the runner's record of its processes does.
+func (x *etcdEnv) downAtOnce(mark int) int {
+	trs := x.runner.Transitions()
+	up := map[string]bool{}
+	for _, tr := range trs[:mark] {
+		up[tr.Pod] = tr.Up
+	}
+	tracked := map[string]bool{}
+	for pod, u := range up {
+		tracked[pod] = u
+	}
+	worst := 0
+	for _, tr := range trs[mark:] {
+		up[tr.Pod] = tr.Up
+		down := 0
+		for pod := range tracked {
+			if tracked[pod] && !up[pod] {
+				down++
+			}
+		}
+		worst = max(worst, down)
+	}
+	return worst
+}
+
+// pinLeader makes pod's member the leader, so scaling or replacing other members is designed
+// to cause no election.
+func (x *etcdEnv) pinLeader(pod string) {
+	x.t.Helper()
+	pinEtcdLeader(x.t, x.ctlTimeouts, pod)
 }
 
 // waitMembers waits until etcd itself, not the engine's Status, says the cluster converged
@@ -291,74 +324,6 @@ func (x *etcdEnv) verifyKeys() error {
 	return nil
 }
 
-// quorumWatch samples `endpoint health` on every address in the
-// background; a healthy answer from any member proves a quorum read
-// succeeded. It reports the longest stretch without one.
-type quorumWatch struct {
-	mu      sync.Mutex
-	samples int
-	worst   time.Duration
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
-func (x *etcdEnv) watchQuorum() *quorumWatch {
-	return startQuorumWatch(x.t.Context(), x.ctlTimeouts)
-}
-
-// startQuorumWatch samples `endpoint health` through ctl (etcdctl with the given dial and
-// command timeouts, on every member's address) until stopped.
-func startQuorumWatch(parent context.Context, ctl func(ctx context.Context, dial, command string, args ...string) ([]byte, error)) *quorumWatch {
-	ctx, cancel := context.WithCancel(parent)
-	q := &quorumWatch{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(q.done)
-		lastOK := time.Now()
-		for ctx.Err() == nil {
-			// Short timeouts: addresses without a member must not slow sampling.
-			out, _ := ctl(ctx, "500ms", "1500ms", "endpoint", "health", "-w", "json")
-			var hs []struct {
-				Health bool `json:"health"`
-			}
-			ok := json.Unmarshal(out, &hs) == nil && slices.ContainsFunc(hs, func(h struct {
-				Health bool `json:"health"`
-			}) bool {
-				return h.Health
-			})
-			q.mu.Lock()
-			q.samples++
-			if ok {
-				lastOK = time.Now()
-			} else if gap := time.Since(lastOK); gap > q.worst && ctx.Err() == nil {
-				q.worst = gap
-			}
-			q.mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
-	return q
-}
-
-// stop ends sampling and fails the test if quorum was unavailable for
-// longer than one leader election can take.
-func (q *quorumWatch) stop(t *testing.T, what string) {
-	t.Helper()
-	q.cancel()
-	<-q.done
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	t.Logf("%s: %d health samples, longest gap without a healthy member %s", what, q.samples, q.worst.Round(time.Millisecond))
-	if q.samples == 0 {
-		t.Errorf("%s: no health sample taken", what)
-	}
-	if q.worst > 8*time.Second {
-		t.Errorf("%s: no member answered healthy for %s: quorum was lost", what, q.worst.Round(time.Millisecond))
-	}
-}
-
 // executor runs plans as the CLI's execute() does: lock, journal, events.
 func (x *etcdEnv) executor(rec ops.Sink) *ops.Executor {
 	id := "e2e-etcd@testbed"
@@ -428,8 +393,10 @@ func (x *etcdEnv) checkConverged(n int) {
 func TestEtcdScale(t *testing.T) {
 	x := newEtcd(t, 3)
 	x.writeKeys("initial", 20)
+	// etcd-0 leads throughout: no step removes or restarts it, so no step may cause an election.
+	x.pinLeader("etcd-0")
 	for i, n := range []int32{5, 3, 1, 3} {
-		q := x.watchQuorum()
+		o := x.oracle()
 		start := time.Now()
 		// Every key must be readable after every step, not only at the end.
 		checked := 0
@@ -443,12 +410,12 @@ func TestEtcdScale(t *testing.T) {
 			}
 		})
 		plan, err := x.scale(t.Context(), n, sink)
-		q.stop(t, fmt.Sprintf("scale to %d", n))
 		if err != nil {
 			t.Fatalf("scale to %d: %v", n, err)
 		}
 		t.Logf("scale to %d: %d steps in %s, keys read back after %d of them", n, len(plan.Steps), time.Since(start).Round(time.Second), checked)
 		x.checkConverged(int(n))
+		o.check(t, fmt.Sprintf("scale to %d", n), 0)
 		x.checkKeys()
 		x.writeKeys(fmt.Sprintf("after-%d-%d", i, n), 5)
 		x.checkKeys()
@@ -481,8 +448,8 @@ func TestEtcdRepair(t *testing.T) {
 	x := newEtcd(t, 3)
 	ctx := t.Context()
 	x.writeKeys("before", 20)
-	before := x.waitHealthy(3)
-	old := before.ByPod("etcd-2")
+	x.waitHealthy(3)
+	old := x.memberID("etcd-2")
 	// The member loses its data: PVC deleted, pod recreated.
 	if err := bed.Client.CoreV1().PersistentVolumeClaims(x.ns).Delete(ctx, "data-etcd-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -501,16 +468,17 @@ func TestEtcdRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := x.watchQuorum()
+	// etcd-0 leads: the repair removes and re-adds etcd-2 only, so it may cause no election.
+	x.pinLeader("etcd-0")
+	o := x.oracle()
 	err = x.executor(ops.SinkFunc(func(e ops.Event) { etcdLogEvent(t, e) })).Run(ctx, plan)
-	q.stop(t, "repair")
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}
-	after := x.waitHealthy(3)
-	m := after.ByPod("etcd-2")
-	if m == nil || m.ID == old.ID || m.Learner {
-		t.Fatalf("etcd-2 after repair: %+v (old ID %s), want a new voting member", m, old.ID)
+	x.waitHealthy(3)
+	o.check(t, "repair", 0)
+	if m := x.memberID("etcd-2"); m == 0 || m == old {
+		t.Fatalf("etcd-2 after repair: member ID %x (old ID %x), want a new voting member", m, old)
 	}
 	x.checkKeys()
 	checkReplaceEvents(t, x.ns, "DbopsEtcdReplace", map[string]types.UID{"etcd-2": oldPod.UID})
@@ -520,8 +488,8 @@ func TestEtcdRollingRestart(t *testing.T) {
 	x := newEtcd(t, 3)
 	ctx := t.Context()
 	x.writeKeys("before", 10)
-	st := x.waitHealthy(3)
-	leader := st.Leader().Pod
+	x.waitHealthy(3)
+	leader := etcdLeaderName(t, x.ctlTimeouts)
 	old := map[string]string{}
 	pods, err := bed.Client.CoreV1().Pods(x.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -530,24 +498,23 @@ func TestEtcdRollingRestart(t *testing.T) {
 	for _, p := range pods.Items {
 		old[p.Name] = string(p.UID)
 	}
-	q := x.watchQuorum()
-	leaders := x.watchLeaders(st.Leader().ID)
+	o, mark := x.oracle(), len(x.runner.Transitions())
 	res := runCLI(t, cliEnv(t), "restart", x.name, "-n", x.ns, "--rolling", "--yes", "-o", "json")
-	seen := leaders.stop()
-	if l := x.waitHealthy(3).Leader(); l.ID != seen[len(seen)-1] {
-		seen = append(seen, l.ID)
-	}
-	q.stop(t, "rolling restart")
 	if res.Code != 0 {
 		t.Fatalf("restart failed: %s", res)
 	}
-	// The leader changes once, handed over by move-leader before its pod goes.
-	t.Logf("leaders seen: %v", seen)
-	if len(seen) != 2 {
-		t.Errorf("leader changed %d times (%v), want once", len(seen)-1, seen)
+	x.waitHealthy(3)
+	// etcd elects once, the move-leader hand-off before the leader's pod goes, to the
+	// member the tool named; one member is down at a time.
+	o.check(t, "rolling restart", 1)
+	if d := x.downAtOnce(mark); d != 1 {
+		t.Errorf("rolling restart: %d members down at once, want 1", d)
 	}
-	if !strings.Contains(res.Stdout, "moving etcd leadership from "+leader) {
-		t.Errorf("no move-leader before restarting the leader %s", leader)
+	m := moveLeaderLine.FindStringSubmatch(res.Stdout)
+	if m == nil || m[1] != leader {
+		t.Errorf("no move-leader away from the leader %s reported", leader)
+	} else if now := etcdLeaderName(t, x.ctlTimeouts); now != m[2] {
+		t.Errorf("leader after the restart is %s, not %s that move-leader chose", now, m[2])
 	}
 	evs := parseNDJSON(t, res)
 	done := stepsOf(evs, string(ops.EventStepDone))
@@ -582,11 +549,8 @@ func TestEtcdInterrupted(t *testing.T) {
 		after string
 	}{{4, "add/etcd-3"}, {3, "remove/etcd-3"}} {
 		x.scaleInterruptedAfter(tc.n, tc.after)
-		st, err := x.eng.Status(t.Context(), x.cluster())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("after interrupting at %s: %s", tc.after, st.Summary())
+		ml, err := x.ctl(t.Context(), "member", "list")
+		t.Logf("after interrupting at %s: member list (%v):\n%s", tc.after, err, ml)
 		if _, err := x.scale(t.Context(), tc.n, nil); err != nil {
 			t.Fatalf("re-run scale to %d: %v", tc.n, err)
 		}
@@ -663,21 +627,24 @@ func TestEtcdCLIScaleAndReplace(t *testing.T) {
 	ctx := t.Context()
 	x.writeKeys("before", 10)
 	x.waitHealthy(3)
+	// etcd-0 leads throughout: no step removes or restarts it, so none may cause an election.
+	x.pinLeader("etcd-0")
 
 	if res := runCLI(t, cliEnv(t), "scale", x.name, "-n", x.ns, "--replicas", "0", "--yes"); res.Code != 2 {
 		t.Fatalf("scale --replicas 0: want exit 2, got %s", res)
 	}
-	q := x.watchQuorum()
+	o := x.oracle()
 	res := runCLI(t, cliEnv(t), "scale", x.name, "-n", x.ns, "--replicas", "4", "--yes")
-	q.stop(t, "scale to 4")
 	if res.Code != 0 {
 		t.Fatalf("scale to 4: %s", res)
 	}
 	x.waitHealthy(4)
+	o.check(t, "scale to 4", 0)
 	x.checkKeys()
 
 	// etcd-3 loses its data; replace brings it back as a fresh member.
-	old := x.waitHealthy(4).ByPod("etcd-3")
+	x.waitHealthy(4)
+	old := x.memberID("etcd-3")
 	if err := bed.Client.CoreV1().PersistentVolumeClaims(x.ns).Delete(ctx, "data-etcd-3", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -690,24 +657,25 @@ func TestEtcdCLIScaleAndReplace(t *testing.T) {
 	if res := runCLI(t, cliEnv(t), "replace", x.name, "no-such-pod", "-n", x.ns, "--yes"); res.Code != 2 {
 		t.Fatalf("replace of a pod outside the cluster: want exit 2, got %s", res)
 	}
-	q = x.watchQuorum()
+	o = x.oracle()
 	res = runCLI(t, cliEnv(t), "replace", x.name, "etcd-3", "-n", x.ns, "--yes")
-	q.stop(t, "replace etcd-3")
 	if res.Code != 0 {
 		t.Fatalf("replace etcd-3: %s", res)
 	}
-	if m := x.waitHealthy(4).ByPod("etcd-3"); m == nil || m.ID == old.ID || m.Learner {
-		t.Fatalf("etcd-3 after replace: %+v (old ID %s), want a new voting member", m, old.ID)
+	x.waitHealthy(4)
+	o.check(t, "replace etcd-3", 0)
+	if m := x.memberID("etcd-3"); m == 0 || m == old {
+		t.Fatalf("etcd-3 after replace: member ID %x (old ID %x), want a new voting member", m, old)
 	}
 	x.checkKeys()
 
-	q = x.watchQuorum()
+	o = x.oracle()
 	res = runCLI(t, cliEnv(t), "scale", x.name, "-n", x.ns, "--replicas", "3", "--yes")
-	q.stop(t, "scale to 3")
 	if res.Code != 0 {
 		t.Fatalf("scale to 3: %s", res)
 	}
 	x.checkConverged(3)
+	o.check(t, "scale to 3", 0)
 	x.checkKeys()
 	st := runCLI(t, cliEnv(t), "status", x.name, "-n", x.ns)
 	if st.Code != 0 || !strings.Contains(st.Stdout, "Members:") || !strings.Contains(st.Stdout, "leader") {
@@ -738,44 +706,17 @@ func TestEtcdRestartRefusedWithMemberDown(t *testing.T) {
 	}
 	x.runner.Resume("etcd-2")
 	x.waitHealthy(3)
-	q := x.watchQuorum()
+	o, mark := x.oracle(), len(x.runner.Transitions())
 	res := runCLI(t, cliEnv(t), "restart", x.name, "-n", x.ns, "--rolling", "--yes")
-	q.stop(t, "restart")
 	if res.Code != 0 {
 		t.Fatalf("restart once healthy: %s", res)
 	}
+	x.waitHealthy(3)
+	// One election: the move-leader hand-off before the leader's pod goes; one member down
+	// at a time.
+	o.check(t, "restart", 1)
+	if d := x.downAtOnce(mark); d != 1 {
+		t.Errorf("restart: %d members down at once, want 1", d)
+	}
 	x.checkKeys()
-}
-
-// leaderWatch samples the etcd leader's member ID in the background.
-type leaderWatch struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	seen   []string // distinct leaders in the order seen
-}
-
-func (x *etcdEnv) watchLeaders(first string) *leaderWatch {
-	ctx, cancel := context.WithCancel(x.t.Context())
-	w := &leaderWatch{cancel: cancel, done: make(chan struct{}), seen: []string{first}}
-	go func() {
-		defer close(w.done)
-		for ctx.Err() == nil {
-			if st, err := x.eng.Status(ctx, x.cluster()); err == nil {
-				if l := st.Leader(); l != nil && (len(w.seen) == 0 || w.seen[len(w.seen)-1] != l.ID) {
-					w.seen = append(w.seen, l.ID)
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
-	return w
-}
-
-func (w *leaderWatch) stop() []string {
-	w.cancel()
-	<-w.done
-	return w.seen
 }

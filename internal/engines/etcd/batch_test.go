@@ -22,7 +22,7 @@ func TestBatchRestartRefusedWithoutQuorum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = (&ops.Executor{LockID: "test"}).Run(context.Background(), p)
+		err = (&ops.Executor{LockID: "test"}).Run(testCtx(t), p)
 		if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), "below quorum 2") {
 			t.Fatalf("%+v: got %v, want a quorum refusal", opts, err)
 		}

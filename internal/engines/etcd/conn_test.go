@@ -196,7 +196,7 @@ func TestAuthPasswordOnStdinOnly(t *testing.T) {
 			if strings.Contains(string(planText(t, p)), pw) {
 				t.Error("the plan shows the password")
 			}
-			if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+			if err := (&ops.Executor{LockID: "test"}).Run(testCtx(t), p); err != nil {
 				t.Fatal(err)
 			}
 			if len(f.members) != 3 {
@@ -330,7 +330,7 @@ func TestAuthLearnerStatusHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+	if err := (&ops.Executor{LockID: "test"}).Run(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	if f.members[3].learner {

@@ -280,7 +280,7 @@ func TestCleanupStepRemovesLeftoverLearner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+	if err := (&ops.Executor{LockID: "test"}).Run(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.mutations(); len(got) != 1 || !strings.HasSuffix(got[0], "member remove 99") {
@@ -306,7 +306,7 @@ func TestPromoteRetriesWhileNotInSync(t *testing.T) {
 	}
 	step := fx.eng.promoteStep(s, "promote/etcd-3", 3, "http://127.0.3.4:2380")
 	p := &ops.Plan{Operation: "scale", Cluster: "etcd", Namespace: testNS, Steps: []*ops.Step{step}}
-	if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+	if err := (&ops.Executor{LockID: "test"}).Run(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.mutations(); len(got) != 3 {
@@ -354,7 +354,7 @@ func TestPromoteWaitsForLearnerToCatchUp(t *testing.T) {
 			once.Do(func() { close(waitingReady) })
 		}
 	})
-	go func() { done <- (&ops.Executor{LockID: "test", Sink: sink}).Run(context.Background(), p) }()
+	go func() { done <- (&ops.Executor{LockID: "test", Sink: sink}).Run(testCtx(t), p) }()
 
 	// Promoted once caught up, but the step is still waiting for Ready.
 	deadline := time.Now().Add(10 * time.Second)
@@ -501,7 +501,7 @@ func TestRestartRefusedWithoutQuorumAfter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = (&ops.Executor{LockID: "test"}).Run(context.Background(), p)
+			err = (&ops.Executor{LockID: "test"}).Run(testCtx(t), p)
 			if ops.ExitCode(err) != ops.ExitPrecondition {
 				t.Fatalf("got %v (exit %d), want a precondition refusal", err, ops.ExitCode(err))
 			}
@@ -565,7 +565,7 @@ func TestScaleDeletesLeftoverClaims(t *testing.T) {
 			if tc.target > int32(tc.replicas) {
 				return // the scale-up steps need a StatefulSet controller
 			}
-			if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+			if err := (&ops.Executor{LockID: "test"}).Run(testCtx(t), p); err != nil {
 				t.Fatal(err)
 			}
 			left, err := fx.client.CoreV1().PersistentVolumeClaims(testNS).List(context.Background(), metav1.ListOptions{})
@@ -654,7 +654,7 @@ func TestRestartMovesLeadershipOnce(t *testing.T) {
 				t.Fatalf("last step %s (pods %v) does not hold the leader etcd-1", last.ID, last.Pods)
 			}
 			fx.client.ClearActions()
-			if err := (&ops.Executor{LockID: "test"}).Run(context.Background(), p); err != nil {
+			if err := (&ops.Executor{LockID: "test"}).Run(testCtx(t), p); err != nil {
 				t.Fatal(err)
 			}
 			// The gates poll etcd's status many times; its pods come from the run's one pod
@@ -740,7 +740,7 @@ func TestRestartWaitsForCatchUpAndReportsIt(t *testing.T) {
 	f.lagReads = map[string]int{"etcd-1": 3}
 	f.mu.Unlock()
 	rec := &ops.Recorder{}
-	if err := (&ops.Executor{LockID: "test", Sink: rec}).Run(context.Background(), p); err != nil {
+	if err := (&ops.Executor{LockID: "test", Sink: rec}).Run(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()

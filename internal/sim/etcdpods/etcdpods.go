@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,8 @@ type Runner struct {
 	procs     map[string]*proc // by pod name
 	suspended map[string]bool
 	stopped   bool
+	// transitions records every start and exit of a member process, in order.
+	transitions []Transition
 
 	trigger chan struct{}
 	cancel  context.CancelFunc
@@ -108,6 +111,21 @@ type Runner struct {
 	pods    cache.Indexer
 	pvcs    cache.Indexer
 	cms     cache.Indexer
+}
+
+// Transition is one member process starting (Up) or having exited (not Up).
+type Transition struct {
+	Pod string
+	Up  bool
+}
+
+// Transitions returns every start and exit of a member process so far, in the order they
+// happened: a test reads from it how many members were down at once, which etcd itself does
+// not show when the outage is shorter than an election timeout.
+func (r *Runner) Transitions() []Transition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.transitions)
 }
 
 // proc is one etcd process standing in for one pod incarnation.
@@ -548,12 +566,18 @@ func (r *Runner) startProc(p *corev1.Pod, restarts int) (*proc, error) {
 		return nil, fmt.Errorf("starting etcd for %s: %w", p.Name, err)
 	}
 	np := &proc{podUID: string(p.UID), cmd: cmd, exited: make(chan struct{}), restarts: restarts, logPath: logPath}
+	r.mu.Lock()
+	r.transitions = append(r.transitions, Transition{Pod: p.Name, Up: true})
+	r.mu.Unlock()
 	r.opts.Logf("etcdpods: started etcd for %s (pid %d, pvc %s, state %s, log %s)", p.Name, cmd.Process.Pid,
 		shortUID(string(pvc.UID)), envValue(env, "ETCD_INITIAL_CLUSTER_STATE"), logPath)
 	go func() {
 		err := cmd.Wait()
 		// Crash-loop backoff like a kubelet's, capped low for tests.
 		np.nextTry = time.Now().Add(min(time.Duration(1<<min(restarts, 4))*time.Second, 10*time.Second))
+		r.mu.Lock()
+		r.transitions = append(r.transitions, Transition{Pod: p.Name, Up: false})
+		r.mu.Unlock()
 		close(np.exited)
 		r.opts.Logf("etcdpods: etcd for %s exited: %v", p.Name, err)
 		r.kick()
