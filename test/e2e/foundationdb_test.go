@@ -391,6 +391,61 @@ func TestFoundationDBRestartRefusals(t *testing.T) {
 				t.Fatal(errb.String())
 			}
 		}, "zone zone-c is in maintenance, set by someone else"},
+		{"storage process stopped", func(t *testing.T, _ string, m *fdbsim.Cluster) {
+			// A storage process: its shards lose a replica (it may be a coordinator too: the
+			// replicas are what the gate reads first).
+			for _, p := range m.Processes() {
+				if p.Class == "storage" {
+					if err := m.Stop(p.ID); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+			}
+			t.Fatal("setup: no storage process")
+		}, "has min_replicas_remaining 2, below the configured 3"},
+		{"log down recovering", func(t *testing.T, _ string, m *fdbsim.Cluster) {
+			// A log of the current generation stops: FoundationDB recovers onto other
+			// processes, and the recovery waits at all_logs_recruited while the old
+			// generation's logs are still needed (HoldRecovery).
+			m.HoldRecovery(true)
+			for _, p := range m.Processes() {
+				if slices.Contains(p.Roles, "log") {
+					if err := m.Stop(p.ID); err != nil {
+						t.Fatal(err)
+					}
+					waitFDBStatus(t, m, "the recovery at all_logs_recruited", func(s fdbStatusDoc) bool {
+						return s.Client.DatabaseStatus.Available && s.Cluster.RecoveryState.Name == "all_logs_recruited"
+					})
+					return
+				}
+			}
+			t.Fatal("setup: no process holds a log")
+		}, "is recovering (all_logs_recruited); refusing to restart"},
+		{"coordinator down", func(t *testing.T, ns string, m *fdbsim.Cluster) {
+			// A coordinator that stores no data stops; once any recovery it started is over,
+			// the unreachable coordinator is what status json reports wrong. The operator
+			// would choose another coordinator (change_coordinators.go; the stand-in does): it
+			// is paused first, which the gate reports only after status json's refusals.
+			if _, err := bed.Dynamic.Resource(fdbop.GVR).Namespace(ns).Patch(t.Context(), "myfdb", types.MergePatchType, []byte(`{"spec":{"skip":true}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range m.Processes() {
+				if p.Class != "storage" && slices.Contains(p.Roles, "coordinator") {
+					if err := m.Stop(p.ID); err != nil {
+						t.Fatal(err)
+					}
+					waitFDBStatus(t, m, "fully recovered without the coordinator", func(s fdbStatusDoc) bool {
+						return s.Client.DatabaseStatus.Available && s.Cluster.RecoveryState.Name == "fully_recovered"
+					})
+					if !slices.Contains(m.Coordinators(), p.Address) {
+						t.Fatalf("setup: the operator replaced coordinator %s although paused", p.Address)
+					}
+					return
+				}
+			}
+			t.Fatal("setup: no coordinator outside the storage processes")
+		}, "is unreachable; refusing to restart"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -430,6 +485,35 @@ func TestFoundationDBRestartRefusals(t *testing.T) {
 				t.Fatalf("bare fdbcli in %s: trace files %q, want one in %s", pod, tf, fdbsim.OperatorTraceDir)
 			}
 		})
+	}
+}
+
+// fdbStatusDoc is what the refusal cases read of the simulator's status json.
+type fdbStatusDoc struct {
+	Client struct {
+		DatabaseStatus struct{ Available bool } `json:"database_status"`
+	} `json:"client"`
+	Cluster struct {
+		RecoveryState struct{ Name string } `json:"recovery_state"`
+	} `json:"cluster"`
+}
+
+// waitFDBStatus polls the simulator's status json until ok (a simulator has no watch).
+func waitFDBStatus(t *testing.T, m *fdbsim.Cluster, what string, ok func(fdbStatusDoc) bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		var st fdbStatusDoc
+		if err := json.Unmarshal(m.StatusJSON(), &st); err != nil {
+			t.Fatal(err)
+		}
+		if ok(st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status json never reported %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -45,6 +45,10 @@ var recoveryStates = []string{
 // acceptingCommits is the first state in which the database accepts commits again.
 var acceptingCommits = slices.Index(recoveryStates, "accepting_commits")
 
+// allLogsRecruited is where a recovery waits while the old generation's logs are still needed
+// (HoldRecovery).
+var allLogsRecruited = slices.Index(recoveryStates, "all_logs_recruited")
+
 // ProcessSpec describes one fdbserver process of the model.
 type ProcessSpec struct {
 	// ID is the process's locality_instance_id (the operator's process group ID).
@@ -168,6 +172,8 @@ type recovery struct {
 	// stalled: recruitment found no process for a required role; it restarts when one
 	// returns.
 	stalled bool
+	// held: the recovery started under HoldRecovery and waits at all_logs_recruited.
+	held bool
 }
 
 type exclusion struct {
@@ -211,6 +217,23 @@ type Cluster struct {
 	load Load
 	// holdRestarts keeps killed processes away (HoldRestarts).
 	holdRestarts bool
+	// holdRecovery keeps recoveries that start from reaching fully_recovered (HoldRecovery).
+	holdRecovery bool
+}
+
+// HoldRecovery makes the recoveries that start while hold is set wait at all_logs_recruited,
+// accepting commits with two active generations, until released: the old generation's logs
+// are still needed because storage servers have not pulled their data yet. FoundationDB
+// writes fully_recovered only once the core state has no old log data left and every log set
+// is recruited (fdbserver/ClusterRecovery.actor.cpp, trackTlogRecovery: finalUpdate is
+// !newState.oldTLogData.size() && allLogs). Released, a held recovery goes on at once.
+func (c *Cluster) HoldRecovery(hold bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holdRecovery = hold
+	if !hold {
+		c.rec.held = false
+	}
 }
 
 // HoldRestarts keeps killed processes away while hold is set, as a slow fdbmonitor or a
@@ -426,7 +449,7 @@ func (c *Cluster) quorum() bool {
 // (fdbserver/ClusterRecovery.actor.cpp: the cluster controller recruits the master, which
 // recruits logs, proxies and resolvers; stateless processes take the stateless roles).
 func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
-	c.rec = recovery{start: at, oldGeneration: oldGeneration}
+	c.rec = recovery{start: at, oldGeneration: oldGeneration, held: c.holdRecovery && oldGeneration}
 	c.txnRoles = map[string][]string{}
 	if !c.quorum() {
 		c.rec.stalled = true
@@ -526,6 +549,9 @@ func (c *Cluster) recoveryIndex(now time.Time) int {
 		return 0
 	}
 	i := int(now.Sub(c.rec.start) / c.cfg.RecoveryStep)
+	if c.rec.held {
+		i = min(i, allLogsRecruited)
+	}
 	return min(max(i, 0), len(recoveryStates)-1)
 }
 
