@@ -464,7 +464,9 @@ func (e *Engine) pollDBBackoff(ctx context.Context, sc *ops.StepContext, first, 
 			failures = 0
 			return done, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ops.ErrUsage) {
+		// A lost lock never comes back (the write guard refuses every statement from now on):
+		// no retry, as for bad input.
+		if ctx.Err() != nil || errors.Is(err, ops.ErrUsage) || errors.Is(err, ops.ErrLocked) {
 			return false, err
 		}
 		failures++

@@ -138,7 +138,7 @@ func (e *Engine) waitSettled(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 		var msg string
 		switch {
 		case err != nil:
-			if ctx.Err() != nil || errors.Is(err, ops.ErrUsage) {
+			if ctx.Err() != nil || errors.Is(err, ops.ErrUsage) || errors.Is(err, ops.ErrLocked) {
 				return err
 			}
 			if failures++; failures > e.cfg.PollErrors {

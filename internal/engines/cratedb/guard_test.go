@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -71,5 +73,20 @@ func TestStatementsPassTheWriteGuard(t *testing.T) {
 	}
 	if ex.n != 0 {
 		t.Fatalf("%d crash exec(s) after the lock was lost", ex.n)
+	}
+}
+
+// A statement the write guard refused (the run lost its lock) is not retried as a transient
+// database error: the refusal never changes, so the first one ends the wait.
+func TestLockLostIsNotRetried(t *testing.T) {
+	e := &Engine{cfg: Config{PollErrors: 15}}
+	calls := 0
+	lost := ops.Lockedf("lost the lock on cluster ns/crate: denied")
+	err := e.pollDBBackoff(t.Context(), nil, time.Millisecond, 2*time.Millisecond, func() (bool, error) {
+		calls++
+		return false, lost
+	})
+	if !errors.Is(err, ops.ErrLocked) || calls != 1 || strings.Contains(err.Error(), "in a row") {
+		t.Fatalf("after %d attempt(s): %v; want the lock error after one", calls, err)
 	}
 }
