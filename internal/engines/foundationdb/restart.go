@@ -157,16 +157,24 @@ func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Clu
 // --max-concurrent N) whose pods are in more fault domains than the redundancy mode tolerates
 // losing at once, as the replacement refuses (checkRemoval): one fault domain at a time is the
 // operator's way (its UpdatePods), more only as far as redundancy.go allows. A pod with no
-// zoneid counts as a fault domain of its own. Pods exempt says hold no data and no coordinator
-// (the stateless transaction-system batch) lose no replica and count for no fault domain: the
+// zoneid counts as a fault domain of its own. A batch whose pods exempt all says hold no data
+// and no coordinator (the stateless transaction-system batch) loses no replica and passes: the
 // operator's fault domain checks are about storage, logs and coordinators
-// (pkg/fdbstatus/status_checks.go, as checkStatus says).
+// (pkg/fdbstatus/status_checks.go, as checkStatus says). A mixed batch counts every pod.
 func checkBatchDomains(c *ops.Cluster, p *ops.Plan, rd redundancy, exempt ...func(ops.Pod) bool) error {
 	for _, s := range p.Steps {
+		free := len(exempt) > 0
+		for _, name := range s.Pods {
+			_, pod := c.Pod(name)
+			free = free && pod != nil && !slices.ContainsFunc(exempt, func(f func(ops.Pod) bool) bool { return !f(*pod) })
+		}
+		if free {
+			continue
+		}
 		var zones []string
 		for _, name := range s.Pods {
 			_, pod := c.Pod(name)
-			if pod == nil || slices.ContainsFunc(exempt, func(f func(ops.Pod) bool) bool { return f(*pod) }) {
+			if pod == nil {
 				continue
 			}
 			z := pod.Zone
