@@ -31,6 +31,9 @@ const (
 	// fdbDNSName names its coordinators by the pods' DNS names in the cluster file
 	// (spec.routing.useDNSInClusterFile).
 	fdbDNSName = "fdb-dns"
+	// fdbTLSName runs its processes with TLS (spec.mainContainer.enableTls): they listen on
+	// ip:4500:tls, and fdbcli's kill names them without the ":tls" flag.
+	fdbTLSName = "fdb-tls"
 )
 
 // fdbDemoSpecs are the sandbox's FoundationDBClusters, all in fdbDemoNamespace.
@@ -39,6 +42,7 @@ func fdbDemoSpecs() []fdbwire.ClusterSpec {
 		{Namespace: fdbDemoNamespace, Name: fdbDemoName, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true},
 		{Namespace: fdbDemoNamespace, Name: fdbSampleName, OperatorSample: true},
 		{Namespace: fdbDemoNamespace, Name: fdbDNSName, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true, DNS: true},
+		{Namespace: fdbDemoNamespace, Name: fdbTLSName, Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple", ZoneFromNodeLabel: true, TLS: true},
 	}
 }
 
@@ -91,8 +95,8 @@ func serveFDB(ctx context.Context, ready *os.File) error {
 		<-ctx.Done()
 		return nil
 	}
-	fmt.Printf("# FoundationDB clusters %s/%s, %s (the operator's sample) and %s (DNS cluster file) run while this command runs (Ctrl-C stops them)\n",
-		fdbDemoNamespace, fdbDemoName, fdbSampleName, fdbDNSName)
+	fmt.Printf("# FoundationDB clusters %s/%s, %s (the operator's sample), %s (DNS cluster file) and %s (TLS) run while this command runs (Ctrl-C stops them)\n",
+		fdbDemoNamespace, fdbDemoName, fdbSampleName, fdbDNSName, fdbTLSName)
 	fmt.Println("# in another shell:")
 	for _, h := range []string{
 		"export KUBECONFIG=" + kubeconfig(dir),
@@ -100,6 +104,7 @@ func serveFDB(ctx context.Context, ready *os.File) error {
 		"kubectl dbops restart " + fdbDemoName + " -n " + fdbDemoNamespace + " --rolling --mode zone --dry-run",
 		"kubectl dbops status " + fdbSampleName + " -n " + fdbDemoNamespace,
 		"kubectl dbops status " + fdbDNSName + " -n " + fdbDemoNamespace,
+		"kubectl dbops restart " + fdbTLSName + " -n " + fdbDemoNamespace + " --rolling --dry-run",
 		"kubectl get pods -n " + fdbDemoNamespace + " -l foundationdb.org/fdb-cluster-name=" + fdbDemoName,
 		"kubectl exec -n " + fdbDemoNamespace + " <a myfdb pod> -c foundationdb -- fdbcli --exec status --timeout 10",
 	} {
@@ -116,6 +121,7 @@ func fdbDemoHints() []string {
 		"kubectl dbops restart " + fdbDemoName + " -n " + fdbDemoNamespace + " --rolling --mode zone --dry-run",
 		"kubectl dbops status " + fdbSampleName + " -n " + fdbDemoNamespace + "   # the operator's sample: processCounts defaults, stateless -1",
 		"kubectl dbops status " + fdbDNSName + " -n " + fdbDemoNamespace + "   # coordinators by DNS name in the cluster file",
+		"kubectl dbops restart " + fdbTLSName + " -n " + fdbDemoNamespace + " --rolling --dry-run   # TLS: kill by ip:port, without :tls",
 		"kubectl exec -n " + fdbDemoNamespace + " <a myfdb pod> -c foundationdb -- fdbcli --exec status --timeout 10",
 	}
 }

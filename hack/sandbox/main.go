@@ -32,8 +32,8 @@ const usage = `usage: sandbox up [--real-nodes]|down|status|etcd|fdb
   status  report whether the sandbox runs
   etcd    run the demo etcd cluster (real etcd members) until Ctrl-C
   fdb     run the demo FoundationDB clusters demo/myfdb, demo/fdb-sample (the operator's
-          sample) and demo/fdb-dns (DNS cluster file) (FDB simulator and a stand-in for the
-          FoundationDB operator) until Ctrl-C; up starts them in the background
+          sample), demo/fdb-dns (DNS cluster file) and demo/fdb-tls (TLS) (FDB simulator and a
+          stand-in for the FoundationDB operator) until Ctrl-C; up starts them in the background
 `
 
 func main() {

@@ -127,6 +127,44 @@ func restartBatches(mode string, pods []Pod, n int) []batch {
 	}
 }
 
+// groupBatches moves the pods gr keys alike into one batch per key, in the place of the first
+// batch that held one of them; batches left empty go.
+func groupBatches(batches []batch, gr RestartGrouper) []batch {
+	byKey := map[string][]Pod{}
+	for _, b := range batches {
+		for _, p := range b.pods {
+			if k := gr.GroupKey(p); k != "" {
+				byKey[k] = append(byKey[k], p)
+			}
+		}
+	}
+	var out []batch
+	placed := map[string]bool{}
+	for _, b := range batches {
+		var rest []Pod
+		for _, p := range b.pods {
+			k := gr.GroupKey(p)
+			if k == "" || len(byKey[k]) < 2 {
+				rest = append(rest, p)
+				continue
+			}
+			if !placed[k] {
+				placed[k] = true
+				names := strings.Join(podNames(byKey[k]), ",")
+				out = append(out, batch{id: "restart/" + names, target: "pods/" + names, group: byKey[k][0].Group, pods: byKey[k]})
+			}
+		}
+		switch {
+		case len(rest) == len(b.pods):
+			out = append(out, b)
+		case len(rest) > 0:
+			b.pods = rest
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 func zoneOf(p Pod) string {
 	if p.Zone == "" {
 		return noZone

@@ -31,6 +31,16 @@ type RestartOrderer interface {
 	StepRank(pods []Pod) int
 }
 
+// RestartGrouper is a RestartGate that restarts some pods together under --mode pod (one pod
+// at a time otherwise): the pods with the same non-empty key form one batch, placed where the
+// first of them was. FoundationDB puts its stateless transaction-system pods in one batch: each
+// bounce of such a process starts a recovery, one batch one recovery. The engine answers for
+// the batch's safety (it holds no data and no coordinator there). --batch N, --mode zone (a
+// zone's pods go together already) and --mode all are taken as given.
+type RestartGrouper interface {
+	GroupKey(p Pod) string
+}
+
 // RestartStepper is a RestartGate that adapts each planned step to the pods it restarts
 // (e.g. CrateDB re-enables allocation when the step fails, and recognises the node of each
 // pod), in every mode.
@@ -97,6 +107,9 @@ func (r *RollingRestart) Plan(c *Cluster, engine string, opts RestartOptions) (*
 		}
 	default:
 		batches = restartBatches(mode, pods, opts.BatchSize)
+	}
+	if gr, ok := r.Gate.(RestartGrouper); ok && mode == ModePod && opts.BatchSize <= 1 {
+		batches = groupBatches(batches, gr)
 	}
 	if o, ok := r.Gate.(RestartOrderer); ok {
 		slices.SortStableFunc(batches, func(a, b batch) int { return o.StepRank(a.pods) - o.StepRank(b.pods) })

@@ -86,7 +86,7 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 		return nil, err
 	}
 	if opts.Mode != ops.ModeAll {
-		if err := checkBatchDomains(c, p, redundancyOf(st)); err != nil {
+		if err := checkBatchDomains(c, p, redundancyOf(st), g.holdsNothing); err != nil {
 			return nil, err
 		}
 	}
@@ -98,8 +98,7 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 			printableKey(g.lock.cfg.Key()), LockOwnerID))
 	}
 	if n := g.recoveryBatches(p); n > 0 {
-		p.Notes = append(p.Notes, fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): each of their bounces starts a recovery, so they go last, the master's and cluster controller's batch at the end; fewer batches (--mode zone or all) mean fewer recoveries",
-			n, len(p.Steps)))
+		p.Notes = append(p.Notes, g.recoveryNote(p, n, opts))
 	}
 	p.Args += " --method " + method
 	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
@@ -158,9 +157,20 @@ func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Clu
 // --max-concurrent N) whose pods are in more fault domains than the redundancy mode tolerates
 // losing at once, as the replacement refuses (checkRemoval): one fault domain at a time is the
 // operator's way (its UpdatePods), more only as far as redundancy.go allows. A pod with no
-// zoneid counts as a fault domain of its own.
-func checkBatchDomains(c *ops.Cluster, p *ops.Plan, rd redundancy) error {
+// zoneid counts as a fault domain of its own. A batch whose pods exempt all says hold no data
+// and no coordinator (the stateless transaction-system batch) loses no replica and passes: the
+// operator's fault domain checks are about storage, logs and coordinators
+// (pkg/fdbstatus/status_checks.go, as checkStatus says). A mixed batch counts every pod.
+func checkBatchDomains(c *ops.Cluster, p *ops.Plan, rd redundancy, exempt ...func(ops.Pod) bool) error {
 	for _, s := range p.Steps {
+		free := len(exempt) > 0
+		for _, name := range s.Pods {
+			_, pod := c.Pod(name)
+			free = free && pod != nil && !slices.ContainsFunc(exempt, func(f func(ops.Pod) bool) bool { return !f(*pod) })
+		}
+		if free {
+			continue
+		}
 		var zones []string
 		for _, name := range s.Pods {
 			_, pod := c.Pod(name)
@@ -224,6 +234,73 @@ func (g *gate) StepRank(pods []ops.Pod) int {
 		}
 	}
 	return rank
+}
+
+// txnGroup is the GroupKey of the stateless transaction-system pods.
+const txnGroup = "transaction-system"
+
+// statelessTxnRoles are the transaction-system roles of stateless processes.
+var statelessTxnRoles = []string{"commit_proxy", "grv_proxy", "resolver", "master", "cluster_controller"}
+
+// GroupKey puts every pod whose processes hold a stateless transaction-system role (commit
+// proxy, GRV proxy, resolver, master, cluster controller) and no data and no coordinator in one
+// batch under --mode pod: each bounce of such a process starts a recovery, so one
+// fdbcli kill of them all costs one recovery instead of one per pod, as the operator's bounce
+// kills all its addresses in one KillProcesses call (controllers/bounce_processes.go). Logs
+// stay in their own batches: a tlog holds the mutations not yet on the storage servers, and a
+// recovery must lock enough of the old generation's tlogs, so they keep the fault-domain rule
+// (checkBatchDomains). --mode zone bounces a zone's transaction-system processes together
+// already, and a zone with a log recovers anyway: taking its stateless pods out would add a
+// recovery.
+func (g *gate) GroupKey(p ops.Pod) string {
+	if !g.holdsNothing(p) {
+		return ""
+	}
+	for _, pr := range g.plan.ByInstance(p.Member) {
+		if slices.ContainsFunc(statelessTxnRoles, pr.HasRole) {
+			return txnGroup
+		}
+	}
+	return ""
+}
+
+// holdsNothing: the pod's processes all report, and none is of a storage or log class, holds a
+// storage or log role, or is a coordinator.
+func (g *gate) holdsNothing(p ops.Pod) bool {
+	procs := g.plan.ByInstance(p.Member)
+	if len(procs) == 0 {
+		return false
+	}
+	for _, pr := range procs {
+		switch {
+		case pr.ClassType == "storage" || pr.ClassType == "log" || pr.ClassType == "transaction",
+			pr.HasRole("storage") || pr.HasRole("log") || pr.HasRole("coordinator"),
+			g.plan.IsCoordinator(pr.Address):
+			return false
+		}
+	}
+	return true
+}
+
+// recoveryNote says how many batches start a recovery, and that the stateless
+// transaction-system processes go in one.
+func (g *gate) recoveryNote(p *ops.Plan, n int, opts ops.RestartOptions) string {
+	grouped := ""
+	for _, s := range p.Steps {
+		if len(s.Pods) < 2 {
+			continue
+		}
+		all := true
+		for _, name := range s.Pods {
+			_, q := g.c.Pod(name)
+			all = all && q != nil && g.GroupKey(*q) == txnGroup
+		}
+		if all && (opts.Mode == "" || opts.Mode == ops.ModePod) && opts.BatchSize <= 1 {
+			grouped = fmt.Sprintf("; the %d pods of stateless transaction-system processes (commit proxy, GRV proxy, resolver, master, cluster controller) go together in %s: 1 recovery for them all, not one per pod", len(s.Pods), s.Target)
+		}
+	}
+	return fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): the bounce of each such batch starts one recovery, %d in all; they go last, the master's and cluster controller's batch at the end%s; logs keep one fault domain per batch; fewer batches (--mode zone or all) mean fewer recoveries",
+		n, len(p.Steps), n, grouped)
 }
 
 // recoveryBatches counts the plan's steps whose bounce starts a recovery.

@@ -648,6 +648,43 @@ func TestRestartPlanPutsTransactionSystemLast(t *testing.T) {
 	assertPlan(t, p, strings.Join(ids, " "), "restart_pod_order.txt")
 }
 
+// TestRestartGroupsStatelessTransactionSystem: pod by pod, the three stateless pods (commit
+// proxies, GRV proxy, resolver, master, cluster controller) are bounced in one batch, one fdbcli
+// kill, so the whole restart costs one recovery per log pod and one for them, as the plan says,
+// and as the simulator counts (a recovery per bounce of a transaction-system process).
+func TestRestartGroupsStatelessTransactionSystem(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModePod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateless := []string{"myfdb-stateless-10", "myfdb-stateless-11", "myfdb-stateless-12"}
+	var tx []*ops.Step
+	for _, s := range p.Steps {
+		if slices.ContainsFunc(s.Pods, func(n string) bool { return slices.Contains(stateless, n) }) {
+			tx = append(tx, s)
+		}
+	}
+	if len(tx) != 1 || !slices.Equal(tx[0].Pods, stateless) || tx[0] != p.Steps[len(p.Steps)-1] {
+		t.Fatalf("stateless pods in %d batches, want one, last: %v", len(tx), p.Steps)
+	}
+	if !slices.ContainsFunc(p.Notes, func(n string) bool {
+		return strings.Contains(n, "4 in all") && strings.Contains(n, "1 recovery for them all")
+	}) {
+		t.Fatalf("notes %q", p.Notes)
+	}
+	if err := p.Preflight(context.Background(), ops.PreflightState{}); err != nil {
+		t.Fatal(err)
+	}
+	before := model.Recoveries()
+	if err := (&ops.Executor{LockID: "test", Timeout: time.Minute}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := model.Recoveries() - before; got != 4 {
+		t.Fatalf("%d recoveries during the restart, want 4 (3 log pods, 1 stateless batch); kills %q", got, mutations(model))
+	}
+}
+
 // On a TLS cluster the kill names each process by its status json address without ":tls" (the
 // key of fdbcli's kill list); before 7.3 the session sleeps after the kill so the requests leave
 // before fdbcli exits. Every process is bounced, and the dry run shows the exact commands.

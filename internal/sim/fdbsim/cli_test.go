@@ -843,3 +843,34 @@ func TestKillOf71DeliversOnlyWhenTheSessionGoesOn(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveriesCountBounces: a kill of a storage-only process starts no recovery; a kill of a
+// log starts one; one kill of every stateless process (master, cluster controller and proxies
+// among them) starts one, not one per process (KillCommand.actor.cpp sends them in one round).
+func TestRecoveriesCountBounces(t *testing.T) {
+	c, clock := fixture(t)
+	clock.Advance(time.Minute)
+	roles := map[string][]string{}
+	for _, p := range c.Processes() {
+		roles[p.Address] = p.Roles
+	}
+	if slices.ContainsFunc(roles["10.0.1.3:4501"], func(r string) bool { return r != "storage" && r != "coordinator" }) {
+		t.Fatalf("storage-3 holds %q, want storage only", roles["10.0.1.3:4501"])
+	}
+	for _, tt := range []struct {
+		kill string
+		want int
+	}{
+		{"10.0.1.3:4501", 0},
+		{"10.0.2.3:4501", 1},
+		{"10.0.3.1:4501 10.0.3.2:4501 10.0.3.3:4501", 2},
+	} {
+		if r := run(c, "--exec", "kill; kill "+tt.kill); r.code != 0 {
+			t.Fatalf("kill %s: %+v", tt.kill, r)
+		}
+		clock.Advance(time.Minute)
+		if got := c.Recoveries(); got != tt.want {
+			t.Fatalf("after kill %s: %d recoveries, want %d", tt.kill, got, tt.want)
+		}
+	}
+}

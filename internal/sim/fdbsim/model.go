@@ -195,6 +195,8 @@ type Cluster struct {
 	dns map[string]string
 
 	generation int
+	// recoveries counts the recoveries started since New (Recoveries).
+	recoveries int
 	rec        recovery
 	// role holders chosen at the start of the current recovery (process IDs).
 	cc, master string
@@ -234,6 +236,17 @@ func (c *Cluster) HoldRecovery(hold bool) {
 	if !hold {
 		c.rec.held = false
 	}
+}
+
+// Recoveries is how many recoveries started since New: one each time the cluster controller
+// or master saw a transaction-system process of the current generation fail (a kill of several
+// at once in one rebootWorker round is one), or a process left by exclusion
+// (fdbserver/ClusterController.actor.cpp, fdbserver/ClusterRecovery.actor.cpp). A recovery that
+// stalled for want of a quorum or a log and starts again counts once.
+func (c *Cluster) Recoveries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recoveries
 }
 
 // HoldRestarts keeps killed processes away while hold is set, as a slow fdbmonitor or a
@@ -449,6 +462,9 @@ func (c *Cluster) quorum() bool {
 // (fdbserver/ClusterRecovery.actor.cpp: the cluster controller recruits the master, which
 // recruits logs, proxies and resolvers; stateless processes take the stateless roles).
 func (c *Cluster) startRecovery(at time.Time, oldGeneration bool) {
+	if oldGeneration && !c.rec.stalled {
+		c.recoveries++ // a stalled recovery starting again is the same recovery
+	}
 	c.rec = recovery{start: at, oldGeneration: oldGeneration, held: c.holdRecovery && oldGeneration}
 	c.txnRoles = map[string][]string{}
 	if !c.quorum() {
