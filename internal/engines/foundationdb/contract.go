@@ -16,4 +16,5 @@ var (
 	_ ops.RestartOrderer     = (*gate)(nil)
 	_ ops.RestartStepper     = (*gate)(nil)
 	_ ops.RestartPreflighter = (*gate)(nil)
+	_ ops.RestartGrouper     = (*gate)(nil)
 )
