@@ -28,7 +28,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 
 # e2e packages run one at a time: each starts its own control plane (2 cores).
 E2E_PKGS    ?= ./test/e2e/... ./internal/testbed/...
-E2E_TIMEOUT ?= 50m
+E2E_TIMEOUT ?= 60m
 # E2E_RACE=-race also race-builds the e2e test binaries; E2E_RACE_CHILDREN lists the programs
 # they build with -race (racebuild.ChildrenEnv; "all" or empty). See the e2e target.
 E2E_RACE    ?=

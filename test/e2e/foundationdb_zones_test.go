@@ -57,7 +57,7 @@ func TestFoundationDBReplaceIntoUsedZone(t *testing.T) {
 	ev := run.waitEvent("the stalled exclusion", func(e ndEvent) bool {
 		return e.Type == "step-waiting" && strings.Contains(e.Reason, "is stalled; waiting for a storage process in another zoneid")
 	})
-	if !strings.HasPrefix(ev.stepID(), "exclude/") || !strings.Contains(ev.Reason, "spans 2 zoneid(s), "+used+" (") ||
+	if !strings.HasPrefix(ev.stepID(), "exclude/") || !strings.Contains(ev.Reason, "spans 2 zoneid(s), ") || !strings.Contains(ev.Reason, " "+used+" (") ||
 		!strings.Contains(ev.Reason, "redundancy mode triple needs 3") {
 		t.Fatalf("waiting event %s: %q", ev.stepID(), ev.Reason)
 	}
