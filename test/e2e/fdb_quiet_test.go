@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,15 +24,7 @@ func TestFoundationDBRestartMaintenanceOffWaitsForLag(t *testing.T) {
 	model.SetLoad(busy)
 	model.HoldRestarts(true)
 	run := startCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--method", "process", "--yes", "-o", "json")
-	tick := time.NewTicker(5 * time.Millisecond)
-	for !slices.ContainsFunc(fdbMutations(model), func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-tick.C:
-		}
-	}
-	tick.Stop()
+	waitFDBKill(t, model)
 	// The batch comes back behind: its storage servers lag (a restart's catch-up).
 	lagging := busy
 	lagging.DataLag, lagging.DurabilityLag = 2*time.Minute, 2*time.Minute

@@ -30,6 +30,21 @@ func fdbModel(t *testing.T, ns string, b interface{ Cluster(string) *fdbsim.Clus
 	return m
 }
 
+// waitFDBKill waits until a kill from a pod is on the simulator's log: the run's first batch
+// is under way. The simulator has no watch, so its log is polled.
+func waitFDBKill(t *testing.T, m *fdbsim.Cluster) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !slices.ContainsFunc(fdbMutations(m), func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // fdbMutations are the commands that changed the simulated cluster, run from pods (the
 // operator's own are left out, except the maintenance checker's "maintenance off").
 func fdbMutations(m *fdbsim.Cluster) []string {
@@ -532,15 +547,7 @@ func TestFoundationDBRestartInterrupted(t *testing.T) {
 			run := startCLI(t, env, args...)
 			// Interrupt while the first batch's kill is under way: fdbcli holds its session
 			// for the kill's flush delay, the processes restart meanwhile.
-			tick := time.NewTicker(5 * time.Millisecond)
-			for !slices.ContainsFunc(fdbMutations(model), func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
-				select {
-				case <-t.Context().Done():
-					t.Fatal(t.Context().Err())
-				case <-tick.C:
-				}
-			}
-			tick.Stop()
+			waitFDBKill(t, model)
 			if err := run.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -601,15 +608,7 @@ func TestFoundationDBRestartKilledMidBatchRerunAtOnce(t *testing.T) {
 	start := time.Now()
 	model.HoldRestarts(true)
 	run := startCLI(t, env, args...)
-	tick := time.NewTicker(5 * time.Millisecond)
-	for !slices.ContainsFunc(fdbMutations(model), func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-tick.C:
-		}
-	}
-	tick.Stop()
+	waitFDBKill(t, model)
 	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

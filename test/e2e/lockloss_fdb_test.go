@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestLockLossStopsFoundationDBRestart: a `restart --method process` whose lock ID is denied
@@ -23,15 +21,7 @@ func TestLockLossStopsFoundationDBRestart(t *testing.T) {
 	model.HoldRestarts(true)
 	run := startCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--method", "process", "--yes", "-o", "json", "--lock-id", lockID)
 	// The first batch's kill is on the log: the run now waits for its processes to report.
-	tick := time.NewTicker(5 * time.Millisecond)
-	for !slices.ContainsFunc(fdbMutations(model), func(c string) bool { return strings.HasPrefix(c, "kill ") }) {
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-tick.C:
-		}
-	}
-	tick.Stop()
+	waitFDBKill(t, model)
 	if res := runCLI(t, env, "deny", "add", "myfdb", lockID, "-n", ns, "--reason", "stop the restart now"); res.Code != 0 {
 		t.Fatalf("deny add: %s", res)
 	}
