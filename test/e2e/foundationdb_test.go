@@ -118,10 +118,11 @@ func lowestReplicas(m *fdbsim.Cluster) (stop func() int) {
 // maintenance (or none, for a batch without storage), one zone at a time, none left.
 func checkMaintenanceDiscipline(t *testing.T, m *fdbsim.Cluster, muts []string, wantKills bool) {
 	t.Helper()
-	zoneOf := map[string]string{}
+	zoneOf, classOf := map[string]string{}, map[string]string{}
 	for _, p := range m.Processes() {
 		// A kill names a TLS process without ":tls" (fdbcli's kill list keys).
 		zoneOf[strings.TrimSuffix(p.Address, ":tls")] = p.Zone
+		classOf[strings.TrimSuffix(p.Address, ":tls")] = p.Class
 	}
 	open, ons := "", 0
 	for _, c := range muts {
@@ -136,6 +137,11 @@ func checkMaintenanceDiscipline(t *testing.T, m *fdbsim.Cluster, muts []string, 
 			open = ""
 		case strings.HasPrefix(c, "kill "):
 			for _, a := range strings.Fields(c)[1:] {
+				// A zone without storage processes gets no maintenance zone (there is no data
+				// movement to hold back); pods land in zones at random, so some runs have one.
+				if open == "" && classOf[a] != "storage" {
+					continue
+				}
 				if zoneOf[a] != open {
 					t.Fatalf("kill of %s (zone %s) while maintenance is %q: %q", a, zoneOf[a], open, muts)
 				}
