@@ -155,7 +155,7 @@ func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name s
 			row.LockHolder = st.Holder
 		}
 		if j := st.Journal; j != nil && j.State != ops.JournalSucceeded {
-			row.Unfinished = fmt.Sprintf("%s %s (%s, %d/%d done)", j.Operation, j.Args, j.State, len(j.Done), j.Steps)
+			row.Unfinished = fmt.Sprintf("%s %s (%s, %d/%d done)", j.Operation, j.Args, j.StateText(), len(j.Done), j.Steps)
 		}
 	}
 	if eng, err := o.engine(ctx, cl, c); err == nil {

@@ -295,9 +295,10 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 				ops.Fprintf(b, ", at %s", j.Current)
 			}
 			ops.Fprintf(b, " (lock renewed %s ago)\n", ls.ServerTime.Sub(*ls.Renewed).Round(time.Second))
+			writeControlText(b, ls, j)
 		default:
 			ops.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
-				j.Operation, j.Args, j.Holder, j.State, j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
+				j.Operation, j.Args, j.Holder, j.StateText(), j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
 			if j.Current != "" {
 				ops.Fprintf(b, ", was at %s", j.Current)
 			}
@@ -310,6 +311,18 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 				ops.Fprintf(b, "  last error: %s\n", j.Error)
 			}
 		}
+	}
+}
+
+// writeControlText says whether the running operation waits in a pause (its journal says so
+// once it honoured it) or a request is written and not honoured yet (the step in flight ends
+// first).
+func writeControlText(b *strings.Builder, ls *lock.State, j *ops.Journal) {
+	switch c := ls.Control; {
+	case j.Control != nil && j.Control.Action == ops.ControlPause:
+		ops.Fprintf(b, "Paused:   %s; continue it with: kubectl dbops continue %s -n %s\n", j.Control.Describe(), ls.Cluster, ls.Namespace)
+	case c != nil && c.Action != ops.ControlContinue:
+		ops.Fprintf(b, "Steering: %s requested by %s at %s, honoured once the step in flight is done\n", c.Action, c.By, c.At.UTC().Format(time.RFC3339))
 	}
 }
 

@@ -91,6 +91,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, ErrPaused):
 		return ExitPaused
+	case errors.Is(err, ErrAborted):
+		return ExitAborted
 	case errors.Is(err, ErrLocked):
 		return ExitLocked
 	case errors.Is(err, ErrInterrupted), errors.Is(err, context.Canceled):
@@ -164,7 +166,7 @@ const (
 // ReasonCodes lists every reason code, in the README's order.
 var ReasonCodes = []string{ReasonInvalidInput, ReasonLockHeld, ReasonDenied, ReasonLockLost, ReasonTimeout,
 	ReasonPreconditionFailed, ReasonPodNotReady, ReasonNotGreen, ReasonQuorumAtRisk, ReasonMemberUnhealthy,
-	ReasonForbidden, ReasonPaused, ReasonInterrupted, ReasonFailed}
+	ReasonForbidden, ReasonPaused, ReasonAborted, ReasonInterrupted, ReasonFailed}
 
 // WithReason returns err carrying reason code: err itself when it is a CodedError (the
 // code set on it), else err wrapped keeping its kind.
@@ -182,7 +184,7 @@ func WithReason(err error, reason string) error {
 
 // kindFor is the sentinel kind err maps to (nil: none, a plain failure).
 func kindFor(err error) error {
-	for _, k := range []error{ErrUsage, ErrPaused, ErrLocked, ErrInterrupted, ErrTimeout, ErrPrecondition, ErrForbidden} {
+	for _, k := range []error{ErrUsage, ErrPaused, ErrAborted, ErrLocked, ErrInterrupted, ErrTimeout, ErrPrecondition, ErrForbidden} {
 		if errors.Is(err, k) {
 			return k
 		}

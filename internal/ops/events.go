@@ -21,6 +21,8 @@ const (
 	EventStepFailed   EventType = "step-failed"
 	EventPods         EventType = "pods"
 	EventWarning      EventType = "warning"
+	// EventControl: the run honoured a pause, continue or abort written on its lock (Control).
+	EventControl EventType = "control"
 	EventDone         EventType = "done"
 )
 
@@ -59,6 +61,8 @@ type Event struct {
 	Progress *Progress    `json:"progress,omitempty"`
 	Plan     *PlanView    `json:"plan,omitempty"`
 	Lock     *LockInfo    `json:"lock,omitempty"`
+	// Control (control event) is the request the run honoured.
+	Control *ControlRequest `json:"control,omitempty"`
 	Pods     []PodSummary `json:"pods,omitempty"`
 	Error    string       `json:"error,omitempty"`
 	// ReasonCode (done, step-failed) is Error's stable, machine-readable reason (ops.ReasonOf).

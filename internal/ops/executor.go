@@ -208,6 +208,9 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	case errors.Is(err, ErrPaused):
 		journal.State = JournalPaused
 		journal.Error = ""
+	case errors.Is(err, ErrAborted):
+		journal.State = JournalAborted
+		journal.Error = err.Error()
 	case errors.Is(err, ErrInterrupted):
 		journal.State = JournalInterrupted
 		journal.Error = err.Error()
@@ -314,6 +317,11 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 			continue
 		}
 		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		// A pause or abort written on the lock is honoured here, before the next step
+		// touches anything (honourControl).
+		if err := e.honourControl(ctx, j); err != nil {
 			return err
 		}
 		// A step a resumed run finds done already (a pod the interrupted run restarted) is
@@ -635,6 +643,9 @@ func kindOf(err error) error {
 }
 
 func outcomeOf(err error) string {
+	if errors.Is(err, ErrAborted) {
+		return OutcomeAborted
+	}
 	switch ExitCode(err) {
 	case ExitOK:
 		return OutcomeSucceeded

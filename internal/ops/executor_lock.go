@@ -79,6 +79,7 @@ func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string
 		}
 		resumed := prev.clone()
 		prev.State = JournalRunning
+		prev.Control = nil // the abort or pause of the earlier run is not this run's
 		prev.RunStarted = now
 		prev.Holder = holder
 		prev.Steps = len(p.Steps)

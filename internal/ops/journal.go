@@ -39,6 +39,8 @@ type Journal struct {
 	Current    string            `json:"current,omitempty"`
 	Data       map[string]string `json:"data,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	// Control is the pause the run waits in, or the abort that ended it (ControlRequest).
+	Control *ControlRequest `json:"control,omitempty"`
 	// Request is the command that started the run, as data, so `resume`
 	// can run it again (nil in journals written before resume existed).
 	Request *Request `json:"request,omitempty"`
@@ -191,6 +193,15 @@ func (j *Journal) clone() *Journal {
 	c.Done = slices.Clone(j.Done)
 	c.Data = maps.Clone(j.Data)
 	return &c
+}
+
+// StateText is State for people: a run waiting in a pause, or ended by an abort, says who
+// asked, when and why ("paused by ID at TIME: reason").
+func (j *Journal) StateText() string {
+	if c := j.Control; c != nil && ((j.State == JournalRunning && c.Action == ControlPause) || j.State == JournalAborted) {
+		return c.Describe()
+	}
+	return j.State
 }
 
 // IsDone reports whether step id completed in an earlier or this run.

@@ -123,6 +123,9 @@ type Model struct {
 	pods      []ops.PodSummary
 	havePods  bool
 	warnings  []string
+	// paused is the pause the run waits in (a control event), shown above the warnings
+	// until a continue or an abort.
+	paused string
 
 	// outcomeAfterExit leaves the outcome out of the final view because
 	// Run prints it once the program has exited.
@@ -374,9 +377,15 @@ func (m *Model) apply(e ops.Event) {
 		if len(m.warnings) > maxWarnings {
 			m.warnings = m.warnings[len(m.warnings)-maxWarnings:]
 		}
+	case ops.EventControl:
+		m.paused = ""
+		if e.Control != nil && e.Control.Action == ops.ControlPause {
+			m.paused = oneLine(e.Message)
+		}
 	case ops.EventDone:
 		d := e
 		m.done = &d
+		m.paused = ""
 	}
 }
 

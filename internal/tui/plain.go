@@ -153,6 +153,13 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		return line(joinMessage(FailedLabel(e.ReasonCode), msg))
 	case ops.EventPods:
 		return p.podsSummary(e.Pods)
+	case ops.EventControl:
+		// "paused by ID at TIME: reason" (ops.ControlRequest.Describe: already escaped).
+		label := "CONTROL"
+		if e.Control != nil {
+			label = strings.ToUpper(e.Control.Action)
+		}
+		return label + ": " + oneLine(e.Message) + "\n"
 	case ops.EventWarning:
 		msg := e.Message
 		if msg == "" {

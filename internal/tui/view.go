@@ -375,6 +375,11 @@ func stepWindow(n, focus, budget int) (lo, hi int) {
 // the part that explains it.
 func (m Model) warningLines() []string {
 	var out []string
+	if m.paused != "" {
+		for _, l := range wrapText("PAUSED: "+m.paused, m.width, "  ") {
+			out = append(out, m.st.warn.Render(l))
+		}
+	}
 	for _, w := range m.warnings {
 		for _, l := range wrapText("WARNING: "+w, m.width, "  ") {
 			out = append(out, m.st.warn.Render(l))
@@ -429,8 +434,8 @@ func (m Model) outcomeLines(width int) []string {
 		mark, style = markDone, m.st.ok
 	case ops.OutcomeInterrupted:
 		style = m.st.warn
-	case ops.OutcomePaused:
-		// Stopped where the user asked (--pause-after): not a failure.
+	case ops.OutcomePaused, ops.OutcomeAborted:
+		// Stopped where the user asked (--pause-after, abort): not a failure.
 		mark, style = markStopped, m.st.warn
 	}
 	var out []string

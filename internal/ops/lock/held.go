@@ -28,6 +28,11 @@ type heldLock struct {
 	lease *coordinationv1.Lease // as last written or read; nil = read first
 	// writeMu serialises writes, so each starts from the previous one's result.
 	writeMu sync.Mutex
+
+	// ctl is the control request last seen on the lease; ctlChanged is closed when it changes.
+	ctlMu      sync.Mutex
+	ctl        *ops.ControlRequest
+	ctlChanged chan struct{}
 }
 
 // modify writes through the cached lease and keeps the result as the new cache.
@@ -45,6 +50,9 @@ func (h *heldLock) modify(ctx context.Context, mutate func(l *coordinationv1.Lea
 		h.lease = nil // unknown state: read before the next write
 	}
 	h.mu.Unlock()
+	if err == nil {
+		h.noteControl(lease)
+	}
 	return lease, err
 }
 
@@ -190,6 +198,7 @@ func (h *heldLock) Detach(ctx context.Context) error {
 			return false, nil
 		}
 		delete(l.Annotations, AnnotationSession)
+		delete(l.Annotations, AnnotationControl) // the run that was steered is over
 		return true, nil
 	})
 	return h.m.wrap("detaching from", err)
@@ -223,6 +232,9 @@ func (h *heldLock) WatchLock(ctx context.Context, lost func(error)) {
 	judge := func(l *coordinationv1.Lease, exists bool) {
 		if exists && l.Name != name {
 			return // a client that ignores the field selector (the fake clientset)
+		}
+		if exists {
+			h.noteControl(l)
 		}
 		if err := h.checkMine(l, exists); err != nil {
 			once.Do(func() { lost(err) })

@@ -142,6 +142,9 @@ type State struct {
 	DenyList    []DenyEntry  `json:"denyList"`
 	DenyHistory []DenyRecord `json:"denyHistory"`
 	Journal     *ops.Journal `json:"journal"`
+	// Control is the pause, continue or abort last written for the running operation (null:
+	// none); the run honours it between steps.
+	Control *ops.ControlRequest `json:"control"`
 
 	// lease is the lease as read (a new one when missing: leaseMissing), for Manager.Seen.
 	lease        *coordinationv1.Lease
@@ -300,6 +303,8 @@ func (m *Manager) take(l *coordinationv1.Lease, exists bool, action, operation, 
 	l.Spec.LeaseDurationSeconds = &seconds
 	setAnnotation(l, AnnotationOperation, operation)
 	setAnnotation(l, AnnotationSession, m.Session)
+	// A pause or abort written for an earlier run is not this one's.
+	delete(l.Annotations, AnnotationControl)
 	// Extending keeps the reason the holder gave earlier unless a new one
 	// is given; a new holder's reason replaces the old holder's.
 	if reason != "" || action != ops.LockExtended {
@@ -382,6 +387,9 @@ func (m *Manager) Status(ctx context.Context) (*State, error) {
 	}
 	if s.Holder = holderOf(l); s.Holder == "" {
 		return s, nil
+	}
+	if s.Control, err = decodeControl(l); err != nil {
+		return nil, m.wrap("reading", err)
 	}
 	s.Operation = l.Annotations[AnnotationOperation]
 	s.Reason = l.Annotations[AnnotationReason]
@@ -582,6 +590,7 @@ func clearHolder(l *coordinationv1.Lease) {
 	delete(l.Annotations, AnnotationOperation)
 	delete(l.Annotations, AnnotationReason)
 	delete(l.Annotations, AnnotationSession)
+	delete(l.Annotations, AnnotationControl)
 }
 
 // otherSession refuses when the lease, held by this ID, belongs to another
