@@ -737,7 +737,7 @@ func TestStatusJSONSchema(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"acquired", "cluster", "denyHistory", "denyList", "durationSeconds", "expired", "expires",
+	want := []string{"acquired", "cluster", "control", "denyHistory", "denyList", "durationSeconds", "expired", "expires",
 		"held", "holder", "holderDenied", "journal", "lease", "mine", "namespace", "operation", "reason",
 		"renewed", "self", "serverTime"}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, want) {
