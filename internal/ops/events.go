@@ -23,7 +23,7 @@ const (
 	EventWarning      EventType = "warning"
 	// EventControl: the run honoured a pause, continue or abort written on its lock (Control).
 	EventControl EventType = "control"
-	EventDone         EventType = "done"
+	EventDone    EventType = "done"
 )
 
 // Lock actions reported in EventLock.
@@ -57,14 +57,14 @@ type Event struct {
 	Step      *StepRef  `json:"step,omitempty"`
 	Message   string    `json:"message,omitempty"`
 	// Reason says what a waiting step waits for, or why a step was skipped.
-	Reason   string       `json:"reason,omitempty"`
-	Progress *Progress    `json:"progress,omitempty"`
-	Plan     *PlanView    `json:"plan,omitempty"`
-	Lock     *LockInfo    `json:"lock,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Progress *Progress `json:"progress,omitempty"`
+	Plan     *PlanView `json:"plan,omitempty"`
+	Lock     *LockInfo `json:"lock,omitempty"`
 	// Control (control event) is the request the run honoured.
 	Control *ControlRequest `json:"control,omitempty"`
-	Pods     []PodSummary `json:"pods,omitempty"`
-	Error    string       `json:"error,omitempty"`
+	Pods    []PodSummary    `json:"pods,omitempty"`
+	Error   string          `json:"error,omitempty"`
 	// ReasonCode (done, step-failed) is Error's stable, machine-readable reason (ops.ReasonOf).
 	ReasonCode string        `json:"reasonCode,omitempty"`
 	Outcome    string        `json:"outcome,omitempty"`
