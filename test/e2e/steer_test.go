@@ -1,0 +1,119 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// pause, continue and abort from a second process steer a running restart of the generic
+// engine: paused at the step boundary after web-0 (no pod deleted while paused, the Lease
+// renewed meanwhile), continued, then aborted while web-1's step is in flight: web-1's step
+// finishes, web-2 is never touched, the run exits 7 with outcome aborted and the journal says
+// who aborted it. Requests without a run, a continue on a run not paused and a repeated pause
+// are refused with exit 5 and write nothing.
+func TestSteerRestart(t *testing.T) {
+	ns := newNamespace(t)
+	createDBCluster(t, ns, webCluster, 3, podsStartIn("2s"))
+	env := cliEnv(t)
+	steer := func(want int, verb string, extra ...string) cliResult {
+		t.Helper()
+		res := runCLI(t, env, append([]string{verb, webCluster, "-n", ns, "--lock-id", "oncall"}, extra...)...)
+		if res.Code != want {
+			t.Fatalf("%s: exit %d, want %d\n%s", verb, res.Code, want, res)
+		}
+		if want != 0 && strings.Count(strings.TrimSpace(res.Stderr), "\n") != 0 {
+			t.Errorf("%s: refusal is not one line:\n%s", verb, res.Stderr)
+		}
+		return res
+	}
+	// No run: refused, and no Lease written (there was none).
+	steer(5, "pause", "--reason", "nothing runs")
+	steer(5, "abort")
+	if _, err := bed.Client.CoordinationV1().Leases(ns).Get(t.Context(), "dbops-"+webCluster, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused request wrote the Lease (get: %v)", err)
+	}
+
+	pods := recordPodWatch(t, ns)
+	leases := recordLeaseWatch(t, ns)
+	run := startCLI(t, env, "restart", webCluster, "-n", ns, "--rolling", "--yes", "-o", "json", "--lock-id", "e2e-steer", "--lock-duration", "10s")
+	run.waitEvent("web-0's step started", func(ev ndEvent) bool {
+		return ev.Type == "step-started" && ev.stepID() == "restart/web-0"
+	})
+	steer(5, "continue") // not paused: refused
+	steer(0, "pause", "--reason", "check lag")
+	steer(5, "pause") // already paused (or about to be): refused
+	run.waitEvent("the pause", func(ev ndEvent) bool { return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall") })
+	pausedAt := len(pods.snapshot())
+	// Two renewals of the Lease while paused (--lock-duration 10s renews every few seconds).
+	renewals := func(evs []recordedEvent) int {
+		n := 0
+		for _, e := range evs {
+			if l, ok := e.Obj.(*coordinationv1.Lease); ok && e.Type == watch.Modified && l.Name == "dbops-"+webCluster {
+				n++
+			}
+		}
+		return n
+	}
+	base := renewals(leases.snapshot())
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	if err := leases.waitUntil(ctx, func(evs []recordedEvent) bool { return renewals(evs) >= base+2 }); err != nil {
+		t.Fatalf("the Lease was not renewed while paused: %v", err)
+	}
+	for _, e := range pods.snapshot()[pausedAt:] {
+		if p, ok := e.Obj.(*corev1.Pod); ok && (p.DeletionTimestamp != nil || e.Type == watch.Deleted) {
+			t.Errorf("pod %s deleted (%s) while paused", p.Name, e.Type)
+		}
+	}
+	if st := runCLI(t, env, "status", webCluster, "-n", ns); !strings.Contains(st.Stdout, "Paused:   paused by oncall") {
+		t.Errorf("status while paused does not say so :\n%s", st)
+	}
+	steer(0, "continue", "--reason", "lag ok")
+	run.waitEvent("web-1's step started", func(ev ndEvent) bool {
+		return ev.Type == "step-started" && ev.stepID() == "restart/web-1"
+	})
+	steer(0, "abort", "--reason", "incident")
+	res := run.wait()
+	if res.Code != 7 {
+		t.Fatalf("aborted restart: exit %d, want 7\n%s", res.Code, res)
+	}
+	evs := run.all
+	if started := stepsOf(evs, "step-started"); slices.Contains(started, "restart/web-2") {
+		t.Errorf("web-2's step started after the abort: %v", started)
+	}
+	if done := stepsOf(evs, "step-done"); !slices.Equal(done, []string{"restart/web-0", "restart/web-1"}) {
+		t.Errorf("steps done %v, want web-0 and web-1 (the one in flight at the abort)", done)
+	}
+	if got := lastOutcome(evs); got != "aborted" {
+		t.Errorf("outcome %s, want aborted", got)
+	}
+	for _, e := range pods.snapshot() {
+		if p, ok := e.Obj.(*corev1.Pod); ok && p.Name == "web-2" && (p.DeletionTimestamp != nil || e.Type == watch.Deleted) {
+			t.Errorf("web-2 deleted (%s) after the abort", e.Type)
+		}
+	}
+	l, j := getLockLease(t, ns, webCluster)
+	if j.State != "aborted" || !strings.Contains(j.Error, "aborted by oncall") {
+		t.Errorf("journal state %s, error %q; want aborted by oncall", j.State, j.Error)
+	}
+	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("lock still held by %s after the abort", *h)
+	}
+	if _, ok := l.Annotations["dbops.io/control"]; ok {
+		t.Errorf("the abort request outlived the run: %v", l.Annotations)
+	}
+	steer(5, "continue") // the run is over
+	if h := runCLI(t, env, "history", webCluster, "-n", ns); !strings.Contains(h.Stdout, "aborted") {
+		t.Errorf("history does not show the aborted run:\n%s", h)
+	}
+}
