@@ -98,15 +98,8 @@ func TestNDJSONDocumented(t *testing.T) {
 	base := []string{webCluster, "-n", ns}
 	seen := map[string]map[string]bool{} // type -> field paths
 	outcomes := map[string]bool{}
-	run := func(wantCode int, args ...string) {
+	record := func(res cliResult) {
 		t.Helper()
-		res := runCLI(t, env, args...)
-		if res.Code != wantCode {
-			t.Fatalf("want exit %d: %s", wantCode, res)
-		}
-		if !slices.Contains(args, "json") {
-			return
-		}
 		for line := range strings.Lines(res.Stdout) {
 			var ev map[string]any
 			if err := json.Unmarshal([]byte(line), &ev); err != nil {
@@ -120,6 +113,16 @@ func TestNDJSONDocumented(t *testing.T) {
 			if typ == "done" {
 				outcomes[ev["outcome"].(string)] = true
 			}
+		}
+	}
+	run := func(wantCode int, args ...string) {
+		t.Helper()
+		res := runCLI(t, env, args...)
+		if res.Code != wantCode {
+			t.Fatalf("want exit %d: %s", wantCode, res)
+		}
+		if slices.Contains(args, "json") {
+			record(res)
 		}
 	}
 	restart := func(extra ...string) []string {
@@ -145,6 +148,21 @@ func TestNDJSONDocumented(t *testing.T) {
 	run(0, append([]string{"lock", "acquire"}, append(base, "--id", "bob")...)...)
 	run(3, restart("--yes", "--lock-id", "alice")...)
 	run(0, append([]string{"lock", "release"}, append(base, "--id", "bob")...)...)
+	// Steered from a second process (control events): paused with a reason, then aborted. A
+	// cluster of its own whose pods take 2s to start, so the pause lands while the first step
+	// waits (as in lockloss_test.go).
+	createDBCluster(t, ns, "steered", 3, podsStartIn("2s"))
+	steeredBase := []string{"steered", "-n", ns}
+	steered := startCLI(t, env, append([]string{"restart"}, append(steeredBase, "--rolling", "-o", "json", "--yes", "--lock-id", "alice")...)...)
+	steered.waitEvent("a step started", func(ev ndEvent) bool { return ev.Type == "step-started" })
+	run(0, append([]string{"pause"}, append(steeredBase, "--lock-id", "bob", "--reason", "e2e")...)...)
+	steered.waitEvent("the pause", func(ev ndEvent) bool { return ev.Type == "control" })
+	run(0, append([]string{"abort"}, append(steeredBase, "--lock-id", "bob")...)...)
+	if res := steered.wait(); res.Code != 7 {
+		t.Fatalf("aborted run: want exit 7: %s", res)
+	} else {
+		record(res)
+	}
 	// A step that fails: the restarted pod can never be scheduled again (the StatefulSet's
 	// template asks for a node that does not exist; OnDelete keeps the controller from
 	// replacing the others), so the run times out waiting for it.
@@ -191,7 +209,7 @@ func TestNDJSONDocumented(t *testing.T) {
 			t.Errorf("%q events carry fields the README does not list: %v", typ, extra)
 		}
 	}
-	for _, o := range []string{"succeeded", "failed", "timeout", "paused", "dry-run"} {
+	for _, o := range []string{"succeeded", "failed", "timeout", "paused", "aborted", "dry-run"} {
 		if !outcomes[o] {
 			t.Errorf("no done event with outcome %s (saw %v)", o, outcomes)
 		}
