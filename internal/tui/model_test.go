@@ -524,3 +524,18 @@ func TestWaitingShowsHowLong(t *testing.T) {
 		t.Errorf("view lacks the wait and its length:\n%s", v)
 	}
 }
+
+// A pause honoured by the run is shown above the warnings, who, when and why, until the
+// continue.
+func TestModelPaused(t *testing.T) {
+	m, clk := newTestModel(Options{NoColor: true, Abort: func() {}})
+	events := upTo(t, ops.EventStepStarted, 3)
+	clk.t = events[len(events)-1].Time
+	req := &ops.ControlRequest{Action: ops.ControlPause, By: "bob@ci", At: clk.t, Reason: "check lag"}
+	m, _ = feed(t, m, append([]tea.Msg{tea.WindowSizeMsg{Width: 200, Height: 40}}, eventMsgs(append(events,
+		ops.Event{Type: ops.EventControl, Time: clk.t, Control: req, Message: req.Describe() + "; waiting before the next step"}))...)...)
+	assertContains(t, m.View(), "PAUSED: paused by bob@ci at "+clk.t.UTC().Format(time.RFC3339)+": check lag; waiting before the next step")
+	cont := &ops.ControlRequest{Action: ops.ControlContinue, By: "bob@ci", At: clk.t}
+	m, _ = feed(t, m, EventMsg(ops.Event{Type: ops.EventControl, Time: clk.t, Control: cont, Message: cont.Describe()}))
+	assertNotContains(t, m.View(), "PAUSED")
+}

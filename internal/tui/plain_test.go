@@ -64,6 +64,8 @@ func TestPlainClockAndFormat(t *testing.T) {
 func TestPlainLines(t *testing.T) {
 	step := &ops.StepRef{Index: 2, Total: 6, ID: "restart/web-1", Target: "pod/web-1", Description: "restart pod"}
 	exp := time.Date(2026, 11, 22, 7, 6, 0, 0, time.UTC)
+	// The reason is what the requester typed: escaped, never sent to the terminal raw.
+	pauseReq := &ops.ControlRequest{Action: ops.ControlPause, By: "bob@ci", At: exp, Reason: "lag \x1b[31mred"}
 	tests := []struct {
 		name  string
 		event ops.Event
@@ -91,6 +93,10 @@ func TestPlainLines(t *testing.T) {
 			"done: failed after 800ms: precondition not met"},
 		{"warning with step", ops.Event{Type: ops.EventWarning, Step: step, Message: "slow"},
 			"WARNING: [2/6] pod/web-1 restart pod: slow"},
+		{"paused", ops.Event{Type: ops.EventControl, Control: pauseReq, Message: pauseReq.Describe()},
+			`PAUSE: paused by bob@ci at 2026-11-22T07:06:00Z: lag \x1b[31mred`},
+		{"continued", ops.Event{Type: ops.EventControl, Control: &ops.ControlRequest{Action: ops.ControlContinue, By: "bob@ci", At: exp}, Message: "continued by bob@ci at 2026-11-22T07:06:00Z"},
+			"CONTINUE: continued by bob@ci at 2026-11-22T07:06:00Z"},
 		{"unknown type", ops.Event{Type: "rebalance", Message: "new"}, "rebalance: new"},
 	}
 	for _, tt := range tests {
