@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
 )
 
 // pause, continue and abort from a second process steer a running restart of the generic
@@ -115,5 +118,56 @@ func TestSteerRestart(t *testing.T) {
 	steer(5, "continue") // the run is over
 	if h := runCLI(t, env, "history", webCluster, "-n", ns); !strings.Contains(h.Stdout, "aborted") {
 		t.Errorf("history does not show the aborted run:\n%s", h)
+	}
+}
+
+// TestSteerCrateDBAbort: an abort written while a CrateDB pod's step is in flight (its gate
+// holds shard allocation at primaries) lets that step finish, allocation re-enabled by it,
+// and ends the run before the next pod: exit 7, outcome aborted, allocation back to all, no
+// cluster-changing statement after the step's RESET.
+func TestSteerCrateDBAbort(t *testing.T) {
+	x := newCrateEnvLayout(t, true, bedwire.LayoutPodName)
+	seq0 := x.lastSeq()
+	run := startCLI(t, x.env, x.args("restart", "--rolling", "--yes", "--health-checks", "2", "--health-interval", "200ms", "-o", "json", "--lock-id", "e2e-crate-steer")...)
+	first := run.waitEvent("the first step started", func(e ndEvent) bool { return e.Type == "step-started" }).stepID()
+	if res := runCLI(t, x.env, "abort", x.name, "-n", x.ns, "--lock-id", "oncall", "--reason", "incident"); res.Code != 0 {
+		t.Fatalf("abort: %s", res)
+	}
+	res := run.wait()
+	if res.Code != 7 {
+		t.Fatalf("aborted restart: exit %d, want 7\n%s", res.Code, res)
+	}
+	evs := run.all
+	if started := stepsOf(evs, "step-started"); !slices.Equal(started, []string{first}) {
+		t.Errorf("steps started %v, want only %s (in flight at the abort)", started, first)
+	}
+	if done := stepsOf(evs, "step-done"); !slices.Equal(done, []string{first}) {
+		t.Errorf("steps done %v, want %s", done, first)
+	}
+	if got := lastOutcome(evs); got != "aborted" {
+		t.Errorf("outcome %s, want aborted", got)
+	}
+	set, reset := 0, 0
+	for _, s := range x.sim.Statements() {
+		if s.Seq <= seq0 || s.Error != "" {
+			continue
+		}
+		u := strings.ToUpper(strings.TrimSpace(s.Statement))
+		switch {
+		case strings.Contains(u, "ALLOCATION.ENABLE") && strings.HasPrefix(u, "SET GLOBAL"):
+			set = s.Seq
+		case strings.Contains(u, "ALLOCATION.ENABLE") && strings.HasPrefix(u, "RESET GLOBAL"):
+			reset = s.Seq
+		}
+	}
+	if set == 0 || reset < set {
+		t.Errorf("the step in flight did not hold and then re-enable allocation (SET #%d, RESET #%d):\n%s", set, reset, dumpStatements(x.sim.Statements()))
+	}
+	r := x.sql(`SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`)
+	if len(r.Rows) != 1 || fmt.Sprint(r.Rows[0][0]) != "all" {
+		t.Errorf("cluster.routing.allocation.enable = %v after the abort, want all", r.Rows)
+	}
+	if _, j := getLockLease(t, x.ns, x.name); j.State != "aborted" {
+		t.Errorf("journal state %s, want aborted", j.State)
 	}
 }
