@@ -55,7 +55,9 @@ func TestSteerRestart(t *testing.T) {
 	steer(5, "continue") // not paused: refused
 	steer(0, "pause", "--reason", "check lag")
 	steer(5, "pause") // already paused (or about to be): refused
-	run.waitEvent("the pause", func(ev ndEvent) bool { return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall") })
+	run.waitEvent("the pause", func(ev ndEvent) bool {
+		return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall")
+	})
 	pausedAt := len(pods.snapshot())
 	// Two renewals of the Lease while paused (--lock-duration 10s renews every few seconds).
 	renewals := func(evs []recordedEvent) int {
