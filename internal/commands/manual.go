@@ -21,7 +21,7 @@ func ExitStatuses() []ManEntry {
 		{strconv.Itoa(ops.ExitTimeout), "Timeout (--timeout or the command's default); the journal is kept, re-run to resume."},
 		{strconv.Itoa(ops.ExitPrecondition), "Precondition not met, e.g. the cluster is unhealthy or owned by an operator."},
 		{strconv.Itoa(ops.ExitForbidden), "Permission denied: RBAC lacks a verb the plan needs, or the API server refused a request."},
-		{strconv.Itoa(ops.ExitPaused), "Paused as asked by --pause-after; the journal is kept, re-run the same command to continue."},
+		{strconv.Itoa(ops.ExitPaused), "Stopped as asked: paused by --pause-after, or stopped between steps by 'kubectl dbops abort' (outcome aborted); the journal is kept, re-run the same command to continue."},
 		{strconv.Itoa(ops.ExitInterrupted), "Interrupted (Ctrl-C, SIGTERM) at a safe point; the journal is kept, re-run the same command to resume."},
 	}
 }
