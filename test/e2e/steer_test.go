@@ -173,3 +173,52 @@ func TestSteerCrateDBAbort(t *testing.T) {
 		t.Errorf("journal state %s, want aborted", j.State)
 	}
 }
+
+// TestSteerFoundationDB: a FoundationDB zone restart paused while its first batch is away
+// (bounced with fdbcli kill, held back by a slow fdbmonitor) finishes that batch and then
+// sends FoundationDB nothing while paused; an abort then ends it before the next batch: exit
+// 7, outcome aborted, no maintenance zone left, no kill or maintenance after the pause.
+func TestSteerFoundationDB(t *testing.T) {
+	ns := newNamespace(t)
+	b := fdbSimFixture(t, ns, "myfdb")
+	model := fdbModel(t, ns, b.Host)
+	env := cliEnv(t)
+	model.HoldRestarts(true)
+	run := startCLI(t, env, "restart", "myfdb", "-n", ns, "--rolling", "--mode", "zone", "--method", "process", "--yes", "-o", "json", "--lock-id", "e2e-fdb-steer")
+	waitFDBKill(t, model)
+	if res := runCLI(t, env, "pause", "myfdb", "-n", ns, "--lock-id", "oncall", "--reason", "look at the recovery"); res.Code != 0 {
+		t.Fatalf("pause: %s", res)
+	}
+	model.HoldRestarts(false)
+	run.waitEvent("the pause", func(ev ndEvent) bool {
+		return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall")
+	})
+	paused := len(model.Log())
+	if done := stepsOf(run.all, "step-done"); len(done) != 1 {
+		t.Fatalf("steps done when the pause was honoured: %v, want the batch in flight", done)
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Errorf("maintenance zone %s still set while paused after the batch", z)
+	}
+	if res := runCLI(t, env, "abort", "myfdb", "-n", ns, "--lock-id", "oncall"); res.Code != 0 {
+		t.Fatalf("abort: %s", res)
+	}
+	res := run.wait()
+	if res.Code != 7 || lastOutcome(run.all) != "aborted" {
+		t.Fatalf("aborted restart: exit %d, outcome %s; want 7, aborted\n%s", res.Code, lastOutcome(run.all), res)
+	}
+	for _, e := range model.Log()[paused:] {
+		if e.Client == "operator" || e.Client == "" {
+			continue
+		}
+		if strings.HasPrefix(e.Command, "kill") || strings.HasPrefix(e.Command, "maintenance on") {
+			t.Errorf("fdbcli write after the pause (from %s): %q", e.Client, e.Command)
+		}
+	}
+	if started := stepsOf(run.all, "step-started"); len(started) != 1 {
+		t.Errorf("steps started %v, want only the batch in flight at the pause", started)
+	}
+	if z, _ := model.MaintenanceZone(); z != "" {
+		t.Errorf("maintenance zone %s left after the abort", z)
+	}
+}
