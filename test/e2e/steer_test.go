@@ -83,6 +83,9 @@ func TestSteerRestart(t *testing.T) {
 	if st := runCLI(t, env, "status", webCluster, "-n", ns); !strings.Contains(st.Stdout, "Paused:   paused by oncall") {
 		t.Errorf("status while paused does not say so :\n%s", st)
 	}
+	if ls := runCLI(t, env, "list", "-n", ns, "-o", "json"); !strings.Contains(ls.Stdout, "paused by oncall") {
+		t.Errorf("list while paused does not say so:\n%s", ls)
+	}
 	steer(0, "continue", "--reason", "lag ok")
 	run.waitEvent("web-1's step started", func(ev ndEvent) bool {
 		return ev.Type == "step-started" && ev.stepID() == "restart/web-1"
