@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -53,7 +54,23 @@ func TestSteerRestart(t *testing.T) {
 		return ev.Type == "step-started" && ev.stepID() == "restart/web-0"
 	})
 	steer(5, "continue") // not paused: refused
-	steer(0, "pause", "--reason", "check lag")
+	// Two pauses racing from two terminals: one is written, the other refused (exit 5).
+	codes := make(chan int, 2)
+	var wg sync.WaitGroup
+	for _, id := range []string{"oncall", "oncall-2"} {
+		wg.Go(func() {
+			codes <- runCLI(t, env, "pause", webCluster, "-n", ns, "--lock-id", id, "--reason", "check lag").Code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	var got []int
+	for c := range codes {
+		got = append(got, c)
+	}
+	if slices.Sort(got); !slices.Equal(got, []int{0, 5}) {
+		t.Fatalf("racing pauses exited %v, want one 0 and one 5", got)
+	}
 	steer(5, "pause") // already paused (or about to be): refused
 	run.waitEvent("the pause", func(ev ndEvent) bool {
 		return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall")
