@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbop"
 )
 
 // TestFoundationDBRestartWithMaintenanceChecker: on a cluster whose operator runs its

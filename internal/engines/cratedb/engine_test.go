@@ -18,11 +18,11 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 const pw = "s3cr3t-'pw'"

@@ -15,10 +15,10 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
-// simExec is a kube.Executor that runs fdbcli in the FoundationDB simulator (internal/sim/fdbsim)
+// simExec is a kube.Executor that runs fdbcli in the FoundationDB simulator (test/sim/fdbsim)
 // as the pod named, and records every call.
 type simExec struct {
 	host *fdbsim.Host

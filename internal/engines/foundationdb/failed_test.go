@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // offsetClock is an API server whose clock is off the workstation's by a fixed amount.

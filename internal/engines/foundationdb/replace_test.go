@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // withProcessGroups gives the cluster's FoundationDBCluster a status.processGroups entry per pod.

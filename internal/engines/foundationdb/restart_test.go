@@ -19,7 +19,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // liveCluster is simCluster on the real clock with short delays, for runs of whole plans.

@@ -22,7 +22,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // stsSimCluster is FoundationDB's Kubernetes sample with n storage pods in the simulator, the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // TestStatefulSetRestartZoneModeBatchesByZoneID: on FoundationDB's Kubernetes sample each
