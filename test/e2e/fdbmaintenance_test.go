@@ -139,4 +139,14 @@ func TestFoundationDBStatusWatchSeesFDBHealth(t *testing.T) {
 			t.Fatalf("maintenance zone not shown after %d documents", i+1)
 		}
 	}
+	// Every restart waits for that zone to end: `wait --for=healthy` must not pass, and `list`
+	// shows the state with the way to end a stale zone.
+	env := cliEnv(t)
+	r := runCLI(t, env, "wait", "myfdb", "-n", ns, "--for=healthy", "--timeout", "3s")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "maintenance zone-b") || !strings.Contains(r.Stderr, "fdbcli --exec 'maintenance off'") {
+		t.Fatalf("wait --for=healthy during a maintenance zone: %s", r)
+	}
+	if r := runCLI(t, env, "list", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, "maintenance") {
+		t.Fatalf("list during a maintenance zone: %s", r)
+	}
 }

@@ -343,7 +343,14 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 			left = *st.Cluster.MaintenanceSecondsRemaining
 		}
 		details["maintenance"] = fmt.Sprintf("zone %s, %d seconds remaining", z, int(math.Ceil(left)))
-		summary = append(summary, "maintenance "+z)
+		summary = append(summary, fmt.Sprintf("maintenance %s (%d s left): restarts, exclusions and replacements of other zones wait until it ends; if no one is working on zone %s, end it with fdbcli --exec 'maintenance off'",
+			ops.Printable(z), int(math.Ceil(left)), ops.Printable(z)))
+		if h.Status == "healthy" {
+			// Data distribution ignores the zone's storage failures while it lasts, and every
+			// procedure (this tool's and the operator's) waits for it to end: "healthy" would
+			// let `wait --for=healthy` and `list` pass a cluster no restart can start on.
+			h.Status = "maintenance"
+		}
 	} else {
 		details["maintenance"] = "none"
 	}

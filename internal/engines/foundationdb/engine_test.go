@@ -154,7 +154,8 @@ func TestHealthFromStatusJSON(t *testing.T) {
 		t.Fatal(errb.String())
 	}
 	h, _ = e.Health(context.Background(), c)
-	if h.Details["maintenance"] != "zone zone-b, 120 seconds remaining" || !strings.Contains(h.Message, "maintenance zone-b") {
+	if h.Status != "maintenance" || h.Details["maintenance"] != "zone zone-b, 120 seconds remaining" || !strings.Contains(h.Message, "maintenance zone-b") ||
+		!strings.Contains(h.Message, "end it with fdbcli --exec 'maintenance off'") {
 		t.Fatalf("maintenance: %+v", h)
 	}
 	under := 0
