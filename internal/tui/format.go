@@ -142,9 +142,13 @@ func outcomeText(e ops.Event) string {
 			s += " after " + formatDuration(e.Elapsed)
 		}
 	}
-	if e.Error != "" {
+	switch {
+	case e.Error != "" && strings.HasPrefix(e.Error, outcome+" in "):
+		// "interrupted in step 3/4 (...)": the outcome's word once.
+		s += strings.TrimPrefix(e.Error, outcome)
+	case e.Error != "":
 		s += ": " + e.Error
-	} else if e.Message != "" {
+	case e.Message != "":
 		s += ": " + e.Message
 	}
 	return s
