@@ -100,6 +100,11 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if n := g.recoveryBatches(p); n > 0 {
 		p.Notes = append(p.Notes, g.recoveryNote(p, n, opts))
 	}
+	if ft := st.Cluster.FaultTolerance; ft != nil && ft.Availability == 0 && opts.Mode == ops.ModeZone {
+		// FoundationDB says one zone's loss already costs availability: each zone batch is
+		// then a short outage, which the plan must not leave unsaid.
+		p.Notes = append(p.Notes, "WARNING: status json reports max_zone_failures_without_losing_availability 0: each zone batch takes a whole zone down at once, so the database is unavailable while the zone's processes restart (--mode pod bounces one pod at a time)")
+	}
 	p.Args += " --method " + method
 	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
 		MethodProcess: "fdbserver processes are bounced with fdbcli kill; pods keep their UIDs",
