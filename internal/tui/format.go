@@ -59,6 +59,10 @@ func progressText(p *ops.Progress) string {
 	if p == nil {
 		return ""
 	}
+	if p.Unit == "bytes" {
+		// "1.2 GiB/3.0 GiB moved" reads; "1288490188/3221225472 bytes" does not.
+		return ops.FormatBytes(p.Done) + "/" + ops.FormatBytes(p.Total)
+	}
 	s := fmt.Sprintf("%d/%d", p.Done, p.Total)
 	if p.Unit != "" {
 		s += " " + p.Unit

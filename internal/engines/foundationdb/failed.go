@@ -193,7 +193,7 @@ func exclusionProgress(st *Status) string {
 		if len(roles) == 0 {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s %s: %d bytes stored, roles %s", dash(pr.InstanceID()), pr.Address, bytes, strings.Join(roles, ",")))
+		out = append(out, fmt.Sprintf("%s %s: %s stored, roles %s", dash(pr.InstanceID()), pr.Address, ops.FormatBytes(bytes), strings.Join(roles, ",")))
 	}
 	slices.Sort(out)
 	return strings.Join(out, "; ")

@@ -155,7 +155,7 @@ func TestHealthShowsExclusionProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := h.Details["exclusionProgress"]; !strings.HasPrefix(p, "storage-11 ") || !strings.Contains(p, "1073741824 bytes stored, roles storage") {
+	if p := h.Details["exclusionProgress"]; !strings.HasPrefix(p, "storage-11 ") || !strings.Contains(p, "1.0 GiB stored, roles storage") {
 		t.Fatalf("exclusionProgress %q", p)
 	}
 	clock.Advance(time.Minute)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -510,6 +511,7 @@ func int64Of(v any) int64 {
 func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch []string) error {
 	var total int64
 	lastLeft := int64(-1)
+	var rate moveRate
 	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
 		cr := ReadCR(u)
 		st, why := r.status(ctx, u)
@@ -548,9 +550,9 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 		}
 		if len(waiting) > 0 {
 			if short := storageSpreadShort(st, redundancyOf(st)); short != "" {
-				return false, fmt.Sprintf("the exclusion of %s (%d bytes left to move) is stalled; waiting for %s", strings.Join(slices.Compact(waiting), ","), left, short), nil
+				return false, fmt.Sprintf("the exclusion of %s (%s left to move) is stalled; waiting for %s", strings.Join(slices.Compact(waiting), ","), ops.FormatBytes(left), short), nil
 			}
-			return false, fmt.Sprintf("the exclusion of %s: %d bytes left to move", strings.Join(slices.Compact(waiting), ","), left), nil
+			return false, fmt.Sprintf("the exclusion of %s: %s left to move%s", strings.Join(slices.Compact(waiting), ","), ops.FormatBytes(left), rate.observe(r.e.deps.Now(), left)), nil
 		}
 		return true, "", nil
 	})
@@ -746,4 +748,26 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		}
 		return true, "", nil
 	})
+}
+
+// moveRate is the rate data leaves excluded processes, from the first reading of this wait to
+// the latest: FoundationDB reports bytes stored, not a rate.
+type moveRate struct {
+	since     time.Time
+	firstLeft int64
+	started   bool
+}
+
+// observe notes left bytes at now and says ", at 12.0 MiB/s" once some moved ("" before).
+func (m *moveRate) observe(now time.Time, left int64) string {
+	if !m.started || left > m.firstLeft {
+		// A larger figure (a process reporting late) starts the measurement again.
+		m.since, m.firstLeft, m.started = now, left, true
+		return ""
+	}
+	secs := now.Sub(m.since).Seconds()
+	if secs <= 0 || left == m.firstLeft {
+		return ""
+	}
+	return ", at " + ops.FormatBytes(int64(float64(m.firstLeft-left)/secs)) + "/s"
 }

@@ -730,9 +730,9 @@ func canEndMaintenance(st *Status) string {
 	case q.WorstDurabilityLagStorageServer.Seconds > maxDataLagSeconds:
 		return fmt.Sprintf("the worst storage durability lag (%.1f s) to drop to %.0f s", q.WorstDurabilityLagStorageServer.Seconds, maxDataLagSeconds)
 	case q.WorstQueueBytesLogServer > maxQueueBytes:
-		return fmt.Sprintf("the worst log queue (%d bytes) to drop to %d", q.WorstQueueBytesLogServer, maxQueueBytes)
+		return fmt.Sprintf("the worst log queue (%s) to drop to %s", ops.FormatBytes(q.WorstQueueBytesLogServer), ops.FormatBytes(maxQueueBytes))
 	case q.WorstQueueBytesStorageServer > maxQueueBytes:
-		return fmt.Sprintf("the worst storage queue (%d bytes) to drop to %d", q.WorstQueueBytesStorageServer, maxQueueBytes)
+		return fmt.Sprintf("the worst storage queue (%s) to drop to %s", ops.FormatBytes(q.WorstQueueBytesStorageServer), ops.FormatBytes(maxQueueBytes))
 	}
 	return ""
 }

@@ -590,7 +590,7 @@ func drained(st *Status, pods []string) (bool, string) {
 					continue
 				}
 				if r.Role == "storage" {
-					return false, fmt.Sprintf("%s's data to move away (%d bytes stored)", pod, r.StoredBytes)
+					return false, fmt.Sprintf("%s's data to move away (%s stored)", pod, ops.FormatBytes(r.StoredBytes))
 				}
 				return false, pod + " to give up its " + r.Role + " role"
 			}

@@ -191,7 +191,7 @@ func TestRemovalWaitsOnStorageSpread(t *testing.T) {
 	}{
 		{"exclude", func(ctx context.Context, sc *ops.StepContext) error {
 			return r.waitExcluded(ctx, sc, []string{"storage-10"})
-		}, "bytes left to move) is stalled; waiting for " + spread},
+		}, " left to move) is stalled; waiting for " + spread},
 		{"scale storage", func(ctx context.Context, sc *ops.StepContext) error { return r.waitClass(ctx, sc, "storage", 3) }, spread},
 		{"healthy", r.waitHealthy, spread},
 	} {
