@@ -258,9 +258,15 @@ func statusSignature(st *ClusterStatus) (string, error) {
 	if h := st.Health; h != nil && (len(h.Volatile) > 0 || (h.Table != nil && len(h.Table.VolatileColumns) > 0)) {
 		hc := *h
 		hc.Details = maps.Clone(h.Details)
+		hc.Values = maps.Clone(h.Values)
 		for _, k := range h.Volatile {
 			if _, ok := hc.Details[k]; ok {
 				hc.Details[k] = ""
+			}
+			// The typed value holds the same reading (seconds remaining); whether it is set
+			// at all still counts.
+			if v, ok := hc.Values[k]; ok && v != nil {
+				hc.Values[k] = true
 			}
 		}
 		if h.Table != nil {
