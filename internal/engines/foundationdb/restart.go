@@ -304,7 +304,7 @@ func (g *gate) recoveryNote(p *ops.Plan, n int, opts ops.RestartOptions) string 
 			grouped = fmt.Sprintf("; the %d pods of stateless transaction-system processes (commit proxy, GRV proxy, resolver, master, cluster controller) go together in %s: 1 recovery for them all, not one per pod", len(s.Pods), s.Target)
 		}
 	}
-	return fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): the bounce of each such batch starts one recovery, %d in all; they go last, the master's and cluster controller's batch at the end%s; logs keep one fault domain per batch; fewer batches (--mode zone or all) mean fewer recoveries",
+	return fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): the bounce of each such batch starts one recovery, %d in all; they go last, the master's and cluster controller's batch at the end (where those roles are now: every recovery may move them, so a later plan can order the batches differently)%s; logs keep one fault domain per batch; fewer batches (--mode zone or all) mean fewer recoveries",
 		n, len(p.Steps), n, grouped)
 }
 
