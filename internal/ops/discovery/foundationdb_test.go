@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -104,6 +105,8 @@ func TestDiscoverFoundationDBCluster(t *testing.T) {
 		}},
 		{name: "neither StatefulSet nor FoundationDBCluster", opts: Options{Name: "nothing"}, wantUsage: `no database cluster "nothing"`},
 		{name: "explicit engine, no resource", opts: Options{Name: "nothing", Engine: ops.EngineFoundationDB}, wantUsage: `no FoundationDBCluster "nothing" in namespace "db"`},
+		// An engine without operator resources: the StatefulSet layouts' message.
+		{name: "explicit engine of StatefulSets only", opts: Options{Name: "nothing", Engine: ops.EngineEtcd}, wantUsage: `no database cluster "nothing" in namespace "db": no StatefulSet labelled`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +115,7 @@ func TestDiscoverFoundationDBCluster(t *testing.T) {
 				map[schema.GroupVersionResource]string{FoundationDBClusterGVR: "FoundationDBClusterList"}, cr, custom)
 			opts := tt.opts
 			opts.Namespace, opts.Dynamic = "db", dyn
-			c, err := Discover(context.Background(), client, opts)
+			c, err := discover(context.Background(), client, opts)
 			if tt.wantUsage != "" {
 				if !errors.Is(err, ops.ErrUsage) || !strings.Contains(err.Error(), tt.wantUsage) {
 					t.Fatalf("err %v, want usage %q", err, tt.wantUsage)
@@ -141,10 +144,39 @@ func TestStatefulSetLayoutsAskNoFoundationDBCluster(t *testing.T) {
 	client := fake.NewClientset(sts)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{FoundationDBClusterGVR: "FoundationDBClusterList"})
-	if _, err := Discover(context.Background(), client, Options{Namespace: "db", Name: "foo", Dynamic: dyn}); err != nil {
+	if _, err := discover(context.Background(), client, Options{Namespace: "db", Name: "foo", Dynamic: dyn}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(dyn.Actions()); n != 0 {
 		t.Fatalf("%d dynamic requests: %v", n, dyn.Actions())
+	}
+}
+
+// sampleSpec is the spec fields of the operator's config/samples/cluster.yaml that decide its
+// counts: no redundancy mode (double), cluster_controller 1, stateless -1, storage and log unset.
+func sampleSpec() map[string]any {
+	return map[string]any{
+		"faultDomain":   map[string]any{"key": "foundationdb.org/none"},
+		"processCounts": map[string]any{"cluster_controller": int64(1), "stateless": int64(-1)},
+	}
+}
+
+// TestDiscoverOperatorSample: the operator's sample cluster's groups want its default counts,
+// and no stateless group.
+func TestDiscoverOperatorSample(t *testing.T) {
+	cr := fdbCR("test-cluster", sampleSpec(), [2]string{"storage-1", "z"})
+	client := fake.NewClientset(fdbPod("test-cluster", "storage", "storage-1", nil, true))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{FoundationDBClusterGVR: "FoundationDBClusterList"}, cr)
+	c, err := discover(context.Background(), client, Options{Name: "test-cluster", Namespace: "db", Dynamic: dyn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int32{}
+	for _, g := range c.Groups {
+		got[g.Name] = g.Desired
+	}
+	if want := map[string]int32{"storage": 3, "log": 4, "cluster_controller": 1}; !maps.Equal(got, want) {
+		t.Fatalf("desired %v, want %v", got, want)
 	}
 }
