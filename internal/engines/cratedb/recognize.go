@@ -37,13 +37,6 @@ func Recognizers() []ops.Recognizer { return []ops.Recognizer{recognizer{}} }
 
 type recognizer struct{}
 
-var (
-	_ ops.StatefulSetRecognizer = recognizer{}
-	_ ops.NameDescriber         = recognizer{}
-	_ ops.GroupNamer            = recognizer{}
-	_ ops.GroupOrderer          = recognizer{}
-)
-
 func (recognizer) Engine() string { return ops.EngineCrateDB }
 func (recognizer) Layout() string { return LayoutOperator }
 

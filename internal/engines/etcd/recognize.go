@@ -24,11 +24,6 @@ func Recognizers() []ops.Recognizer { return []ops.Recognizer{recognizer{}} }
 
 type recognizer struct{}
 
-var (
-	_ ops.StatefulSetRecognizer = recognizer{}
-	_ ops.NameDescriber         = recognizer{}
-)
-
 func (recognizer) Engine() string { return ops.EngineEtcd }
 func (recognizer) Layout() string { return LayoutStatefulSet }
 

@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -178,5 +179,44 @@ func TestDiscoverOperatorSample(t *testing.T) {
 	}
 	if want := map[string]int32{"storage": 3, "log": 4, "cluster_controller": 1}; !maps.Equal(got, want) {
 		t.Fatalf("desired %v, want %v", got, want)
+	}
+}
+
+// TestRefreshKeepsWhatTheRecognizerAttached: a refreshed FoundationDB StatefulSet cluster keeps
+// its layout and reads each pod's member from its name again (the recognizer's Finish), and a
+// CrateDB cluster without a master group keeps its master-eligible data group.
+func TestRefreshKeepsWhatTheRecognizerAttached(t *testing.T) {
+	fdb := mkSTS("foo", 2, withImage("foundationdb", "foundationdb/foundationdb-kubernetes:6.3.15"))
+	hot, cold := crateData("hot"), crateData("cold")
+	for _, tc := range []struct {
+		name  string
+		objs  []runtime.Object
+		check func(*ops.Cluster) string
+	}{
+		{"foundationdb", []runtime.Object{fdb, mkPod(fdb, 0), mkPod(fdb, 1)}, func(c *ops.Cluster) string {
+			return fmt.Sprintf("%s %v %s %s", c.Layout, c.Recognized != nil, c.AllPods()[0].Member, c.AllPods()[1].Member)
+		}},
+		{"cratedb", []runtime.Object{hot, cold, mkPod(hot, 0), mkPod(cold, 0)}, func(c *ops.Cluster) string {
+			g := MasterEligible(c)
+			if g == nil {
+				return "none"
+			}
+			return g.Name
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(tc.objs...)
+			c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Refresh(context.Background(), client, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := tc.check(r), tc.check(c); got != want || want == "none" {
+				t.Errorf("refreshed %q, discovered %q", got, want)
+			}
+		})
 	}
 }
