@@ -54,7 +54,7 @@ func BuildCluster(opts Options, layout string, objs Objects) (*ops.Cluster, erro
 		return nil, err
 	}
 	rec := opts.statefulSetRecognizer(layout, engine)
-	specs, err := classify(opts.Name, rec, objs)
+	specs, err := classify(opts.Name, engine, rec, objs)
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +145,11 @@ func (opts Options) engines() []string {
 }
 
 // classify derives each StatefulSet's node group name, role and order.
-// dbops.io/* labels win; the engine's recognizer (an ops.GroupNamer) otherwise
-// names the groups of its layout (the CrateDB operator's); anything else is a
-// data group named after its StatefulSet.
-func classify(cluster string, rec ops.StatefulSetRecognizer, objs Objects) ([]groupSpec, error) {
+// dbops.io/* labels win; the recognizer of the cluster's layout or engine (an
+// ops.GroupNamer) otherwise names the groups (the CrateDB operator's); anything
+// else is a data group named after its StatefulSet. Data groups are ordered by
+// the recognizer (an ops.GroupOrderer) only when the engine is its own.
+func classify(cluster, engine string, rec ops.StatefulSetRecognizer, objs Objects) ([]groupSpec, error) {
 	namer, _ := rec.(ops.GroupNamer)
 	stss := objs.StatefulSets
 	specs := make([]groupSpec, 0, len(stss))
@@ -189,7 +190,7 @@ func classify(cluster string, rec ops.StatefulSetRecognizer, objs Objects) ([]gr
 		byName[g.name] = s.Name
 		specs = append(specs, g)
 	}
-	if _, ok := rec.(ops.GroupOrderer); ok {
+	if _, ok := rec.(ops.GroupOrderer); ok && rec.Engine() == engine {
 		defaultDataOrder(specs, hasOrder, objs.DataGroupOrder)
 	}
 	return specs, nil

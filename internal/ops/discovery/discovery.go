@@ -132,13 +132,13 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 	}
 	objs := Objects{StatefulSets: stss}
 	rec := opts.statefulSetRecognizer(layout, engine)
-	if o, ok := rec.(ops.GroupOrderer); ok && opts.Dynamic != nil {
+	if o, ok := rec.(ops.GroupOrderer); ok && rec.Engine() == engine && opts.Dynamic != nil {
 		if objs.DataGroupOrder, err = o.DataGroupOrder(ctx, opts.Dynamic, opts.Namespace, opts.Name); err != nil {
 			return nil, err
 		}
 	}
 	// Classify before reading pods: label mistakes fail fast.
-	specs, err := classify(opts.Name, rec, objs)
+	specs, err := classify(opts.Name, engine, rec, objs)
 	if err != nil {
 		return nil, err
 	}

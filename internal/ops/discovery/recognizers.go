@@ -66,11 +66,15 @@ func recognizeResourceOnly(ctx context.Context, client kubernetes.Interface, opt
 	return nil, ops.Usagef("no %s %q in namespace %q", rs[0].Kind(), opts.Name, opts.Namespace)
 }
 
-// finish lets the cluster's recognizer attach its own (ops.ClusterFinisher), and, for engines
-// ordering data groups (ops.GroupOrderer) without a master group, makes the first data group
-// in procedure order master-eligible (CrateDB's nodes are then all master-eligible, and the
-// first data group is the one procedures treat so).
+// finish lets the recognizer of the cluster's engine attach its own (ops.ClusterFinisher), and,
+// for engines ordering data groups (ops.GroupOrderer) without a master group, makes the first
+// data group in procedure order master-eligible (CrateDB's nodes are then all
+// master-eligible, and the first data group is the one procedures treat so). A recognizer of
+// another engine (whose layout found a cluster given another --engine) only named the groups.
 func finish(c *ops.Cluster, rec ops.StatefulSetRecognizer) {
+	if rec == nil || rec.Engine() != c.Engine {
+		return
+	}
 	if _, ok := rec.(ops.GroupOrderer); ok && MasterEligible(c) == nil {
 		var first *ops.NodeGroup
 		for _, g := range c.Groups {
