@@ -94,7 +94,7 @@ func etcdTailFile(path string, n int) string {
 
 func (x *etcdEnv) cluster() *ops.Cluster {
 	x.t.Helper()
-	c, err := discovery.Discover(x.t.Context(), bed.Client, discovery.Options{Namespace: x.ns, Name: x.name})
+	c, err := discovery.Discover(x.t.Context(), bed.Client, discovery.Options{Namespace: x.ns, Name: x.name, Recognizers: etcd.Recognizers()})
 	if err != nil {
 		x.t.Fatalf("discover: %v", err)
 	}

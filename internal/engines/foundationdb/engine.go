@@ -1,9 +1,8 @@
 // Package foundationdb is the kubectl-dbops engine for FoundationDB clusters run by the
 // FoundationDB operator (FoundationDB/fdb-kubernetes-operator): a FoundationDBCluster
 // (apps.foundationdb.org/v1beta2) from which the operator creates one pod per process group,
-// without StatefulSets. Discovery (internal/ops/discovery/foundationdb.go) makes each process
-// class a node group whose pods the FoundationDBCluster recreates, and each pod's zone its FDB
-// zoneid.
+// without StatefulSets. Its recognizer (recognize.go) makes each process class a node group
+// whose pods the FoundationDBCluster recreates, and each pod's zone its FDB zoneid.
 //
 // Conventions:
 //   - every database access is `fdbcli --exec '…' --timeout N` in the `foundationdb` container

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // Journal keys of a replacement.
@@ -45,7 +44,7 @@ const defaultClusterNameLabel = "foundationdb.org/fdb-cluster-name"
 // processGroupsToRemoveWithoutExclusion) with a resourceVersion precondition, then each step
 // of the operator's removal is verified from the CR's status and `status json`.
 func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
-	if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+	if layoutOf(c) == layoutStatefulSet {
 		return e.planReplaceStatefulSet(ctx, c, req)
 	}
 	u := Resource(c)
@@ -239,7 +238,7 @@ type removal struct {
 func (r *removal) steps(p *ops.Plan, st *Status, cr CRState, batch []string) {
 	key := strings.Join(batch, ",")
 	target := "FoundationDBCluster/" + r.name
-	crNeeds := ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")
+	crNeeds := ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get")
 	execNeeds := ops.Need("", "pods", "exec", "create")
 	var details []string
 	for _, id := range batch {
@@ -258,7 +257,7 @@ func (r *removal) steps(p *ops.Plan, st *Status, cr CRState, batch []string) {
 			Mutating: mutating, Needs: needs, Details: details, Action: action, Verify: verify})
 	}
 	add("mark", fmt.Sprintf("add %s to spec.%s (resourceVersion precondition; on a conflict re-read and re-check, never overwrite); wait until the status marks them for removal", key, r.field),
-		true, append(ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get", "patch"), execNeeds...), details,
+		true, append(ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get", "patch"), execNeeds...), details,
 		func(ctx context.Context, sc *ops.StepContext) error { return r.mark(ctx, sc, batch) },
 		func(ctx context.Context, sc *ops.StepContext) error { return r.waitMarked(ctx, sc, batch) })
 	add("replacements", "wait until the operator has created the replacement process groups and their processes report (status.processGroups, status json)",
@@ -302,7 +301,7 @@ func (r *removal) get(ctx context.Context) (*unstructured.Unstructured, error) {
 	if dyn == nil {
 		return nil, fmt.Errorf("no dynamic client to read FoundationDBCluster %s/%s", r.c.Namespace, r.name)
 	}
-	u, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(r.c.Namespace).Get(ctx, r.name, metav1.GetOptions{})
+	u, err := dyn.Resource(ClusterGVR).Namespace(r.c.Namespace).Get(ctx, r.name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading FoundationDBCluster %s/%s: %w", r.c.Namespace, r.name, err)
 	}
@@ -360,7 +359,7 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 		err = patchCR(ctx, r.e.deps.Dynamic, u, map[string]any{r.field: next}, nil)
 		switch {
 		case err == nil:
-			sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
+			sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: ClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
 				"DbopsReplaceProcessGroups", fmt.Sprintf("added %s to spec.%s", strings.Join(batch, ","), r.field))
 			return nil
 		case apierrors.IsConflict(err) && attempt < maxPatchConflicts:
@@ -457,7 +456,7 @@ func (r *removal) waitReplacements(ctx context.Context, sc *ops.StepContext, bat
 		if len(classes) == 0 {
 			return true, "", nil // removed already
 		}
-		counts := discovery.FoundationDBProcessCounts(u.Object)
+		counts := ProcessCounts(u.Object)
 		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
@@ -710,7 +709,7 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 			return false, fmt.Sprintf("the FoundationDBCluster's health (available=%t healthy=%t)", cr.Available, cr.Healthy), nil
 		}
 		// The operator's counts: unset or 0 is its default, -1 none (a class it runs no group of).
-		counts := discovery.FoundationDBProcessCounts(u.Object)
+		counts := ProcessCounts(u.Object)
 		have := map[string]int{}
 		for id, g := range cr.Groups {
 			if g.Removal {

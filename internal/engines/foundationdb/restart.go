@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // Restart methods (--method).
@@ -57,10 +56,10 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if method != MethodProcess && method != MethodPod {
 		return nil, ops.Usagef("unknown --method %q for engine %s; allowed: %s, %s", method, ops.EngineFoundationDB, MethodProcess, MethodPod)
 	}
-	if Resource(c) == nil && c.Layout != discovery.LayoutFoundationDBStatefulSet {
+	if Resource(c) == nil && layoutOf(c) != layoutStatefulSet {
 		return nil, ops.Usagef("cluster %s/%s is not a FoundationDBCluster", c.Namespace, c.Name)
 	}
-	if c.Layout == discovery.LayoutFoundationDBStatefulSet && method == MethodPod {
+	if layoutOf(c) == layoutStatefulSet && method == MethodPod {
 		// No operator moves the coordinators when a recreated pod comes back on a new IP, and
 		// the sample's cluster file names coordinators by IP.
 		return nil, ops.Usagef("--method pod on a FoundationDB StatefulSet would bring pods back on new IPs with no operator to move the coordinators; use --method process (the default)")
@@ -141,7 +140,7 @@ func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Clu
 				p.Zone = zones[0]
 			case len(zones) > 1:
 				p.Zone = "" // one pod's processes in several fault domains: none to batch by
-			case c.Layout == discovery.LayoutFoundationDBStatefulSet:
+			case layoutOf(c) == layoutStatefulSet:
 				p.Zone = ""
 			}
 			requested := (len(opts.Groups) == 0 || slices.Contains(opts.Groups, g.Name)) && (len(opts.Pods) == 0 || slices.Contains(opts.Pods, p.Name))
@@ -455,7 +454,7 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		s.Details = append(s.Details, "run: "+c)
 	}
 	s.Needs = append(s.Needs, ops.Need("", "pods", "exec", "create")...)
-	s.Needs = append(s.Needs, ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")...)
+	s.Needs = append(s.Needs, ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get")...)
 	if g.method == MethodPod {
 		return nil
 	}
@@ -857,7 +856,7 @@ func (g *gate) checkCR(ctx context.Context) error {
 		return nil // a StatefulSet of FoundationDB's sample: no operator to race
 	}
 	if dyn := g.e.deps.Dynamic; dyn != nil {
-		fresh, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
+		fresh, err := dyn.Resource(ClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading FoundationDBCluster %s/%s: %w", g.c.Namespace, u.GetName(), err)
 		}

@@ -13,7 +13,6 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
@@ -181,7 +180,7 @@ func TestRemovalWaitsOnStorageSpread(t *testing.T) {
 	obj["status"].(map[string]any)["processGroups"] = groups
 	u := &unstructured.Unstructured{Object: obj}
 	e.deps.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
 	r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 
 	for _, tc := range []struct {

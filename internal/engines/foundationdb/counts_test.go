@@ -1,14 +1,8 @@
-package discovery
+package foundationdb
 
 import (
-	"context"
 	"maps"
 	"testing"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 // sampleSpec is the spec fields of the operator's config/samples/cluster.yaml that decide its
@@ -20,9 +14,9 @@ func sampleSpec() map[string]any {
 	}
 }
 
-// TestFoundationDBProcessCounts: the operator's GetProcessCountsWithDefaults (api/v1beta2
+// TestProcessCounts: the operator's GetProcessCountsWithDefaults (api/v1beta2
 // foundationdbcluster_types.go) and ProcessCounts.Map, worked out by hand from its source.
-func TestFoundationDBProcessCounts(t *testing.T) {
+func TestProcessCounts(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		spec map[string]any
@@ -60,29 +54,9 @@ func TestFoundationDBProcessCounts(t *testing.T) {
 			want: map[string]int{"log": 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := FoundationDBProcessCounts(map[string]any{"spec": tc.spec}); !maps.Equal(got, tc.want) {
+			if got := ProcessCounts(map[string]any{"spec": tc.spec}); !maps.Equal(got, tc.want) {
 				t.Fatalf("counts %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestDiscoverOperatorSample: the operator's sample cluster's groups want its default counts,
-// and no stateless group.
-func TestDiscoverOperatorSample(t *testing.T) {
-	cr := fdbCR("test-cluster", sampleSpec(), [2]string{"storage-1", "z"})
-	client := fake.NewClientset(fdbPod("test-cluster", "storage", "storage-1", nil, true))
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{FoundationDBClusterGVR: "FoundationDBClusterList"}, cr)
-	c, err := Discover(context.Background(), client, Options{Name: "test-cluster", Namespace: "db", Dynamic: dyn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int32{}
-	for _, g := range c.Groups {
-		got[g.Name] = g.Desired
-	}
-	if want := map[string]int32{"storage": 3, "log": 4, "cluster_controller": 1}; !maps.Equal(got, want) {
-		t.Fatalf("desired %v, want %v", got, want)
 	}
 }

@@ -1,15 +1,15 @@
-package discovery
+package foundationdb
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// FoundationDBProcessCounts is the number of process groups per class the operator runs for a
+// ProcessCounts is the number of process groups per class the operator runs for a
 // FoundationDBCluster (obj is the resource's object), as the operator reads spec.processCounts:
 // a class left unset or 0 gets the operator's default for the redundancy mode and role counts,
 // -1 means none (the operator's GetProcessCountsWithDefaults followed by ProcessCounts.Map, in
 // api/v1beta2). Only classes with a positive count are returned.
-func FoundationDBProcessCounts(obj map[string]any) map[string]int {
+func ProcessCounts(obj map[string]any) map[string]int {
 	spec, _, _ := unstructured.NestedMap(obj, "spec")
 	raw, _, _ := unstructured.NestedMap(spec, "processCounts")
 	counts := map[string]int{}
