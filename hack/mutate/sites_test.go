@@ -19,6 +19,11 @@ const root = "../.."
 // only passes an error on (if err != nil): file -> function names.
 var gates = map[string][]string{
 	"internal/engines/foundationdb/restart.go": {"checkStatus", "checkCR", "Before", "action", "maintenanceOn"},
+	"internal/engines/etcd/steps.go":           {"checkAllHealthy", "checkRemoval", "pvcStep"},
+	"internal/engines/etcd/scale.go":           {"checkScale", "cleanupStep"},
+	"internal/engines/etcd/preflight.go":       {"Preflight"},
+	"internal/engines/etcd/restart.go":         {"Before"},
+	"internal/engines/etcd/repair.go":          {"BeforeBatch"},
 }
 
 // refusals are the calls that refuse (in gates).

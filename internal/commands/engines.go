@@ -35,6 +35,9 @@ type EngineKind struct {
 	// a cluster of another engine they are a usage error (checkEngineFlags), before anything runs.
 	Flags []string
 	Build func(ctx context.Context, d EngineDeps) (ops.Engine, error)
+	// Recognizers find the engine's clusters in live state (its layouts), in the order
+	// discovery tries them; nil for an engine found only by discovery's generic paths.
+	Recognizers []ops.Recognizer
 	// Operator builds the engine's operator verbs (lock --pause-operator, deny
 	// --operator-instance, the operator's locks in lock status); nil for engines without.
 	Operator func(d EngineDeps) (ops.OperatorControl, error)
@@ -61,20 +64,20 @@ func (o *GlobalOptions) fdbOptions() foundationdb.Options {
 // builtinEngines are this build's engines, in help order (ops.KnownEngines).
 func builtinEngines() []EngineKind {
 	return []EngineKind{
-		{Name: ops.EngineCrateDB, Title: "CrateDB", Flags: crateFlags, Build: func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineCrateDB, Title: "CrateDB", Flags: crateFlags, Recognizers: cratedb.Recognizers(), Build: func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
 			cfg, err := d.Options.crateConfig(ctx, d.Clients, d.Cluster)
 			if err != nil {
 				return nil, err
 			}
 			return built(cratedb.New(d.deps(), cfg))
 		}},
-		{Name: ops.EngineEtcd, Flags: etcdFlags, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineEtcd, Flags: etcdFlags, Recognizers: etcd.Recognizers(), Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			if err := d.Options.Etcd.Validate(); err != nil {
 				return nil, err
 			}
 			return built(etcd.New(d.deps(), d.Options.Etcd.Options))
 		}},
-		{Name: ops.EngineFoundationDB, Title: "FoundationDB", Flags: fdbFlags, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+		{Name: ops.EngineFoundationDB, Title: "FoundationDB", Flags: fdbFlags, Recognizers: foundationdb.Recognizers(), Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			return built(foundationdb.New(d.deps(), d.Options.fdbOptions()))
 		}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {
 			return foundationdb.New(d.deps(), d.Options.fdbOptions())
@@ -109,4 +112,13 @@ func (f *Factory) engineNames() []string {
 		names = append(names, k.Name)
 	}
 	return names
+}
+
+// recognizers are the engines' recognizers, in registry order: what discovery tries.
+func (f *Factory) recognizers() []ops.Recognizer {
+	var out []ops.Recognizer
+	for _, k := range f.Engines {
+		out = append(out, k.Recognizers...)
+	}
+	return out
 }

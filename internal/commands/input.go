@@ -24,6 +24,9 @@ import (
 // quotes (a cluster name, another operator's lock reason, a joined list of
 // per-pod failures).
 func ErrorLine(err error) string {
+	if _, shown := errors.AsType[shownError](err); shown {
+		return ""
+	}
 	if ops.ExitCode(err) == ops.ExitPaused {
 		// Asked for (--pause-after), not a failure.
 		return "paused: " + ops.Printable(err.Error())

@@ -38,9 +38,9 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 		return nil, nil, err
 	}
 	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine,
-		Engines: g.engineNames(), Dynamic: cl.Dynamic})
+		Engines: g.engineNames(), Recognizers: g.recognizers(), Dynamic: cl.Dynamic})
 	if err != nil {
-		return nil, nil, didYouMean(ctx, cl, ns, name, err)
+		return nil, nil, didYouMean(ctx, cl, ns, name, ops.ResourceRecognizers(g.recognizers()), err)
 	}
 	// A flag of another engine is bad input, refused before anything else is checked.
 	if err := g.checkEngineFlags(c); err != nil {

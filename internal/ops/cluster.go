@@ -37,9 +37,14 @@ type Cluster struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	Engine    string `json:"engine"`
-	// Layout says how the cluster was recognised: "labels" (dbops.io/*),
-	// "cratedb-operator", "etcd", "statefulset" or "selector".
+	// Layout says how the cluster was recognised: "labels" (dbops.io/*), "statefulset" or
+	// "selector" (discovery's generic paths), or the name of the engine's recognizer's layout
+	// ("cratedb-operator", "etcd", "foundationdb-operator", ...). Only for people: engines
+	// read Recognized.
 	Layout string `json:"layout"`
+	// Recognized is what the engine's recognizer attached (ops.Recognizer), a value of the
+	// engine's own type (FoundationDB: which of its layouts); nil when none attached one.
+	Recognized any `json:"-"`
 	// Operator is non-empty when an operator owns the StatefulSets
 	// (ownerReferences or app.kubernetes.io/managed-by); mutating commands
 	// refuse unless overridden.

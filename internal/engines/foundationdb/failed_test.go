@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // offsetClock is an API server whose clock is off the workstation's by a fixed amount.
@@ -155,7 +155,7 @@ func TestHealthShowsExclusionProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := h.Details["exclusionProgress"]; !strings.HasPrefix(p, "storage-11 ") || !strings.Contains(p, "1073741824 bytes stored, roles storage") {
+	if p := h.Details["exclusionProgress"]; !strings.HasPrefix(p, "storage-11 ") || !strings.Contains(p, "1.0 GiB stored, roles storage") {
 		t.Fatalf("exclusionProgress %q", p)
 	}
 	clock.Advance(time.Minute)

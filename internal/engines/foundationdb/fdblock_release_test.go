@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // TestClearOwnFDBLock: `lock release` clears the operator's lock key only when kubectl-dbops

@@ -15,7 +15,6 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // TestStatefulSetScaleWritesStopWhenLockLost: each write step of a StatefulSet scale down
@@ -106,7 +105,7 @@ func TestCRPatchesStopWhenLockLost(t *testing.T) {
 			obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}}
 			u := &unstructured.Unstructured{Object: obj}
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+				map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
 			e.deps.Dynamic = dyn
 			r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 			ctx := kube.WithWriteGuard(t.Context(), func() error { return lost })

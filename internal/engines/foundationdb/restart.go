@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // Restart methods (--method).
@@ -57,10 +56,10 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if method != MethodProcess && method != MethodPod {
 		return nil, ops.Usagef("unknown --method %q for engine %s; allowed: %s, %s", method, ops.EngineFoundationDB, MethodProcess, MethodPod)
 	}
-	if Resource(c) == nil && c.Layout != discovery.LayoutFoundationDBStatefulSet {
+	if Resource(c) == nil && layoutOf(c) != layoutStatefulSet {
 		return nil, ops.Usagef("cluster %s/%s is not a FoundationDBCluster", c.Namespace, c.Name)
 	}
-	if c.Layout == discovery.LayoutFoundationDBStatefulSet && method == MethodPod {
+	if layoutOf(c) == layoutStatefulSet && method == MethodPod {
 		// No operator moves the coordinators when a recreated pod comes back on a new IP, and
 		// the sample's cluster file names coordinators by IP.
 		return nil, ops.Usagef("--method pod on a FoundationDB StatefulSet would bring pods back on new IPs with no operator to move the coordinators; use --method process (the default)")
@@ -100,6 +99,11 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if n := g.recoveryBatches(p); n > 0 {
 		p.Notes = append(p.Notes, g.recoveryNote(p, n, opts))
 	}
+	if ft := st.Cluster.FaultTolerance; ft != nil && ft.Availability == 0 && opts.Mode == ops.ModeZone {
+		// FoundationDB says one zone's loss already costs availability: each zone batch is
+		// then a short outage, which the plan must not leave unsaid.
+		p.Notes = append(p.Notes, "WARNING: status json reports max_zone_failures_without_losing_availability 0: each zone batch takes a whole zone down at once, so the database is unavailable while the zone's processes restart (--mode pod bounces one pod at a time)")
+	}
 	p.Args += " --method " + method
 	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
 		MethodProcess: "fdbserver processes are bounced with fdbcli kill; pods keep their UIDs",
@@ -136,7 +140,7 @@ func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Clu
 				p.Zone = zones[0]
 			case len(zones) > 1:
 				p.Zone = "" // one pod's processes in several fault domains: none to batch by
-			case c.Layout == discovery.LayoutFoundationDBStatefulSet:
+			case layoutOf(c) == layoutStatefulSet:
 				p.Zone = ""
 			}
 			requested := (len(opts.Groups) == 0 || slices.Contains(opts.Groups, g.Name)) && (len(opts.Pods) == 0 || slices.Contains(opts.Pods, p.Name))
@@ -299,7 +303,7 @@ func (g *gate) recoveryNote(p *ops.Plan, n int, opts ops.RestartOptions) string 
 			grouped = fmt.Sprintf("; the %d pods of stateless transaction-system processes (commit proxy, GRV proxy, resolver, master, cluster controller) go together in %s: 1 recovery for them all, not one per pod", len(s.Pods), s.Target)
 		}
 	}
-	return fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): the bounce of each such batch starts one recovery, %d in all; they go last, the master's and cluster controller's batch at the end%s; logs keep one fault domain per batch; fewer batches (--mode zone or all) mean fewer recoveries",
+	return fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): the bounce of each such batch starts one recovery, %d in all; they go last, the master's and cluster controller's batch at the end (where those roles are now: every recovery may move them, so a later plan can order the batches differently)%s; logs keep one fault domain per batch; fewer batches (--mode zone or all) mean fewer recoveries",
 		n, len(p.Steps), n, grouped)
 }
 
@@ -450,7 +454,7 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		s.Details = append(s.Details, "run: "+c)
 	}
 	s.Needs = append(s.Needs, ops.Need("", "pods", "exec", "create")...)
-	s.Needs = append(s.Needs, ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")...)
+	s.Needs = append(s.Needs, ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get")...)
 	if g.method == MethodPod {
 		return nil
 	}
@@ -725,9 +729,9 @@ func canEndMaintenance(st *Status) string {
 	case q.WorstDurabilityLagStorageServer.Seconds > maxDataLagSeconds:
 		return fmt.Sprintf("the worst storage durability lag (%.1f s) to drop to %.0f s", q.WorstDurabilityLagStorageServer.Seconds, maxDataLagSeconds)
 	case q.WorstQueueBytesLogServer > maxQueueBytes:
-		return fmt.Sprintf("the worst log queue (%d bytes) to drop to %d", q.WorstQueueBytesLogServer, maxQueueBytes)
+		return fmt.Sprintf("the worst log queue (%s) to drop to %s", ops.FormatBytes(q.WorstQueueBytesLogServer), ops.FormatBytes(maxQueueBytes))
 	case q.WorstQueueBytesStorageServer > maxQueueBytes:
-		return fmt.Sprintf("the worst storage queue (%d bytes) to drop to %d", q.WorstQueueBytesStorageServer, maxQueueBytes)
+		return fmt.Sprintf("the worst storage queue (%s) to drop to %s", ops.FormatBytes(q.WorstQueueBytesStorageServer), ops.FormatBytes(maxQueueBytes))
 	}
 	return ""
 }
@@ -852,7 +856,7 @@ func (g *gate) checkCR(ctx context.Context) error {
 		return nil // a StatefulSet of FoundationDB's sample: no operator to race
 	}
 	if dyn := g.e.deps.Dynamic; dyn != nil {
-		fresh, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
+		fresh, err := dyn.Resource(ClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading FoundationDBCluster %s/%s: %w", g.c.Namespace, u.GetName(), err)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // TestPlanScaleRemove: scale --processes storage=N --remove GROUP names the process groups that
@@ -77,7 +76,7 @@ func TestPatchCountsWithRemovals(t *testing.T) {
 	obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}, "processGroupsToRemove": []any{"log-12"}}
 	u := &unstructured.Unstructured{Object: obj}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
 	e.deps.Dynamic = dyn
 	r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 	if err := r.patchCounts(t.Context(), nil, map[string]int32{"storage": 2}, map[string]int{"storage": 3}, []string{"storage-11"}); err != nil {
@@ -94,7 +93,7 @@ func TestPatchCountsWithRemovals(t *testing.T) {
 		t.Fatalf("patches %q, want one: %s", patches, want)
 	}
 	// Resumed: the CR as patched.
-	done, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace("demo").Get(t.Context(), "myfdb", metav1.GetOptions{})
+	done, err := dyn.Resource(ClusterGVR).Namespace("demo").Get(t.Context(), "myfdb", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

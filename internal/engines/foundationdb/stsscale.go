@@ -467,7 +467,7 @@ func (s *stsScale) live(ctx context.Context) (*ops.Cluster, error) {
 		g.Pods = append(g.Pods, ops.Pod{Name: p.Name, Member: p.Name, Ordinal: n, Ready: kube.PodReady(p), Deleting: p.DeletionTimestamp != nil})
 	}
 	slices.SortFunc(g.Pods, func(a, b ops.Pod) int { return a.Ordinal - b.Ordinal })
-	return &ops.Cluster{Name: s.c.Name, Namespace: s.c.Namespace, Engine: s.c.Engine, Layout: s.c.Layout, Groups: []*ops.NodeGroup{g}}, nil
+	return &ops.Cluster{Name: s.c.Name, Namespace: s.c.Namespace, Engine: s.c.Engine, Layout: s.c.Layout, Recognized: s.c.Recognized, Groups: []*ops.NodeGroup{g}}, nil
 }
 
 func (s *stsScale) run(ctx context.Context, cmd string) error {
@@ -590,7 +590,7 @@ func drained(st *Status, pods []string) (bool, string) {
 					continue
 				}
 				if r.Role == "storage" {
-					return false, fmt.Sprintf("%s's data to move away (%d bytes stored)", pod, r.StoredBytes)
+					return false, fmt.Sprintf("%s's data to move away (%s stored)", pod, ops.FormatBytes(r.StoredBytes))
 				}
 				return false, pod + " to give up its " + r.Role + " role"
 			}

@@ -21,8 +21,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // stsSimCluster is FoundationDB's Kubernetes sample with n storage pods in the simulator, the
@@ -59,7 +58,7 @@ func stsSimClusterClock(t *testing.T, n int, coords ...int) (*ops.Cluster, *fdbs
 	}
 	host.SetCluster("demo/fdb", model)
 	clock.Advance(time.Minute)
-	c := &ops.Cluster{Name: "fdb", Namespace: "demo", Engine: ops.EngineFoundationDB, Layout: discovery.LayoutFoundationDBStatefulSet, Groups: []*ops.NodeGroup{g}}
+	c := &ops.Cluster{Name: "fdb", Namespace: "demo", Engine: ops.EngineFoundationDB, Layout: LayoutStatefulSet, Recognized: layoutStatefulSet, Groups: []*ops.NodeGroup{g}}
 	return c, model, &simExec{host: host}, clock
 }
 

@@ -466,7 +466,7 @@ func TestDiscover(t *testing.T) {
 			objs:      []runtime.Object{mkSTS("bar", 1), mkSTS("crate-data-hot-bar", 1)},
 			opts:      Options{Name: "foo"},
 			wantUsage: true,
-			wantErr:   `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo or foo-etcd (use --selector to pick StatefulSets explicitly)`,
+			wantErr:   `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo-etcd or foo (use --selector to pick StatefulSets explicitly)`,
 		},
 		{
 			name:      "no name",
@@ -565,14 +565,14 @@ func TestDiscover(t *testing.T) {
 			opts.Namespace = ns
 			if tt.useDyn || tt.dyn != nil {
 				dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-					map[schema.GroupVersionResource]string{crateDBResource(): "CrateDBList"}, tt.dyn...)
+					map[schema.GroupVersionResource]string{crateDBResource: "CrateDBList"}, tt.dyn...)
 				opts.Dynamic = dyn
 			}
 			if tt.react != nil {
 				tt.react(client, dyn)
 			}
 
-			c, err := Discover(context.Background(), client, opts)
+			c, err := discover(context.Background(), client, opts)
 
 			assertReadOnly(t, client.Actions())
 			if dyn != nil {
@@ -602,8 +602,8 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestDiscoverNotFoundIsOneUsageLine(t *testing.T) {
-	_, err := Discover(context.Background(), fake.NewClientset(), Options{Namespace: "prod", Name: "foo"})
-	want := `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo or foo-etcd (use --selector to pick StatefulSets explicitly)`
+	_, err := discover(context.Background(), fake.NewClientset(), Options{Namespace: "prod", Name: "foo"})
+	want := `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo-etcd or foo (use --selector to pick StatefulSets explicitly)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error:\n got %v\nwant %s", err, want)
 	}
@@ -620,7 +620,7 @@ func TestDiscoverAPIErrorKeepsCause(t *testing.T) {
 	if err := client.Tracker().Add(mkSTS("foo", 1)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	_, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), `listing pods of StatefulSet prod/foo`) {
 		t.Fatalf("error = %v, want wrapped ServiceUnavailable with context", err)
 	}
@@ -655,7 +655,7 @@ func TestDiscoverReadsNodesOnce(t *testing.T) {
 				objs = append(objs, mkNode(n, "z"+n), mkPod(s, i, mods...))
 			}
 			client := fake.NewClientset(objs...)
-			c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+			c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -691,7 +691,7 @@ func TestRefresh(t *testing.T) {
 	master, hot := crateMaster(), crateData("hot")
 	client := fake.NewClientset(master, hot, mkNode("n1", "eu-1a"),
 		mkPod(master, 0, onNode("n1")), mkPod(hot, 0, onNode("n1")), mkPod(hot, 1, onNode("n1")))
-	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,7 +795,7 @@ func TestPodListsNotOlderThanTheFirst(t *testing.T) {
 		l.ResourceVersion = strconv.Itoa(rv)
 		return true, l, nil
 	})
-	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -892,7 +892,7 @@ func TestPodListsOneListForSharedLabels(t *testing.T) {
 		}
 		return true, l, nil
 	})
-	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if err != nil {
 		t.Fatal(err)
 	}
