@@ -13,7 +13,7 @@ import (
 
 // TestDrainRefusesWhatTheRemainingNodesCannotHold: a scale-down whose remaining data nodes
 // have room for every copy by count, but not once a table's allocation filter or an
-// exclusion set by someone else is counted, is refused while planning (exit 5), naming the
+// exclusion set by someone else is counted, or while someone holds allocation, is refused while planning (exit 5), naming the
 // table and what keeps its copies off, with nothing written.
 func TestDrainRefusesWhatTheRemainingNodesCannotHold(t *testing.T) {
 	for _, tt := range []struct {
@@ -26,6 +26,10 @@ func TestDrainRefusesWhatTheRemainingNodesCannotHold(t *testing.T) {
 			d.Replicas = []string{"1"}
 			d.Require = map[string]map[string]any{"t0": {"_name": "data-hot-1,data-hot-2"}}
 		}, "table doc.t0 has number_of_replicas = '1' and routing.allocation.require._name = 'data-hot-1,data-hot-2', which leave it 1 of the 2 data nodes that remain, and it needs 2"},
+		{"allocation held to primaries by someone else", func(d *cratedbtest.DB) {
+			d.Replicas = []string{"1"}
+			d.Allocation = "primaries"
+		}, "cluster.routing.allocation.enable is 'primaries', so shards cannot all move off data-hot-2"},
 		{"a node excluded by someone else", func(d *cratedbtest.DB) {
 			d.Replicas = []string{"1"}
 			d.Exclusions = "data-hot-0"
