@@ -785,7 +785,30 @@ func (g *gate) check(ctx context.Context, sc *ops.StepContext, skip func(ops.Pod
 	if err := g.checkStatus(st, ownZone); err != nil {
 		return err
 	}
-	return g.checkCR(ctx)
+	if err := g.checkCR(ctx); err != nil {
+		return err
+	}
+	return g.checkReporting(st)
+}
+
+// checkReporting refuses while a process group of the cluster has no process in status json
+// (its fdbserver down, or not back yet), naming it: before the first batch as before every
+// other, so a group found down at its own batch has not let the batches before it bounce.
+// It comes after the status checks, whose reasons say more when they fail (a stopped storage
+// or log process lowers the fault tolerance they read); they pass meanwhile when a stateless
+// process is down once its roles moved.
+func (g *gate) checkReporting(st *Status) error {
+	var missing []string
+	for _, p := range g.c.AllPods() {
+		if p.Member != "" && len(st.ByInstance(p.Member)) == 0 {
+			missing = append(missing, p.Member)
+		}
+	}
+	if len(missing) > 0 {
+		return ops.Preconditionf("process group(s) %s report no process in status json of %s/%s (fdbserver down, or not back yet); refusing to restart: bring them back (or replace them) first",
+			strings.Join(missing, ", "), g.c.Namespace, g.c.Name)
+	}
+	return nil
 }
 
 func (g *gate) checkStatus(st *Status, ownZone string) error {
