@@ -25,6 +25,7 @@ func TestStepsRecheckLiveState(t *testing.T) {
 		target   int32          // scale --replicas
 		change   func(*fixture) // after planning, before the run
 		want     string         // the refusal
+		also     []string       // more the refusal names
 		claim    string         // a PVC that must still exist afterwards
 	}{
 		{
@@ -33,6 +34,15 @@ func TestStepsRecheckLiveState(t *testing.T) {
 			name: "remaining member down before a scale-down removal", replicas: 3, target: 2,
 			change: func(fx *fixture) { fx.etcd.members[1].healthy = false },
 			want:   "etcd member etcd-1",
+		},
+		{
+			// remove/etcd-2's precheck: both members that stay are down, so no member but
+			// the one being removed answers; the step reads etcd through it and refuses,
+			// naming the members down, instead of failing with "no member answered".
+			name: "quorum lost before a scale-down removal", replicas: 3, target: 2,
+			change: func(fx *fixture) { fx.etcd.members[0].healthy, fx.etcd.members[1].healthy = false, false },
+			want:   "refusing to remove etcd-2",
+			also:   []string{"etcd member etcd-0", "etcd-1", "quorum lost"},
 		},
 		{
 			// cleanup's action: etcd-2 has no pod (replicas lowered to 2 by hand) but its
@@ -84,6 +94,11 @@ func TestStepsRecheckLiveState(t *testing.T) {
 			err = (&ops.Executor{LockID: "test"}).Run(testCtx(t), p)
 			if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v (exit %d), want exit %d with %q", err, ops.ExitCode(err), ops.ExitPrecondition, tc.want)
+			}
+			for _, w := range tc.also {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("refusal %q does not name %s", err, w)
+				}
 			}
 			if m := f.mutations(); len(m) != 0 {
 				t.Errorf("refused step changed membership: %v", m)
