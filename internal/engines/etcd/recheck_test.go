@@ -36,6 +36,14 @@ func TestStepsRecheckLiveState(t *testing.T) {
 			want:   "etcd member etcd-1",
 		},
 		{
+			// add/etcd-3's precheck: a member fails after planning a scale-up; a learner
+			// added now would join a cluster one failure from no quorum.
+			name: "member down before a scale-up add", replicas: 3, target: 4,
+			change: func(fx *fixture) { fx.etcd.members[1].healthy = false },
+			want:   "etcd member etcd-1 (",
+			also:   []string{"every member must be healthy to add etcd-3"},
+		},
+		{
 			// remove/etcd-2's precheck: both members that stay are down, so no member but
 			// the one being removed answers; the step reads etcd through it and refuses,
 			// naming the members down, instead of failing with "no member answered".
