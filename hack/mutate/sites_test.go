@@ -19,11 +19,16 @@ const root = "../.."
 // only passes an error on (if err != nil): file -> function names.
 var gates = map[string][]string{
 	"internal/engines/foundationdb/restart.go": {"checkStatus", "checkCR", "Before", "action", "maintenanceOn"},
-	"internal/engines/etcd/steps.go":           {"checkAllHealthy", "checkRemoval", "pvcStep"},
+	"internal/engines/etcd/steps.go":           {"checkAllHealthy", "checkRemoval", "pvcStep", "addStep", "promoteStep", "promoteWhenReady", "quorumLostBeforeRemoval"},
 	"internal/engines/etcd/scale.go":           {"checkScale", "cleanupStep"},
 	"internal/engines/etcd/preflight.go":       {"Preflight"},
-	"internal/engines/etcd/restart.go":         {"Before"},
-	"internal/engines/etcd/repair.go":          {"BeforeBatch"},
+	"internal/engines/etcd/restart.go":         {"Before", "After"},
+	"internal/engines/etcd/repair.go":          {"BeforeBatch", "NotMembers"},
+	"internal/engines/etcd/service.go":         {"checkPeerDNS"},
+	"internal/engines/etcd/layout.go":          {"checkDrivable"},
+	"internal/engines/etcd/conn.go":            {"endpointFor", "checkAdvertised", "checkAuth", "checkRoot"},
+	"internal/engines/etcd/apictl.go":          {"newAPICtl", "forwardTarget", "open", "run"},
+	"internal/engines/etcd/site.go":            {"newCtl"},
 }
 
 // refusals are the calls that refuse (in gates).

@@ -56,6 +56,10 @@ type fakeEtcd struct {
 	// as etcd does, member list answers without credentials, everything
 	// else needs root.
 	rootPassword string
+	// users are the auth store's other users (name -> password): they authenticate, and
+	// etcd answers what needs the root role (user list, membership changes) with
+	// "permission denied" (server/etcdserver/api/v3rpc: the auth store's IsAdminPermitted).
+	users map[string]string
 	// execs records every command line and its stdin.
 	execs []fakeExec
 	// noStty: the image has no stty, so etcdctl's password prompt fails.
@@ -152,10 +156,18 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, in i
 		}
 		prompt = []byte(etcdctlPrompt + " \n")
 		line, _, _ := strings.Cut(string(stdin), "\n")
+		pw := strings.TrimSpace(line)
 		switch {
 		case f.rootPassword == "":
 			return nil, nil, exitErr(pod, "etcdserver: authentication is not enabled")
-		case user != "root" || strings.TrimSpace(line) != f.rootPassword:
+		case user == "root" && pw == f.rootPassword:
+		case user != "root" && f.users[user] != "" && pw == f.users[user]:
+			admin := words[0] == "user" || words[0] == "move-leader" ||
+				(words[0] == "member" && (words[1] == "add" || words[1] == "remove" || words[1] == "promote"))
+			if admin {
+				return prompt, nil, exitErr(pod, "etcdserver: permission denied")
+			}
+		default:
 			return nil, nil, exitErr(pod, "etcdserver: authentication failed, invalid user ID or password")
 		}
 		authed = true
