@@ -60,6 +60,10 @@ type fakeEtcd struct {
 	// etcd answers what needs the root role (user list, membership changes) with
 	// "permission denied" (server/etcdserver/api/v3rpc: the auth store's IsAdminPermitted).
 	users map[string]string
+	// linearizable: member list needs quorum, as etcdctl's does from etcd 3.5 on
+	// (client/v3/cluster.go, MemberList: Linearizable true); a member without
+	// quorum times out instead of answering from its own view.
+	linearizable bool
 	// execs records every command line and its stdin.
 	execs []fakeExec
 	// noStty: the image has no stty, so etcdctl's password prompt fails.
@@ -226,6 +230,20 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 	case "member list":
 		if self.learner {
 			return nil, nil, exitErr(pod, "etcdserver: rpc not supported for learner")
+		}
+		if f.linearizable {
+			voters, healthy := 0, 0
+			for _, m := range f.members {
+				if !m.learner {
+					voters++
+					if m.healthy {
+						healthy++
+					}
+				}
+			}
+			if healthy < voters/2+1 {
+				return nil, nil, exitErr(pod, "context deadline exceeded")
+			}
 		}
 		return f.memberList(), nil, nil
 	case "endpoint status":

@@ -53,6 +53,17 @@ func TestStepsRecheckLiveState(t *testing.T) {
 			also:   []string{"etcd member etcd-0", "etcd-1", "quorum lost"},
 		},
 		{
+			// The same with member list linearizable (etcd 3.5+): etcd-2 cannot answer
+			// either; the refusal names the pods whose members did not answer.
+			name: "quorum lost before a scale-down removal, member list linearizable", replicas: 3, target: 2,
+			change: func(fx *fixture) {
+				fx.etcd.linearizable = true
+				fx.etcd.members[0].healthy, fx.etcd.members[1].healthy = false, false
+			},
+			want: "refusing to remove etcd-2",
+			also: []string{"no etcd member answers", "pod etcd-0", "pod etcd-1"},
+		},
+		{
 			// cleanup's action: etcd-2 has no pod (replicas lowered to 2 by hand) but its
 			// process still answers; etcd-1 fails after planning. Removing etcd-2 then leaves
 			// 2 voters with 1 healthy: etcd would commit the removal and lose quorum.

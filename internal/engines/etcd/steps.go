@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -265,7 +266,7 @@ func (e *Engine) removeStep(s *site, id string, ordinal int, url, why string) *o
 			st, err := e.status(ctx, sc, s, pod)
 			if err != nil {
 				if ctx.Err() == nil {
-					if refusal := e.quorumLostBeforeRemoval(ctx, sc, s, pod); refusal != nil {
+					if refusal := e.quorumLostBeforeRemoval(ctx, sc, s, pod, err); refusal != nil {
 						return false, refusal
 					}
 				}
@@ -304,14 +305,20 @@ func (e *Engine) removeStep(s *site, id string, ordinal int, url, why string) *o
 }
 
 // quorumLostBeforeRemoval is the refusal when no member but pod (the one to
-// remove) answered: it reads etcd through pod itself, and when the members
-// that stay are down, refuses naming them (the removal needs their quorum).
-// nil when that read fails too or shows them healthy: the caller's error
-// stands.
-func (e *Engine) quorumLostBeforeRemoval(ctx context.Context, sc *ops.StepContext, s *site, pod string) error {
+// remove) answered etcdctl (cause): it reads etcd through pod itself, and
+// when the members that stay are down, refuses naming them (the removal
+// needs their quorum). When pod cannot answer either (etcdctl's member list
+// is linearizable, so a member without quorum times out), it refuses with
+// cause, which names each pod that did not answer. nil when the members
+// that stay read healthy, or cause is no etcdctl failure: cause stands.
+func (e *Engine) quorumLostBeforeRemoval(ctx context.Context, sc *ops.StepContext, s *site, pod string, cause error) error {
+	var ce *CtlError
+	if !errors.As(cause, &ce) {
+		return nil
+	}
 	st, err := e.status(ctx, sc, s, "")
 	if err != nil {
-		return nil //nolint:nilerr // the caller reports its own read's error
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "no etcd member answers (%v); refusing to remove %s: the members that stay must be healthy and hold quorum", cause, pod)
 	}
 	if bad := st.Unhealthy(func(m *Member) bool { return m.Pod == pod }); len(bad) > 0 {
 		names := make([]string, 0, len(bad))
