@@ -34,11 +34,16 @@ var gates = map[string][]string{
 	"internal/engines/replicated/engine.go":  {"checkSettled"},
 	"internal/engines/replicated/restart.go": {"giveRole"},
 	"internal/engines/replicated/steps.go":   {"fill"},
-	"internal/engines/etcd/steps.go":         {"checkAllHealthy", "checkRemoval", "pvcStep"},
+	"internal/engines/etcd/steps.go":         {"checkAllHealthy", "checkRemoval", "pvcStep", "addStep", "promoteStep", "promoteWhenReady", "quorumLostBeforeRemoval"},
 	"internal/engines/etcd/scale.go":         {"checkScale", "cleanupStep"},
 	"internal/engines/etcd/preflight.go":     {"Preflight"},
-	"internal/engines/etcd/restart.go":       {"Before"},
-	"internal/engines/etcd/repair.go":        {"BeforeBatch"},
+	"internal/engines/etcd/restart.go":       {"Before", "After"},
+	"internal/engines/etcd/repair.go":        {"BeforeBatch", "NotMembers"},
+	"internal/engines/etcd/service.go":       {"checkPeerDNS"},
+	"internal/engines/etcd/layout.go":        {"checkDrivable"},
+	"internal/engines/etcd/conn.go":          {"endpointFor", "checkAdvertised", "checkAuth", "checkRoot"},
+	"internal/engines/etcd/apictl.go":        {"newAPICtl", "forwardTarget", "open", "run"},
+	"internal/engines/etcd/site.go":          {"newCtl"},
 }
 
 // refusals are the calls that refuse (in gates).
