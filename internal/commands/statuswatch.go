@@ -120,7 +120,7 @@ func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string)
 func watchControllers(ctx context.Context, dyn dynamic.Interface, c *ops.Cluster) (changed <-chan struct{}, stop func(), err error) {
 	var gvrs []schema.GroupVersionResource
 	for _, g := range c.Groups {
-		if g.Controller != nil && g.Controller.Kind == "FoundationDBCluster" && !slices.Contains(gvrs, discovery.FoundationDBClusterGVR) {
+		if g.Owner.Ref(c.Namespace).Kind == "FoundationDBCluster" && !slices.Contains(gvrs, discovery.FoundationDBClusterGVR) {
 			gvrs = append(gvrs, discovery.FoundationDBClusterGVR)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
 )
 
@@ -32,7 +33,7 @@ func TestRestartByPodCoordinatorMajority(t *testing.T) {
 	var specs []fdbsim.ProcessSpec
 	var objs []runtime.Object
 	for gi, class := range []string{"storage", "log", "stateless"} {
-		g := &ops.NodeGroup{Name: class, Controller: ref}
+		g := &ops.NodeGroup{Name: class, Owner: discovery.NewFoundationDBOwner(ref, class)}
 		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id

@@ -76,13 +76,6 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 	// redundancy mode, -1 none.
 	counts := FoundationDBProcessCounts(u.Object)
 	ref := &ops.ControllerRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Object: u.Object}
-	// A class's pods: the cluster's match labels and the class label (the operator's
-	// GetPodLabels puts both on every pod it creates).
-	classSelector := func(class string) *metav1.LabelSelector {
-		l := maps.Clone(match)
-		l[classLabel] = class
-		return &metav1.LabelSelector{MatchLabels: l}
-	}
 	byClass := map[string]*ops.NodeGroup{}
 	for i := range pods {
 		p := &pods[i]
@@ -99,7 +92,7 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 			if order < 0 {
 				order = len(fdbClassOrder)
 			}
-			g = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref, Selector: classSelector(class)}
+			g = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Owner: NewFoundationDBOwner(ref, class)}
 			byClass[class] = g
 		}
 		id := p.Labels[idLabel]
@@ -132,13 +125,13 @@ func discoverFoundationDB(ctx context.Context, client kubernetes.Interface, dyn 
 			if order < 0 {
 				order = len(fdbClassOrder)
 			}
-			byClass[class] = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref, Selector: classSelector(class)}
+			byClass[class] = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Owner: NewFoundationDBOwner(ref, class)}
 		}
 	}
 	c = &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: ops.EngineFoundationDB, Layout: LayoutFoundationDBOperator,
 		PodsResourceVersion: podsRV}
-	for class, g := range byClass {
-		g.Desired = int32(counts[class])
+	for _, g := range byClass {
+		g.Desired = g.Owner.Desired()
 		slices.SortFunc(g.Pods, func(a, b ops.Pod) int { return cmp.Compare(a.Name, b.Name) })
 		c.Groups = append(c.Groups, g)
 	}
@@ -203,3 +196,66 @@ func int64Of(v any) int64 {
 	}
 	return 0
 }
+
+// NewFoundationDBOwner is the owner of a process class's pods: the FoundationDBCluster ref as
+// read. Its pods are those with the cluster's match labels and the class label (the
+// operator's GetPodLabels puts both on every pod it creates).
+func NewFoundationDBOwner(ref *ops.ControllerRef, class string) ops.PodOwner {
+	match, _, _ := unstructured.NestedStringMap(ref.Object, "spec", "labels", "matchLabels")
+	if len(match) == 0 {
+		match = map[string]string{fdbLabelClusterName: ref.Name}
+	}
+	l := maps.Clone(match)
+	l[firstString(ref.Object, fdbLabelProcessClass, "spec", "labels", "processClassLabels")] = class
+	return &fdbOwner{ref: ref, class: class, selector: &metav1.LabelSelector{MatchLabels: l},
+		idLabel: firstString(ref.Object, fdbLabelProcessGroupID, "spec", "labels", "processGroupIDLabels"),
+		desired: int32(FoundationDBProcessCounts(ref.Object)[class])}
+}
+
+// fdbOwner is a process class's owner: the FoundationDBCluster, whose operator creates and
+// recreates the class's pods and names them after their process group IDs.
+type fdbOwner struct {
+	ref      *ops.ControllerRef
+	class    string
+	selector *metav1.LabelSelector
+	idLabel  string
+	desired  int32
+}
+
+// ControllerRef is the FoundationDBCluster as read, for the engine (ops.ControllerOf).
+func (o *fdbOwner) ControllerRef() *ops.ControllerRef { return o.ref }
+
+// Ref implements ops.PodOwner: the FoundationDBCluster.
+func (o *fdbOwner) Ref(namespace string) ops.ObjectRef {
+	ref := ops.ObjectRef{Kind: o.ref.Kind, APIVersion: o.ref.APIVersion, Namespace: namespace, Name: o.ref.Name}
+	if md, ok := o.ref.Object["metadata"].(map[string]any); ok {
+		ref.UID, _ = md["uid"].(string)
+	}
+	return ref
+}
+
+// String implements ops.PodOwner.
+func (o *fdbOwner) String() string { return o.ref.Kind + "/" + o.ref.Name }
+
+// PodSelector implements ops.PodOwner: the cluster's match labels and the class label.
+func (o *fdbOwner) PodSelector() *metav1.LabelSelector { return o.selector }
+
+// Member implements ops.PodOwner: a pod the class selector matches; its process group ID
+// label is its identity and that ID's number its ordinal.
+func (o *fdbOwner) Member(p *corev1.Pod) (string, int, bool) {
+	s, err := metav1.LabelSelectorAsSelector(o.selector)
+	if err != nil || !s.Matches(labels.Set(p.Labels)) {
+		return "", -1, false
+	}
+	id := p.Labels[o.idLabel]
+	if id == "" {
+		return "", trailingNumber(p.Name), true
+	}
+	return id, trailingNumber(id), true
+}
+
+// PodName implements ops.PodOwner: the operator names the pods itself.
+func (o *fdbOwner) PodName(int) string { return "" }
+
+// Desired implements ops.PodOwner: the class's count as the operator reads spec.processCounts.
+func (o *fdbOwner) Desired() int32 { return o.desired }
