@@ -205,8 +205,8 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 // checkPods refuses named pods that are not the cluster's.
 func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 	for _, g := range c.Groups {
-		if g.Controller != nil {
-			// An operator's resource owns the pods: names may be pods or the operator's own
+		if g.Owner.PodName(0) == "" {
+			// An owner that names its pods itself (an operator's resource) owns the pods: names may be pods or the operator's own
 			// (FoundationDB's process groups); the engine resolves and checks them.
 			return nil
 		}

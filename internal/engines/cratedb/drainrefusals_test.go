@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 // TestDrainRefusesWhatTheRemainingNodesCannotHold: a scale-down whose remaining data nodes
@@ -39,7 +39,7 @@ func TestDrainRefusesWhatTheRemainingNodesCannotHold(t *testing.T) {
 			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 3})
 			fakecluster.Start(t, client, "prod")
 			// Dedicated masters: the hot nodes are the only data nodes.
-			c.Groups[0].Object.Spec.Template.Spec.Containers[0].Args = []string{"-Cnode.data=false"}
+			ops.StatefulSetOf(c.Groups[0]).Spec.Template.Spec.Containers[0].Args = []string{"-Cnode.data=false"}
 			db.Do(tt.setup)
 			client.ClearActions()
 			_, err := engine(client, db, nil).PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})

@@ -233,7 +233,7 @@ func TestSpecOf(t *testing.T) {
 		c.Name = "crate"
 		s := &appsv1.StatefulSet{}
 		s.Spec.Template.Spec.Containers = []corev1.Container{c}
-		return &ops.NodeGroup{Object: s}
+		return &ops.NodeGroup{Owner: ops.NewStatefulSetOwner(s)}
 	}
 	hba := []string{"-Cauth.host_based.enabled=true", "-Cauth.host_based.config.0.user=crate", "-Cauth.host_based.config.0.address=_local_",
 		"-Cauth.host_based.config.0.method=trust", "-Cauth.host_based.config.99.method=password"}

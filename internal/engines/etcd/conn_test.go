@@ -185,7 +185,7 @@ func TestAuthPasswordOnStdinOnly(t *testing.T) {
 			// membership change that needs root.
 			f.members = append(f.members, &fakeMember{id: 0x99, peer: "http://127.0.3.4:2380", learner: true})
 			fx := newFixture(t, 3, f, tc.mutate)
-			fx.c.Groups[0].Object.Spec.Template.Spec.Volumes = tc.volumes
+			ops.StatefulSetOf(fx.c.Groups[0]).Spec.Template.Spec.Volumes = tc.volumes
 			fx.eng.Options = tc.opts
 			addSecret(t, fx, tc.secret, tc.data)
 			three := int32(3)

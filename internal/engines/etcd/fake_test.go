@@ -451,7 +451,7 @@ func newFixture(t *testing.T, replicas int, f *fakeEtcd, mutate func(*corev1.Con
 	}
 	objs := []runtime.Object{sts}
 	c := &ops.Cluster{Name: "etcd", Namespace: testNS, Engine: ops.EngineEtcd, Layout: "etcd"}
-	g := &ops.NodeGroup{Name: "etcd", StatefulSet: "etcd", Role: ops.RoleData, Desired: int32(replicas), Current: int32(replicas), Object: sts}
+	g := &ops.NodeGroup{Name: "etcd", Owner: ops.NewStatefulSetOwner(sts), Role: ops.RoleData, Desired: int32(replicas), Current: int32(replicas)}
 	for o := range replicas {
 		p := fakecluster.Pod(sts, o, types.UID(fmt.Sprintf("uid-%d", o)))
 		objs = append(objs, p)
