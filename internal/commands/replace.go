@@ -104,9 +104,7 @@ at once (a batch); the next batch starts once the previous one is back.`,
 	f.BoolVar(&o.NoExclusion, "no-exclusion", false, "FoundationDB: remove process groups without excluding them first (data is not moved; only for processes not running; needs --force)")
 	f.BoolVar(&o.Force, "force", false, "Allow --no-exclusion")
 	_ = cmd.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(ops.ReplaceStrategies, cobra.ShellCompDirectiveNoFileComp))
-	g.CrateDB.AddHealthFlags(f)
-	g.CrateDB.AddConnFlags(f)
-	g.Etcd.AddFlags(f)
+	g.addEngineFlags("replace", f)
 	return cmd
 }
 
