@@ -550,11 +550,19 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	}
 	if _, err = cli.Run(ctx, g.c.Namespace, via, b.killCommand()); err != nil {
 		// The kill may or may not have gone out (a timeout): the zone stays only if a process
-		// of the batch restarted since.
-		if st, _, serr := g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil && !anyRestartedSince(st, bp.pods, killed) {
-			return g.undoMaintenance(ctx, sc, cli, via, b, err)
+		// of the batch restarted since, or status json cannot tell (read a few times: one
+		// failed read must not leave the zone for its whole duration).
+		var serr error
+		for range 3 {
+			var st *Status
+			if st, _, serr = g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil {
+				if !anyRestartedSince(st, bp.pods, killed) {
+					return g.undoMaintenance(ctx, sc, cli, via, b, err)
+				}
+				return fmt.Errorf("%w (a process of the batch restarted since: the maintenance zone stays until the batch reports again or it expires)", err)
+			}
 		}
-		return err
+		return fmt.Errorf("%w (status json unreadable afterwards: %v; the maintenance zone stays until it expires or a re-run clears it)", err, serr)
 	}
 	return nil
 }
