@@ -125,9 +125,9 @@ func (c *tickClock) Now() time.Time {
 func (e *crateEnv) run(args ...string) result {
 	e.t.Helper()
 	return e.runWith(func(g *GlobalOptions) {
-		g.CrateDB.Connector = e.db.Connector()
+		g.crateFlags().Connector = e.db.Connector()
 		g.Exec = e.db.Execer()
-		g.CrateDB.PollInterval = time.Millisecond
+		g.crateFlags().PollInterval = time.Millisecond
 	}, args...)
 }
 

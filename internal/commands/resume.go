@@ -247,6 +247,8 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 	if err := checkExplicitlyEmpty(sub); err != nil {
 		return nil, nil, err
 	}
+	// The engine flags are the resumed command's.
+	o.flagEngines = engineClaims(sub)
 	if err := checkFlagDependencies(o.GlobalOptions); err != nil {
 		return nil, nil, err
 	}

@@ -68,8 +68,8 @@ func (toyOperatorRecognizer) RecognizeResource(ctx context.Context, client kuber
 		return nil, true, err
 	}
 	members, _, _ := unstructured.NestedInt64(u.Object, "spec", "members")
-	g := &ops.NodeGroup{Name: "members", Role: ops.RoleData, Desired: int32(members), Selector: sel,
-		Controller: &ops.ControllerRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Object: u.Object}}
+	g := &ops.NodeGroup{Name: "members", Role: ops.RoleData, Desired: int32(members),
+		Owner: &toyOwner{u: u, sel: sel, desired: int32(members)}}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != u.GetUID() {
@@ -86,6 +86,28 @@ func (toyOperatorRecognizer) RecognizeResource(ctx context.Context, client kuber
 	return &ops.Cluster{Name: name, Namespace: namespace, Engine: "toyop", Layout: "toy-operator", Groups: []*ops.NodeGroup{g}}, true, nil
 }
 
+// toyOwner is the engine's ops.PodOwner: the ToyCluster, whose operator names its pods
+// itself and labels each with its member ID.
+type toyOwner struct {
+	u       *unstructured.Unstructured
+	sel     *metav1.LabelSelector
+	desired int32
+}
+
+func (o *toyOwner) Ref(namespace string) ops.ObjectRef {
+	return ops.ObjectRef{Kind: o.u.GetKind(), APIVersion: o.u.GetAPIVersion(), Namespace: namespace, Name: o.u.GetName(), UID: string(o.u.GetUID())}
+}
+func (o *toyOwner) String() string                     { return o.u.GetKind() + "/" + o.u.GetName() }
+func (o *toyOwner) PodSelector() *metav1.LabelSelector { return o.sel }
+func (o *toyOwner) Member(p *corev1.Pod) (string, int, bool) {
+	if p.Labels[toyLabelCluster] != o.u.GetName() {
+		return "", -1, false
+	}
+	return p.Labels[toyLabelMember], -1, true
+}
+func (o *toyOwner) PodName(int) string { return "" }
+func (o *toyOwner) Desired() int32     { return o.desired }
+
 // toyOperatorEngine is the engine: health from the resource's status, the shared rolling
 // restart (pods deleted for the operator to recreate).
 type toyOperatorEngine struct {
@@ -95,7 +117,7 @@ type toyOperatorEngine struct {
 func (e *toyOperatorEngine) Name() string { return "toyop" }
 
 func (e *toyOperatorEngine) Health(_ context.Context, c *ops.Cluster) (*ops.Health, error) {
-	state, _, _ := unstructured.NestedString(c.Groups[0].Controller.Object, "status", "state")
+	state, _, _ := unstructured.NestedString(c.Groups[0].Owner.(*toyOwner).u.Object, "status", "state")
 	return &ops.Health{Status: "toy-operator-" + state}, nil
 }
 

@@ -119,11 +119,9 @@ func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string)
 func watchControllers(ctx context.Context, dyn dynamic.Interface, c *ops.Cluster, rs []ops.ResourceRecognizer) (changed <-chan struct{}, stop func(), err error) {
 	var gvrs []schema.GroupVersionResource
 	for _, g := range c.Groups {
-		if g.Controller == nil {
-			continue
-		}
+		kind := g.Owner.Ref(c.Namespace).Kind
 		for _, r := range rs {
-			if gvr := r.Resource(); g.Controller.Kind == r.Kind() && r.Engine() == c.Engine && !slices.Contains(gvrs, gvr) {
+			if gvr := r.Resource(); kind == r.Kind() && r.Engine() == c.Engine && !slices.Contains(gvrs, gvr) {
 				gvrs = append(gvrs, gvr)
 			}
 		}

@@ -636,10 +636,14 @@ func classify(ctx context.Context, err error) error {
 	case errors.Is(cause, context.DeadlineExceeded):
 		return &CodedError{Kind: ErrTimeout, Msg: fmt.Sprintf("timed out: %v", err), Err: err}
 	default:
-		// One short line: the step's own event already said what it was doing.
+		// Without the cancelled context's own words; what the step undid (allocation
+		// re-enabled, say) stays.
 		msg := "interrupted: " + withoutCancel(err.Error())
 		if se, ok := errors.AsType[*stepError](err); ok {
 			msg = "interrupted in " + se.where
+			if inner := withoutCancel(se.err.Error()); inner != "interrupted" && inner != "" {
+				msg += ": " + inner
+			}
 		}
 		return &CodedError{Kind: ErrInterrupted, Msg: msg, Err: err}
 	}

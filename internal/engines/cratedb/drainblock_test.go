@@ -57,7 +57,7 @@ func TestDrainStalls(t *testing.T) {
 			fakecluster.Start(t, client, "prod")
 			db.Do(func(d *cratedbtest.DB) { d.Shards["data-hot-2"] = 40; d.DrainPerPoll = 1 })
 			for _, g := range c.Groups {
-				g.Object.Spec.Template.Spec.Containers[0].Args = tt.args
+				ops.StatefulSetOf(g).Spec.Template.Spec.Containers[0].Args = tt.args
 			}
 			e := engine(client, db, nil)
 			two := int32(2)

@@ -258,7 +258,7 @@ func TestExpectedNodesArgs(t *testing.T) {
 			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
 			db.Do(func(d *cratedbtest.DB) { d.Version = tt.version })
 			for _, g := range c.Groups {
-				s := g.Object
+				s := ops.StatefulSetOf(g)
 				s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Command: []string{"sh", "-c", "exec crate -Cgateway.expected_nodes=5 -Cgateway.recover_after_nodes=3 -Cnode.name=x"}}}
 				if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)

@@ -25,6 +25,7 @@ func TestStepsRecheckLiveState(t *testing.T) {
 		target   int32          // scale --replicas
 		change   func(*fixture) // after planning, before the run
 		want     string         // the refusal
+		also     []string       // more the refusal names
 		claim    string         // a PVC that must still exist afterwards
 	}{
 		{
@@ -33,6 +34,34 @@ func TestStepsRecheckLiveState(t *testing.T) {
 			name: "remaining member down before a scale-down removal", replicas: 3, target: 2,
 			change: func(fx *fixture) { fx.etcd.members[1].healthy = false },
 			want:   "etcd member etcd-1",
+		},
+		{
+			// add/etcd-3's precheck: a member fails after planning a scale-up; a learner
+			// added now would join a cluster one failure from no quorum.
+			name: "member down before a scale-up add", replicas: 3, target: 4,
+			change: func(fx *fixture) { fx.etcd.members[1].healthy = false },
+			want:   "etcd member etcd-1 (",
+			also:   []string{"every member must be healthy to add etcd-3"},
+		},
+		{
+			// remove/etcd-2's precheck: both members that stay are down, so no member but
+			// the one being removed answers; the step reads etcd through it and refuses,
+			// naming the members down, instead of failing with "no member answered".
+			name: "quorum lost before a scale-down removal", replicas: 3, target: 2,
+			change: func(fx *fixture) { fx.etcd.members[0].healthy, fx.etcd.members[1].healthy = false, false },
+			want:   "refusing to remove etcd-2",
+			also:   []string{"etcd member etcd-0", "etcd-1", "quorum lost"},
+		},
+		{
+			// The same with member list linearizable (etcd 3.5+): etcd-2 cannot answer
+			// either; the refusal names the pods whose members did not answer.
+			name: "quorum lost before a scale-down removal, member list linearizable", replicas: 3, target: 2,
+			change: func(fx *fixture) {
+				fx.etcd.linearizable = true
+				fx.etcd.members[0].healthy, fx.etcd.members[1].healthy = false, false
+			},
+			want: "refusing to remove etcd-2",
+			also: []string{"no etcd member answers", "pod etcd-0", "pod etcd-1"},
 		},
 		{
 			// cleanup's action: etcd-2 has no pod (replicas lowered to 2 by hand) but its
@@ -84,6 +113,11 @@ func TestStepsRecheckLiveState(t *testing.T) {
 			err = (&ops.Executor{LockID: "test"}).Run(testCtx(t), p)
 			if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v (exit %d), want exit %d with %q", err, ops.ExitCode(err), ops.ExitPrecondition, tc.want)
+			}
+			for _, w := range tc.also {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("refusal %q does not name %s", err, w)
+				}
 			}
 			if m := f.mutations(); len(m) != 0 {
 				t.Errorf("refused step changed membership: %v", m)

@@ -106,8 +106,8 @@ func (e *Engine) StatusFrom(ctx context.Context, cli *CLI, c *ops.Cluster, skip 
 // Resource is the FoundationDBCluster as discovery read it (nil for another layout).
 func Resource(c *ops.Cluster) *unstructured.Unstructured {
 	for _, g := range c.Groups {
-		if g.Controller != nil && g.Controller.Kind == "FoundationDBCluster" && g.Controller.Object != nil {
-			return &unstructured.Unstructured{Object: g.Controller.Object}
+		if ref := ops.ControllerOf(g); ref != nil && ref.Kind == "FoundationDBCluster" && ref.Object != nil {
+			return &unstructured.Unstructured{Object: ref.Object}
 		}
 	}
 	return nil

@@ -64,10 +64,10 @@ func simCluster(t *testing.T) (*ops.Cluster, *fdbsim.Cluster, *fdbsim.ManualCloc
 	c := &ops.Cluster{Name: "myfdb", Namespace: "demo", Engine: ops.EngineFoundationDB}
 	var specs []fdbsim.ProcessSpec
 	for _, class := range []string{"storage", "log", "stateless"} {
-		g := &ops.NodeGroup{Name: class, Controller: &ops.ControllerRef{Kind: "FoundationDBCluster", Name: "myfdb", Object: map[string]any{
+		g := &ops.NodeGroup{Name: class, Owner: NewOwner(&ops.ControllerRef{Kind: "FoundationDBCluster", Name: "myfdb", Object: map[string]any{
 			"metadata": map[string]any{"generation": int64(3)},
 			"status":   map[string]any{"generations": map[string]any{"reconciled": int64(3)}, "health": map[string]any{"available": true}},
-		}}}
+		}}, class)}
 		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id

@@ -68,7 +68,7 @@ func TestNotMembersAsTheOperatorJudges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, _ := liveCluster(t, 3, 3)
 			withProcessGroups(c)
-			obj := c.Groups[0].Controller.Object
+			obj := ops.ControllerOf(c.Groups[0]).Object
 			obj["spec"] = map[string]any{"automationOptions": map[string]any{"replacements": tc.replacements}, "buggify": tc.buggify}
 			server := time.Now().Add(skew)
 			st := obj["status"].(map[string]any)
@@ -114,7 +114,7 @@ func TestNotMembersAsTheOperatorJudges(t *testing.T) {
 func TestNotMembersByProcessGroupConditions(t *testing.T) {
 	c, _, e := liveCluster(t, 3, 3)
 	withProcessGroups(c)
-	st := c.Groups[0].Controller.Object["status"].(map[string]any)
+	st := ops.ControllerOf(c.Groups[0]).Object["status"].(map[string]any)
 	old := time.Now().Add(-3 * time.Hour).Unix()
 	recent := time.Now().Add(-time.Minute).Unix()
 	for _, g := range st["processGroups"].([]any) {

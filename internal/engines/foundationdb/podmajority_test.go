@@ -32,7 +32,7 @@ func TestRestartByPodCoordinatorMajority(t *testing.T) {
 	var specs []fdbsim.ProcessSpec
 	var objs []runtime.Object
 	for gi, class := range []string{"storage", "log", "stateless"} {
-		g := &ops.NodeGroup{Name: class, Controller: ref}
+		g := &ops.NodeGroup{Name: class, Owner: NewOwner(ref, class)}
 		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id

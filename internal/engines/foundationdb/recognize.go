@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,13 +172,6 @@ func recognizeCluster(ctx context.Context, client kubernetes.Interface, dyn dyna
 	// redundancy mode, -1 none.
 	counts := ProcessCounts(u.Object)
 	ref := &ops.ControllerRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Object: u.Object}
-	// A class's pods: the cluster's match labels and the class label (the operator's
-	// GetPodLabels puts both on every pod it creates).
-	classSelector := func(class string) *metav1.LabelSelector {
-		l := maps.Clone(match)
-		l[classLabel] = class
-		return &metav1.LabelSelector{MatchLabels: l}
-	}
 	byClass := map[string]*ops.NodeGroup{}
 	for i := range pods {
 		p := &pods[i]
@@ -196,7 +188,7 @@ func recognizeCluster(ctx context.Context, client kubernetes.Interface, dyn dyna
 			if order < 0 {
 				order = len(fdbClassOrder)
 			}
-			g = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref, Selector: classSelector(class)}
+			g = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Owner: NewOwner(ref, class)}
 			byClass[class] = g
 		}
 		id := p.Labels[idLabel]
@@ -229,13 +221,13 @@ func recognizeCluster(ctx context.Context, client kubernetes.Interface, dyn dyna
 			if order < 0 {
 				order = len(fdbClassOrder)
 			}
-			byClass[class] = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Controller: ref, Selector: classSelector(class)}
+			byClass[class] = &ops.NodeGroup{Name: class, Role: ops.RoleData, Order: order, Owner: NewOwner(ref, class)}
 		}
 	}
 	c = &ops.Cluster{Name: name, Namespace: namespace, Engine: ops.EngineFoundationDB, Layout: LayoutOperator, Recognized: layoutOperator,
 		PodsResourceVersion: podsRV}
-	for class, g := range byClass {
-		g.Desired = int32(counts[class])
+	for _, g := range byClass {
+		g.Desired = g.Owner.Desired()
 		slices.SortFunc(g.Pods, func(a, b ops.Pod) int { return cmp.Compare(a.Name, b.Name) })
 		c.Groups = append(c.Groups, g)
 	}

@@ -23,7 +23,7 @@ func withProcessGroups(c *ops.Cluster) {
 		groups = append(groups, map[string]any{"processGroupID": p.Member, "processClass": p.Group, "faultDomain": p.Zone})
 	}
 	for _, g := range c.Groups {
-		st, _ := g.Controller.Object["status"].(map[string]any)
+		st, _ := ops.ControllerOf(g).Object["status"].(map[string]any)
 		st["processGroups"] = groups
 	}
 }
@@ -41,7 +41,7 @@ func TestPlanReplacementRefusals(t *testing.T) {
 		{name: "fewer storage fault domains than replicas", req: ops.ReplaceRequest{Pods: []string{"storage-11"}},
 			setup: func(t *testing.T, c *ops.Cluster, _ *fdbsim.Cluster) {
 				// Someone else's removal of storage-12 is under way.
-				st, _ := c.Groups[0].Controller.Object["status"].(map[string]any)
+				st, _ := ops.ControllerOf(c.Groups[0]).Object["status"].(map[string]any)
 				for _, g := range st["processGroups"].([]any) {
 					if m := g.(map[string]any); m["processGroupID"] == "storage-12" {
 						m["removalTimestamp"] = "2026-01-01T00:00:00Z"

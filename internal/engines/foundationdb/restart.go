@@ -550,11 +550,19 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	}
 	if _, err = cli.Run(ctx, g.c.Namespace, via, b.killCommand()); err != nil {
 		// The kill may or may not have gone out (a timeout): the zone stays only if a process
-		// of the batch restarted since.
-		if st, _, serr := g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil && !anyRestartedSince(st, bp.pods, killed) {
-			return g.undoMaintenance(ctx, sc, cli, via, b, err)
+		// of the batch restarted since, or status json cannot tell (read a few times: one
+		// failed read must not leave the zone for its whole duration).
+		var serr error
+		for range 3 {
+			var st *Status
+			if st, _, serr = g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil {
+				if !anyRestartedSince(st, bp.pods, killed) {
+					return g.undoMaintenance(ctx, sc, cli, via, b, err)
+				}
+				return fmt.Errorf("%w (a process of the batch restarted since: the maintenance zone stays until the batch reports again or it expires)", err)
+			}
 		}
-		return err
+		return fmt.Errorf("%w (status json unreadable afterwards: %v; the maintenance zone stays until it expires or a re-run clears it)", err, serr)
 	}
 	return nil
 }
@@ -785,7 +793,30 @@ func (g *gate) check(ctx context.Context, sc *ops.StepContext, skip func(ops.Pod
 	if err := g.checkStatus(st, ownZone); err != nil {
 		return err
 	}
-	return g.checkCR(ctx)
+	if err := g.checkCR(ctx); err != nil {
+		return err
+	}
+	return g.checkReporting(st)
+}
+
+// checkReporting refuses while a process group of the cluster has no process in status json
+// (its fdbserver down, or not back yet), naming it: before the first batch as before every
+// other, so a group found down at its own batch has not let the batches before it bounce.
+// It comes after the status checks, whose reasons say more when they fail (a stopped storage
+// or log process lowers the fault tolerance they read); they pass meanwhile when a stateless
+// process is down once its roles moved.
+func (g *gate) checkReporting(st *Status) error {
+	var missing []string
+	for _, p := range g.c.AllPods() {
+		if p.Member != "" && len(st.ByInstance(p.Member)) == 0 {
+			missing = append(missing, p.Member)
+		}
+	}
+	if len(missing) > 0 {
+		return ops.Preconditionf("process group(s) %s report no process in status json of %s/%s (fdbserver down, or not back yet); refusing to restart: bring them back (or replace them) first",
+			strings.Join(missing, ", "), g.c.Namespace, g.c.Name)
+	}
+	return nil
 }
 
 func (g *gate) checkStatus(st *Status, ownZone string) error {

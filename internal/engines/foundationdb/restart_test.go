@@ -44,7 +44,7 @@ func liveClusterWith(t *testing.T, generation, reconciled int64, tls bool, versi
 	}}
 	var specs []fdbsim.ProcessSpec
 	for gi, class := range []string{"storage", "log", "stateless"} {
-		g := &ops.NodeGroup{Name: class, Controller: ref}
+		g := &ops.NodeGroup{Name: class, Owner: NewOwner(ref, class)}
 		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id
@@ -243,7 +243,7 @@ func TestRestartRefusals(t *testing.T) {
 				tt.setup(t, model)
 			}
 			if tt.needsCoordinatorChange != 0 {
-				gens := c.Groups[0].Controller.Object["status"].(map[string]any)["generations"].(map[string]any)
+				gens := ops.ControllerOf(c.Groups[0]).Object["status"].(map[string]any)["generations"].(map[string]any)
 				gens["needsCoordinatorChange"] = tt.needsCoordinatorChange
 			}
 			before := len(mutations(model))
@@ -374,7 +374,7 @@ func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, 3, 3)
 			e.deps.Clock = offsetClock(tt.skew)
-			c.Groups[0].Controller.Object["spec"] = tt.spec
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = tt.spec
 			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
 			if err != nil {
 				t.Fatal(err)

@@ -43,7 +43,7 @@ func TestPlanScaleRemove(t *testing.T) {
 			c, m, e := liveCluster(t, 3, 3)
 			withProcessGroups(c)
 			// single: the redundancy minimum (one process) leaves room to remove two of three.
-			c.Groups[0].Controller.Object["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3), "log": int64(3)},
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3), "log": int64(3)},
 				"databaseConfiguration": map[string]any{"redundancy_mode": "single"}}
 			p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Processes: tc.counts, Remove: tc.remove})
 			if len(mutations(m)) > 0 {
@@ -69,7 +69,7 @@ func TestPlanScaleRemove(t *testing.T) {
 func TestPatchCountsWithRemovals(t *testing.T) {
 	c, _, e := liveCluster(t, 3, 3)
 	withProcessGroups(c)
-	obj := c.Groups[0].Controller.Object
+	obj := ops.ControllerOf(c.Groups[0]).Object
 	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
 	obj["metadata"].(map[string]any)["namespace"] = "demo"
 	obj["metadata"].(map[string]any)["resourceVersion"] = "42"
@@ -155,7 +155,7 @@ func TestPlanScaleOperatorDefaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, m, e := liveCluster(t, 3, 3)
 			withProcessGroups(c)
-			c.Groups[0].Controller.Object["spec"] = tc.spec
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = tc.spec
 			p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Processes: tc.counts})
 			if len(mutations(m)) > 0 {
 				t.Fatalf("planning ran %q", mutations(m))

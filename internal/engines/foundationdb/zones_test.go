@@ -172,7 +172,7 @@ func TestRemovalWaitsOnStorageSpread(t *testing.T) {
 		}
 	}
 	groups = append(groups, map[string]any{"processGroupID": "storage-13", "processClass": "storage", "faultDomain": "zone-b"})
-	obj := c.Groups[0].Controller.Object
+	obj := ops.ControllerOf(c.Groups[0]).Object
 	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
 	obj["metadata"].(map[string]any)["namespace"] = "demo"
 	obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3), "log": int64(3), "stateless": int64(3)}}

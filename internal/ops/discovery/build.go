@@ -275,21 +275,16 @@ func assemble(c *ops.Cluster, specs []groupSpec, pods []corev1.Pod, zones map[st
 	c.Groups = make([]*ops.NodeGroup, 0, len(specs))
 	for i, g := range specs {
 		s := g.sts
-		desired := int32(1) // the API server's default for an unset replicas
-		if s.Spec.Replicas != nil {
-			desired = *s.Spec.Replicas
-		}
+		owner := ops.NewStatefulSetOwner(s)
 		ng := &ops.NodeGroup{
-			Name:        g.name,
-			StatefulSet: s.Name,
-			Role:        g.role,
-			Order:       g.order,
-			Desired:     desired,
-			Current:     s.Status.Replicas,
-			Ready:       s.Status.ReadyReplicas,
-			Pods:        make([]ops.Pod, 0, len(byGroup[i])),
-			Object:      s,
-			Selector:    s.Spec.Selector,
+			Name:    g.name,
+			Owner:   owner,
+			Role:    g.role,
+			Order:   g.order,
+			Desired: owner.Desired(),
+			Current: s.Status.Replicas,
+			Ready:   s.Status.ReadyReplicas,
+			Pods:    make([]ops.Pod, 0, len(byGroup[i])),
 		}
 		// Lists come back in name order (…-1, …-10, …-2). Sorting small
 		// (ordinal, pointer) pairs here is far cheaper than letting

@@ -64,8 +64,8 @@ func TestBuildClusterDoesNotAliasInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs.StatefulSets[0].Name = "changed"
-	if c.Groups[0].Object.Name != "foo" || c.Engine != ops.EngineGeneric {
-		t.Errorf("object %s engine %s", c.Groups[0].Object.Name, c.Engine)
+	if ops.StatefulSetOf(c.Groups[0]).Name != "foo" || c.Engine != ops.EngineGeneric {
+		t.Errorf("object %s engine %s", ops.StatefulSetOf(c.Groups[0]).Name, c.Engine)
 	}
 }
 

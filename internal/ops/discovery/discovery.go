@@ -168,10 +168,11 @@ func Refresh(ctx context.Context, client kubernetes.Interface, c *ops.Cluster) (
 	stss := make([]appsv1.StatefulSet, 0, len(c.Groups))
 	known := make(map[string]string)
 	for _, g := range c.Groups {
-		s, err := client.AppsV1().StatefulSets(c.Namespace).Get(ctx, g.StatefulSet, metav1.GetOptions{})
+		name := ops.StatefulSetName(g)
+		s, err := client.AppsV1().StatefulSets(c.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("refreshing node group %q of cluster %q: reading StatefulSet %s/%s: %w",
-				g.Name, c.Name, c.Namespace, g.StatefulSet, err)
+				g.Name, c.Name, c.Namespace, name, err)
 		}
 		specs = append(specs, groupSpec{name: g.Name, role: g.Role, order: g.Order, sts: s})
 		stss = append(stss, *s)

@@ -29,7 +29,7 @@ import (
 func shape(c *ops.Cluster) string {
 	parts := make([]string, 0, len(c.Groups))
 	for _, g := range c.Groups {
-		parts = append(parts, fmt.Sprintf("%s/%s/%d/%s", g.Name, g.Role, g.Order, g.StatefulSet))
+		parts = append(parts, fmt.Sprintf("%s/%s/%d/%s", g.Name, g.Role, g.Order, ops.StatefulSetName(g)))
 	}
 	return strings.Join(parts, " ")
 }
@@ -512,8 +512,8 @@ func TestDiscover(t *testing.T) {
 			opts: Options{Name: "foo"},
 			check: func(t *testing.T, c *ops.Cluster) {
 				g := c.Groups[0]
-				if g.Desired != 2 || g.Current != 2 || g.Ready != 2 || g.Object == nil {
-					t.Errorf("counts = %d/%d/%d object %v", g.Desired, g.Current, g.Ready, g.Object != nil)
+				if g.Desired != 2 || g.Current != 2 || g.Ready != 2 || ops.StatefulSetOf(g) == nil {
+					t.Errorf("counts = %d/%d/%d object %v", g.Desired, g.Current, g.Ready, ops.StatefulSetOf(g) != nil)
 				}
 				p0, p1 := g.Pods[0], g.Pods[1]
 				if p0.Zone != "eu-1a" || p1.Zone != "eu-1b" || g.Pods[2].Zone != "" || g.Pods[3].Zone != "" {
@@ -915,7 +915,7 @@ func TestPodListsOneListForSharedLabels(t *testing.T) {
 		byGroup := map[string][]string{}
 		for _, g := range c.Groups {
 			for _, p := range g.Pods {
-				byGroup[g.StatefulSet] = append(byGroup[g.StatefulSet], p.Name)
+				byGroup[ops.StatefulSetName(g)] = append(byGroup[ops.StatefulSetName(g)], p.Name)
 			}
 		}
 		wantGroups := map[string][]string{

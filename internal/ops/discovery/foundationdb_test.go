@@ -80,8 +80,8 @@ func TestDiscoverFoundationDBCluster(t *testing.T) {
 				t.Fatalf("groups %v", got)
 			}
 			st := c.Group("storage")
-			if st.Desired != 2 || st.Current != 2 || st.Ready != 1 || st.StatefulSet != "" ||
-				st.Controller == nil || st.Controller.Kind != "FoundationDBCluster" || st.Controller.Name != "myfdb" {
+			if st.Desired != 2 || st.Current != 2 || st.Ready != 1 || ops.StatefulSetName(st) != "" ||
+				ops.ControllerOf(st) == nil || ops.ControllerOf(st).Kind != "FoundationDBCluster" || ops.ControllerOf(st).Name != "myfdb" {
 				t.Fatalf("storage group %+v", st)
 			}
 			if names := podNames(st); !slices.Equal(names, []string{"myfdb-storage-17", "myfdb-storage-4"}) {

@@ -79,6 +79,9 @@ type DB struct {
 	FailOn   string
 	// Attrs are each node's sys.nodes.attributes.
 	Attrs map[string]map[string]string
+	// Require are tables' routing.allocation.require settings, by table name (t0, t1, ...
+	// of Replicas): attribute -> value, e.g. "_name" -> "data-hot-1,data-hot-2".
+	Require map[string]map[string]any
 	// AllocationOnExclude, when set, is what allocation.enable becomes as the
 	// exclusion is set: someone holds allocation while a drain runs.
 	AllocationOnExclude string
@@ -343,11 +346,16 @@ func (d *DB) table(name string) (cratedbsim.Table, bool) {
 		t.Rows = [][]any{{int32(1), "fake-node", d.Acked}, {int32(2), "fake-node", d.AckedRecover}}
 		return t, true
 	case "information_schema.tables":
-		// One table per Replicas value, without allocation filters.
+		// One table per Replicas value, with its require filter (Require).
 		t := cratedbsim.Table{Columns: []string{"table_schema", "table_name", "number_of_shards", "number_of_replicas", "partitioned_by",
 			"settings['routing']['allocation']['require']", "settings['routing']['allocation']['include']", "settings['routing']['allocation']['exclude']"}}
 		for i, r := range d.Replicas {
-			t.Rows = append(t.Rows, []any{"doc", fmt.Sprintf("t%d", i), int32(4), r, nil, map[string]any{}, map[string]any{}, map[string]any{}})
+			name := fmt.Sprintf("t%d", i)
+			require := map[string]any{}
+			for k, v := range d.Require[name] {
+				require[k] = v
+			}
+			t.Rows = append(t.Rows, []any{"doc", name, int32(4), r, nil, require, map[string]any{}, map[string]any{}})
 		}
 		return t, true
 	case "information_schema.table_partitions":

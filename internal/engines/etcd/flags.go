@@ -1,4 +1,4 @@
-package commands
+package etcd
 
 import (
 	"strings"
@@ -6,38 +6,37 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-// EtcdOptions are the etcd engine's flags (config keys and DBOPS_* env
-// variables of the same names, through LoadConfig). Empty values mean "read
-// it from the StatefulSet".
-type EtcdOptions struct {
-	etcd.Options
+// Flags are the etcd engine's command-line flags (config keys and DBOPS_* variables of the
+// same names), bound per verb by AddFlags. Empty values mean "read it from the StatefulSet".
+type Flags struct {
+	Options
 }
 
-// etcdFlags are the etcd engine's flags; another engine would ignore them.
-var etcdFlags = []string{"etcd-container", "etcd-endpoint", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-auth-secret", "etcd-user",
-	"etcd-peer-url-template", "etcd-cluster-state-configmap", "etcd-poll-interval", "etcd-max-lag"}
-
-// AddFlags binds the etcd engine's settings.
-func (o *EtcdOptions) AddFlags(fs *pflag.FlagSet) {
+// AddFlags binds the engine's settings for every verb that talks to etcd.
+func (o *Flags) AddFlags(verb string, fs *pflag.FlagSet) {
+	switch verb {
+	case "status", "wait", "restart", "replace", "scale":
+	default:
+		return
+	}
 	fs.StringVar(&o.Container, "etcd-container", o.Container, "etcd: container to run etcdctl in (default: the one named etcd, else the one whose image mentions etcd)")
 	fs.StringVar(&o.Endpoint, "etcd-endpoint", o.Endpoint, "etcd: etcdctl --endpoints inside the pod (default: from the member's --listen-client-urls/--advertise-client-urls)")
 	fs.StringVar(&o.CACert, "etcd-cacert", o.CACert, "etcd: CA file inside the etcd container (default: its --trusted-ca-file)")
 	fs.StringVar(&o.Cert, "etcd-cert", o.Cert, "etcd: client certificate file inside the etcd container (default: ETCDCTL_CERT, else its --cert-file; needed with --client-cert-auth)")
 	fs.StringVar(&o.Key, "etcd-key", o.Key, "etcd: client key file inside the etcd container (with --etcd-cert)")
-	fs.StringVar(&o.AuthSecret, "etcd-auth-secret", o.AuthSecret, "etcd: Secret NAME[/KEY] with the root password of a cluster with auth enabled (default key "+etcd.DefaultAuthPasswordKey+", user in key "+etcd.DefaultAuthUserKey+", else root; default: the Bitnami chart's ETCD_ROOT_PASSWORD Secret); sent to etcdctl on stdin only")
-	fs.StringVar(&o.User, "etcd-user", o.User, "etcd: user to authenticate as with --etcd-auth-secret (default: the Secret's "+etcd.DefaultAuthUserKey+" key, else root)")
-	fs.StringVar(&o.PeerURLTemplate, "etcd-peer-url-template", o.PeerURLTemplate, "etcd: peer URL of a pod, a Go template over .Pod .Ordinal .StatefulSet .Service .Namespace (default: annotation "+etcd.AnnotationPeerURLTemplate+", else derived from the members)")
-	fs.StringVar(&o.ConfigMap, "etcd-cluster-state-configmap", o.ConfigMap, "etcd: ConfigMap new members read ETCD_INITIAL_CLUSTER from (default: annotation "+etcd.AnnotationConfigMap+", else found in the pod spec)")
+	fs.StringVar(&o.AuthSecret, "etcd-auth-secret", o.AuthSecret, "etcd: Secret NAME[/KEY] with the root password of a cluster with auth enabled (default key "+DefaultAuthPasswordKey+", user in key "+DefaultAuthUserKey+", else root; default: the Bitnami chart's ETCD_ROOT_PASSWORD Secret); sent to etcdctl on stdin only")
+	fs.StringVar(&o.User, "etcd-user", o.User, "etcd: user to authenticate as with --etcd-auth-secret (default: the Secret's "+DefaultAuthUserKey+" key, else root)")
+	fs.StringVar(&o.PeerURLTemplate, "etcd-peer-url-template", o.PeerURLTemplate, "etcd: peer URL of a pod, a Go template over .Pod .Ordinal .StatefulSet .Service .Namespace (default: annotation "+AnnotationPeerURLTemplate+", else derived from the members)")
+	fs.StringVar(&o.ConfigMap, "etcd-cluster-state-configmap", o.ConfigMap, "etcd: ConfigMap new members read ETCD_INITIAL_CLUSTER from (default: annotation "+AnnotationConfigMap+", else found in the pod spec)")
 	fs.DurationVar(&o.PollInterval, "etcd-poll-interval", o.PollInterval, "etcd: how often to re-check etcd's own conditions (learner in sync, member caught up); 0 = 1s")
 	fs.Uint64Var(&o.MaxLag, "etcd-max-lag", o.MaxLag, "etcd: raft entries a learner or restarted member may trail the leader and count as caught up; 0 = 100")
 }
 
 // Validate checks the flags without touching the API.
-func (o *EtcdOptions) Validate() error {
+func (o *Flags) Validate(func(string) bool) error {
 	if o.PollInterval < 0 {
 		return ops.Usagef("--etcd-poll-interval must not be negative (got %s)", o.PollInterval)
 	}
@@ -54,7 +53,7 @@ func (o *EtcdOptions) Validate() error {
 		return ops.Usagef("--etcd-user must not contain ':' (etcdctl's --user would split it), got %q", o.User)
 	}
 	if o.PeerURLTemplate != "" {
-		if _, err := etcd.ParsePeerURLTemplate(o.PeerURLTemplate); err != nil {
+		if _, err := ParsePeerURLTemplate(o.PeerURLTemplate); err != nil {
 			return err
 		}
 	}
