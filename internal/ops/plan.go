@@ -156,6 +156,10 @@ type StepContext struct {
 	started time.Time
 	readyAt time.Time
 	catchUp time.Duration
+	// blocked is what the step last said it is blocked on (Block); blockedDirty: a change of
+	// it not written to the journal yet.
+	blocked      *Blocked
+	blockedDirty bool
 }
 
 // MarkReady notes that the step's pods are Ready again: the time from here to the step's
