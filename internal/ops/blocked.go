@@ -158,7 +158,20 @@ type ETA struct {
 	Unknown string `json:"unknown,omitempty"`
 }
 
-// String is the one-line form: "4m–6m (median ... )" or "unknown (...)".
+// Range is the short form: "4m0s–6m0s", or "unknown".
+func (t *ETA) Range() string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Unknown != "":
+		return "unknown"
+	case t.Low == 0 && t.High == 0:
+		return "0s"
+	}
+	return roundETA(t.Low).String() + "–" + roundETA(t.High).String()
+}
+
+// String is the one-line form: "4m0s–6m0s (median ...)" or "unknown (...)".
 func (t *ETA) String() string {
 	if t == nil {
 		return ""
@@ -166,11 +179,8 @@ func (t *ETA) String() string {
 	if t.Unknown != "" {
 		return "unknown (" + t.Unknown + ")"
 	}
-	if t.Low == 0 && t.High == 0 {
-		return "0s"
-	}
-	s := roundETA(t.Low).String() + "–" + roundETA(t.High).String()
-	if t.Basis != "" {
+	s := t.Range()
+	if t.Basis != "" && s != "0s" {
 		s += " (" + t.Basis + ")"
 	}
 	return s
