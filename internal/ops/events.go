@@ -55,17 +55,17 @@ type Event struct {
 	Step      *StepRef  `json:"step,omitempty"`
 	Message   string    `json:"message,omitempty"`
 	// Reason says what a waiting step waits for, or why a step was skipped.
-	Reason   string       `json:"reason,omitempty"`
-	Progress *Progress    `json:"progress,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Progress *Progress `json:"progress,omitempty"`
 	// Blocked (step-waiting) names the object the step is blocked on, since when, until when
 	// it waits and how to unblock it.
 	Blocked *Blocked `json:"blocked,omitempty"`
 	// ETA (step-started, step-done) is the run's remaining time as estimated then.
-	ETA *ETA `json:"eta,omitempty"`
-	Plan     *PlanView    `json:"plan,omitempty"`
-	Lock     *LockInfo    `json:"lock,omitempty"`
-	Pods     []PodSummary `json:"pods,omitempty"`
-	Error    string       `json:"error,omitempty"`
+	ETA   *ETA         `json:"eta,omitempty"`
+	Plan  *PlanView    `json:"plan,omitempty"`
+	Lock  *LockInfo    `json:"lock,omitempty"`
+	Pods  []PodSummary `json:"pods,omitempty"`
+	Error string       `json:"error,omitempty"`
 	// ReasonCode (done, step-failed) is Error's stable, machine-readable reason (ops.ReasonOf).
 	ReasonCode string        `json:"reasonCode,omitempty"`
 	Outcome    string        `json:"outcome,omitempty"`
