@@ -295,6 +295,10 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 				ops.Fprintf(b, ", at %s", j.Current)
 			}
 			ops.Fprintf(b, " (lock renewed %s ago)\n", ls.ServerTime.Sub(*ls.Renewed).Round(time.Second))
+			writeBlockedText(b, j)
+			if j.ETA != nil {
+				ops.Fprintf(b, "ETA:      %s, estimated %s\n", j.ETA, j.ETA.At.UTC().Format(time.RFC3339))
+			}
 		default:
 			ops.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
 				j.Operation, j.Args, j.Holder, j.State, j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
@@ -309,7 +313,27 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 			if j.Error != "" {
 				ops.Fprintf(b, "  last error: %s\n", j.Error)
 			}
+			writeBlockedText(b, j)
 		}
+	}
+}
+
+// writeBlockedText prints what the journal's current step was last blocked on (ops.Blocked).
+func writeBlockedText(b *strings.Builder, j *ops.Journal) {
+	bl := j.Blocked
+	if bl == nil {
+		return
+	}
+	ops.Fprintf(b, "Blocked:  on %s (%s) since %s", bl.On, bl.Kind, bl.Since.UTC().Format(time.RFC3339))
+	if !bl.GiveUpAt.IsZero() {
+		ops.Fprintf(b, ", gives up at %s", bl.GiveUpAt.UTC().Format(time.RFC3339))
+	}
+	b.WriteString("\n")
+	if bl.ToUnblock != "" {
+		ops.Fprintf(b, "  to unblock: %s\n", bl.ToUnblock)
+	}
+	if bl.Stalled != "" {
+		ops.Fprintf(b, "  %s\n", bl.Stalled)
 	}
 }
 
