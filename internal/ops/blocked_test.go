@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 )
 
 // A wait's blocker reaches the waiting event and the journal on the lock (so `status` in
@@ -159,5 +161,35 @@ func TestRunETA(t *testing.T) {
 	}
 	if strings.Join(etas, "\n") != strings.Join(want, "\n") {
 		t.Errorf("step-done ETAs:\n%s\nwant:\n%s", strings.Join(etas, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A restarted pod that never comes back Ready (generic, replicated and etcd wait for it with
+// WaitReplaced): the wait names the pod as what the step is blocked on, on its event and in
+// the journal `status` reads.
+func TestRestartWaitBlockedOnPod(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	ctrl.SetHold(true) // the pod never comes back
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	locker := &memLocker{id: "me"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var blocked *Blocked
+	waited := false
+	sink := SinkFunc(func(e Event) {
+		if e.Type == EventStepWaiting && !waited {
+			waited, blocked = true, e.Blocked
+			cancel()
+		}
+	})
+	if err := (&Executor{Locker: locker, Sink: sink, Timeout: time.Minute}).Run(ctx, p); ExitCode(err) != ExitInterrupted {
+		t.Fatalf("err = %v", err)
+	}
+	if blocked == nil || blocked.Kind != BlockedPod || blocked.On != "pod prod/db-web-0" ||
+		!strings.Contains(blocked.ToUnblock, "kubectl describe pod -n prod db-web-0") || blocked.GiveUpAt.IsZero() {
+		t.Errorf("waiting event's blocker = %+v", blocked)
+	}
+	if j := locker.stored(t); j.Blocked == nil || j.Blocked.On != "pod prod/db-web-0" {
+		t.Errorf("journal blocker = %+v", j.Blocked)
 	}
 }
