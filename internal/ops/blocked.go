@@ -95,23 +95,47 @@ func (sc *StepContext) Block(ctx context.Context, kind, on, toUnblock, reason st
 	if changed {
 		sc.blockedDirty = true
 	}
+	if sc.blockedAt.IsZero() {
+		sc.blockedAt = now
+	}
 	if !sc.blockedDirty || sc.journal == nil {
 		return
 	}
 	jb := *b
 	e.mu.Lock()
-	sc.journal.Blocked = &jb // a throttled change goes out with the next write
-	if !e.lastBlockedWrite.IsZero() && now.Sub(e.lastBlockedWrite) < blockedWriteEvery {
+	sc.journal.Blocked = &jb // goes out with the next write of the journal in any case
+	// A wait that ends within blockedWriteEvery costs no write; after that a change is
+	// written here when the last one is blockedWriteEvery old, else by the lock renewal
+	// (flushBlocked), which writes the Lease anyway.
+	if now.Sub(sc.blockedAt) < blockedWriteEvery || (!e.lastBlockedWrite.IsZero() && now.Sub(e.lastBlockedWrite) < blockedWriteEvery) {
+		e.pendingBlocked = &jb
 		e.mu.Unlock()
 		return
 	}
 	e.lastBlockedWrite = now
+	e.pendingBlocked = nil
 	err := e.saveLocked(ctx, sc.journal)
 	e.mu.Unlock()
 	sc.blockedDirty = false
 	if err != nil && ctx.Err() == nil {
 		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("could not publish what %s is blocked on: %v", sc.Ref.Target, err)})
 	}
+}
+
+// flushBlocked writes a blocker Block left pending, on the journal as last written (the
+// step's live journal belongs to its goroutine); the lock renewal calls it in place of its
+// own write. It reports whether it wrote.
+func (e *Executor) flushBlocked(ctx context.Context) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pendingBlocked == nil || e.lastWritten == nil || e.held == nil {
+		return false, nil
+	}
+	j := e.lastWritten.clone()
+	j.Blocked = e.pendingBlocked
+	e.pendingBlocked = nil
+	e.lastBlockedWrite = e.Clock.Now()
+	return true, e.writeLocked(ctx, j, e.held.SaveJournal)
 }
 
 // stepKind is the kind of step id: the id without its last path element ("restart/web-1" ->

@@ -11,7 +11,8 @@ import (
 
 // A wait's blocker reaches the waiting event and the journal on the lock (so `status` in
 // another terminal reads it): Since is kept while the blocker stays the same, GiveUpAt is the
-// run's deadline, and a change is written at most every blockedWriteEvery, not on every poll.
+// run's deadline; a wait that ends within blockedWriteEvery costs no write, and a change is
+// written at most every blockedWriteEvery, else by the lock renewal (flushBlocked).
 func TestBlockPublishesToEventsAndJournal(t *testing.T) {
 	start := time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)
 	clock := &manualClock{t: start}
@@ -19,21 +20,30 @@ func TestBlockPublishesToEventsAndJournal(t *testing.T) {
 	var seen []*Journal
 	step := &Step{ID: "restart/web-0", Target: "pod web-0", Description: "restart web-0", Mutating: true,
 		Verify: func(ctx context.Context, sc *StepContext) error {
-			sc.Block(ctx, BlockedPod, "pod prod/web-0", "kubectl describe pod -n prod web-0", "pod web-0 not Ready")
-			seen = append(seen, locker.stored(t))
-			saves := locker.saves
-			clock.advance(time.Second)
-			sc.Block(ctx, BlockedPod, "pod prod/web-0", "kubectl describe pod -n prod web-0", "pod web-0 not Ready")
-			if locker.saves != saves {
-				t.Errorf("an unchanged blocker was written again")
+			pod := func() {
+				sc.Block(ctx, BlockedPod, "pod prod/web-0", "kubectl describe pod -n prod web-0", "pod web-0 not Ready")
 			}
-			clock.advance(time.Second) // a change inside blockedWriteEvery waits
-			sc.Block(ctx, BlockedMember, "member web-0", "wait", "catching up")
+			saves := locker.saves
+			pod()
+			clock.advance(time.Second)
+			pod()
 			if locker.saves != saves {
-				t.Errorf("a change within %s of the last blocker write was written at once", blockedWriteEvery)
+				t.Errorf("a blocker younger than %s was written", blockedWriteEvery)
 			}
 			clock.advance(blockedWriteEvery)
+			pod()
+			if locker.saves != saves+1 {
+				t.Errorf("a blocker %s old was not written", blockedWriteEvery)
+			}
+			seen = append(seen, locker.stored(t))
+			clock.advance(time.Second) // a change inside blockedWriteEvery of the last write waits
 			sc.Block(ctx, BlockedMember, "member web-0", "wait", "catching up")
+			if locker.saves != saves+1 {
+				t.Errorf("a change within %s of the last blocker write was written at once", blockedWriteEvery)
+			}
+			if wrote, err := sc.exec.flushBlocked(ctx); !wrote || err != nil {
+				t.Errorf("renewal's flush: wrote %v, %v", wrote, err)
+			}
 			seen = append(seen, locker.stored(t))
 			return nil
 		}}
@@ -47,8 +57,8 @@ func TestBlockPublishesToEventsAndJournal(t *testing.T) {
 		b.ToUnblock == "" || !b.GiveUpAt.Equal(start.Add(time.Hour)) {
 		t.Errorf("journal blocked after the first wait = %+v", b)
 	}
-	if b := seen[1].Blocked; b == nil || b.On != "member web-0" || !b.Since.Equal(start.Add(2*time.Second)) {
-		t.Errorf("journal blocked after the change = %+v", b)
+	if b := seen[1].Blocked; b == nil || b.On != "member web-0" || !b.Since.Equal(start.Add(7*time.Second)) || seen[1].Current != "restart/web-0" {
+		t.Errorf("journal after the renewal's flush = %+v", seen[1])
 	}
 	var waits []*Blocked
 	for _, ev := range rec.Events() {
@@ -56,7 +66,7 @@ func TestBlockPublishesToEventsAndJournal(t *testing.T) {
 			waits = append(waits, ev.Blocked)
 		}
 	}
-	if len(waits) != 4 || waits[1] == nil || !waits[1].Since.Equal(start) {
+	if len(waits) != 4 || waits[2] == nil || !waits[2].Since.Equal(start) {
 		t.Fatalf("waiting events' blockers = %+v", waits)
 	}
 	if j := locker.stored(t); j.Blocked != nil {

@@ -91,6 +91,10 @@ type Executor struct {
 	stepTimes []StepTime
 	// lastBlockedWrite is when a step's blocker was last written to the journal (e.mu).
 	lastBlockedWrite time.Time
+	// pendingBlocked is a blocker not written yet (e.mu); lastWritten the journal as last
+	// written (e.mu).
+	pendingBlocked *Blocked
+	lastWritten    *Journal
 }
 
 // Run executes p. The returned error maps to an exit code via ExitCode.
@@ -374,6 +378,7 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	ctx = kube.WithPods(ctx, e.Pods)
 	ctx = kube.WithWriteGuard(ctx, e.lockLost)
 	e.mu.Lock()
+	e.pendingBlocked = nil
 	j.Blocked = nil // the previous step's blocker
 	j.ETA = e.estimate(j, ref.Index-1, 0, nil)
 	eta := j.ETA
@@ -439,6 +444,7 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	// Durable first: a consumer told "done" must find it in the journal. The step's events
 	// (AuditAsync) are written beside that write.
 	e.mu.Lock()
+	e.pendingBlocked = nil
 	j.Blocked = nil
 	j.ETA = e.estimate(j, ref.Index, 0, &StepTime{Step: s.ID, Took: e.Clock.Now().Sub(sc.started)})
 	eta = j.ETA

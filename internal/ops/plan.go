@@ -160,6 +160,8 @@ type StepContext struct {
 	// it not written to the journal yet.
 	blocked      *Blocked
 	blockedDirty bool
+	// blockedAt is when the step first said it is blocked.
+	blockedAt time.Time
 }
 
 // MarkReady notes that the step's pods are Ready again: the time from here to the step's
