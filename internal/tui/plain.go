@@ -158,8 +158,10 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 	case ops.EventStepDone:
 		delete(p.lastRepeat, key)
 		msg := e.Message
-		if e.ETA != nil {
-			msg = joinMessage(msg, "ETA "+e.ETA.String())
+		if e.ETA != nil && msg != "" {
+			msg += "; ETA " + e.ETA.String()
+		} else if e.ETA != nil {
+			msg = "ETA " + e.ETA.String()
 		}
 		return line(joinMessage("done", msg))
 	case ops.EventStepSkipped:
