@@ -67,3 +67,18 @@ func TestPlainBlockedThrottle(t *testing.T) {
 		t.Errorf("no blocked-on text:\n%s", buf.String())
 	}
 }
+
+// NDJSON carries the blocker and the ETA as typed fields.
+func TestJSONBlockedAndETA(t *testing.T) {
+	var buf bytes.Buffer
+	NewJSON(&buf).Emit(ops.Event{Type: ops.EventStepWaiting, Step: fixtureRef(3), Time: at(time.Minute), Blocked: fixtureBlocked(),
+		ETA: &ops.ETA{At: at(time.Minute), Low: time.Minute, High: 2 * time.Minute}})
+	for _, want := range []string{
+		`"blocked":{"kind":"pod","on":"pod prod/crate-data-1","since":"2026-11-22T07:02:38Z","giveUpAt":"2026-11-22T07:31:00Z","toUnblock":"kubectl describe pod -n prod crate-data-1"}`,
+		`"eta":{"at":"2026-11-22T07:02:00Z","lowNs":60000000000,"highNs":120000000000}`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("ndjson:\n%s\nwant %s", buf.String(), want)
+		}
+	}
+}
