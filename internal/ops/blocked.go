@@ -75,6 +75,9 @@ func (sc *StepContext) Block(ctx context.Context, kind, on, toUnblock, reason st
 	if sc == nil || sc.exec == nil {
 		return
 	}
+	// Waiters of one step may run at once (replace's one per pod).
+	sc.blockMu.Lock()
+	defer sc.blockMu.Unlock()
 	e := sc.exec
 	now := e.Clock.Now()
 	b := &Blocked{Kind: kind, On: on, ToUnblock: toUnblock, Since: now}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -158,6 +159,7 @@ type StepContext struct {
 	catchUp time.Duration
 	// blocked is what the step last said it is blocked on (Block); blockedDirty: a change of
 	// it not written to the journal yet.
+	blockMu      sync.Mutex
 	blocked      *Blocked
 	blockedDirty bool
 	// blockedAt is when the step first said it is blocked.
