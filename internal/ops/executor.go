@@ -142,6 +142,12 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		e.emitDone(outcomeOf(err), err)
 		return err
 	}
+	e.mu.Lock()
+	if e.lastWritten == nil && e.held != nil {
+		// The acquisition wrote the run's first journal (flushBlocked writes over it).
+		e.lastWritten = journal.clone()
+	}
+	e.mu.Unlock()
 	lost := func(err error) {
 		e.lostMu.Lock()
 		if e.lost == nil {
