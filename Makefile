@@ -27,7 +27,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # e2e packages run one at a time: each starts its own control plane (2 cores).
-E2E_PKGS    ?= ./test/e2e/... ./internal/testbed/...
+E2E_PKGS    ?= ./test/e2e/... ./test/testbed/...
 E2E_TIMEOUT ?= 60m
 # E2E_RACE=-race also race-builds the e2e test binaries; E2E_RACE_CHILDREN lists the programs
 # they build with -race (racebuild.ChildrenEnv; "all" or empty). See the e2e target.
@@ -141,7 +141,7 @@ lint: fmtcheck vet staticcheck
 
 staticcheck:
 	$(STATICCHECK) ./...
-	$(STATICCHECK) -tags e2e ./test/... ./internal/testbed/...
+	$(STATICCHECK) -tags e2e ./test/... ./test/testbed/...
 
 ## completions: regenerate completions/ (and man pages and docs/reference/)
 completions: docs

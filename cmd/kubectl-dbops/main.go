@@ -27,7 +27,10 @@ func main() {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	err := commands.NewRootCmd(streams).ExecuteContext(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, commands.ErrorLine(err))
+		// "": the operation's view showed the error already.
+		if line := commands.ErrorLine(err); line != "" {
+			fmt.Fprintln(os.Stderr, line)
+		}
 	}
 	stop()
 	os.Exit(ops.ExitCode(err))

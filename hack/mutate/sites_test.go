@@ -18,11 +18,36 @@ const root = "../.."
 // gates are functions every refusal of which (refusals) is a safety site, except one that
 // only passes an error on (if err != nil): file -> function names.
 var gates = map[string][]string{
-	"internal/engines/foundationdb/restart.go": {"checkStatus", "checkCR", "Before", "action", "maintenanceOn"},
+	"internal/engines/foundationdb/restart.go": {"checkStatus", "checkReporting", "checkCR", "Before", "action", "maintenanceOn"},
+	// CrateDB: the restart preflight and batch checks, the scale/replace gates, the
+	// master-quorum and drainability checks, the node-identity refusals.
+	"internal/engines/cratedb/preflight.go":  {"Preflight"},
+	"internal/engines/cratedb/batch.go":      {"batchNodes", "checkBatchMasters", "checkBatch"},
+	"internal/engines/cratedb/engine.go":     {"PlanStep"},
+	"internal/engines/cratedb/nodes.go":      {"missingWithRed"},
+	"internal/engines/cratedb/quorum.go":     {"checkMasterRemoval"},
+	"internal/engines/cratedb/drainblock.go": {"checkDrainable"},
+	"internal/engines/cratedb/scale.go":      {"checkShrink"},
+	"internal/engines/cratedb/replace.go":    {"checkReplaceable", "checkReplace"},
+	// replicated: the roles change only on a settled StatefulSet, a secondary only with a
+	// primary to follow.
+	"internal/engines/replicated/engine.go":  {"checkSettled"},
+	"internal/engines/replicated/restart.go": {"giveRole"},
+	"internal/engines/replicated/steps.go":   {"fill"},
+	"internal/engines/etcd/steps.go":         {"checkAllHealthy", "checkRemoval", "pvcStep", "addStep", "promoteStep", "promoteWhenReady", "quorumLostBeforeRemoval"},
+	"internal/engines/etcd/scale.go":         {"checkScale", "cleanupStep"},
+	"internal/engines/etcd/preflight.go":     {"Preflight"},
+	"internal/engines/etcd/restart.go":       {"Before", "After"},
+	"internal/engines/etcd/repair.go":        {"BeforeBatch", "NotMembers"},
+	"internal/engines/etcd/service.go":       {"checkPeerDNS"},
+	"internal/engines/etcd/layout.go":        {"checkDrivable"},
+	"internal/engines/etcd/conn.go":          {"endpointFor", "checkAdvertised", "checkAuth", "checkRoot"},
+	"internal/engines/etcd/apictl.go":        {"newAPICtl", "forwardTarget", "open", "run"},
+	"internal/engines/etcd/site.go":          {"newCtl"},
 }
 
 // refusals are the calls that refuse (in gates).
-var refusals = []string{"Preconditionf", "Refusef", "foreignZone"}
+var refusals = []string{"Preconditionf", "Refusef", "Usagef", "foreignZone"}
 
 // passesErrorOn reports whether cond is "err != nil".
 func passesErrorOn(cond ast.Expr) bool {

@@ -20,13 +20,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // The demo CrateDB cluster, laid out like the CrateDB operator does it, played by the CrateDB
-// SIMULATOR (cmd/cratedb-simulator) running in the background.
+// SIMULATOR (test/cmd/cratedb-simulator) running in the background.
 const (
 	crateNamespace = "demo"
 	crateCluster   = "mycrate"
@@ -66,8 +66,8 @@ func installCrateDemo(ctx context.Context, tb *testbed.Testbed, stateDir string,
 	crashBin := filepath.Join(binDir, "crash")
 	logf("sandbox: building the CrateDB simulator and crash shim")
 	for pkg, out := range map[string]string{
-		"github.com/kubectl-dbops/kubectl-dbops/cmd/cratedb-simulator": simBin,
-		"github.com/kubectl-dbops/kubectl-dbops/cmd/crash-shim":        crashBin,
+		"github.com/kubectl-dbops/kubectl-dbops/test/cmd/cratedb-simulator": simBin,
+		"github.com/kubectl-dbops/kubectl-dbops/test/cmd/crash-shim":        crashBin,
 	} {
 		if b, err := exec.CommandContext(ctx, "go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build %s: %w\n%s", pkg, err, b)

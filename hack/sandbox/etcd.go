@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/etcdpods"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/etcdpods"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // Demo etcd cluster: real etcd processes, one per pod, kept by the

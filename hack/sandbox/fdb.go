@@ -13,14 +13,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // The demo FoundationDB cluster: a FoundationDBCluster run by the stand-in operator, its FDB
-// processes in the simulator (internal/sim/fdbsim).
+// processes in the simulator (test/sim/fdbsim).
 const (
 	fdbDemoNamespace = "demo"
 	fdbDemoName      = "myfdb"

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // Labels kubectl-dbops uses to recognise the database clusters it operates.

@@ -1,5 +1,5 @@
 // Command sandbox runs a local kubectl-dbops playground: a real control plane (see
-// internal/testbed) with demo database clusters, left running in the background.
+// test/testbed) with demo database clusters, left running in the background.
 //
 //	go run ./hack/sandbox up      # start (or show) the sandbox, print the KUBECONFIG export
 //	go run ./hack/sandbox up --real-nodes  # also 3 real kubelet nodes and an etcd cluster on them (root)
@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 const usage = `usage: sandbox up [--real-nodes]|down|status|etcd|fdb

@@ -18,7 +18,7 @@ ETCD_VERSION=v3.6.8
 KWOK_VERSION=v0.8.0
 # CoreDNS serves Service and StatefulSet pod names to the real nodes' pods. Its version is not
 # part of KEY (older caches just lack the binary and get it built); keep it in step with
-# internal/testbed/binaries.go.
+# test/testbed/binaries.go.
 COREDNS_VERSION=v1.14.7
 
 CACHE_ROOT="${DBOPS_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dbops/testbed}"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that the test bed's real kubelet nodes need (see
-# internal/testbed/realnode.go): containerd and runc (the container runtime), the CNI plugins
+# test/testbed/realnode.go): containerd and runc (the container runtime), the CNI plugins
 # (bridge, host-local, loopback) and a static busybox (the shell image's only binary).
 #
 # Idempotent: installs only what is missing, runs `apt-get update` only when an install is
 # needed. A machine where they cannot be installed (not root, not Debian, no apt) gets one line
 # saying why on stderr, and the real-node tests skip with the same reason
-# (internal/testbed.RealNodeSupport); the script then exits 0, except where real nodes are
-# required (CI=true or DBOPS_REQUIRE_REAL_NODES=1, internal/testbed.RealNodesRequired): there
+# (test/testbed.RealNodeSupport); the script then exits 0, except where real nodes are
+# required (CI=true or DBOPS_REQUIRE_REAL_NODES=1, test/testbed.RealNodesRequired): there
 # it exits 1, and the real-node tests would fail.
 #
 # Environment:

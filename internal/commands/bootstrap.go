@@ -3,26 +3,19 @@ package commands
 import (
 	"context"
 
-	"strings"
-
 	"github.com/spf13/cobra"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
 // BootstrapOptions holds `bootstrap` flags.
 type BootstrapOptions struct {
 	*GlobalOptions
-	Cluster       string
-	LicenseSecret string
-	Users         []string
+	Cluster string
 	// Primaries is the number of primaries of a replicated app.
 	Primaries int32
 
 	primariesGiven bool
-	license        cratedb.SecretRef
-	users          []cratedb.UserRequest
 }
 
 // NewBootstrapOptions returns options bound to the shared flags.
@@ -74,11 +67,8 @@ dbops.io/replicated-config.`,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              g.runE(o),
 	}
-	cmd.Flags().StringVar(&o.LicenseSecret, "license-secret", "", "Secret NAME[/KEY] (default key license) holding the license to set first")
-	cmd.Flags().StringArrayVar(&o.Users, "user", nil, "User to create as NAME=SECRET[/KEY] (default key password); repeatable")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: number of primaries, at least 1 (default: from the configuration, else 1)")
-	g.CrateDB.AddConnFlags(cmd.Flags())
-	g.CrateDB.AddBootstrapFlags(cmd.Flags())
+	g.addEngineFlags("bootstrap", cmd.Flags())
 	return cmd
 }
 
@@ -93,35 +83,6 @@ func (o *BootstrapOptions) Complete(cmd *cobra.Command, args []string) error {
 func (o *BootstrapOptions) Validate() error {
 	if o.primariesGiven && o.Primaries < 1 {
 		return ops.Usagef("--primaries %d: bootstrap needs at least 1 primary", o.Primaries)
-	}
-	o.license, o.users = cratedb.SecretRef{}, nil
-	if o.LicenseSecret != "" {
-		ref, err := cratedb.ParseSecretRef("--license-secret", o.LicenseSecret, cratedb.DefaultLicenseKey)
-		if err != nil {
-			return err
-		}
-		o.license = ref
-	}
-	seen := map[string]bool{}
-	for _, u := range o.Users {
-		name, secret, ok := strings.Cut(u, "=")
-		name = strings.TrimSpace(name)
-		switch {
-		case !ok:
-			return ops.Usagef("--user %q: want NAME=SECRET[/KEY] (the password comes from a Secret, never from the command line)", u)
-		case name == "":
-			return ops.Usagef("--user %q: missing user name before '='", u)
-		case strings.TrimSpace(secret) == "":
-			return ops.Usagef("--user %q: missing Secret name after '='", u)
-		case seen[name]:
-			return ops.Usagef("--user %s given twice", name)
-		}
-		seen[name] = true
-		ref, err := cratedb.ParseSecretRef("--user "+name, secret, cratedb.DefaultPasswordKey)
-		if err != nil {
-			return err
-		}
-		o.users = append(o.users, cratedb.UserRequest{Name: name, Password: ref})
 	}
 	return nil
 }
@@ -149,10 +110,12 @@ func (o *BootstrapOptions) bootstrapRequest(c *ops.Cluster) (ops.BootstrapReques
 	if o.primariesGiven && c.Engine != ops.EngineReplicated {
 		return ops.BootstrapRequest{}, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
 	}
-	if (o.LicenseSecret != "" || len(o.Users) > 0) && c.Engine != ops.EngineCrateDB {
-		return ops.BootstrapRequest{}, ops.Usagef("--license-secret and --user are for CrateDB; cluster %s is %s", c.Name, c.Engine)
+	// The engine's own bootstrap flags (CrateDB's --license-secret and --user); a flag of
+	// another engine was refused by checkEngineFlags.
+	var r ops.BootstrapRequest
+	if f, ok := o.engineFlagsOf(c.Engine).(interface{ FillBootstrap(*ops.BootstrapRequest) }); ok {
+		f.FillBootstrap(&r)
 	}
-	r := ops.BootstrapRequest{License: o.license, Users: o.users}
 	if o.primariesGiven {
 		p := o.Primaries
 		r.Primaries = &p

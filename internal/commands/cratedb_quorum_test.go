@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 // newCrateEnvMasters is newCrateEnv with five masters; masterData, when set, is the master

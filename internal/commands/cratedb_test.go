@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 // Secret values that must never show up in any output.
@@ -125,9 +125,9 @@ func (c *tickClock) Now() time.Time {
 func (e *crateEnv) run(args ...string) result {
 	e.t.Helper()
 	return e.runWith(func(g *GlobalOptions) {
-		g.CrateDB.Connector = e.db.Connector()
+		g.crateFlags().Connector = e.db.Connector()
 		g.Exec = e.db.Execer()
-		g.CrateDB.PollInterval = time.Millisecond
+		g.crateFlags().PollInterval = time.Millisecond
 	}, args...)
 }
 

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
@@ -13,10 +12,13 @@ import (
 )
 
 // EngineDeps is what every engine is built from: the API clients, the
-// discovered cluster, and the options (flags, configuration, test seams).
+// discovered cluster, the engine's own flags and the options (shared flags,
+// configuration, test seams).
 type EngineDeps struct {
 	Clients *Clients
 	Cluster *ops.Cluster
+	// Flags are the engine's own flags (EngineKind.NewFlags); nil for an engine without.
+	Flags   EngineFlags
 	Options *GlobalOptions
 }
 
@@ -29,59 +31,63 @@ func (d EngineDeps) deps() ops.EngineDeps {
 // and dbops.io/engine label) and how to build it for a cluster.
 type EngineKind struct {
 	Name string
-	// Title is how messages name the engine's clusters ("CrateDB"); Name when empty.
+	// Title is how messages and help name the engine's clusters ("CrateDB"); Name when empty.
 	Title string
-	// Flags are the flags only this engine reads (another engine would ignore them): given for
-	// a cluster of another engine they are a usage error (checkEngineFlags), before anything runs.
+	// NewFlags returns the engine's own flags, which it binds per verb (EngineFlags); nil
+	// for an engine without. One instance serves every command of a process.
+	NewFlags func() EngineFlags
+	// Flags are the flags a command binds itself that only this engine reads (they fill
+	// the command's request). Those and the ones NewFlags binds, given for a cluster of
+	// another engine, are a usage error (checkEngineFlags), before anything runs.
 	Flags []string
 	Build func(ctx context.Context, d EngineDeps) (ops.Engine, error)
+	// Recognizers find the engine's clusters in live state (its layouts), in the order
+	// discovery tries them; nil for an engine found only by discovery's generic paths.
+	Recognizers []ops.Recognizer
 	// Operator builds the engine's operator verbs (lock --pause-operator, deny
 	// --operator-instance, the operator's locks in lock status); nil for engines without.
 	Operator func(d EngineDeps) (ops.OperatorControl, error)
 }
 
-// crateFlags are the CrateDB engine's flags.
-var crateFlags = []string{"pg-host", "pg-port", "pg-sslmode", "pg-ca-secret", "system-password-secret", "health-checks", "health-interval",
-	"stable-for", "crash-user", "allow-rolling-update"}
-
-// fdbFlags are the FoundationDB engine's flags.
-var fdbFlags = []string{"fdb-timeout", "processes", "remove", "process-class", "no-exclusion"}
-
-// fdbDefaultTimeout is --fdb-timeout's default, the engine's (fdbcli's --timeout).
-const fdbDefaultTimeout = foundationdb.DefaultTimeout * time.Second
-
 // fdbProcessClasses are the FoundationDB process classes scale --processes takes.
 var fdbProcessClasses = foundationdb.ProcessClasses
 
-// fdbOptions are the FoundationDB engine's options from the shared flags (validated by Validate).
-func (o *GlobalOptions) fdbOptions() foundationdb.Options {
-	return foundationdb.Options{Timeout: int(o.FDBTimeout / time.Second)}
-}
+// Environment variables of the replicated engine's configuration (replicated.ConfigLayers).
+const (
+	EnvReplicatedConfig = replicated.EnvConfig
+	EnvPrimaries        = replicated.EnvPrimaries
+)
 
 // builtinEngines are this build's engines, in help order (ops.KnownEngines).
 func builtinEngines() []EngineKind {
 	return []EngineKind{
-		{Name: ops.EngineCrateDB, Title: "CrateDB", Flags: crateFlags, Build: func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
-			cfg, err := d.Options.crateConfig(ctx, d.Clients, d.Cluster)
-			if err != nil {
+		{Name: ops.EngineCrateDB, Title: "CrateDB", NewFlags: func() EngineFlags { return cratedb.NewFlags() }, Recognizers: cratedb.Recognizers(),
+			Build: func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
+				cfg, err := d.Flags.(*cratedb.Flags).Config(ctx, d.deps(), d.Cluster, d.Options.flagGiven)
+				if err != nil {
+					return nil, err
+				}
+				return built(cratedb.New(d.deps(), cfg))
+			}},
+		{Name: ops.EngineEtcd, NewFlags: func() EngineFlags { return &etcd.Flags{} }, Recognizers: etcd.Recognizers(), Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+			f := d.Flags.(*etcd.Flags)
+			if err := f.Validate(d.Options.flagGiven); err != nil {
 				return nil, err
 			}
-			return built(cratedb.New(d.deps(), cfg))
+			return built(etcd.New(d.deps(), f.Options))
 		}},
-		{Name: ops.EngineEtcd, Flags: etcdFlags, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			if err := d.Options.Etcd.Validate(); err != nil {
-				return nil, err
-			}
-			return built(etcd.New(d.deps(), d.Options.Etcd.Options))
-		}},
-		{Name: ops.EngineFoundationDB, Title: "FoundationDB", Flags: fdbFlags, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			return built(foundationdb.New(d.deps(), d.Options.fdbOptions()))
-		}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {
-			return foundationdb.New(d.deps(), d.Options.fdbOptions())
-		}},
+		{Name: ops.EngineFoundationDB, Title: "FoundationDB", NewFlags: func() EngineFlags { return foundationdb.NewFlags() },
+			Flags: []string{"processes", "remove", "process-class", "no-exclusion"}, Recognizers: foundationdb.Recognizers(),
+			Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+				return built(foundationdb.New(d.deps(), d.Flags.(*foundationdb.Flags).Options()))
+			}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {
+				return foundationdb.New(d.deps(), d.Flags.(*foundationdb.Flags).Options())
+			}},
 		{Name: ops.EngineReplicated, Flags: []string{"primaries"}, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			// A malformed configuration source is a usage error before anything runs.
-			layers, err := d.Options.replicatedLayers()
+			layers, err := replicated.ConfigLayers(d.Options.Getenv, func() (any, bool) {
+				return d.Options.viper.Get(replicated.ConfigKey), d.Options.viper.IsSet(replicated.ConfigKey)
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -91,6 +97,19 @@ func builtinEngines() []EngineKind {
 			return built(generic.New(d.deps(), generic.Options{}))
 		}},
 	}
+}
+
+// crateFlags are the CrateDB engine's flags of g, for its test seams (Connector, PollInterval).
+func (g *GlobalOptions) crateFlags() *cratedb.Flags {
+	return g.engineFlagsOf(ops.EngineCrateDB).(*cratedb.Flags)
+}
+
+// etcdFlags are the etcd engine's flags of g.
+func (g *GlobalOptions) etcdFlags() *etcd.Flags { return g.engineFlagsOf(ops.EngineEtcd).(*etcd.Flags) }
+
+// fdbOptions are the FoundationDB engine's options from its flags.
+func (g *GlobalOptions) fdbOptions() foundationdb.Options {
+	return g.engineFlagsOf(ops.EngineFoundationDB).(*foundationdb.Flags).Options()
 }
 
 // built turns an engine package's New result into the builder's: no engine (not a typed
@@ -109,4 +128,13 @@ func (f *Factory) engineNames() []string {
 		names = append(names, k.Name)
 	}
 	return names
+}
+
+// recognizers are the engines' recognizers, in registry order: what discovery tries.
+func (f *Factory) recognizers() []ops.Recognizer {
+	var out []ops.Recognizer
+	for _, k := range f.Engines {
+		out = append(out, k.Recognizers...)
+	}
+	return out
 }

@@ -4,13 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
 // Every etcd engine option is reachable from a config key (and so from its
@@ -41,36 +38,20 @@ etcd-max-lag: 50
 	}
 	g.ConfigFile = cfg
 	cmd := &cobra.Command{Use: "x"}
-	g.Etcd.AddFlags(cmd.Flags())
+	g.etcdFlags().AddFlags("restart", cmd.Flags())
 	if err := g.LoadConfig(cmd); err != nil {
 		t.Fatal(err)
 	}
-	v := reflect.ValueOf(g.Etcd.Options)
+	v := reflect.ValueOf(g.etcdFlags().Options)
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
 			t.Errorf("etcd option %s is not reached by any config key", v.Type().Field(i).Name)
 		}
 	}
-	if g.Etcd.MaxLag != 70 || g.Etcd.AuthSecret != "etcd-root/pw" {
-		t.Errorf("max lag %d, auth secret %q", g.Etcd.MaxLag, g.Etcd.AuthSecret)
+	if g.etcdFlags().MaxLag != 70 || g.etcdFlags().AuthSecret != "etcd-root/pw" {
+		t.Errorf("max lag %d, auth secret %q", g.etcdFlags().MaxLag, g.etcdFlags().AuthSecret)
 	}
-	if err := g.Etcd.Validate(); err != nil {
+	if err := g.etcdFlags().Validate(g.flagGiven); err != nil {
 		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		set  func(*EtcdOptions)
-		want string
-	}{
-		{func(o *EtcdOptions) { o.AuthSecret = "a/" }, "NAME or NAME/KEY"},
-		{func(o *EtcdOptions) { o.Key = "" }, "go together"},
-		{func(o *EtcdOptions) { o.User = "a:b" }, "must not contain ':'"},
-		{func(o *EtcdOptions) { o.PeerURLTemplate = "{{.Nope" }, "invalid etcd peer URL template"},
-		{func(o *EtcdOptions) { o.PollInterval = -1 }, "must not be negative"},
-	} {
-		o := *g.Etcd
-		tc.set(&o)
-		if err := o.Validate(); ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("got %v, want usage error with %q", err, tc.want)
-		}
 	}
 }

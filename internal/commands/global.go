@@ -31,13 +31,11 @@ type GlobalOptions struct {
 	// otherwise runE ends the stream with one for a refusal or failure before the run.
 	streamEnded bool
 
-	DryRun  bool
-	Output  string
-	Yes     bool
-	NoTUI   bool
-	Timeout time.Duration
-	// FDBTimeout is fdbcli's --timeout for the FoundationDB engine (whole seconds).
-	FDBTimeout   time.Duration
+	DryRun       bool
+	Output       string
+	Yes          bool
+	NoTUI        bool
+	Timeout      time.Duration
 	LockID       string
 	LockDuration time.Duration
 	// WaitForLock waits for a held lock instead of exit 3 (negative: as long as the timeout allows).
@@ -50,11 +48,6 @@ type GlobalOptions struct {
 	Pacing ops.Pacing
 	// Verbosity is -v: client-go's klog output at this level (0 = none).
 	Verbosity int
-	// CrateDB holds the CrateDB engine's flags (bound by the commands that
-	// use them) and test seams.
-	CrateDB *CrateDBOptions
-	// Etcd holds the etcd engine's flags.
-	Etcd *EtcdOptions
 	// ConfigFile is the viper config file path; empty = default location.
 	ConfigFile string
 
@@ -65,6 +58,11 @@ type GlobalOptions struct {
 	// given holds the flags set on the command line (pflag's Changed), for
 	// checks that depend on an explicit choice.
 	given map[string]bool
+	// engineFlags are the engines' own flags by engine name (engineFlagsOf), bound per verb
+	// by addEngineFlags.
+	engineFlags map[string]EngineFlags
+	// flagEngines are the engines each engine flag of the command run is for (engineClaims).
+	flagEngines map[string][]string
 }
 
 // flagGiven reports whether --name was on the command line.
@@ -76,9 +74,6 @@ func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 		Factory:      NewFactory(streams),
 		Output:       "text",
 		LockDuration: 10 * time.Minute,
-		FDBTimeout:   fdbDefaultTimeout,
-		CrateDB:      NewCrateDBOptions(),
-		Etcd:         &EtcdOptions{},
 		viper:        viper.New(),
 	}
 }
@@ -92,7 +87,6 @@ func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVarP(&o.Yes, "yes", "y", o.Yes, "Do not ask for confirmation (required for destructive commands without a terminal)")
 	fs.BoolVar(&o.NoTUI, "no-tui", o.NoTUI, "Print plain progress lines even on a terminal")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, timeoutUsage())
-	fs.DurationVar(&o.FDBTimeout, "fdb-timeout", o.FDBTimeout, "FoundationDB: fdbcli's --timeout for each status json, kill, exclude and other fdbcli call (whole seconds, at least 1s)")
 	fs.StringVar(&o.LockID, "lock-id", o.LockID, "Lock ID to act as (default <kubeconfig user>@<API host>; env DBOPS_LOCK_ID)")
 	fs.DurationVar(&o.LockDuration, "lock-duration", o.LockDuration, "How long the cluster lock is held before it must be renewed")
 	fs.DurationVar(&o.WaitForLock, "wait-for-lock", o.WaitForLock, "Wait up to this long for a lock held by someone else instead of failing with exit 3 (alone: as long as --timeout allows)")
@@ -103,6 +97,7 @@ func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.IgnoreOperator, "ignore-operator", o.IgnoreOperator, "Act on StatefulSets owned by an operator (it may fight the changes)")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log level of client-go's messages on stderr (6 shows API requests; 0 = none)")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Config file (default $XDG_CONFIG_HOME/kubectl-dbops/config.yaml)")
+	o.addEngineFlags("", fs)
 }
 
 // LoadConfig applies DBOPS_* environment variables and the config file to
@@ -184,9 +179,6 @@ func (o *GlobalOptions) Validate() error {
 	}
 	if o.Timeout < 0 {
 		return ops.Usagef("--timeout must not be negative (got %s)", o.Timeout)
-	}
-	if o.FDBTimeout < time.Second || o.FDBTimeout%time.Second != 0 {
-		return ops.Usagef("--fdb-timeout must be a whole number of seconds, at least 1s (got %s)", o.FDBTimeout)
 	}
 	if o.LockDuration < 10*time.Second {
 		return ops.Usagef("--lock-duration must be at least 10s (got %s)", o.LockDuration)

@@ -56,6 +56,9 @@ type harness struct {
 	mu       sync.Mutex
 	denied   map[string]bool
 	reviewed []string
+	// ctx, when set, is the parent of the command's context (a test cancels it as Ctrl-C
+	// does).
+	ctx context.Context
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -111,11 +114,17 @@ func (h *harness) runWith(configure func(*GlobalOptions), args ...string) result
 		}
 	})
 	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	parent := h.ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 	defer cancel()
 	err := root.ExecuteContext(ctx)
-	if err != nil {
-		errb.WriteString(ErrorLine(err) + "\n")
+	if line := ""; err != nil {
+		if line = ErrorLine(err); line != "" {
+			errb.WriteString(line + "\n")
+		}
 	}
 	return result{out: out.String(), err: errb.String(), code: ops.ExitCode(err), runErr: err}
 }

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +23,9 @@ import (
 // quotes (a cluster name, another operator's lock reason, a joined list of
 // per-pod failures).
 func ErrorLine(err error) string {
+	if _, shown := errors.AsType[shownError](err); shown {
+		return ""
+	}
 	if ops.ExitCode(err) == ops.ExitPaused {
 		// Asked for (--pause-after), not a failure.
 		return "paused: " + ops.Printable(err.Error())
@@ -151,46 +153,6 @@ func checkFlagDependencies(g *GlobalOptions) error {
 			return ops.Usagef("--%s only applies with --%s (%s)", d.flag, d.needs, d.why)
 		}
 	}
-	// Modes that never verify the server: a CA would be read and ignored.
-	if g.flagGiven("pg-ca-secret") && slices.Contains([]string{"disable", "require"}, g.CrateDB.PGSSLMode) {
-		return ops.Usagef("--pg-ca-secret only applies with --pg-sslmode verify-ca or verify-full (got %s)", g.CrateDB.PGSSLMode)
-	}
-	return nil
-}
-
-// checkEngineFlags refuses a flag of one engine given for a cluster of another (the engine
-// would ignore it): one check over the flags each engine of the registry claims
-// (EngineKind.Flags), in the order the flags are named there.
-func (o *GlobalOptions) checkEngineFlags(c *ops.Cluster) error {
-	for _, k := range o.Engines {
-		for _, f := range k.Flags {
-			if !o.flagGiven(f) || slices.Contains(o.flagEngines(f), c.Engine) {
-				continue
-			}
-			return ops.Usagef("--%s is for %s clusters; cluster %s is %s", f, strings.Join(o.flagEngineTitles(f), " and "), c.Name, c.Engine)
-		}
-	}
-	return nil
-}
-
-// flagEngines are the engines that claim flag f.
-func (o *GlobalOptions) flagEngines(f string) []string {
-	var out []string
-	for _, k := range o.Engines {
-		if slices.Contains(k.Flags, f) {
-			out = append(out, k.Name)
-		}
-	}
-	return out
-}
-
-// flagEngineTitles are the display names of the engines that claim flag f.
-func (o *GlobalOptions) flagEngineTitles(f string) []string {
-	var out []string
-	for _, k := range o.Engines {
-		if slices.Contains(k.Flags, f) {
-			out = append(out, cmp.Or(k.Title, k.Name))
-		}
-	}
-	return out
+	// The engines' own checks: their flags' values and dependencies.
+	return g.validateEngineFlags()
 }

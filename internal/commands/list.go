@@ -105,7 +105,7 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns)...))
+	found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
 	// Read once for every row: who the lock status is judged for.
 	id, err := o.ResolveLockID()
 	if err != nil {
@@ -131,7 +131,7 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name string) ClusterSummary {
 	row := ClusterSummary{Namespace: ns, Name: name}
 	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
-		Engines: o.engineNames(), Dynamic: cl.Dynamic})
+		Engines: o.engineNames(), Recognizers: o.recognizers(), Dynamic: cl.Dynamic})
 	if err != nil {
 		row.Error = err.Error()
 		return row
@@ -250,19 +250,22 @@ func clusterNames(ctx context.Context, client kubernetes.Interface, ns string) (
 }
 
 // operatorClusterNames finds the clusters an operator runs without StatefulSets (the
-// FoundationDB operator's FoundationDBClusters) in ns ("" = all). Where that resource is not
-// installed, or may not be listed, there are none.
-func operatorClusterNames(ctx context.Context, cl *Clients, ns string) []namespacedName {
+// FoundationDB operator's FoundationDBClusters): the resources of rs, the engines' resource
+// recognizers, in ns ("" = all). Where a resource is not installed, or may not be listed, it
+// has none.
+func operatorClusterNames(ctx context.Context, cl *Clients, ns string, rs []ops.ResourceRecognizer) []namespacedName {
 	if cl.Dynamic == nil {
 		return nil
 	}
-	list, err := cl.Dynamic.Resource(discovery.FoundationDBClusterGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil
-	}
 	var out []namespacedName
-	for _, u := range list.Items {
-		out = append(out, namespacedName{u.GetNamespace(), u.GetName()})
+	for _, r := range rs {
+		list, err := cl.Dynamic.Resource(r.Resource()).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, u := range list.Items {
+			out = append(out, namespacedName{u.GetNamespace(), u.GetName()})
+		}
 	}
 	return out
 }
@@ -292,7 +295,7 @@ func clusterNameOf(s *appsv1.StatefulSet) string {
 
 // didYouMean adds to err, a cluster name that discovery did not find in ns, the closest
 // name that it would find, if one is close.
-func didYouMean(ctx context.Context, cl *Clients, ns, name string, err error) error {
+func didYouMean(ctx context.Context, cl *Clients, ns, name string, rs []ops.ResourceRecognizer, err error) error {
 	var ce *ops.CodedError
 	if !errors.As(err, &ce) || !errors.Is(err, ops.ErrUsage) || !strings.HasPrefix(ce.Msg, fmt.Sprintf("no database cluster %q", name)) {
 		return err
@@ -302,7 +305,7 @@ func didYouMean(ctx context.Context, cl *Clients, ns, name string, err error) er
 		return err
 	}
 	// Clusters an operator runs without StatefulSets (FoundationDBClusters) are names too.
-	found = append(found, operatorClusterNames(ctx, cl, ns)...)
+	found = append(found, operatorClusterNames(ctx, cl, ns, rs)...)
 	best, bestD := "", len(name)/3+2
 	for _, f := range found {
 		if d := ops.EditDistance(strings.ToLower(name), strings.ToLower(f.Name)); d < bestD {

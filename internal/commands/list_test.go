@@ -14,7 +14,6 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
@@ -110,7 +109,7 @@ func TestListFindsFoundationDBClusters(t *testing.T) {
 		"apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
 		"metadata": map[string]any{"name": "myfdb", "namespace": "prod"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, fdb)
+		map[schema.GroupVersionResource]string{ops.ResourceRecognizers(builtinRecognizers())[0].Resource(): "FoundationDBClusterList"}, fdb)
 	r := h.runWith(func(g *GlobalOptions) {
 		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Dynamic: dyn, Clock: h.clock}, nil }
 	}, "list", "-n", "prod", "-o", "json")

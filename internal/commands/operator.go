@@ -21,7 +21,7 @@ func (g *GlobalOptions) operatorControl(cl *Clients, c *ops.Cluster) (ops.Operat
 		if k.Name != c.Engine || k.Operator == nil {
 			continue
 		}
-		ctl, err := k.Operator(EngineDeps{Clients: cl, Cluster: c, Options: g})
+		ctl, err := k.Operator(EngineDeps{Clients: cl, Cluster: c, Flags: g.engineFlagsOf(k.Name), Options: g})
 		if err != nil || ctl.OperatorResource(c) == nil {
 			return nil, err
 		}

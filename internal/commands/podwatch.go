@@ -1,16 +1,13 @@
 package commands
 
 import (
-	"cmp"
 	"context"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
@@ -22,7 +19,7 @@ import (
 func clusterSelector(c *ops.Cluster) string {
 	sels := make([]*metav1.LabelSelector, 0, len(c.Groups))
 	for _, g := range c.Groups {
-		sels = append(sels, g.Selector)
+		sels = append(sels, g.Owner.PodSelector())
 	}
 	return kube.SelectorFor(sels)
 }
@@ -103,62 +100,39 @@ func (z *nodeZones) lookup(ctx context.Context, pods []*corev1.Pod) {
 	}
 }
 
-var ordinalSuffix = regexp.MustCompile(`^(.*)-(\d+)$`)
-
-// podGroup tells which pods belong to a node group: those its selector matches and, for a
-// StatefulSet's group, named as the StatefulSet names its pods.
+// podGroup tells which pods belong to a node group: those its owner says are its own.
 type podGroup struct {
-	name, statefulSet string
-	selector          labels.Selector
+	name  string
+	owner ops.PodOwner
 }
 
 type podGroupList []podGroup
 
-// podGroups are the cluster's groups as the pods table sorts pods into them. A group without
-// a selector (none read) falls back to the StatefulSet's pod names.
+// podGroups are the cluster's groups as the pods table sorts pods into them.
 func podGroups(c *ops.Cluster) podGroupList {
 	out := make(podGroupList, 0, len(c.Groups))
 	for _, g := range c.Groups {
-		sel := labels.Everything()
-		if g.Selector != nil {
-			s, err := metav1.LabelSelectorAsSelector(g.Selector)
-			if err != nil {
-				sel = labels.Nothing()
-			} else {
-				sel = s
-			}
-		} else if g.StatefulSet == "" {
-			sel = labels.Nothing()
-		}
-		out = append(out, podGroup{name: g.Name, statefulSet: g.StatefulSet, selector: sel})
+		out = append(out, podGroup{name: g.Name, owner: g.Owner})
 	}
 	return out
 }
 
-// of returns the index of the group pod p belongs to, and its ordinal (the trailing number of
-// its name: StatefulSet ordinals, or the operator's process group numbers), or -1.
+// of returns the index of the group pod p belongs to and its ordinal as the group's owner
+// numbers it, or -1.
 func (gs podGroupList) of(p *corev1.Pod) (int, int) {
-	m := ordinalSuffix.FindStringSubmatch(p.Name)
-	ord := -1
-	if m != nil {
-		ord, _ = strconv.Atoi(m[2])
-	}
 	for i, g := range gs {
-		if g.statefulSet != "" && (m == nil || m[1] != g.statefulSet) {
-			continue
-		}
-		if g.selector.Matches(labels.Set(p.Labels)) {
+		if _, ord, ok := g.owner.Member(p); ok {
 			return i, ord
 		}
 	}
-	return -1, ord
+	return -1, -1
 }
 
 func podRows(objs []*corev1.Pod, groups podGroupList, zones map[string]string) []ops.PodSummary {
 	type row struct {
 		ops.PodSummary
-		key string // the StatefulSet's name, else the group's: the table's order
-		ord int
+		owner, group string // the owner's name, then the group's: the table's order
+		ord          int
 	}
 	var rows []row
 	for _, p := range objs {
@@ -175,11 +149,14 @@ func podRows(objs []*corev1.Pod, groups podGroupList, zones map[string]string) [
 			phase = "Terminating"
 		}
 		rows = append(rows, row{PodSummary: ops.PodSummary{Name: p.Name, Group: groups[gi].name, Ready: ops.PodReady(p), Phase: phase,
-			Node: p.Spec.NodeName, Zone: zones[p.Spec.NodeName], UID: string(p.UID), Restarts: restarts}, key: cmp.Or(groups[gi].statefulSet, groups[gi].name), ord: ord})
+			Node: p.Spec.NodeName, Zone: zones[p.Spec.NodeName], UID: string(p.UID), Restarts: restarts}, owner: groups[gi].owner.String(), group: groups[gi].name, ord: ord})
 	}
 	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].key != rows[j].key {
-			return rows[i].key < rows[j].key
+		if rows[i].owner != rows[j].owner {
+			return rows[i].owner < rows[j].owner
+		}
+		if rows[i].group != rows[j].group {
+			return rows[i].group < rows[j].group
 		}
 		if rows[i].ord != rows[j].ord {
 			return rows[i].ord < rows[j].ord

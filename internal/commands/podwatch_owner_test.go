@@ -42,7 +42,7 @@ func fdbOperatorCluster(t *testing.T) (*fake.Clientset, *ops.Cluster) {
 	gvr := schema.GroupVersionResource{Group: "apps.foundationdb.org", Version: "v1beta2", Resource: "foundationdbclusters"}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{gvr: "FoundationDBClusterList"}, cr)
-	c, err := discovery.Discover(t.Context(), client, discovery.Options{Namespace: "prod", Name: "myfdb", Dynamic: dyn})
+	c, err := discovery.Discover(t.Context(), client, discovery.Options{Namespace: "prod", Name: "myfdb", Dynamic: dyn, Recognizers: builtinRecognizers()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestWatchPodsEmitsSnapshots(t *testing.T) {
 		once.Do(func() { close(watching) }) // the watcher is registered now
 		return true, w, err
 	})
-	c, err := discovery.Discover(t.Context(), client, discovery.Options{Namespace: "prod", Name: "db"})
+	c, err := discovery.Discover(t.Context(), client, discovery.Options{Namespace: "prod", Name: "db", Recognizers: builtinRecognizers()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,4 +108,9 @@ func TestNodeZonesReadOnlyNewNodesWhenZonesMatter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// builtinRecognizers are the registry's recognizers, as commands hand them to discovery.
+func builtinRecognizers() []ops.Recognizer {
+	return (&Factory{Engines: builtinEngines()}).recognizers()
 }

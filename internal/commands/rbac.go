@@ -93,7 +93,7 @@ func (g *GlobalOptions) planNeeds(engine string) []ops.Permission {
 	switch engine {
 	case ops.EngineCrateDB:
 		base = append(base, secretsGet()...)
-		if g.CrateDB.PGHost == "" {
+		if pf, ok := g.engineFlagsOf(engine).(interface{ PortForwards() bool }); !ok || pf.PortForwards() {
 			base = append(base, portForward()...)
 		}
 	case ops.EngineEtcd, ops.EngineReplicated:

@@ -104,9 +104,7 @@ at once (a batch); the next batch starts once the previous one is back.`,
 	f.BoolVar(&o.NoExclusion, "no-exclusion", false, "FoundationDB: remove process groups without excluding them first (data is not moved; only for processes not running; needs --force)")
 	f.BoolVar(&o.Force, "force", false, "Allow --no-exclusion")
 	_ = cmd.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(ops.ReplaceStrategies, cobra.ShellCompDirectiveNoFileComp))
-	g.CrateDB.AddHealthFlags(f)
-	g.CrateDB.AddConnFlags(f)
-	g.Etcd.AddFlags(f)
+	g.addEngineFlags("replace", f)
 	return cmd
 }
 
@@ -205,8 +203,8 @@ func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
 // checkPods refuses named pods that are not the cluster's.
 func (o *ReplaceOptions) checkPods(c *ops.Cluster) error {
 	for _, g := range c.Groups {
-		if g.Controller != nil {
-			// An operator's resource owns the pods: names may be pods or the operator's own
+		if g.Owner.PodName(0) == "" {
+			// An owner that names its pods itself (an operator's resource) owns the pods: names may be pods or the operator's own
 			// (FoundationDB's process groups); the engine resolves and checks them.
 			return nil
 		}

@@ -82,10 +82,7 @@ Bounded by --timeout, else 4 h.`,
 	cmd.Flags().IntVar(&g.Pacing.After, "pause-after", 0, "Stop cleanly (exit 7) after restarting N pods (batches) in this run; re-run the same command to continue")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
-	g.CrateDB.AddHealthFlags(cmd.Flags())
-	g.CrateDB.AddRestartGateFlags(cmd.Flags())
-	g.CrateDB.AddConnFlags(cmd.Flags())
-	g.Etcd.AddFlags(cmd.Flags())
+	g.addEngineFlags("restart", cmd.Flags())
 	return cmd
 }
 

@@ -152,9 +152,19 @@ func (o *ResumeOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(o.ErrOut, "resuming %s %s on %s/%s, started %s by %s, left %s with %d of %d step(s) done: %s\n",
-		ops.PrintableArgs(j.Operation, j.Args, ns, o.Cluster, j.Started.UTC().Format(time.RFC3339), j.Holder, j.State,
-			len(j.Done), j.Steps, j.Request.CommandLine())...); err != nil {
+	me, err := o.ResolveLockID()
+	if err != nil {
+		return err
+	}
+	// The run goes on under this invocation's lock ID, never the recorded one (which may be
+	// the ID someone denied): the banner names both when they differ.
+	as := ""
+	if me != j.Holder {
+		as = ", now as " + ops.Printable(me)
+	}
+	if _, err := fmt.Fprintf(o.ErrOut, "resuming %s %s on %s/%s, started %s by %s, left %s with %d of %d step(s) done%s: %s\n",
+		append(ops.PrintableArgs(j.Operation, j.Args, ns, o.Cluster, j.Started.UTC().Format(time.RFC3339), j.Holder, j.State,
+			len(j.Done), j.Steps), as, ops.Printable(j.Request.CommandLine()))...); err != nil {
 		return err
 	}
 	sub.SetContext(ctx)
@@ -237,6 +247,8 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 	if err := checkExplicitlyEmpty(sub); err != nil {
 		return nil, nil, err
 	}
+	// The engine flags are the resumed command's.
+	o.flagEngines = engineClaims(sub)
 	if err := checkFlagDependencies(o.GlobalOptions); err != nil {
 		return nil, nil, err
 	}

@@ -88,7 +88,7 @@ func TestResumeRunsTheRecordedRequest(t *testing.T) {
 		t.Errorf("deleted %v, want %v (only the step the interrupted run had not done)", got, want)
 	}
 	for _, want := range []string{
-		"resuming restart --rolling --group hot on prod/db, started 2026-11-22T06:00:00Z by alice@test, left interrupted with 1 of 2 step(s) done: kubectl dbops restart db -n prod --group=hot --rolling",
+		"resuming restart --rolling --group hot on prod/db, started 2026-11-22T06:00:00Z by alice@test, left interrupted with 1 of 2 step(s) done, now as bob@test: kubectl dbops restart db -n prod --group=hot --rolling",
 	} {
 		if !strings.Contains(r.err, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.err)

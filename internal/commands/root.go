@@ -56,6 +56,7 @@ and plain or JSON output for pipelines.`,
 			g.given = map[string]bool{}
 			g.documentOutput = cmd.Annotations[annotationDocument] == "true"
 			cmd.Flags().Visit(func(f *pflag.Flag) { g.given[f.Name] = true })
+			g.flagEngines = engineClaims(cmd)
 			if err := setupKlog(g.Verbosity, g.ErrOut); err != nil {
 				return err
 			}
@@ -97,11 +98,9 @@ and plain or JSON output for pipelines.`,
 	cmd.SetFlagErrorFunc(flagError)
 
 	status := NewStatusCmd(g)
-	g.CrateDB.AddConnFlags(status.Flags())
-	g.Etcd.AddFlags(status.Flags())
+	g.addEngineFlags("status", status.Flags())
 	wait := NewWaitCmd(g)
-	g.CrateDB.AddConnFlags(wait.Flags())
-	g.Etcd.AddFlags(wait.Flags())
+	g.addEngineFlags("wait", wait.Flags())
 	cmd.AddCommand(
 		status,
 		NewListCmd(g),
@@ -116,6 +115,8 @@ and plain or JSON output for pipelines.`,
 		NewHistoryCmd(g),
 		NewVersionCmd(g),
 	)
+	g.claimCommandFlags(cmd)
+	cmd.SetUsageFunc(g.engineUsage(cmd.UsageFunc()))
 	registerCompletions(cmd, g)
 	refuseUnknownShells(cmd)
 	return cmd

@@ -38,9 +38,9 @@ func (g *GlobalOptions) discover(ctx context.Context, name string, mutating bool
 		return nil, nil, err
 	}
 	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Selector: g.Selector, Engine: g.Engine,
-		Engines: g.engineNames(), Dynamic: cl.Dynamic})
+		Engines: g.engineNames(), Recognizers: g.recognizers(), Dynamic: cl.Dynamic})
 	if err != nil {
-		return nil, nil, didYouMean(ctx, cl, ns, name, err)
+		return nil, nil, didYouMean(ctx, cl, ns, name, ops.ResourceRecognizers(g.recognizers()), err)
 	}
 	// A flag of another engine is bad input, refused before anything else is checked.
 	if err := g.checkEngineFlags(c); err != nil {
@@ -83,17 +83,14 @@ var (
 )
 
 // runE is a mutating command's RunE: Complete, then every check that needs
-// no API in one place (the shared flags, the CrateDB flags, the command's
-// own), then Run.
+// no API in one place (the shared flags, the command's own; the engines' flags
+// were checked before, with checkFlagDependencies), then Run.
 func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) error {
 	run := func(cmd *cobra.Command, args []string) error {
 		if err := o.Complete(cmd, args); err != nil {
 			return err
 		}
 		if err := g.Validate(); err != nil {
-			return err
-		}
-		if err := g.CrateDB.Validate(); err != nil {
 			return err
 		}
 		if err := o.Validate(); err != nil {
@@ -215,11 +212,18 @@ func (g *GlobalOptions) engine(ctx context.Context, cl *Clients, c *ops.Cluster)
 	}
 	for _, k := range g.Engines {
 		if k.Name == c.Engine {
-			return k.Build(ctx, EngineDeps{Clients: cl, Cluster: c, Options: g})
+			return k.Build(ctx, EngineDeps{Clients: cl, Cluster: c, Flags: g.engineFlagsOf(k.Name), Options: g})
 		}
 	}
 	return nil, ops.Usagef("engine %s (cluster %s) is not supported by this build yet; pass --engine generic to operate it as plain StatefulSets without database health gates",
 		c.Engine, c.Name)
+}
+
+// closeEngine ends an engine's database connections, if it keeps any.
+func closeEngine(ctx context.Context, eng ops.Engine) {
+	if c, ok := eng.(ops.Closer); ok {
+		_ = c.Close(context.WithoutCancel(ctx))
+	}
 }
 
 // timeoutOr returns --timeout, else the environment variable env (seconds),

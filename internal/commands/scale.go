@@ -128,10 +128,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().StringSliceVar(&o.Remove, "remove", nil, "FoundationDB: with --processes, the process groups (or their pods) that go, exactly as many per class as the new count removes (comma-separated or repeated)")
 	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(fdbProcessClasses, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
-	g.CrateDB.AddConnFlags(cmd.Flags())
-	g.CrateDB.AddScaleFlags(cmd.Flags())
-	g.CrateDB.AddHealthFlags(cmd.Flags())
-	g.Etcd.AddFlags(cmd.Flags())
+	g.addEngineFlags("scale", cmd.Flags())
 	return cmd
 }
 

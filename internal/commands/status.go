@@ -195,7 +195,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders, w
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	// Groups whose pods an operator's resource recreates show it instead of a StatefulSet.
 	controllerCol := "STATEFULSET"
-	if slices.ContainsFunc(c.Groups, func(g *ops.NodeGroup) bool { return g.Controller != nil }) {
+	if slices.ContainsFunc(c.Groups, func(g *ops.NodeGroup) bool { _, sts := g.Owner.(*ops.StatefulSetOwner); return !sts }) {
 		controllerCol = "CONTROLLER"
 	}
 	header(tw, "  GROUP\t"+controllerCol+"\tROLE\tORDER\tDESIRED\tCURRENT\tREADY")
@@ -204,11 +204,7 @@ func writeStatusText(w io.Writer, st *ClusterStatus, now time.Time, noHeaders, w
 		if g.MasterEligible && role != ops.RoleMaster {
 			role += " (master-eligible)"
 		}
-		controller := g.StatefulSet
-		if g.Controller != nil {
-			controller = g.Controller.Kind + "/" + g.Controller.Name
-		}
-		ops.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, controller, role, g.Order, g.Desired, g.Current, g.Ready)
+		ops.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.Owner, role, g.Order, g.Desired, g.Current, g.Ready)
 	}
 	tw.Flush()
 	b.WriteString("\nPods:\n")

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // watch prints the status, then again each time it changes, until ctx ends
@@ -54,7 +53,7 @@ func (o *StatusOptions) watch(ctx context.Context) error {
 			tick = t.C
 		}
 	}
-	crChanged, stopCR, err := watchControllers(ctx, cl.Dynamic, c)
+	crChanged, stopCR, err := watchControllers(ctx, cl.Dynamic, c, ops.ResourceRecognizers(o.recognizers()))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -115,13 +114,16 @@ func watchNamespace(ctx context.Context, client kubernetes.Interface, ns string)
 }
 
 // watchControllers watches the operator resources that recreate c's pods (the
-// FoundationDBCluster of an FDB cluster: its status carries the operator's view of health);
-// the channel is nil when there are none.
-func watchControllers(ctx context.Context, dyn dynamic.Interface, c *ops.Cluster) (changed <-chan struct{}, stop func(), err error) {
+// FoundationDBCluster of an FDB cluster: its status carries the operator's view of health), of
+// the kinds the engines' recognizers rs read; the channel is nil when there are none.
+func watchControllers(ctx context.Context, dyn dynamic.Interface, c *ops.Cluster, rs []ops.ResourceRecognizer) (changed <-chan struct{}, stop func(), err error) {
 	var gvrs []schema.GroupVersionResource
 	for _, g := range c.Groups {
-		if g.Controller != nil && g.Controller.Kind == "FoundationDBCluster" && !slices.Contains(gvrs, discovery.FoundationDBClusterGVR) {
-			gvrs = append(gvrs, discovery.FoundationDBClusterGVR)
+		kind := g.Owner.Ref(c.Namespace).Kind
+		for _, r := range rs {
+			if gvr := r.Resource(); kind == r.Kind() && r.Engine() == c.Engine && !slices.Contains(gvrs, gvr) {
+				gvrs = append(gvrs, gvr)
+			}
 		}
 	}
 	if dyn == nil || len(gvrs) == 0 {
@@ -258,9 +260,15 @@ func statusSignature(st *ClusterStatus) (string, error) {
 	if h := st.Health; h != nil && (len(h.Volatile) > 0 || (h.Table != nil && len(h.Table.VolatileColumns) > 0)) {
 		hc := *h
 		hc.Details = maps.Clone(h.Details)
+		hc.Values = maps.Clone(h.Values)
 		for _, k := range h.Volatile {
 			if _, ok := hc.Details[k]; ok {
 				hc.Details[k] = ""
+			}
+			// The typed value holds the same reading (seconds remaining); whether it is set
+			// at all still counts.
+			if v, ok := hc.Values[k]; ok && v != nil {
+				hc.Values[k] = true
 			}
 		}
 		if h.Table != nil {

@@ -28,6 +28,7 @@ func (e *polledEngine) Health(context.Context, *ops.Cluster) (*ops.Health, error
 	default:
 	}
 	return &ops.Health{Status: "ok", Details: map[string]string{"state": e.state.Load().(string), "remaining": fmt.Sprintf("%d s", 1000-n)},
+		Values:   map[string]any{"state": e.state.Load().(string), "remaining": map[string]any{"seconds": 1000 - n}},
 		Volatile: []string{"remaining"},
 		Table:    &ops.Table{Title: "Processes", Columns: []string{"NAME", "UPTIME"}, Rows: [][]string{{"p1", fmt.Sprintf("%ds", n)}}, VolatileColumns: []int{1}}}, nil
 }

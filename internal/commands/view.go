@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -56,7 +57,11 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 	case g.NoTUI || !g.IsTerminal():
 		ps := tui.NewPlain(g.Out, tui.PlainOptions{})
 		exec.Sink = ps
-		return withSinkErr(exec.Run(ctx, plan), ps.Err())
+		err := exec.Run(ctx, plan)
+		if ps.Err() == nil {
+			err = shownInterruption(err)
+		}
+		return withSinkErr(err, ps.Err())
 	}
 	opCtx, abort := context.WithCancel(ctx)
 	defer abort()
@@ -80,7 +85,23 @@ func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, pla
 		return &ops.CodedError{Kind: ops.ErrInterrupted,
 			Msg: "forced quit: the current step may still be in flight; run `kubectl dbops status` and re-run the same command to resume"}
 	}
-	return <-errc
+	return shownInterruption(<-errc)
+}
+
+// shownError is an error the run's view has shown already, with the way to continue (the
+// done event): the command's own error line would only repeat it.
+type shownError struct{ error }
+
+func (e shownError) Unwrap() error { return e.error }
+
+// shownInterruption marks a Ctrl-C's error as shown: the plain and terminal views printed the
+// step it stopped in and the command that resumes. Other failures keep their error line (CI
+// logs grep stderr for it).
+func shownInterruption(err error) error {
+	if err != nil && errors.Is(err, ops.ErrInterrupted) {
+		return shownError{err}
+	}
+	return err
 }
 
 // untilDone passes events on and drops pods events once the done event went out, so a pod

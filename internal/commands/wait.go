@@ -41,7 +41,8 @@ func NewWaitCmd(g *GlobalOptions) *cobra.Command {
 
   ready     every node group has its desired number of pods, all Ready
   healthy   ready, and the database reports itself healthy (CrateDB green,
-            etcd healthy with quorum and no learner, replicated healthy)
+            etcd healthy with quorum and no learner, replicated healthy,
+            FoundationDB healthy, fully recovered and no maintenance zone)
   unlocked  nobody holds the cluster's lock (a lock that expired counts as free)
 
 Kubernetes changes are watched (pods, StatefulSets, the lock's Lease); the

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -37,9 +35,14 @@ type Cluster struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	Engine    string `json:"engine"`
-	// Layout says how the cluster was recognised: "labels" (dbops.io/*),
-	// "cratedb-operator", "etcd", "statefulset" or "selector".
+	// Layout says how the cluster was recognised: "labels" (dbops.io/*), "statefulset" or
+	// "selector" (discovery's generic paths), or the name of the engine's recognizer's layout
+	// ("cratedb-operator", "etcd", "foundationdb-operator", ...). Only for people: engines
+	// read Recognized.
 	Layout string `json:"layout"`
+	// Recognized is what the engine's recognizer attached (ops.Recognizer), a value of the
+	// engine's own type (FoundationDB: which of its layouts); nil when none attached one.
+	Recognized any `json:"-"`
 	// Operator is non-empty when an operator owns the StatefulSets
 	// (ownerReferences or app.kubernetes.io/managed-by); mutating commands
 	// refuse unless overridden.
@@ -55,50 +58,28 @@ type Cluster struct {
 	PodsResourceVersion string `json:"-"`
 }
 
-// NodeGroup is a set of pods of a cluster and the controller that recreates them: a
-// StatefulSet (StatefulSet names it), or an operator's resource (Controller names it, and
-// StatefulSet is empty).
+// NodeGroup is a set of pods of a cluster and the resource that recreates them (Owner).
 type NodeGroup struct {
-	Name        string `json:"name"`
-	StatefulSet string `json:"statefulSet"`
-	// Controller is the resource that recreates the group's pods when it is not a StatefulSet
-	// (a FoundationDBCluster); nil for StatefulSet groups.
-	Controller *ControllerRef `json:"controller,omitempty"`
-	Role       string         `json:"role"`
-	Order      int            `json:"order"`
-	Desired    int32          `json:"desired"`
-	Current    int32          `json:"current"`
-	Ready      int32          `json:"ready"`
+	Name string `json:"name"`
+	// Owner creates and recreates the group's pods: a StatefulSet (*StatefulSetOwner) or an
+	// operator's resource. MarshalJSON writes it as "statefulSet" and "controller".
+	Owner   PodOwner `json:"-"`
+	Role    string   `json:"role"`
+	Order   int      `json:"order"`
+	Desired int32    `json:"desired"`
+	Current int32    `json:"current"`
+	Ready   int32    `json:"ready"`
 	// MasterEligible marks the group whose nodes can be elected master:
 	// the master group, or (CrateDB without dedicated masters) the first
 	// data group.
 	MasterEligible bool  `json:"masterEligible,omitempty"`
 	Pods           []Pod `json:"pods"`
-	// Object is the StatefulSet as read, for engines that need its spec.
-	Object *appsv1.StatefulSet `json:"-"`
-	// Selector selects the group's pods (the StatefulSet's selector, or the operator's match
-	// labels with the group's class label), as discovery read it: the run's pod informer and the
-	// pods table select by it, whatever owns the pods. nil when unknown.
-	Selector *metav1.LabelSelector `json:"-"`
 }
 
 // OwnerRef names the resource that recreates the group's pods (its StatefulSet, or the
 // operator's resource), for the operation's audit events: never a StatefulSet with an empty name
 // for a group an operator's resource owns.
-func (g *NodeGroup) OwnerRef(namespace string) ObjectRef {
-	if g.Controller != nil {
-		ref := ObjectRef{Kind: g.Controller.Kind, APIVersion: g.Controller.APIVersion, Namespace: namespace, Name: g.Controller.Name}
-		if md, ok := g.Controller.Object["metadata"].(map[string]any); ok {
-			ref.UID, _ = md["uid"].(string)
-		}
-		return ref
-	}
-	ref := ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: namespace, Name: g.StatefulSet}
-	if g.Object != nil {
-		ref.UID = string(g.Object.GetUID())
-	}
-	return ref
-}
+func (g *NodeGroup) OwnerRef(namespace string) ObjectRef { return g.Owner.Ref(namespace) }
 
 // OwnerRefs names each resource that recreates the cluster's pods once (an operator's resource
 // owns several groups), in group order.

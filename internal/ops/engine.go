@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -74,6 +76,9 @@ type Health struct {
 	Status  string            `json:"status"`
 	Message string            `json:"message,omitempty"`
 	Details map[string]string `json:"details,omitempty"`
+	// Values are the same facts as typed JSON (numbers, booleans, objects) for pipelines
+	// (status -o json): Details are for people and their strings are not parsed back.
+	Values map[string]any `json:"values,omitempty"`
 	// Table is an optional per-member view (etcd members, say) that
 	// status prints under the health line.
 	Table *Table `json:"table,omitempty"`
@@ -89,6 +94,39 @@ type Table struct {
 	Rows    [][]string `json:"rows"`
 	// VolatileColumns are the indexes of columns that change with time alone (an uptime).
 	VolatileColumns []int `json:"-"`
+}
+
+// MarshalJSON adds "items", each row as an object keyed by its column in lowerCamelCase
+// ("PROCESS GROUP" -> "processGroup"), so that pipelines select by name (jq
+// '.health.table.items[] | select(.pod == "x")') rather than by column position.
+func (t Table) MarshalJSON() ([]byte, error) {
+	type plain Table
+	items := make([]map[string]string, 0, len(t.Rows))
+	for _, r := range t.Rows {
+		item := make(map[string]string, len(t.Columns))
+		for i, c := range t.Columns {
+			if i < len(r) {
+				item[camelKey(c)] = r[i]
+			}
+		}
+		items = append(items, item)
+	}
+	return json.Marshal(struct {
+		plain
+		Items []map[string]string `json:"items"`
+	}{plain(t), items})
+}
+
+// camelKey is a column title as a JSON key: "PROCESS GROUP" -> "processGroup".
+func camelKey(title string) string {
+	var b strings.Builder
+	for i, w := range strings.FieldsFunc(strings.ToLower(title), func(r rune) bool { return r == ' ' || r == '-' || r == '_' }) {
+		if i > 0 {
+			w = strings.ToUpper(w[:1]) + w[1:]
+		}
+		b.WriteString(w)
+	}
+	return b.String()
 }
 
 // HealthPoller is implemented by engines whose health lives only in the database (no

@@ -192,8 +192,8 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	noticed := make(chan struct{})
 	stopNotice := context.AfterFunc(runCtx, func() {
 		defer close(noticed)
-		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("stopping (%v): finishing the current action safely, the journal is kept",
-			context.Cause(runCtx))})
+		e.emit(Event{Type: EventWarning, Message: fmt.Sprintf("stopping (%s): finishing the current action safely, the journal is kept",
+			stopCause(runCtx))})
 	})
 	err = e.runSteps(runCtx, journal)
 	// The run's own last write (which releases the lock) must not read as a release by
@@ -354,9 +354,14 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 				return err
 			}
 			// Stopped by the run (Ctrl-C, SIGTERM, --timeout, a lost lock), the step says so.
-			reason := ReasonOf(classify(ctx, err))
-			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error, ev.ReasonCode = err.Error(), reason })
-			return fmt.Errorf("step %d/%d (%s: %s): %w", ref.Index, total, s.Target, s.Description, err)
+			classified := classify(ctx, err)
+			reason, msg := ReasonOf(classified), err.Error()
+			if errors.Is(classified, ErrInterrupted) {
+				// Ctrl-C: what the step was doing, without the cancelled context's own words.
+				msg = withoutCancel(msg)
+			}
+			e.emitStep(EventStepFailed, ref, func(ev *Event) { ev.Error, ev.ReasonCode = msg, reason })
+			return &stepError{where: fmt.Sprintf("step %d/%d (%s: %s)", ref.Index, total, s.Target, s.Description), err: err}
 		}
 		if !resumed {
 			ran++
@@ -651,8 +656,48 @@ func classify(ctx context.Context, err error) error {
 	case errors.Is(cause, context.DeadlineExceeded):
 		return &CodedError{Kind: ErrTimeout, Msg: fmt.Sprintf("timed out: %v", err), Err: err}
 	default:
-		return &CodedError{Kind: ErrInterrupted, Msg: fmt.Sprintf("interrupted: %v", err), Err: err}
+		// Without the cancelled context's own words; what the step undid (allocation
+		// re-enabled, say) stays.
+		msg := "interrupted: " + withoutCancel(err.Error())
+		if se, ok := errors.AsType[*stepError](err); ok {
+			msg = "interrupted in " + se.where
+			if inner := withoutCancel(se.err.Error()); inner != "interrupted" && inner != "" {
+				msg += ": " + inner
+			}
+		}
+		return &CodedError{Kind: ErrInterrupted, Msg: msg, Err: err}
 	}
+}
+
+// stepError is a step's failure, naming the step.
+type stepError struct {
+	where string
+	err   error
+}
+
+func (e *stepError) Error() string { return e.where + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// stopCause says why the run is stopping, in the user's words: Ctrl-C and SIGTERM cancel
+// the context, which reads "context canceled".
+func stopCause(ctx context.Context) string {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, context.Canceled) {
+		return "interrupted"
+	}
+	return cause.Error()
+}
+
+// withoutCancel drops the cancelled context's own words from an error text that a Ctrl-C
+// ended ("waiting for pod Ready: context canceled").
+func withoutCancel(s string) string {
+	for _, w := range []string{": context canceled", "context canceled: ", "context canceled"} {
+		s = strings.ReplaceAll(s, w, "")
+	}
+	if s == "" {
+		return "interrupted"
+	}
+	return s
 }
 
 func kindOf(err error) error {

@@ -198,7 +198,7 @@ func testCluster(groups map[string]int, order []string, masters string) (*Cluste
 	c := &Cluster{Name: "db", Namespace: "prod", Engine: EngineGeneric, Layout: "labels"}
 	client := fake.NewClientset()
 	for i, gname := range order {
-		g := &NodeGroup{Name: gname, StatefulSet: "db-" + gname, Role: RoleData, Order: i,
+		g := &NodeGroup{Name: gname, Owner: &StatefulSetOwner{Name: "db-" + gname}, Role: RoleData, Order: i,
 			Desired: int32(groups[gname]), Current: int32(groups[gname]), Ready: int32(groups[gname])}
 		if gname == masters {
 			g.Role = RoleMaster

@@ -200,8 +200,9 @@ func deletedEarlier(c *Cluster, data map[string]string, pods []string) bool {
 
 // groupPods are the pods of g in ordinal order, with the ordinals below the StatefulSet's
 // size that have no pod right now (being recreated: a run killed right after deleting one)
-// stood in by a not-Ready placeholder. They are StatefulSet pods by name (<sts>-<ordinal>),
-// so a resumed restart waits for them and no other pod goes while one is missing.
+// stood in by a not-Ready placeholder named as the owner names it (a StatefulSet's
+// <sts>-<ordinal>; none for an owner that names its pods itself), so a resumed restart waits
+// for them and no other pod goes while one is missing.
 func groupPods(g *NodeGroup) []Pod {
 	have := map[int]bool{}
 	for _, p := range g.Pods {
@@ -209,8 +210,8 @@ func groupPods(g *NodeGroup) []Pod {
 	}
 	out := slices.Clone(g.Pods)
 	for o := range int(g.Desired) {
-		if !have[o] && g.StatefulSet != "" {
-			out = append(out, Pod{Name: fmt.Sprintf("%s-%d", g.StatefulSet, o), Group: g.Name, Ordinal: o, Phase: "Missing"})
+		if name := g.Owner.PodName(o); !have[o] && name != "" {
+			out = append(out, Pod{Name: name, Group: g.Name, Ordinal: o, Phase: "Missing"})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Pod) int { return a.Ordinal - b.Ordinal })

@@ -224,6 +224,9 @@ func testClusterFromLive(t *testing.T, c *Cluster, client kubernetes.Interface) 
 	if err := json.Unmarshal(b, out); err != nil {
 		return nil, err
 	}
+	for i, g := range out.Groups { // the owner is not part of the document
+		g.Owner = c.Groups[i].Owner
+	}
 	list, err := client.CoreV1().Pods(c.Namespace).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)

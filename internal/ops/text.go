@@ -270,3 +270,18 @@ func JSONPrintable(b []byte) []byte {
 	}
 	return out
 }
+
+// FormatBytes renders n bytes for people: "512 B", "1.5 KiB", "3.2 GiB" (binary units, as
+// kubectl's quantities and the databases' own tools print sizes).
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), -1
+	for (f >= unit || f <= -unit) && i < 5 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTPE"[i])
+}

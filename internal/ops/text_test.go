@@ -78,3 +78,14 @@ func TestJoinOneLine(t *testing.T) {
 		t.Error("not one line once printed")
 	}
 }
+
+func TestFormatBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"}, {5 << 20, "5.0 MiB"}, {3435973837, "3.2 GiB"}, {1 << 62, "4.0 EiB"}} {
+		if got := FormatBytes(tc.n); got != tc.want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

@@ -95,10 +95,10 @@ func fixtureEvents() []ops.Event {
 		ev(96*s, ops.Event{Type: ops.EventStepStarted, Step: fixtureRef(3)}),
 		ev(97*s, ops.Event{Type: ops.EventWarning, Step: fixtureRef(3), Message: `could not record audit event on Pod/crate-data-1: events is forbidden: User "alice" cannot create resource "events"`}),
 		ev(98*s, ops.Event{Type: ops.EventStepWaiting, Step: fixtureRef(3), Reason: "new pod Ready (UID changed)"}),
-		ev(191*s, ops.Event{Type: ops.EventStepFailed, Step: fixtureRef(3), Error: "verify: interrupted while waiting for new pod Ready: context canceled"}),
+		ev(191*s, ops.Event{Type: ops.EventStepFailed, Step: fixtureRef(3), Error: "verify: interrupted while waiting for new pod Ready"}),
 		ev(192*s, ops.Event{Type: ops.EventLock, Lock: &ops.LockInfo{Action: ops.LockReleased, Holder: "alice@laptop"}}),
 		ev(192*s, ops.Event{Type: ops.EventDone, Outcome: ops.OutcomeInterrupted, Timeout: 30 * time.Minute,
-			Error:  "interrupted: step 3/4 (pod/crate-data-1: restart pod): verify: context canceled",
+			Error:  "interrupted in step 3/4 (pod/crate-data-1: restart pod)",
 			Resume: "re-run the same command to resume: kubectl dbops rolling-restart prod/crate-main --rolling --group data"}),
 	}
 }

@@ -59,6 +59,10 @@ func progressText(p *ops.Progress) string {
 	if p == nil {
 		return ""
 	}
+	if p.Unit == "bytes" {
+		// "1.2 GiB/3.0 GiB moved" reads; "1288490188/3221225472 bytes" does not.
+		return ops.FormatBytes(p.Done) + "/" + ops.FormatBytes(p.Total)
+	}
 	s := fmt.Sprintf("%d/%d", p.Done, p.Total)
 	if p.Unit != "" {
 		s += " " + p.Unit
@@ -142,9 +146,13 @@ func outcomeText(e ops.Event) string {
 			s += " after " + formatDuration(e.Elapsed)
 		}
 	}
-	if e.Error != "" {
+	switch {
+	case e.Error != "" && strings.HasPrefix(e.Error, outcome+" in "):
+		// "interrupted in step 3/4 (...)": the outcome's word once.
+		s += strings.TrimPrefix(e.Error, outcome)
+	case e.Error != "":
 		s += ": " + e.Error
-	} else if e.Message != "" {
+	case e.Message != "":
 		s += ": " + e.Message
 	}
 	return s

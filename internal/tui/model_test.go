@@ -156,7 +156,7 @@ func TestModelFailureAndDone(t *testing.T) {
 		"↷ 1. sts/crate-data",
 		"✓ 2. pod/crate-data-0",
 		"✗ 3. pod/crate-data-1",
-		"error: verify: interrupted while waiting for new pod Ready: context canceled",
+		"error: verify: interrupted while waiting for new pod Ready",
 		"· 4. sts/crate-data",
 		"lock: released",
 		`WARNING: [3/4] pod/crate-data-1 restart pod: could not record audit event`,
@@ -168,7 +168,7 @@ func TestModelFailureAndDone(t *testing.T) {
 	}
 	view = m.View()
 	assertContains(t, view,
-		"✗ interrupted after 3m12s: interrupted: step 3/4",
+		"✗ interrupted after 3m12s in step 3/4 (pod/crate-data-1: restart pod)",
 		"re-run the same command to resume: kubectl dbops rolling-restart prod/crate-main --rolling --group data",
 		"elapsed 3m12s / timeout 30m0s",
 	)

@@ -100,7 +100,7 @@ func TestRunUntilDone(t *testing.T) {
 		t.Fatalf("Run = %+v, %v; want interrupted, nil", r.res, r.err)
 	}
 	// The resume hint is printed after the program, whole, on its own line.
-	wantTail := "✗ interrupted after 3m12s: interrupted: step 3/4 (pod/crate-data-1: restart pod): verify: context canceled\n" +
+	wantTail := "✗ interrupted after 3m12s in step 3/4 (pod/crate-data-1: restart pod)\n" +
 		"re-run the same command to resume: kubectl dbops rolling-restart prod/crate-main --rolling --group data\n"
 	if !strings.HasSuffix(out.String(), wantTail) {
 		t.Errorf("output does not end with the outcome block:\n%q", out.String())

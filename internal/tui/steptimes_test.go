@@ -27,3 +27,12 @@ func TestStepTimesLines(t *testing.T) {
 		})
 	}
 }
+
+func TestProgressTextBytes(t *testing.T) {
+	if got := progressText(&ops.Progress{Done: 3 << 29, Total: 3 << 30, Unit: "bytes"}); got != "1.5 GiB/3.0 GiB" {
+		t.Errorf("bytes progress %q", got)
+	}
+	if got := progressText(&ops.Progress{Done: 12, Total: 40, Unit: "shards"}); got != "12/40 shards" {
+		t.Errorf("shards progress %q", got)
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // assertSecretsNotAudited fails when a secret value appears in the test bed API server's
-// audit log (internal/testbed records every request's URI at Metadata level): raw, or
+// audit log (test/testbed records every request's URI at Metadata level): raw, or
 // query-escaped as exec argv is in a pods/exec request's URI. Call it after the commands that
 // used the secrets; it reads the whole log, so it also covers requests of earlier tests.
 func assertSecretsNotAudited(t *testing.T, secrets ...string) {

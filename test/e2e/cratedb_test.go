@@ -34,8 +34,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/bedwire"
 )
 
 // crateE2ECluster is the CrateDB cluster name of these tests (one per namespace).
@@ -441,7 +441,7 @@ func (x *crateEnv) privileges(user string) int64 {
 
 // TestCrateDBBootstrap is bootstrap case 1 on kwok: the password statements reach crash on its
 // stdin through the test bed's exec, which ends stdin as a kubelet does
-// (internal/testbed/nodeserver.go), so crash runs them. The system user exists already with
+// (test/testbed/nodeserver.go), so crash runs them. The system user exists already with
 // another password (the Secret changed since): CREATE USER fails with the version's
 // already-exists error and bootstrap sets the Secret's password with ALTER USER, which the
 // simulator's statement log shows; no password is in an exec argument the API server recorded.

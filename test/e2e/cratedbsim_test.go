@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/bedwire"
 )
 
 // crateSimFixture creates the fixture's StatefulSets in ns, waits for their pods and starts

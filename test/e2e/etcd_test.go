@@ -3,7 +3,7 @@
 package e2e
 
 // End-to-end tests of the etcd engine against real etcd processes, one per
-// pod (internal/sim/etcdpods), driven through the ops API as the CLI does.
+// pod (test/sim/etcdpods), driven through the ops API as the CLI does.
 
 import (
 	"context"
@@ -26,8 +26,8 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/etcdpods"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/etcdpods"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // etcdOpTimeout bounds one operation; the machine is slow and shared.
@@ -94,7 +94,7 @@ func etcdTailFile(path string, n int) string {
 
 func (x *etcdEnv) cluster() *ops.Cluster {
 	x.t.Helper()
-	c, err := discovery.Discover(x.t.Context(), bed.Client, discovery.Options{Namespace: x.ns, Name: x.name})
+	c, err := discovery.Discover(x.t.Context(), bed.Client, discovery.Options{Namespace: x.ns, Name: x.name, Recognizers: etcd.Recognizers()})
 	if err != nil {
 		x.t.Fatalf("discover: %v", err)
 	}

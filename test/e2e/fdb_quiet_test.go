@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // TestFoundationDBRestartMaintenanceOffWaitsForLag: after a batch comes back, the run ends its

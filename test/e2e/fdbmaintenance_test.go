@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbop"
 )
 
 // TestFoundationDBRestartWithMaintenanceChecker: on a cluster whose operator runs its
@@ -138,5 +138,15 @@ func TestFoundationDBStatusWatchSeesFDBHealth(t *testing.T) {
 		if i >= 3 {
 			t.Fatalf("maintenance zone not shown after %d documents", i+1)
 		}
+	}
+	// Every restart waits for that zone to end: `wait --for=healthy` must not pass, and `list`
+	// shows the state with the way to end a stale zone.
+	env := cliEnv(t)
+	r := runCLI(t, env, "wait", "myfdb", "-n", ns, "--for=healthy", "--timeout", "3s")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "maintenance zone-b") || !strings.Contains(r.Stderr, "fdbcli --exec 'maintenance off'") {
+		t.Fatalf("wait --for=healthy during a maintenance zone: %s", r)
+	}
+	if r := runCLI(t, env, "list", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, "maintenance") {
+		t.Fatalf("list during a maintenance zone: %s", r)
 	}
 }

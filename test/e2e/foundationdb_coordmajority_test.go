@@ -11,8 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbwire"
 )
 
 // TestFoundationDBRestartByPodRefusesCoordinatorMajority (issue #37 item 2): a double cluster

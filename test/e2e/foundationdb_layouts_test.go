@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbwire"
 )
 
 // fdbLayoutFixture starts the simulator and stand-in operator for ns with spec (named myfdb).

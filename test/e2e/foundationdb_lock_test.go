@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbwire"
 )
 
 const fdbLockKey = "\xff\x02/org.foundationdb.kubernetes-operator/global"

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbop"
 )
 
 // TestFoundationDBLockPausesOperator: lock acquire --pause-operator sets spec.skip and records

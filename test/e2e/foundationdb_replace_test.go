@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 const fdbGroupLabel = "foundationdb.org/fdb-process-group-id"

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbop"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbop"
 )
 
 // fdbModel is the simulator's model of the fixture's cluster.

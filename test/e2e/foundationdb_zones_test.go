@@ -10,8 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim/fdbwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // fdbSimFixtureThreeZones is fdbSimFixture created while only zone-a..zone-c take pods (the

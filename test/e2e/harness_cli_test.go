@@ -39,7 +39,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/racebuild"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // cliTimeout bounds every run of the binary.

@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // Kill-and-resume matrix: an operation is killed with SIGKILL at a seeded random point (after

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/bedwire"
 )
 
 // TestLockLossStopsCrateDBRollingRestart: a CrateDB rolling restart whose lock ID is denied

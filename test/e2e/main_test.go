@@ -1,7 +1,7 @@
 //go:build e2e
 
 // Package e2e runs end-to-end tests against a local control plane started by
-// internal/testbed. Run with: go test -tags e2e ./test/e2e/ -v -count=1
+// test/testbed. Run with: go test -tags e2e ./test/e2e/ -v -count=1
 package e2e
 
 import (
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // bed is shared by all tests of the package: starting a control plane takes seconds, and the

@@ -76,7 +76,7 @@ func TestPodInformerStartsNotOlderThanDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel := kube.SelectorFor([]*metav1.LabelSelector{c.Groups[0].Object.Spec.Selector})
+	sel := kube.SelectorFor([]*metav1.LabelSelector{c.Groups[0].Owner.PodSelector()})
 	pods := kube.StartPods(ctx, client, ns, sel, c.PodsResourceVersion)
 	if err := pods.Synced(ctx); err != nil {
 		t.Fatal(err)

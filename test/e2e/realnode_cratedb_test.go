@@ -3,7 +3,7 @@
 package e2e
 
 // CrateDB on the test bed's real nodes: every pod runs the CrateDB simulator image
-// (internal/testbed/images.go) in a real container, whose main process forwards the pod's
+// (test/testbed/images.go) in a real container, whose main process forwards the pod's
 // HTTP, PostgreSQL and exporter ports to its node in the simulator on the host (its pod
 // gateway on the pod bridge). crash runs in the container through the real kubelet's exec,
 // with stdin delivered and closed; pgwire goes through the real kubelet's port-forward; pods
@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // realCrateGroups is the shape of the real-node clusters: 3 dedicated masters (a quorum

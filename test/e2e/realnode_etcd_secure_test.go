@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // runEtcdSteps runs the CLI commands one after the other, each to convergence at want members.

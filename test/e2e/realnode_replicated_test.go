@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // podSh runs a shell command in a pod's container.

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // replScript is the application: "app.sh CMD [PRIMARY-DNS...]". Files in

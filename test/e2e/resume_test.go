@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/cratedbsim/bedwire"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/bedwire"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // TestResumeCrateDBRestart interrupts a CrateDB rolling restart with SIGINT after its first

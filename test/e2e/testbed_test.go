@@ -23,7 +23,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 func TestNodesSpreadOverZones(t *testing.T) {
@@ -258,7 +258,7 @@ func writeFile(t *testing.T, path, content string) {
 // does, over both of client-go's protocols (websocket v5, whose CLOSE signal the API server
 // turns into the end of the kubelet's stdin stream, and SPDY, which closes that stream), so a
 // program that reads stdin to EOF (cat, crash) finishes; its exit code arrives structured.
-// Before the test bed's node server (internal/testbed/nodeserver.go) kwok never ended the
+// Before the test bed's node server (test/testbed/nodeserver.go) kwok never ended the
 // process's stdin and every case here hung until its deadline.
 func TestExecEndsStdin(t *testing.T) {
 	ns := newNamespace(t)

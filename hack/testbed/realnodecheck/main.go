@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/testbed"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 func main() {

@@ -87,9 +87,9 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req ops.Boot
 	secrets := append([]string{sysPW, license}, pws...)
 
 	p := ops.NewPlan("bootstrap", c, ops.EngineCrateDB, bootstrapArgs(req))
-	stsRef := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: eligible.StatefulSet}
-	if eligible.Object != nil {
-		stsRef.UID = string(eligible.Object.UID)
+	stsRef := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: ops.StatefulSetName(eligible)}
+	if ops.StatefulSetOf(eligible) != nil {
+		stsRef.UID = string(ops.StatefulSetOf(eligible).UID)
 	}
 	via := fmt.Sprintf("via: %s < STATEMENT (on stdin, never in the command line; container %s)", strings.Join(cr.argv, " "), crateContainer)
 	pre := fmt.Sprintf("a Ready pod of master-eligible group %s (container %s)", eligible.Name, crateContainer)

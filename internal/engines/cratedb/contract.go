@@ -18,4 +18,10 @@ var (
 	_ ops.RestartStepper     = (*restartGate)(nil)
 	_ ops.RestartPreflighter = (*restartGate)(nil)
 	_ ops.ReplaceHooks       = (*replaceHooks)(nil)
+
+	// Its recognizer (recognize.go), which the registry hands to discovery.
+	_ ops.StatefulSetRecognizer = recognizer{}
+	_ ops.NameDescriber         = recognizer{}
+	_ ops.GroupNamer            = recognizer{}
+	_ ops.GroupOrderer          = recognizer{}
 )

@@ -33,10 +33,10 @@ const settingAwareness = "cluster.routing.allocation.awareness.attributes"
 func awarenessAttributes(c *ops.Cluster) []string {
 	var out []string
 	for _, g := range c.Groups {
-		if g.Object == nil {
+		if ops.StatefulSetOf(g) == nil {
 			continue
 		}
-		ct := crateContainerOf(&g.Object.Spec.Template.Spec)
+		ct := crateContainerOf(&ops.StatefulSetOf(g).Spec.Template.Spec)
 		if ct == nil {
 			continue
 		}

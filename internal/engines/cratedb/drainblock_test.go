@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 // TestDrainStalls: what keeps shards from moving is a refusal before anything is written,
@@ -57,7 +57,7 @@ func TestDrainStalls(t *testing.T) {
 			fakecluster.Start(t, client, "prod")
 			db.Do(func(d *cratedbtest.DB) { d.Shards["data-hot-2"] = 40; d.DrainPerPoll = 1 })
 			for _, g := range c.Groups {
-				g.Object.Spec.Template.Spec.Containers[0].Args = tt.args
+				ops.StatefulSetOf(g).Spec.Template.Spec.Containers[0].Args = tt.args
 			}
 			e := engine(client, db, nil)
 			two := int32(2)

@@ -18,11 +18,11 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 const pw = "s3cr3t-'pw'"
@@ -33,7 +33,7 @@ func setup(t *testing.T, groups ...fakecluster.Group) (*fake.Clientset, *ops.Clu
 	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "user-system-db", Namespace: "prod"},
 		Data: map[string][]byte{"password": []byte(pw + "\n")}})
 	client := fake.NewClientset(objs...)
-	c, err := discovery.Discover(context.Background(), client, discovery.Options{Namespace: "prod", Name: "db"})
+	c, err := discovery.Discover(context.Background(), client, discovery.Options{Namespace: "prod", Name: "db", Recognizers: cratedb.Recognizers()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestExpectedNodesArgs(t *testing.T) {
 			client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 2})
 			db.Do(func(d *cratedbtest.DB) { d.Version = tt.version })
 			for _, g := range c.Groups {
-				s := g.Object
+				s := ops.StatefulSetOf(g)
 				s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "crate", Command: []string{"sh", "-c", "exec crate -Cgateway.expected_nodes=5 -Cgateway.recover_after_nodes=3 -Cnode.name=x"}}}
 				if _, err := client.AppsV1().StatefulSets("prod").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)
@@ -514,7 +514,7 @@ func TestMasterScaleResumeContinues(t *testing.T) {
 	}
 	_ = client.CoreV1().Pods("prod").Delete(ctx, "db-master-4", metav1.DeleteOptions{})
 	db.RemoveNodes("master-4")
-	c, err := discovery.Discover(ctx, client, discovery.Options{Namespace: "prod", Name: "db"})
+	c, err := discovery.Discover(ctx, client, discovery.Options{Namespace: "prod", Name: "db", Recognizers: cratedb.Recognizers()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 const sqlBusy = `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`

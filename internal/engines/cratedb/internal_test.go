@@ -233,7 +233,7 @@ func TestSpecOf(t *testing.T) {
 		c.Name = "crate"
 		s := &appsv1.StatefulSet{}
 		s.Spec.Template.Spec.Containers = []corev1.Container{c}
-		return &ops.NodeGroup{Object: s}
+		return &ops.NodeGroup{Owner: ops.NewStatefulSetOwner(s)}
 	}
 	hba := []string{"-Cauth.host_based.enabled=true", "-Cauth.host_based.config.0.user=crate", "-Cauth.host_based.config.0.address=_local_",
 		"-Cauth.host_based.config.0.method=trust", "-Cauth.host_based.config.99.method=password"}
@@ -347,5 +347,31 @@ func TestSetGatewayArgsEachSettingOnce(t *testing.T) {
 				t.Errorf("second rewrite reported a change")
 			}
 		})
+	}
+}
+
+// TestPlanStepRefusesAnUnrecognisablePod: a pod with no CrateDB node and nothing to
+// recognise it by when it comes back (no node name, hostname or IP) is refused while
+// planning (exit 2), before the plan has any step to run.
+func TestPlanStepRefusesAnUnrecognisablePod(t *testing.T) {
+	c := &ops.Cluster{Name: "db", Namespace: "prod", Groups: []*ops.NodeGroup{{Name: "hot", Pods: []ops.Pod{{Name: "db-hot-0"}, {Name: "db-hot-1"}}}}}
+	g := &restartGate{c: c, mode: ops.ModePod, nodes: &nodeMap{pods: map[string]*podNode{
+		"db-hot-0": {},
+		"db-hot-1": {Name: "data-hot-1", Facts: podFacts{Pod: "db-hot-1", Hostname: "db-hot-1"}},
+	}}}
+	for _, tt := range []struct{ pod, want string }{
+		{"db-hot-0", "refusing: pod db-hot-0 has no CrateDB node in sys.nodes and nothing to recognise it by"},
+		{"db-hot-1", ""},
+	} {
+		err := g.PlanStep(&ops.Step{ID: "pod/" + tt.pod}, []ops.Pod{{Name: tt.pod}})
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.pod, err)
+			}
+			continue
+		}
+		if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want exit 2 with %q", tt.pod, err, tt.want)
+		}
 	}
 }

@@ -100,10 +100,10 @@ func updateStatefulSet(ctx context.Context, client kubernetes.Interface, ns, nam
 // setReplicas changes only spec.replicas (one patch of that field); changed is false when
 // it already had that value.
 func setReplicas(ctx context.Context, client kubernetes.Interface, ns string, g *ops.NodeGroup, n int32) (changed bool, err error) {
-	if cur := g.Object; cur != nil && cur.Spec.Replicas != nil && *cur.Spec.Replicas == n {
+	if cur := ops.StatefulSetOf(g); cur != nil && cur.Spec.Replicas != nil && *cur.Spec.Replicas == n {
 		return false, nil
 	}
-	if _, err := kube.SetReplicas(ctx, client, ns, g.StatefulSet, n); err != nil {
+	if _, err := kube.SetReplicas(ctx, client, ns, ops.StatefulSetName(g), n); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -392,10 +392,10 @@ func (e *Engine) livePods(ctx context.Context, c *ops.Cluster, names []string) (
 	}
 	var sels []string
 	for _, g := range c.Groups {
-		if g.Object == nil || g.Object.Spec.Selector == nil {
+		if ops.StatefulSetOf(g) == nil || ops.StatefulSetOf(g).Spec.Selector == nil {
 			return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
 		}
-		sel, err := metav1.LabelSelectorAsSelector(g.Object.Spec.Selector)
+		sel, err := metav1.LabelSelectorAsSelector(ops.StatefulSetOf(g).Spec.Selector)
 		if err != nil || sel.Empty() {
 			return ops.GetPods(ctx, nil, e.client, c.Namespace, names)
 		}

@@ -26,10 +26,10 @@ func isMasterEligible(g *ops.NodeGroup) bool { return g.Role == ops.RoleMaster |
 // holdsData tells whether g's nodes hold shards: data groups do, and a master group does
 // unless its pods set -Cnode.data=false (CrateDB's default is true).
 func holdsData(g *ops.NodeGroup) bool {
-	if g.Role != ops.RoleMaster || g.Object == nil {
+	if g.Role != ops.RoleMaster || ops.StatefulSetOf(g) == nil {
 		return true
 	}
-	c := crateContainerOf(&g.Object.Spec.Template.Spec)
+	c := crateContainerOf(&ops.StatefulSetOf(g).Spec.Template.Spec)
 	if c == nil {
 		return true
 	}
@@ -81,7 +81,7 @@ func masterRemovals(c *ops.Cluster, nodes *nodeMap, r resize, target map[string]
 			continue
 		}
 		for i := range min(g.Desired, target[g.Name]) {
-			others = append(others, fmt.Sprintf("%s-%d", g.StatefulSet, i))
+			others = append(others, fmt.Sprintf("%s-%d", ops.StatefulSetName(g), i))
 		}
 	}
 	name := func(pod string) string {
@@ -92,7 +92,7 @@ func masterRemovals(c *ops.Cluster, nodes *nodeMap, r resize, target map[string]
 	}
 	var out []masterRemoval
 	for i := r.from - 1; i >= r.to; i-- {
-		mr := masterRemoval{r: r, ordinal: i, pod: fmt.Sprintf("%s-%d", r.g.StatefulSet, i)}
+		mr := masterRemoval{r: r, ordinal: i, pod: fmt.Sprintf("%s-%d", ops.StatefulSetName(r.g), i)}
 		mr.node = name(mr.pod)
 		if idx := int(i - r.to); mr.node == "" && idx < len(r.nodes) {
 			mr.node = r.nodes[idx]
@@ -150,9 +150,9 @@ func (e *Engine) checkMasterRemoval(ctx context.Context, sc *ops.StepContext, c 
 
 // liveReplicas reads a StatefulSet's spec.replicas.
 func (e *Engine) liveReplicas(ctx context.Context, c *ops.Cluster, g *ops.NodeGroup) (int32, error) {
-	s, err := e.client.AppsV1().StatefulSets(c.Namespace).Get(ctx, g.StatefulSet, metav1.GetOptions{})
+	s, err := e.client.AppsV1().StatefulSets(c.Namespace).Get(ctx, ops.StatefulSetName(g), metav1.GetOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("reading StatefulSet %s/%s: %w", c.Namespace, g.StatefulSet, err)
+		return 0, fmt.Errorf("reading StatefulSet %s/%s: %w", c.Namespace, ops.StatefulSetName(g), err)
 	}
 	if s.Spec.Replicas == nil {
 		return 1, nil
@@ -165,7 +165,7 @@ func (e *Engine) liveReplicas(ctx context.Context, c *ops.Cluster, g *ops.NodeGr
 // and green with the same master HealthChecks times in a row before the next removal.
 func (e *Engine) masterRemovalStep(c *ops.Cluster, mr masterRemoval) *ops.Step {
 	g := mr.r.g
-	s := &ops.Step{ID: fmt.Sprintf("replicas/%s/%d", g.Name, mr.ordinal), Group: g.Name, Target: "statefulset/" + g.StatefulSet, Mutating: true,
+	s := &ops.Step{ID: fmt.Sprintf("replicas/%s/%d", g.Name, mr.ordinal), Group: g.Name, Target: "statefulset/" + ops.StatefulSetName(g), Mutating: true,
 		Description: fmt.Sprintf("remove master-eligible node %s: scale %s from %d to %d, wait for it to leave and for a stable master", mr.node, g.Name, mr.ordinal+1, mr.ordinal),
 		Preconditions: []string{
 			"every remaining master-eligible node up (pod Ready, in sys.nodes) and a master elected",

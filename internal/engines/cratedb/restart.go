@@ -183,7 +183,7 @@ func (g *restartGate) resetAfter(ctx context.Context, sc *ops.StepContext, err e
 		// One line: the step's error, then what is left to do by hand.
 		return fmt.Errorf("%w; shard allocation is still 'primaries', re-enable it with %s (that failed too: %v)", err, sqlAllocReset, rerr)
 	}
-	sc.Audit(rctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: g.c.Namespace, Name: g.c.Groups[0].StatefulSet},
+	sc.Audit(rctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: g.c.Namespace, Name: ops.StatefulSetName(g.c.Groups[0])},
 		"DbopsAllocationEnabled", "reset cluster.routing.allocation.enable after a failed or interrupted restart step")
 	return fmt.Errorf("%w (shard allocation was re-enabled)", err)
 }

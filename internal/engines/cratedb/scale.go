@@ -43,7 +43,7 @@ func (r resize) grows() bool { return r.to > r.from }
 func (r resize) pods(from, to int32) []string {
 	var out []string
 	for i := from; i < to; i++ {
-		out = append(out, fmt.Sprintf("%s-%d", r.g.StatefulSet, i))
+		out = append(out, fmt.Sprintf("%s-%d", ops.StatefulSetName(r.g), i))
 	}
 	return out
 }
@@ -226,14 +226,14 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		for _, g := range c.Groups {
 			// A template change under RollingUpdate makes the StatefulSet
 			// controller restart every pod by itself, without health gates.
-			if g.Object == nil || len(gatewayArgs(g.Object)) == 0 || g.Object.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+			if sts := ops.StatefulSetOf(g); sts == nil || len(gatewayArgs(sts)) == 0 || sts.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
 				continue
 			}
 			if !e.cfg.AllowRollingUpdate {
 				return nil, ops.Usagef("refusing: statefulset/%s uses updateStrategy %s, so changing its gateway arguments would make the StatefulSet controller restart its pods by itself, without health gates; set updateStrategy OnDelete or confirm with --allow-rolling-update",
-					g.StatefulSet, updateStrategyName(g.Object))
+					ops.StatefulSetName(g), updateStrategyName(ops.StatefulSetOf(g)))
 			}
-			p.Notes = append(p.Notes, fmt.Sprintf("statefulset/%s uses updateStrategy %s: the StatefulSet controller will restart its pods by itself after the gateway arguments change (confirmed by --allow-rolling-update)", g.StatefulSet, updateStrategyName(g.Object)))
+			p.Notes = append(p.Notes, fmt.Sprintf("statefulset/%s uses updateStrategy %s: the StatefulSet controller will restart its pods by itself after the gateway arguments change (confirmed by --allow-rolling-update)", ops.StatefulSetName(g), updateStrategyName(ops.StatefulSetOf(g))))
 		}
 		p.Steps = append(p.Steps, st)
 	} else {
@@ -295,9 +295,9 @@ func scaleArgs(req ops.ScaleRequest, master *ops.NodeGroup) string {
 }
 
 func stsRef(c *ops.Cluster, g *ops.NodeGroup) ops.ObjectRef {
-	ref := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: g.StatefulSet}
-	if g.Object != nil {
-		ref.UID = string(g.Object.UID)
+	ref := ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: ops.StatefulSetName(g)}
+	if ops.StatefulSetOf(g) != nil {
+		ref.UID = string(ops.StatefulSetOf(g).UID)
 	}
 	return ref
 }
@@ -306,9 +306,9 @@ func stsRef(c *ops.Cluster, g *ops.NodeGroup) ops.ObjectRef {
 // data nodes.
 func (e *Engine) liveTotals(ctx context.Context, c *ops.Cluster) (total, data int64, err error) {
 	for _, g := range c.Groups {
-		s, err := e.client.AppsV1().StatefulSets(c.Namespace).Get(ctx, g.StatefulSet, metav1.GetOptions{})
+		s, err := e.client.AppsV1().StatefulSets(c.Namespace).Get(ctx, ops.StatefulSetName(g), metav1.GetOptions{})
 		if err != nil {
-			return 0, 0, fmt.Errorf("reading StatefulSet %s/%s: %w", c.Namespace, g.StatefulSet, err)
+			return 0, 0, fmt.Errorf("reading StatefulSet %s/%s: %w", c.Namespace, ops.StatefulSetName(g), err)
 		}
 		n := int64(1)
 		if s.Spec.Replicas != nil {
@@ -327,7 +327,7 @@ func (e *Engine) liveTotals(ctx context.Context, c *ops.Cluster) (total, data in
 // their nodes out of sys.nodes.
 func (e *Engine) resizeStep(c *ops.Cluster, r resize) *ops.Step {
 	ns := c.Namespace
-	s := &ops.Step{ID: "replicas/" + r.g.Name, Group: r.g.Name, Target: "statefulset/" + r.g.StatefulSet, Mutating: true}
+	s := &ops.Step{ID: "replicas/" + r.g.Name, Group: r.g.Name, Target: "statefulset/" + ops.StatefulSetName(r.g), Mutating: true}
 	s.Details = []string{fmt.Sprintf("spec.replicas: %d -> %d (a patch of spec.replicas alone)", r.from, r.to)}
 	if r.grows() {
 		s.Description = fmt.Sprintf("scale %s up from %d to %d, wait for the new pods and nodes", r.g.Name, r.from, r.to)
@@ -637,10 +637,10 @@ func (e *Engine) expectedStep(c *ops.Cluster, t gatewayTarget) *ops.Step {
 	var details []string
 	var groups []*ops.NodeGroup
 	for _, g := range c.Groups {
-		if g.Object == nil {
+		if ops.StatefulSetOf(g) == nil {
 			continue
 		}
-		args := gatewayArgs(g.Object)
+		args := gatewayArgs(ops.StatefulSetOf(g))
 		if len(args) == 0 {
 			continue
 		}
@@ -653,7 +653,7 @@ func (e *Engine) expectedStep(c *ops.Cluster, t gatewayTarget) *ops.Step {
 				to = append(to, w)
 			}
 		}
-		details = append(details, fmt.Sprintf("statefulset/%s: %s", g.StatefulSet, strings.Join(to, " ")))
+		details = append(details, fmt.Sprintf("statefulset/%s: %s", ops.StatefulSetName(g), strings.Join(to, " ")))
 		groups = append(groups, g)
 	}
 	if len(groups) == 0 {
@@ -665,7 +665,7 @@ func (e *Engine) expectedStep(c *ops.Cluster, t gatewayTarget) *ops.Step {
 		Details:     details,
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
 			for _, g := range groups {
-				changed, err := updateStatefulSet(ctx, e.client, c.Namespace, g.StatefulSet, func(s *appsv1.StatefulSet) bool {
+				changed, err := updateStatefulSet(ctx, e.client, c.Namespace, ops.StatefulSetName(g), func(s *appsv1.StatefulSet) bool {
 					return setGatewayArgs(s, t)
 				})
 				if err != nil {
@@ -698,7 +698,7 @@ func (e *Engine) restoreExclusionsStep(c *ops.Cluster) *ops.Step {
 				return err
 			}
 			if changed {
-				sc.Audit(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: c.Groups[0].StatefulSet},
+				sc.Audit(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: c.Namespace, Name: ops.StatefulSetName(c.Groups[0])},
 					"DbopsRestoreExclusions", "removed allocation exclusions "+strings.Join(added, ",")+" added by this scale")
 			}
 			return sc.Set(ctx, keyExclAdded, "")

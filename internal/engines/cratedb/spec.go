@@ -58,10 +58,10 @@ func isTrue(v string) bool { b, _ := strconv.ParseBool(strings.TrimSpace(v)); re
 // specOf reads the crate container of g's StatefulSet.
 func specOf(g *ops.NodeGroup) crateSpec {
 	s := crateSpec{HTTPPort: defaultHTTPPort, PGPort: defaultPGPort}
-	if g == nil || g.Object == nil {
+	if g == nil || ops.StatefulSetOf(g) == nil {
 		return s
 	}
-	c := crateContainerOf(&g.Object.Spec.Template.Spec)
+	c := crateContainerOf(&ops.StatefulSetOf(g).Spec.Template.Spec)
 	if c == nil {
 		return s
 	}

@@ -343,7 +343,7 @@ func TestAPICtlTLS(t *testing.T) {
 	srv := httptest.NewTLSServer(g)
 	t.Cleanup(srv.Close)
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	client := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "etcd-tls", Namespace: "ns"}, Data: map[string][]byte{"ca.crt": caPEM}})
+	client := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "etcd-tls", Namespace: "ns"}, Data: map[string][]byte{"ca.crt": caPEM, "junk.crt": []byte("not a certificate")}})
 	volumes := []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "etcd-tls"}}},
 		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/etcd"}}}}
 	mk := func(advertiseHost string) *corev1.Container {
@@ -354,11 +354,17 @@ func TestAPICtlTLS(t *testing.T) {
 	fwd := &fakeForwarder{addr: strings.TrimPrefix(srv.URL, "https://")}
 	for _, tc := range []struct {
 		name, host, ca, want string
+		refused              bool // exit 5
 	}{
 		// httptest's certificate names example.com.
 		{name: "verified", host: "example.com", ca: "/tls/ca.crt"},
 		{name: "wrong server name", host: "etcd-0.other", ca: "/tls/ca.crt", want: "certificate is valid for"},
-		{name: "CA on a hostPath", host: "example.com", ca: "/etc/etcd/ca.crt", want: "not a file of a Secret volume"},
+		{name: "CA on a hostPath", host: "example.com", ca: "/etc/etcd/ca.crt", want: "not a file of a Secret volume", refused: true},
+		// The refusals of newAPICtl and open (hack/mutate/mutants.txt, "etcd, part 2").
+		{name: "CA not known", host: "example.com", want: "its CA file is not known", refused: true},
+		{name: "CA key missing from the Secret", host: "example.com", ca: "/tls/other.crt", want: `Secret etcd-tls has no key "other.crt"`, refused: true},
+		{name: "CA file not PEM", host: "example.com", ca: "/tls/junk.crt", want: "the CA file /tls/junk.crt holds no PEM certificate", refused: true},
+		{name: "no advertised host", host: "", ca: "/tls/ca.crt", want: "no advertised client URL names the host", refused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mk(tc.host)
@@ -374,6 +380,9 @@ func TestAPICtlTLS(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("want one line with %q, got %v", tc.want, err)
+			}
+			if tc.refused && ops.ExitCode(err) != ops.ExitPrecondition {
+				t.Fatalf("exit %d, want %d: %v", ops.ExitCode(err), ops.ExitPrecondition, err)
 			}
 		})
 	}

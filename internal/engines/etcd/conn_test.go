@@ -185,7 +185,7 @@ func TestAuthPasswordOnStdinOnly(t *testing.T) {
 			// membership change that needs root.
 			f.members = append(f.members, &fakeMember{id: 0x99, peer: "http://127.0.3.4:2380", learner: true})
 			fx := newFixture(t, 3, f, tc.mutate)
-			fx.c.Groups[0].Object.Spec.Template.Spec.Volumes = tc.volumes
+			ops.StatefulSetOf(fx.c.Groups[0]).Spec.Template.Spec.Volumes = tc.volumes
 			fx.eng.Options = tc.opts
 			addSecret(t, fx, tc.secret, tc.data)
 			three := int32(3)
@@ -232,15 +232,17 @@ func TestAuthRefusals(t *testing.T) {
 		noStty bool
 	}{
 		{name: "auth enabled, no credentials", code: ops.ExitPrecondition, want: "--etcd-auth-secret"},
-		{name: "wrong password", opts: Options{AuthSecret: "s"}, data: map[string]string{"password": "nope"}, code: ops.ExitPrecondition, want: "authentication failed"},
+		{name: "wrong password", opts: Options{AuthSecret: "s"}, data: map[string]string{"password": "nope"}, code: ops.ExitPrecondition, want: "rejects the credentials of user root (Secret s key password (--etcd-auth-secret)): authentication failed"},
 		{name: "Secret missing", opts: Options{AuthSecret: "gone"}, code: ops.ExitUsage, want: "not found"},
 		{name: "key missing", opts: Options{AuthSecret: "s/other"}, data: map[string]string{"password": "pw"}, code: ops.ExitUsage, want: `no key "other"`},
 		{name: "password with a newline", opts: Options{AuthSecret: "s"}, data: map[string]string{"password": "pw\nx"}, code: ops.ExitUsage, want: "line break"},
+		{name: "user not root", opts: Options{AuthSecret: "s"}, data: map[string]string{"username": "bob", "password": "bobpw"}, code: ops.ExitPrecondition, want: "user bob (Secret s key password (--etcd-auth-secret)) is not root (user list: permission denied)"},
 		{name: "image without stty", opts: Options{AuthSecret: "s"}, data: map[string]string{"password": "pw"}, noStty: true, code: ops.ExitPrecondition, want: "a certificate whose CN is root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEtcd(3, 0)
 			f.rootPassword = "pw"
+			f.users = map[string]string{"bob": "bobpw"}
 			f.noStty = tc.noStty
 			fx := newFixture(t, 3, f, nil)
 			fx.eng.Options = tc.opts

@@ -15,4 +15,8 @@ var (
 	_ ops.RestartOrderer     = (*restartGate)(nil)
 	_ ops.RestartPreflighter = (*restartGate)(nil)
 	_ ops.BatchChecker       = (*restartGate)(nil)
+
+	// Its recognizer (recognize.go), which the registry hands to discovery.
+	_ ops.StatefulSetRecognizer = recognizer{}
+	_ ops.NameDescriber         = recognizer{}
 )

@@ -130,7 +130,7 @@ func (e *Engine) prepareFor(ctx context.Context, c *ops.Cluster, mutating bool) 
 	if err != nil {
 		return s, nil, err
 	}
-	if err := e.resolveTemplate(s, c.Groups[0].Object, st.Members); err != nil {
+	if err := e.resolveTemplate(s, ops.StatefulSetOf(c.Groups[0]), st.Members); err != nil {
 		return nil, nil, err
 	}
 	s.matchPods(st, maxOrdinalGuess(pods, st, s))

@@ -56,6 +56,14 @@ type fakeEtcd struct {
 	// as etcd does, member list answers without credentials, everything
 	// else needs root.
 	rootPassword string
+	// users are the auth store's other users (name -> password): they authenticate, and
+	// etcd answers what needs the root role (user list, membership changes) with
+	// "permission denied" (server/etcdserver/api/v3rpc: the auth store's IsAdminPermitted).
+	users map[string]string
+	// linearizable: member list needs quorum, as etcdctl's does from etcd 3.5 on
+	// (client/v3/cluster.go, MemberList: Linearizable true); a member without
+	// quorum times out instead of answering from its own view.
+	linearizable bool
 	// execs records every command line and its stdin.
 	execs []fakeExec
 	// noStty: the image has no stty, so etcdctl's password prompt fails.
@@ -152,10 +160,18 @@ func (f *fakeEtcd) Exec(_ context.Context, _, pod, _ string, argv []string, in i
 		}
 		prompt = []byte(etcdctlPrompt + " \n")
 		line, _, _ := strings.Cut(string(stdin), "\n")
+		pw := strings.TrimSpace(line)
 		switch {
 		case f.rootPassword == "":
 			return nil, nil, exitErr(pod, "etcdserver: authentication is not enabled")
-		case user != "root" || strings.TrimSpace(line) != f.rootPassword:
+		case user == "root" && pw == f.rootPassword:
+		case user != "root" && f.users[user] != "" && pw == f.users[user]:
+			admin := words[0] == "user" || words[0] == "move-leader" ||
+				(words[0] == "member" && (words[1] == "add" || words[1] == "remove" || words[1] == "promote"))
+			if admin {
+				return prompt, nil, exitErr(pod, "etcdserver: permission denied")
+			}
+		default:
 			return nil, nil, exitErr(pod, "etcdserver: authentication failed, invalid user ID or password")
 		}
 		authed = true
@@ -214,6 +230,20 @@ func (f *fakeEtcd) answer(pod string, self *fakeMember, argv, words []string) ([
 	case "member list":
 		if self.learner {
 			return nil, nil, exitErr(pod, "etcdserver: rpc not supported for learner")
+		}
+		if f.linearizable {
+			voters, healthy := 0, 0
+			for _, m := range f.members {
+				if !m.learner {
+					voters++
+					if m.healthy {
+						healthy++
+					}
+				}
+			}
+			if healthy < voters/2+1 {
+				return nil, nil, exitErr(pod, "context deadline exceeded")
+			}
 		}
 		return f.memberList(), nil, nil
 	case "endpoint status":
@@ -421,7 +451,7 @@ func newFixture(t *testing.T, replicas int, f *fakeEtcd, mutate func(*corev1.Con
 	}
 	objs := []runtime.Object{sts}
 	c := &ops.Cluster{Name: "etcd", Namespace: testNS, Engine: ops.EngineEtcd, Layout: "etcd"}
-	g := &ops.NodeGroup{Name: "etcd", StatefulSet: "etcd", Role: ops.RoleData, Desired: int32(replicas), Current: int32(replicas), Object: sts}
+	g := &ops.NodeGroup{Name: "etcd", Owner: ops.NewStatefulSetOwner(sts), Role: ops.RoleData, Desired: int32(replicas), Current: int32(replicas)}
 	for o := range replicas {
 		p := fakecluster.Pod(sts, o, types.UID(fmt.Sprintf("uid-%d", o)))
 		objs = append(objs, p)

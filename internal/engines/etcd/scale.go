@@ -117,7 +117,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		}
 		// Every learner this plan adds must be reachable by its DNS name.
 		if !dnsChecked {
-			if err := e.checkPeerDNS(ctx, s, c.Groups[0].Object, o); err != nil {
+			if err := e.checkPeerDNS(ctx, s, ops.StatefulSetOf(c.Groups[0]), o); err != nil {
 				return nil, err
 			}
 			dnsChecked = true

@@ -152,11 +152,11 @@ func (s *site) matchPods(st *Status, upTo int) {
 // URL template. members, when known, let the template be derived from
 // existing peer URLs.
 func (e *Engine) newSite(c *ops.Cluster) (*site, error) {
-	if len(c.Groups) != 1 || c.Groups[0].Object == nil {
+	if len(c.Groups) != 1 || ops.StatefulSetOf(c.Groups[0]) == nil {
 		return nil, ops.Usagef("etcd cluster %s/%s must be exactly one StatefulSet, found %d node groups", c.Namespace, c.Name, len(c.Groups))
 	}
 	g := c.Groups[0]
-	sts := g.Object
+	sts := ops.StatefulSetOf(g)
 	s := &site{ns: c.Namespace, sts: sts.Name, group: g.Name, service: sts.Spec.ServiceName}
 	if sts.Spec.Selector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -265,6 +266,11 @@ func (e *Engine) removeStep(s *site, id string, ordinal int, url, why string) *o
 		Precheck: func(ctx context.Context, sc *ops.StepContext) (bool, error) {
 			st, err := e.status(ctx, sc, s, pod)
 			if err != nil {
+				if ctx.Err() == nil {
+					if refusal := e.quorumLostBeforeRemoval(ctx, sc, s, pod, err); refusal != nil {
+						return false, refusal
+					}
+				}
 				return false, err
 			}
 			m := memberFor(st, pod, url)
@@ -297,6 +303,37 @@ func (e *Engine) removeStep(s *site, id string, ordinal int, url, why string) *o
 			return e.waitSettled(ctx, sc, s, pod, url)
 		},
 	}
+}
+
+// quorumLostBeforeRemoval is the refusal when no member but pod (the one to
+// remove) answered etcdctl (cause): it reads etcd through pod itself, and
+// when the members that stay are down, refuses naming them (the removal
+// needs their quorum). When pod cannot answer either (etcdctl's member list
+// is linearizable, so a member without quorum times out), it refuses with
+// cause, which names each pod that did not answer. nil when the members
+// that stay read healthy, or cause is no etcdctl failure: cause stands.
+func (e *Engine) quorumLostBeforeRemoval(ctx context.Context, sc *ops.StepContext, s *site, pod string, cause error) error {
+	var ce *CtlError
+	if !errors.As(cause, &ce) {
+		return nil
+	}
+	st, err := e.status(ctx, sc, s, "")
+	if err != nil {
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "no etcd member answers (%v); refusing to remove %s: the members that stay must be healthy and hold quorum", cause, pod)
+	}
+	if bad := st.Unhealthy(func(m *Member) bool { return m.Pod == pod }); len(bad) > 0 {
+		names := make([]string, 0, len(bad))
+		for _, m := range bad {
+			n := m.label()
+			if m.Error != "" {
+				n += " (" + m.Error + ")"
+			}
+			names = append(names, n)
+		}
+		return ops.Refusef(ops.ReasonQuorumAtRisk, "etcd member %s is not healthy (%s); refusing to remove %s: the members that stay must be healthy and hold quorum",
+			strings.Join(names, ", "), st.Summary(), pod)
+	}
+	return nil
 }
 
 // waitSettled waits, after a member left, until the remaining cluster has a

@@ -7,8 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // maxPollFactor bounds the backoff of a wait: status json is read at most every
@@ -55,7 +53,7 @@ func (e *Engine) watchCR(ctx context.Context, namespace, name string) (<-chan wa
 	if e.deps.Dynamic == nil {
 		return nil, func() {}
 	}
-	w, err := e.deps.Dynamic.Resource(discovery.FoundationDBClusterGVR).Namespace(namespace).Watch(ctx,
+	w, err := e.deps.Dynamic.Resource(ClusterGVR).Namespace(namespace).Watch(ctx,
 		metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	if err != nil {
 		return nil, func() {}

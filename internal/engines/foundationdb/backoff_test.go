@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // recordAfter makes e's waits record the durations asked for and end at once.
@@ -88,7 +86,7 @@ func TestRemovalWaitWakesOnTheResource(t *testing.T) {
 		"metadata": map[string]any{"name": "myfdb", "namespace": "demo", "generation": int64(3)},
 	}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, cr)
+		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, cr)
 	e.deps.Dynamic = dyn
 	e.afterFunc = func(time.Duration) <-chan time.Time { return nil } // timed reads never come
 	r := &removal{e: e, c: c, name: "myfdb"}
@@ -105,7 +103,7 @@ func TestRemovalWaitWakesOnTheResource(t *testing.T) {
 			go func() {
 				u := u.DeepCopy()
 				u.SetLabels(map[string]string{"changed": "yes"})
-				_, _ = dyn.Resource(discovery.FoundationDBClusterGVR).Namespace("demo").Update(context.Background(), u, metav1.UpdateOptions{})
+				_, _ = dyn.Resource(ClusterGVR).Namespace("demo").Update(context.Background(), u, metav1.UpdateOptions{})
 			}()
 		}
 		return false, "the resource to change", nil

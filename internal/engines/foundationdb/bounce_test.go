@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // TestRestartBounceRechecksBeforeKill: what changes between a bounce step's gate (its

@@ -17,4 +17,12 @@ var (
 	_ ops.RestartStepper     = (*gate)(nil)
 	_ ops.RestartPreflighter = (*gate)(nil)
 	_ ops.RestartGrouper     = (*gate)(nil)
+
+	// Its two recognizers (recognize.go), which the registry hands to discovery, and what the
+	// StatefulSet layout attaches to a cluster (Cluster.Recognized), finished again by
+	// discovery.Refresh.
+	_ ops.ResourceRecognizer    = operatorRecognizer{}
+	_ ops.StatefulSetRecognizer = statefulSetRecognizer{}
+	_ ops.ClusterFinisher       = statefulSetRecognizer{}
+	_ ops.ClusterFinisher       = layoutStatefulSet
 )

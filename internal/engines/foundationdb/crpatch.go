@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // patchCR writes a merge patch of the FoundationDBCluster u as read: spec (and, when set,
@@ -31,6 +30,6 @@ func patchCR(ctx context.Context, dyn dynamic.Interface, u *unstructured.Unstruc
 	if err != nil {
 		return fmt.Errorf("encoding the patch of FoundationDBCluster %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
-	_, err = dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = dyn.Resource(ClusterGVR).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }

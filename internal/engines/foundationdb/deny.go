@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // OperatorDenyEntry is one entry of the FoundationDB operator's deny list,
@@ -81,7 +80,7 @@ func withEntry(list []any, id string, allow bool) (out []any, changed bool) {
 // conflict the resource is read again and the list computed again, so nobody else's entry is
 // lost. changed is false when the entry already said so (nothing written).
 func SetOperatorDeny(ctx context.Context, dyn dynamic.Interface, u *unstructured.Unstructured, id string, allow bool) (changed bool, err error) {
-	res := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(u.GetNamespace())
+	res := dyn.Resource(ClusterGVR).Namespace(u.GetNamespace())
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if u, err = res.Get(ctx, u.GetName(), metav1.GetOptions{}); err != nil {

@@ -1,9 +1,8 @@
 // Package foundationdb is the kubectl-dbops engine for FoundationDB clusters run by the
 // FoundationDB operator (FoundationDB/fdb-kubernetes-operator): a FoundationDBCluster
 // (apps.foundationdb.org/v1beta2) from which the operator creates one pod per process group,
-// without StatefulSets. Discovery (internal/ops/discovery/foundationdb.go) makes each process
-// class a node group whose pods the FoundationDBCluster recreates, and each pod's zone its FDB
-// zoneid.
+// without StatefulSets. Its recognizer (recognize.go) makes each process class a node group
+// whose pods the FoundationDBCluster recreates, and each pod's zone its FDB zoneid.
 //
 // Conventions:
 //   - every database access is `fdbcli --exec '…' --timeout N` in the `foundationdb` container
@@ -107,8 +106,8 @@ func (e *Engine) StatusFrom(ctx context.Context, cli *CLI, c *ops.Cluster, skip 
 // Resource is the FoundationDBCluster as discovery read it (nil for another layout).
 func Resource(c *ops.Cluster) *unstructured.Unstructured {
 	for _, g := range c.Groups {
-		if g.Controller != nil && g.Controller.Kind == "FoundationDBCluster" && g.Controller.Object != nil {
-			return &unstructured.Unstructured{Object: g.Controller.Object}
+		if ref := ops.ControllerOf(g); ref != nil && ref.Kind == "FoundationDBCluster" && ref.Object != nil {
+			return &unstructured.Unstructured{Object: ref.Object}
 		}
 	}
 	return nil
@@ -343,7 +342,16 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 			left = *st.Cluster.MaintenanceSecondsRemaining
 		}
 		details["maintenance"] = fmt.Sprintf("zone %s, %d seconds remaining", z, int(math.Ceil(left)))
-		summary = append(summary, "maintenance "+z)
+		// No seconds here: Message is not Volatile (status --watch prints a document when it
+		// changes); they are in Details.
+		summary = append(summary, fmt.Sprintf("maintenance %s: restarts, exclusions and replacements of other zones wait until it ends; if no one is working on zone %s, end it with fdbcli --exec 'maintenance off'",
+			ops.Printable(z), ops.Printable(z)))
+		if h.Status == "healthy" {
+			// Data distribution ignores the zone's storage failures while it lasts, and every
+			// procedure (this tool's and the operator's) waits for it to end: "healthy" would
+			// let `wait --for=healthy` and `list` pass a cluster no restart can start on.
+			h.Status = "maintenance"
+		}
 	} else {
 		details["maintenance"] = "none"
 	}
@@ -369,9 +377,52 @@ func (e *Engine) Health(ctx context.Context, c *ops.Cluster) (*ops.Health, error
 		summary = append(summary, "operator paused (spec.skip)")
 	}
 	h.Message = strings.Join(summary, ", ")
+	h.Values = healthValues(st, cr, reach, ex)
 	h.Table = processTable(c, st, cr)
 	h.Volatile = []string{"maintenance"} // its seconds remaining; the zone is in Message
 	return h, nil
+}
+
+// healthValues are Health's facts as typed JSON for pipelines (status -o json "values"): the
+// same readings as Details, as numbers, booleans and objects.
+func healthValues(st *Status, cr *CRState, reachable int, exclusions []string) map[string]any {
+	v := map[string]any{
+		"available":    st.Available(),
+		"coordinators": map[string]any{"reachable": reachable, "total": len(st.Client.Coordinators.Coordinators)},
+		"exclusions":   append([]string{}, exclusions...),
+		"maintenance":  nil,
+	}
+	if d := st.Cluster.Data; d != nil {
+		v["data"] = map[string]any{"state": d.State.Name, "healthy": d.State.Healthy}
+		if d.State.MinReplicasRemaining != nil {
+			v["minReplicasRemaining"] = *d.State.MinReplicasRemaining
+		}
+	}
+	if ft := st.Cluster.FaultTolerance; ft != nil {
+		v["faultTolerance"] = map[string]any{"data": ft.Data, "availability": ft.Availability}
+	}
+	if r := st.Cluster.RecoveryState; r != nil {
+		v["recovery"] = map[string]any{"state": r.Name, "activeGenerations": r.ActiveGenerations}
+	}
+	if st.Cluster.Generation > 0 {
+		v["generation"] = st.Cluster.Generation
+	}
+	if z := st.Cluster.MaintenanceZone; z != "" {
+		m := map[string]any{"zone": z}
+		if left := st.Cluster.MaintenanceSecondsRemaining; left != nil {
+			m["secondsRemaining"] = int(math.Ceil(*left))
+		}
+		v["maintenance"] = m
+	}
+	if b := st.Cluster.BounceImpact; b != nil && b.CanCleanBounce != nil {
+		v["canCleanBounce"] = *b.CanCleanBounce
+	}
+	if cr != nil {
+		v["operator"] = map[string]any{"generation": cr.Generation, "reconciled": cr.Reconciled,
+			"upToDate": cr.Reconciled >= cr.Generation, "skip": cr.Skip,
+			"available": cr.Available, "healthy": cr.Healthy, "fullReplication": cr.FullReplication}
+	}
+	return v
 }
 
 // watchPollInterval is how often `status --watch` reads status json again: FoundationDB has

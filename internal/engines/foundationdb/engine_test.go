@@ -3,6 +3,7 @@ package foundationdb
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -15,10 +16,10 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
-// simExec is a kube.Executor that runs fdbcli in the FoundationDB simulator (internal/sim/fdbsim)
+// simExec is a kube.Executor that runs fdbcli in the FoundationDB simulator (test/sim/fdbsim)
 // as the pod named, and records every call.
 type simExec struct {
 	host *fdbsim.Host
@@ -63,10 +64,10 @@ func simCluster(t *testing.T) (*ops.Cluster, *fdbsim.Cluster, *fdbsim.ManualCloc
 	c := &ops.Cluster{Name: "myfdb", Namespace: "demo", Engine: ops.EngineFoundationDB}
 	var specs []fdbsim.ProcessSpec
 	for _, class := range []string{"storage", "log", "stateless"} {
-		g := &ops.NodeGroup{Name: class, Controller: &ops.ControllerRef{Kind: "FoundationDBCluster", Name: "myfdb", Object: map[string]any{
+		g := &ops.NodeGroup{Name: class, Owner: NewOwner(&ops.ControllerRef{Kind: "FoundationDBCluster", Name: "myfdb", Object: map[string]any{
 			"metadata": map[string]any{"generation": int64(3)},
 			"status":   map[string]any{"generations": map[string]any{"reconciled": int64(3)}, "health": map[string]any{"available": true}},
-		}}}
+		}}, class)}
 		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id
@@ -136,6 +137,42 @@ func TestHealthFromStatusJSON(t *testing.T) {
 	if h.Table == nil || len(h.Table.Rows) != 9 {
 		t.Fatalf("table %+v", h.Table)
 	}
+	// status -o json: typed values, and the processes as objects by column name.
+	raw, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Values struct {
+			Available            bool `json:"available"`
+			MinReplicasRemaining int  `json:"minReplicasRemaining"`
+			Coordinators         struct {
+				Reachable, Total int
+			} `json:"coordinators"`
+			FaultTolerance struct{ Data, Availability int } `json:"faultTolerance"`
+			Recovery       struct {
+				State             string `json:"state"`
+				ActiveGenerations int    `json:"activeGenerations"`
+			} `json:"recovery"`
+			Maintenance *struct{ Zone string } `json:"maintenance"`
+		} `json:"values"`
+		Table struct {
+			Items []map[string]string `json:"items"`
+		} `json:"table"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	v := doc.Values
+	if !v.Available || v.MinReplicasRemaining != 3 || v.Coordinators.Reachable != 5 || v.Coordinators.Total != 5 ||
+		v.Recovery.State != "fully_recovered" || v.Recovery.ActiveGenerations != 1 || v.Maintenance != nil {
+		t.Fatalf("values %+v from %s", v, raw)
+	}
+	if len(doc.Table.Items) != 9 || !slices.ContainsFunc(doc.Table.Items, func(i map[string]string) bool {
+		return i["pod"] == "myfdb-storage-10" && i["processGroup"] == "storage-10" && i["zoneid"] == "zone-a"
+	}) {
+		t.Fatalf("table items %v", doc.Table.Items)
+	}
 	var roles []string
 	for _, r := range h.Table.Rows {
 		if r[0] == "myfdb-storage-10" && (r[1] != "storage-10" || r[3] != "zone-a" || r[5] != "yes" || !strings.Contains(r[7], "storage")) {
@@ -154,7 +191,11 @@ func TestHealthFromStatusJSON(t *testing.T) {
 		t.Fatal(errb.String())
 	}
 	h, _ = e.Health(context.Background(), c)
-	if h.Details["maintenance"] != "zone zone-b, 120 seconds remaining" || !strings.Contains(h.Message, "maintenance zone-b") {
+	if m, _ := h.Values["maintenance"].(map[string]any); m["zone"] != "zone-b" || m["secondsRemaining"] != 120 {
+		t.Fatalf("maintenance values %v", h.Values["maintenance"])
+	}
+	if h.Status != "maintenance" || h.Details["maintenance"] != "zone zone-b, 120 seconds remaining" || !strings.Contains(h.Message, "maintenance zone-b") ||
+		!strings.Contains(h.Message, "end it with fdbcli --exec 'maintenance off'") {
 		t.Fatalf("maintenance: %+v", h)
 	}
 	under := 0

@@ -9,7 +9,7 @@ import (
 // exclusionReport is what `fdbcli --exec 'exclude [no_wait] KEYS'` says about each exclusion:
 // fdbcli resolves a locality to the addresses of the workers that have it and prints one line
 // per address, on stdout when it is safe to remove, on stderr otherwise, then a warning per
-// coordinator among them. The texts are fdbcli's (internal/sim/fdbsim/cli.go models them).
+// coordinator among them. The texts are fdbcli's (test/sim/fdbsim/cli.go models them).
 type exclusionReport struct {
 	Excluded     []string // "---- Successfully excluded. It is now safe to remove …"
 	InProgress   []string // "---- WARNING: Exclusion in progress! …": data or a log still on it

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // The operator's failure judgment (FoundationDB/fdb-kubernetes-operator
@@ -117,7 +116,7 @@ func crashLooping(u *unstructured.Unstructured) (ids map[string]bool, all bool) 
 // NotMembers reports, for `replace --failed`, the pods whose process group the operator judges
 // failed (above). Groups marked for removal are being replaced already.
 func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]string, error) {
-	if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+	if layoutOf(c) == layoutStatefulSet {
 		return e.stsNotMembers(ctx, c)
 	}
 	u := Resource(c)
@@ -193,7 +192,7 @@ func exclusionProgress(st *Status) string {
 		if len(roles) == 0 {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s %s: %d bytes stored, roles %s", dash(pr.InstanceID()), pr.Address, bytes, strings.Join(roles, ",")))
+		out = append(out, fmt.Sprintf("%s %s: %s stored, roles %s", dash(pr.InstanceID()), pr.Address, ops.FormatBytes(bytes), strings.Join(roles, ",")))
 	}
 	slices.Sort(out)
 	return strings.Join(out, "; ")

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // offsetClock is an API server whose clock is off the workstation's by a fixed amount.
@@ -68,7 +68,7 @@ func TestNotMembersAsTheOperatorJudges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, _ := liveCluster(t, 3, 3)
 			withProcessGroups(c)
-			obj := c.Groups[0].Controller.Object
+			obj := ops.ControllerOf(c.Groups[0]).Object
 			obj["spec"] = map[string]any{"automationOptions": map[string]any{"replacements": tc.replacements}, "buggify": tc.buggify}
 			server := time.Now().Add(skew)
 			st := obj["status"].(map[string]any)
@@ -114,7 +114,7 @@ func TestNotMembersAsTheOperatorJudges(t *testing.T) {
 func TestNotMembersByProcessGroupConditions(t *testing.T) {
 	c, _, e := liveCluster(t, 3, 3)
 	withProcessGroups(c)
-	st := c.Groups[0].Controller.Object["status"].(map[string]any)
+	st := ops.ControllerOf(c.Groups[0]).Object["status"].(map[string]any)
 	old := time.Now().Add(-3 * time.Hour).Unix()
 	recent := time.Now().Add(-time.Minute).Unix()
 	for _, g := range st["processGroups"].([]any) {
@@ -155,7 +155,7 @@ func TestHealthShowsExclusionProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := h.Details["exclusionProgress"]; !strings.HasPrefix(p, "storage-11 ") || !strings.Contains(p, "1073741824 bytes stored, roles storage") {
+	if p := h.Details["exclusionProgress"]; !strings.HasPrefix(p, "storage-11 ") || !strings.Contains(p, "1.0 GiB stored, roles storage") {
 		t.Fatalf("exclusionProgress %q", p)
 	}
 	clock.Advance(time.Minute)

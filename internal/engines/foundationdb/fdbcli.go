@@ -24,7 +24,7 @@ const DefaultTimeout = 40
 // envTraceEnable makes the FDB client write trace files into the directory it names. The
 // operator sets it in its pods' main container, and fdbcli reads it whatever its flags, so each
 // run would leave a client trace file in the pod's log volume: fdbcli runs under `env -u` of
-// it, and never with --log (docs/procedures.md; modelled in internal/sim/fdbsim/trace.go).
+// it, and never with --log (docs/procedures.md; modelled in test/sim/fdbsim/trace.go).
 const envTraceEnable = "FDB_NETWORK_OPTION_TRACE_ENABLE"
 
 // CLI runs fdbcli in pods through the exec seam. It never passes a cluster file or TLS flag:

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // TestClearOwnFDBLock: `lock release` clears the operator's lock key only when kubectl-dbops
@@ -25,7 +26,7 @@ func TestClearOwnFDBLock(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, 3, 3)
-			c.Groups[0].Controller.Object["spec"] = map[string]any{"faultDomain": map[string]any{"zoneCount": int64(3)}}
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = map[string]any{"faultDomain": map[string]any{"zoneCount": int64(3)}}
 			if tt.holder != nil {
 				if err := model.Transact("operator", func(tx *fdbsim.Tx) error {
 					tx.Set(lockKey, EncodeLockValue(*tt.holder))

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 func TestLockValueEncoding(t *testing.T) {
@@ -95,7 +95,7 @@ func TestRestartTakesOperatorLock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, 3, 3)
-			c.Groups[0].Controller.Object["spec"] = map[string]any{"faultDomain": map[string]any{"zoneCount": int64(3)}}
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = map[string]any{"faultDomain": map[string]any{"zoneCount": int64(3)}}
 			if err := model.Transact("operator", func(tx *fdbsim.Tx) error {
 				if tt.holder != nil {
 					tx.Set(lockKey, EncodeLockValue(*tt.holder))
@@ -172,7 +172,7 @@ func TestRestartTakesOperatorLock(t *testing.T) {
 // operator needs its own lock to move coordinators off recreated pods).
 func TestRestartByPodTakesNoOperatorLock(t *testing.T) {
 	c, _, e := liveCluster(t, 3, 3)
-	c.Groups[0].Controller.Object["spec"] = map[string]any{"faultDomain": map[string]any{"zoneCount": int64(3)}}
+	ops.ControllerOf(c.Groups[0]).Object["spec"] = map[string]any{"faultDomain": map[string]any{"zoneCount": int64(3)}}
 	p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone, Method: MethodPod})
 	if err != nil {
 		t.Fatal(err)

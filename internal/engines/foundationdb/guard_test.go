@@ -15,7 +15,6 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // TestStatefulSetScaleWritesStopWhenLockLost: each write step of a StatefulSet scale down
@@ -27,7 +26,7 @@ func TestStatefulSetScaleWritesStopWhenLockLost(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			c, model, ex := stsSimCluster(t, 5, 0, 1, 2)
 			e, client := stsEngine(t, c, ex)
-			sts := c.Groups[0].Object.DeepCopy()
+			sts := ops.StatefulSetOf(c.Groups[0]).DeepCopy()
 			sts.ResourceVersion = ""
 			if _, err := client.AppsV1().StatefulSets("demo").Create(t.Context(), sts, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -99,14 +98,14 @@ func TestCRPatchesStopWhenLockLost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _, e := liveCluster(t, 3, 3)
 			withProcessGroups(c)
-			obj := c.Groups[0].Controller.Object
+			obj := ops.ControllerOf(c.Groups[0]).Object
 			obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
 			obj["metadata"].(map[string]any)["namespace"] = "demo"
 			obj["metadata"].(map[string]any)["resourceVersion"] = "42"
 			obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}}
 			u := &unstructured.Unstructured{Object: obj}
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+				map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
 			e.deps.Dynamic = dyn
 			r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 			ctx := kube.WithWriteGuard(t.Context(), func() error { return lost })

@@ -46,7 +46,7 @@ func TestNotReconciledNamesReason(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, 4, 3)
-			obj := c.Groups[0].Controller.Object
+			obj := ops.ControllerOf(c.Groups[0]).Object
 			obj["status"] = tc.status
 			if tc.spec != nil {
 				obj["spec"] = tc.spec

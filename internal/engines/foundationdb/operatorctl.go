@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // The operator verbs (ops.OperatorControl) for a FoundationDBCluster: the operator's pause is
@@ -19,7 +18,7 @@ func (e *Engine) OperatorResource(c *ops.Cluster) *ops.ObjectRef {
 	if u == nil {
 		return nil
 	}
-	return &ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(),
+	return &ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: ClusterGVR.GroupVersion().String(),
 		Namespace: c.Namespace, Name: u.GetName(), UID: string(u.GetUID())}
 }
 

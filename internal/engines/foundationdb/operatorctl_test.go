@@ -14,7 +14,7 @@ import (
 func TestOperatorLocksFromResource(t *testing.T) {
 	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 	c, _, e := liveCluster(t, 3, 3)
-	obj := c.Groups[0].Controller.Object
+	obj := ops.ControllerOf(c.Groups[0]).Object
 	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
 	md := obj["metadata"].(map[string]any)
 	md["namespace"], md["uid"] = "demo", "cr-uid"
@@ -44,7 +44,7 @@ func TestOperatorLocksFromResource(t *testing.T) {
 	if got := e.OperatorLockOwner(); got != LockOwnerID {
 		t.Errorf("owner %q", got)
 	}
-	sts := &ops.Cluster{Name: "fdb", Namespace: "demo", Groups: []*ops.NodeGroup{{Name: "fdb", StatefulSet: "fdb"}}}
+	sts := &ops.Cluster{Name: "fdb", Namespace: "demo", Groups: []*ops.NodeGroup{{Name: "fdb", Owner: &ops.StatefulSetOwner{Name: "fdb"}}}}
 	if e.OperatorResource(sts) != nil || e.OperatorLocks(t.Context(), sts, true, now) != nil {
 		t.Error("the StatefulSet layout has no operator resource")
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // SetSkip sets (skip) or clears spec.skip of the FoundationDBCluster named like u, which makes
@@ -24,7 +23,7 @@ import (
 // Setting records pause (who, until when) in AnnotationPause in the same write; clearing
 // removes it.
 func SetSkip(ctx context.Context, dyn dynamic.Interface, namespace, name string, skip bool, pause Pause) (changed bool, err error) {
-	res := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(namespace)
+	res := dyn.Resource(ClusterGVR).Namespace(namespace)
 	for attempt := 0; ; attempt++ {
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

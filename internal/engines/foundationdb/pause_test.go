@@ -13,7 +13,6 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // SetSkip records the pause's owner and lock expiry on the resource in the same write, and
@@ -25,10 +24,10 @@ func TestSetSkipRecordsThePause(t *testing.T) {
 		"spec":     map[string]any{},
 	}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u)
+		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u)
 	until := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	get := func() *unstructured.Unstructured {
-		got, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace("demo").Get(context.Background(), "myfdb", metav1.GetOptions{})
+		got, err := dyn.Resource(ClusterGVR).Namespace("demo").Get(context.Background(), "myfdb", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

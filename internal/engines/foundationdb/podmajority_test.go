@@ -16,7 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // TestRestartByPodCoordinatorMajority: with 3 coordinators in 2 zones (two in zone-a), the
@@ -32,7 +32,7 @@ func TestRestartByPodCoordinatorMajority(t *testing.T) {
 	var specs []fdbsim.ProcessSpec
 	var objs []runtime.Object
 	for gi, class := range []string{"storage", "log", "stateless"} {
-		g := &ops.NodeGroup{Name: class, Controller: ref}
+		g := &ops.NodeGroup{Name: class, Owner: NewOwner(ref, class)}
 		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // Journal keys of a replacement.
@@ -44,7 +44,7 @@ const defaultClusterNameLabel = "foundationdb.org/fdb-cluster-name"
 // processGroupsToRemoveWithoutExclusion) with a resourceVersion precondition, then each step
 // of the operator's removal is verified from the CR's status and `status json`.
 func (e *Engine) PlanReplacement(ctx context.Context, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
-	if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+	if layoutOf(c) == layoutStatefulSet {
 		return e.planReplaceStatefulSet(ctx, c, req)
 	}
 	u := Resource(c)
@@ -238,7 +238,7 @@ type removal struct {
 func (r *removal) steps(p *ops.Plan, st *Status, cr CRState, batch []string) {
 	key := strings.Join(batch, ",")
 	target := "FoundationDBCluster/" + r.name
-	crNeeds := ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")
+	crNeeds := ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get")
 	execNeeds := ops.Need("", "pods", "exec", "create")
 	var details []string
 	for _, id := range batch {
@@ -257,7 +257,7 @@ func (r *removal) steps(p *ops.Plan, st *Status, cr CRState, batch []string) {
 			Mutating: mutating, Needs: needs, Details: details, Action: action, Verify: verify})
 	}
 	add("mark", fmt.Sprintf("add %s to spec.%s (resourceVersion precondition; on a conflict re-read and re-check, never overwrite); wait until the status marks them for removal", key, r.field),
-		true, append(ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get", "patch"), execNeeds...), details,
+		true, append(ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get", "patch"), execNeeds...), details,
 		func(ctx context.Context, sc *ops.StepContext) error { return r.mark(ctx, sc, batch) },
 		func(ctx context.Context, sc *ops.StepContext) error { return r.waitMarked(ctx, sc, batch) })
 	add("replacements", "wait until the operator has created the replacement process groups and their processes report (status.processGroups, status json)",
@@ -301,7 +301,7 @@ func (r *removal) get(ctx context.Context) (*unstructured.Unstructured, error) {
 	if dyn == nil {
 		return nil, fmt.Errorf("no dynamic client to read FoundationDBCluster %s/%s", r.c.Namespace, r.name)
 	}
-	u, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(r.c.Namespace).Get(ctx, r.name, metav1.GetOptions{})
+	u, err := dyn.Resource(ClusterGVR).Namespace(r.c.Namespace).Get(ctx, r.name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading FoundationDBCluster %s/%s: %w", r.c.Namespace, r.name, err)
 	}
@@ -359,7 +359,7 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 		err = patchCR(ctx, r.e.deps.Dynamic, u, map[string]any{r.field: next}, nil)
 		switch {
 		case err == nil:
-			sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
+			sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: ClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
 				"DbopsReplaceProcessGroups", fmt.Sprintf("added %s to spec.%s", strings.Join(batch, ","), r.field))
 			return nil
 		case apierrors.IsConflict(err) && attempt < maxPatchConflicts:
@@ -456,7 +456,7 @@ func (r *removal) waitReplacements(ctx context.Context, sc *ops.StepContext, bat
 		if len(classes) == 0 {
 			return true, "", nil // removed already
 		}
-		counts := discovery.FoundationDBProcessCounts(u.Object)
+		counts := ProcessCounts(u.Object)
 		st, why := r.status(ctx, u)
 		if st == nil {
 			return false, why, nil
@@ -510,6 +510,7 @@ func int64Of(v any) int64 {
 func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch []string) error {
 	var total int64
 	lastLeft := int64(-1)
+	var rate moveRate
 	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
 		cr := ReadCR(u)
 		st, why := r.status(ctx, u)
@@ -548,9 +549,9 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 		}
 		if len(waiting) > 0 {
 			if short := storageSpreadShort(st, redundancyOf(st)); short != "" {
-				return false, fmt.Sprintf("the exclusion of %s (%d bytes left to move) is stalled; waiting for %s", strings.Join(slices.Compact(waiting), ","), left, short), nil
+				return false, fmt.Sprintf("the exclusion of %s (%s left to move) is stalled; waiting for %s", strings.Join(slices.Compact(waiting), ","), ops.FormatBytes(left), short), nil
 			}
-			return false, fmt.Sprintf("the exclusion of %s: %d bytes left to move", strings.Join(slices.Compact(waiting), ","), left), nil
+			return false, fmt.Sprintf("the exclusion of %s: %s left to move%s", strings.Join(slices.Compact(waiting), ","), ops.FormatBytes(left), rate.observe(r.e.deps.Now(), left)), nil
 		}
 		return true, "", nil
 	})
@@ -708,7 +709,7 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 			return false, fmt.Sprintf("the FoundationDBCluster's health (available=%t healthy=%t)", cr.Available, cr.Healthy), nil
 		}
 		// The operator's counts: unset or 0 is its default, -1 none (a class it runs no group of).
-		counts := discovery.FoundationDBProcessCounts(u.Object)
+		counts := ProcessCounts(u.Object)
 		have := map[string]int{}
 		for id, g := range cr.Groups {
 			if g.Removal {
@@ -746,4 +747,26 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		}
 		return true, "", nil
 	})
+}
+
+// moveRate is the rate data leaves excluded processes, from the first reading of this wait to
+// the latest: FoundationDB reports bytes stored, not a rate.
+type moveRate struct {
+	since     time.Time
+	firstLeft int64
+	started   bool
+}
+
+// observe notes left bytes at now and says ", at 12.0 MiB/s" once some moved ("" before).
+func (m *moveRate) observe(now time.Time, left int64) string {
+	if !m.started || left > m.firstLeft {
+		// A larger figure (a process reporting late) starts the measurement again.
+		m.since, m.firstLeft, m.started = now, left, true
+		return ""
+	}
+	secs := now.Sub(m.since).Seconds()
+	if secs <= 0 || left == m.firstLeft {
+		return ""
+	}
+	return ", at " + ops.FormatBytes(int64(float64(m.firstLeft-left)/secs)) + "/s"
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // withProcessGroups gives the cluster's FoundationDBCluster a status.processGroups entry per pod.
@@ -22,7 +23,7 @@ func withProcessGroups(c *ops.Cluster) {
 		groups = append(groups, map[string]any{"processGroupID": p.Member, "processClass": p.Group, "faultDomain": p.Zone})
 	}
 	for _, g := range c.Groups {
-		st, _ := g.Controller.Object["status"].(map[string]any)
+		st, _ := ops.ControllerOf(g).Object["status"].(map[string]any)
 		st["processGroups"] = groups
 	}
 }
@@ -40,7 +41,7 @@ func TestPlanReplacementRefusals(t *testing.T) {
 		{name: "fewer storage fault domains than replicas", req: ops.ReplaceRequest{Pods: []string{"storage-11"}},
 			setup: func(t *testing.T, c *ops.Cluster, _ *fdbsim.Cluster) {
 				// Someone else's removal of storage-12 is under way.
-				st, _ := c.Groups[0].Controller.Object["status"].(map[string]any)
+				st, _ := ops.ControllerOf(c.Groups[0]).Object["status"].(map[string]any)
 				for _, g := range st["processGroups"].([]any) {
 					if m := g.(map[string]any); m["processGroupID"] == "storage-12" {
 						m["removalTimestamp"] = "2026-01-01T00:00:00Z"
@@ -214,5 +215,29 @@ func TestNotExcludedReasonNamesTheOperatorsPacing(t *testing.T) {
 	}
 	if got := notExcludedReason(&Status{}, []string{"storage-10"}); !strings.HasSuffix(got, "120s by default)") {
 		t.Fatalf("without a recovery state: %q", got)
+	}
+}
+
+// TestMoveRate: the exclusion wait says how fast data leaves, once some has left, from its
+// own readings (status json has no rate); a larger figure starts again.
+func TestMoveRate(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var m moveRate
+	steps := []struct {
+		at   time.Duration
+		left int64
+		want string
+	}{
+		{0, 100 << 20, ""},
+		{10 * time.Second, 100 << 20, ""},
+		{10 * time.Second, 80 << 20, ", at 2.0 MiB/s"},
+		{20 * time.Second, 60 << 20, ", at 2.0 MiB/s"},
+		{21 * time.Second, 200 << 20, ""},
+		{31 * time.Second, 190 << 20, ", at 1.0 MiB/s"},
+	}
+	for _, s := range steps {
+		if got := m.observe(t0.Add(s.at), s.left); got != s.want {
+			t.Errorf("at %s with %d left: %q, want %q", s.at, s.left, got, s.want)
+		}
 	}
 }

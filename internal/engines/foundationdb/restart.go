@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // Restart methods (--method).
@@ -58,10 +57,10 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if method != MethodProcess && method != MethodPod {
 		return nil, ops.Usagef("unknown --method %q for engine %s; allowed: %s, %s", method, ops.EngineFoundationDB, MethodProcess, MethodPod)
 	}
-	if Resource(c) == nil && c.Layout != discovery.LayoutFoundationDBStatefulSet {
+	if Resource(c) == nil && layoutOf(c) != layoutStatefulSet {
 		return nil, ops.Usagef("cluster %s/%s is not a FoundationDBCluster", c.Namespace, c.Name)
 	}
-	if c.Layout == discovery.LayoutFoundationDBStatefulSet && method == MethodPod {
+	if layoutOf(c) == layoutStatefulSet && method == MethodPod {
 		// No operator moves the coordinators when a recreated pod comes back on a new IP, and
 		// the sample's cluster file names coordinators by IP.
 		return nil, ops.Usagef("--method pod on a FoundationDB StatefulSet would bring pods back on new IPs with no operator to move the coordinators; use --method process (the default)")
@@ -101,6 +100,11 @@ func (e *Engine) PlanRestart(ctx context.Context, c *ops.Cluster, opts ops.Resta
 	if n := g.recoveryBatches(p); n > 0 {
 		p.Notes = append(p.Notes, g.recoveryNote(p, n, opts))
 	}
+	if ft := st.Cluster.FaultTolerance; ft != nil && ft.Availability == 0 && opts.Mode == ops.ModeZone {
+		// FoundationDB says one zone's loss already costs availability: each zone batch is
+		// then a short outage, which the plan must not leave unsaid.
+		p.Notes = append(p.Notes, "WARNING: status json reports max_zone_failures_without_losing_availability 0: each zone batch takes a whole zone down at once, so the database is unavailable while the zone's processes restart (--mode pod bounces one pod at a time)")
+	}
 	p.Args += " --method " + method
 	p.Notes = append(p.Notes, fmt.Sprintf("method %s: %s", method, map[string]string{
 		MethodProcess: "fdbserver processes are bounced with fdbcli kill; pods keep their UIDs",
@@ -137,7 +141,7 @@ func withFDBZones(c *ops.Cluster, st *Status, opts ops.RestartOptions) (*ops.Clu
 				p.Zone = zones[0]
 			case len(zones) > 1:
 				p.Zone = "" // one pod's processes in several fault domains: none to batch by
-			case c.Layout == discovery.LayoutFoundationDBStatefulSet:
+			case layoutOf(c) == layoutStatefulSet:
 				p.Zone = ""
 			}
 			requested := (len(opts.Groups) == 0 || slices.Contains(opts.Groups, g.Name)) && (len(opts.Pods) == 0 || slices.Contains(opts.Pods, p.Name))
@@ -300,7 +304,7 @@ func (g *gate) recoveryNote(p *ops.Plan, n int, opts ops.RestartOptions) string 
 			grouped = fmt.Sprintf("; the %d pods of stateless transaction-system processes (commit proxy, GRV proxy, resolver, master, cluster controller) go together in %s: 1 recovery for them all, not one per pod", len(s.Pods), s.Target)
 		}
 	}
-	return fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): the bounce of each such batch starts one recovery, %d in all; they go last, the master's and cluster controller's batch at the end%s; logs keep one fault domain per batch; fewer batches (--mode zone or all) mean fewer recoveries",
+	return fmt.Sprintf("%d of %d batches hold transaction-system processes (log, commit proxy, GRV proxy, resolver, master, cluster controller): the bounce of each such batch starts one recovery, %d in all; they go last, the master's and cluster controller's batch at the end (where those roles are now: every recovery may move them, so a later plan can order the batches differently)%s; logs keep one fault domain per batch; fewer batches (--mode zone or all) mean fewer recoveries",
 		n, len(p.Steps), n, grouped)
 }
 
@@ -451,7 +455,7 @@ func (g *gate) PlanStep(s *ops.Step, pods []ops.Pod) error {
 		s.Details = append(s.Details, "run: "+c)
 	}
 	s.Needs = append(s.Needs, ops.Need("", "pods", "exec", "create")...)
-	s.Needs = append(s.Needs, ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")...)
+	s.Needs = append(s.Needs, ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get")...)
 	if g.method == MethodPod {
 		return nil
 	}
@@ -547,11 +551,19 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	}
 	if _, err = cli.Run(ctx, g.c.Namespace, via, b.killCommand()); err != nil {
 		// The kill may or may not have gone out (a timeout): the zone stays only if a process
-		// of the batch restarted since.
-		if st, _, serr := g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil && !anyRestartedSince(st, bp.pods, killed) {
-			return g.undoMaintenance(ctx, sc, cli, via, b, err)
+		// of the batch restarted since, or status json cannot tell (read a few times: one
+		// failed read must not leave the zone for its whole duration).
+		var serr error
+		for range 3 {
+			var st *Status
+			if st, _, serr = g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil {
+				if !anyRestartedSince(st, bp.pods, killed) {
+					return g.undoMaintenance(ctx, sc, cli, via, b, err)
+				}
+				return fmt.Errorf("%w (a process of the batch restarted since: the maintenance zone stays until the batch reports again or it expires)", err)
+			}
 		}
-		return err
+		return fmt.Errorf("%w (status json unreadable afterwards: %v; the maintenance zone stays until it expires or a re-run clears it)", err, serr)
 	}
 	return nil
 }
@@ -726,9 +738,9 @@ func canEndMaintenance(st *Status) string {
 	case q.WorstDurabilityLagStorageServer.Seconds > maxDataLagSeconds:
 		return fmt.Sprintf("the worst storage durability lag (%.1f s) to drop to %.0f s", q.WorstDurabilityLagStorageServer.Seconds, maxDataLagSeconds)
 	case q.WorstQueueBytesLogServer > maxQueueBytes:
-		return fmt.Sprintf("the worst log queue (%d bytes) to drop to %d", q.WorstQueueBytesLogServer, maxQueueBytes)
+		return fmt.Sprintf("the worst log queue (%s) to drop to %s", ops.FormatBytes(q.WorstQueueBytesLogServer), ops.FormatBytes(maxQueueBytes))
 	case q.WorstQueueBytesStorageServer > maxQueueBytes:
-		return fmt.Sprintf("the worst storage queue (%d bytes) to drop to %d", q.WorstQueueBytesStorageServer, maxQueueBytes)
+		return fmt.Sprintf("the worst storage queue (%s) to drop to %s", ops.FormatBytes(q.WorstQueueBytesStorageServer), ops.FormatBytes(maxQueueBytes))
 	}
 	return ""
 }
@@ -808,7 +820,30 @@ func (g *gate) check(ctx context.Context, sc *ops.StepContext, skip func(ops.Pod
 	if err := g.checkStatus(st, ownZone); err != nil {
 		return err
 	}
-	return g.checkCR(ctx)
+	if err := g.checkCR(ctx); err != nil {
+		return err
+	}
+	return g.checkReporting(st)
+}
+
+// checkReporting refuses while a process group of the cluster has no process in status json
+// (its fdbserver down, or not back yet), naming it: before the first batch as before every
+// other, so a group found down at its own batch has not let the batches before it bounce.
+// It comes after the status checks, whose reasons say more when they fail (a stopped storage
+// or log process lowers the fault tolerance they read); they pass meanwhile when a stateless
+// process is down once its roles moved.
+func (g *gate) checkReporting(st *Status) error {
+	var missing []string
+	for _, p := range g.c.AllPods() {
+		if p.Member != "" && len(st.ByInstance(p.Member)) == 0 {
+			missing = append(missing, p.Member)
+		}
+	}
+	if len(missing) > 0 {
+		return ops.Preconditionf("process group(s) %s report no process in status json of %s/%s (fdbserver down, or not back yet); refusing to restart: bring them back (or replace them) first",
+			strings.Join(missing, ", "), g.c.Namespace, g.c.Name)
+	}
+	return nil
 }
 
 func (g *gate) checkStatus(st *Status, ownZone string) error {
@@ -879,7 +914,7 @@ func (g *gate) checkCR(ctx context.Context) error {
 		return nil // a StatefulSet of FoundationDB's sample: no operator to race
 	}
 	if dyn := g.e.deps.Dynamic; dyn != nil {
-		fresh, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
+		fresh, err := dyn.Resource(ClusterGVR).Namespace(g.c.Namespace).Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading FoundationDBCluster %s/%s: %w", g.c.Namespace, u.GetName(), err)
 		}

@@ -19,7 +19,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // liveCluster is simCluster on the real clock with short delays, for runs of whole plans.
@@ -44,7 +44,7 @@ func liveClusterWith(t *testing.T, generation, reconciled int64, tls bool, versi
 	}}
 	var specs []fdbsim.ProcessSpec
 	for gi, class := range []string{"storage", "log", "stateless"} {
-		g := &ops.NodeGroup{Name: class, Controller: ref}
+		g := &ops.NodeGroup{Name: class, Owner: NewOwner(ref, class)}
 		for i, z := range []string{"zone-a", "zone-b", "zone-c"} {
 			id := fmt.Sprintf("%s-%d", class, 10+i)
 			pod := "myfdb-" + id
@@ -243,7 +243,7 @@ func TestRestartRefusals(t *testing.T) {
 				tt.setup(t, model)
 			}
 			if tt.needsCoordinatorChange != 0 {
-				gens := c.Groups[0].Controller.Object["status"].(map[string]any)["generations"].(map[string]any)
+				gens := ops.ControllerOf(c.Groups[0]).Object["status"].(map[string]any)["generations"].(map[string]any)
 				gens["needsCoordinatorChange"] = tt.needsCoordinatorChange
 			}
 			before := len(mutations(model))
@@ -374,7 +374,7 @@ func TestRestartRegistersWithTheMaintenanceChecker(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, model, e := liveCluster(t, 3, 3)
 			e.deps.Clock = offsetClock(tt.skew)
-			c.Groups[0].Controller.Object["spec"] = tt.spec
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = tt.spec
 			p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
 			if err != nil {
 				t.Fatal(err)
@@ -728,5 +728,27 @@ func TestRestartByProcessTLSAndVersions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestZonePlanWarnsWithoutAvailabilityMargin: triple redundancy with logs in exactly three
+// zones leaves max_zone_failures_without_losing_availability 0, so a zone batch is a short
+// outage: the zone plan says so, a pod plan (one pod at a time) does not.
+func TestZonePlanWarnsWithoutAvailabilityMargin(t *testing.T) {
+	c, _, e := liveCluster(t, 3, 3)
+	for _, tc := range []struct {
+		mode string
+		want bool
+	}{{ops.ModeZone, true}, {ops.ModePod, false}} {
+		p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: tc.mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.ContainsFunc(p.Notes, func(n string) bool {
+			return strings.Contains(n, "max_zone_failures_without_losing_availability 0") && strings.Contains(n, "unavailable")
+		})
+		if got != tc.want {
+			t.Errorf("--mode %s: availability warning %t, want %t: %q", tc.mode, got, tc.want, p.Notes)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // ProcessClasses are the process classes spec.processCounts takes (the operator's
@@ -57,7 +56,7 @@ func processCounts(u *unstructured.Unstructured) map[string]int {
 // none marked for removal, the CR reconciled and healthy and N processes reporting. The
 // operator does the growing and the shrinking (with exclusion, as for replace).
 func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleRequest) (*ops.Plan, error) {
-	if c.Layout == discovery.LayoutFoundationDBStatefulSet {
+	if layoutOf(c) == layoutStatefulSet {
 		return e.planScaleStatefulSet(ctx, c, req)
 	}
 	if req.Masters != nil || len(req.Data) > 0 || req.Replicas != nil || req.Primaries != nil {
@@ -75,7 +74,7 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 	// The operator reads 0 (or unset) as its default for the redundancy mode and -1 as none
 	// (api/v1beta2 GetProcessCountsWithDefaults): the groups each class ends with are the
 	// defaults of the spec with the new counts in it.
-	before := discovery.FoundationDBProcessCounts(u.Object)
+	before := ProcessCounts(u.Object)
 	after := countsAfter(u, req.Processes)
 	var classes []string
 	for class, n := range req.Processes {
@@ -109,12 +108,12 @@ func (e *Engine) PlanScale(ctx context.Context, c *ops.Cluster, req ops.ScaleReq
 		// in the same patch the operator removes those groups rather than ones it picks.
 		what += " and add " + strings.Join(remove, ", ") + " to spec.processGroupsToRemove, in one patch"
 	}
-	crNeeds := ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get")
+	crNeeds := ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get")
 	execNeeds := ops.Need("", "pods", "exec", "create")
 	target := "FoundationDBCluster/" + r.name
 	p.Steps = append(p.Steps, &ops.Step{ID: "processCounts", Target: target, Mutating: true,
 		Description: what + " (resourceVersion precondition; a class someone else changed since the plan is refused, never overwritten)",
-		Needs:       ops.Need(discovery.FoundationDBClusterGVR.Group, discovery.FoundationDBClusterGVR.Resource, "", "get", "patch"),
+		Needs:       ops.Need(ClusterGVR.Group, ClusterGVR.Resource, "", "get", "patch"),
 		Action: func(ctx context.Context, sc *ops.StepContext) error {
 			return r.patchCounts(ctx, sc, req.Processes, from, remove)
 		}})
@@ -153,7 +152,7 @@ func countsAfter(u *unstructured.Unstructured, want map[string]int32) map[string
 	for class, n := range want {
 		_ = unstructured.SetNestedField(next.Object, int64(n), "spec", "processCounts", class)
 	}
-	return discovery.FoundationDBProcessCounts(next.Object)
+	return ProcessCounts(next.Object)
 }
 
 // countText is a spec.processCounts value as the operator reads it: N, or 0 as its default
@@ -252,7 +251,7 @@ func (r *removal) patchCounts(ctx context.Context, sc *ops.StepContext, want map
 		switch {
 		case err == nil:
 			if sc != nil { // nil in unit tests of the patch alone
-				sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: discovery.FoundationDBClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
+				sc.Audit(ctx, ops.ObjectRef{Kind: "FoundationDBCluster", APIVersion: ClusterGVR.GroupVersion().String(), Namespace: r.c.Namespace, Name: r.name, UID: string(u.GetUID())},
 					"DbopsScaleProcessCounts", auditScale(spec))
 			}
 			return nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // TestPlanScaleRemove: scale --processes storage=N --remove GROUP names the process groups that
@@ -44,7 +43,7 @@ func TestPlanScaleRemove(t *testing.T) {
 			c, m, e := liveCluster(t, 3, 3)
 			withProcessGroups(c)
 			// single: the redundancy minimum (one process) leaves room to remove two of three.
-			c.Groups[0].Controller.Object["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3), "log": int64(3)},
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3), "log": int64(3)},
 				"databaseConfiguration": map[string]any{"redundancy_mode": "single"}}
 			p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Processes: tc.counts, Remove: tc.remove})
 			if len(mutations(m)) > 0 {
@@ -70,14 +69,14 @@ func TestPlanScaleRemove(t *testing.T) {
 func TestPatchCountsWithRemovals(t *testing.T) {
 	c, _, e := liveCluster(t, 3, 3)
 	withProcessGroups(c)
-	obj := c.Groups[0].Controller.Object
+	obj := ops.ControllerOf(c.Groups[0]).Object
 	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
 	obj["metadata"].(map[string]any)["namespace"] = "demo"
 	obj["metadata"].(map[string]any)["resourceVersion"] = "42"
 	obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}, "processGroupsToRemove": []any{"log-12"}}
 	u := &unstructured.Unstructured{Object: obj}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
 	e.deps.Dynamic = dyn
 	r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 	if err := r.patchCounts(t.Context(), nil, map[string]int32{"storage": 2}, map[string]int{"storage": 3}, []string{"storage-11"}); err != nil {
@@ -94,7 +93,7 @@ func TestPatchCountsWithRemovals(t *testing.T) {
 		t.Fatalf("patches %q, want one: %s", patches, want)
 	}
 	// Resumed: the CR as patched.
-	done, err := dyn.Resource(discovery.FoundationDBClusterGVR).Namespace("demo").Get(t.Context(), "myfdb", metav1.GetOptions{})
+	done, err := dyn.Resource(ClusterGVR).Namespace("demo").Get(t.Context(), "myfdb", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +155,7 @@ func TestPlanScaleOperatorDefaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, m, e := liveCluster(t, 3, 3)
 			withProcessGroups(c)
-			c.Groups[0].Controller.Object["spec"] = tc.spec
+			ops.ControllerOf(c.Groups[0]).Object["spec"] = tc.spec
 			p, err := e.PlanScale(t.Context(), c, ops.ScaleRequest{Processes: tc.counts})
 			if len(mutations(m)) > 0 {
 				t.Fatalf("planning ran %q", mutations(m))

@@ -16,7 +16,7 @@ func (e *Engine) planReplaceStatefulSet(ctx context.Context, c *ops.Cluster, req
 	if req.NoExclusion {
 		return nil, ops.Usagef("--no-exclusion applies to FoundationDBClusters only")
 	}
-	if len(c.Groups) != 1 || c.Groups[0].StatefulSet == "" {
+	if len(c.Groups) != 1 || ops.StatefulSetName(c.Groups[0]) == "" {
 		return nil, ops.Usagef("replace needs one FoundationDB StatefulSet; %s/%s has %d node groups", c.Namespace, c.Name, len(c.Groups))
 	}
 	st, _, err := e.StatusFrom(ctx, e.cli(), c, nil)

@@ -51,7 +51,7 @@ func (e *Engine) planScaleStatefulSet(ctx context.Context, c *ops.Cluster, req o
 	if req.Replicas == nil || req.Masters != nil || len(req.Data) > 0 || req.Primaries != nil || len(req.Processes) > 0 {
 		return nil, ops.Usagef("a FoundationDB StatefulSet scales with --replicas N (--processes is for FoundationDBClusters)")
 	}
-	if len(c.Groups) != 1 || c.Groups[0].StatefulSet == "" {
+	if len(c.Groups) != 1 || ops.StatefulSetName(c.Groups[0]) == "" {
 		return nil, ops.Usagef("scale --replicas needs one FoundationDB StatefulSet; %s/%s has %d node groups (use --selector to pick one)", c.Namespace, c.Name, len(c.Groups))
 	}
 	g := c.Groups[0]
@@ -83,7 +83,7 @@ func (e *Engine) planScaleStatefulSet(ctx context.Context, c *ops.Cluster, req o
 		}
 	}
 	for _, x := range st.Exclusions() {
-		if pod, ok := strings.CutPrefix(x, "locality_instance_id:"+g.StatefulSet+"-"); ok {
+		if pod, ok := strings.CutPrefix(x, "locality_instance_id:"+ops.StatefulSetName(g)+"-"); ok {
 			if n, err := strconv.Atoi(pod); err == nil && int32(n) >= from {
 				from = int32(n) + 1
 			}
@@ -104,12 +104,12 @@ func (e *Engine) planScaleStatefulSet(ctx context.Context, c *ops.Cluster, req o
 func (s *stsScale) leaving() []string {
 	var out []string
 	for n := s.from - 1; n >= s.to; n-- {
-		out = append(out, fmt.Sprintf("%s-%d", s.g.StatefulSet, n))
+		out = append(out, fmt.Sprintf("%s-%d", ops.StatefulSetName(s.g), n))
 	}
 	return out
 }
 
-func (s *stsScale) target() string { return "StatefulSet/" + s.g.StatefulSet }
+func (s *stsScale) target() string { return "StatefulSet/" + ops.StatefulSetName(s.g) }
 
 var (
 	execNeed = ops.Need("", "pods", "exec", "create")
@@ -342,7 +342,7 @@ func (s *stsScale) includeStep(suffix, target string, leaving []string) *ops.Ste
 func (s *stsScale) planUp(p *ops.Plan) {
 	var joining []string
 	for n := s.g.Desired; n < s.to; n++ {
-		joining = append(joining, fmt.Sprintf("%s-%d", s.g.StatefulSet, n))
+		joining = append(joining, fmt.Sprintf("%s-%d", ops.StatefulSetName(s.g), n))
 	}
 	p.Steps = append(p.Steps, &ops.Step{ID: "gate", Target: s.target(), Needs: execNeed,
 		Description: "wait until the database is available and healthy (status json: data healthy, fully recovered)",
@@ -372,9 +372,9 @@ func (s *stsScale) planUp(p *ops.Plan) {
 func (s *stsScale) setReplicas(ctx context.Context, sc *ops.StepContext) error {
 	api := s.e.client.AppsV1().StatefulSets(s.c.Namespace)
 	for attempt := 0; ; attempt++ {
-		cur, err := api.Get(ctx, s.g.StatefulSet, metav1.GetOptions{})
+		cur, err := api.Get(ctx, ops.StatefulSetName(s.g), metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("reading StatefulSet %s/%s: %w", s.c.Namespace, s.g.StatefulSet, err)
+			return fmt.Errorf("reading StatefulSet %s/%s: %w", s.c.Namespace, ops.StatefulSetName(s.g), err)
 		}
 		n := stsReplicas(cur)
 		switch {
@@ -382,7 +382,7 @@ func (s *stsScale) setReplicas(ctx context.Context, sc *ops.StepContext) error {
 			return nil // set already (a resumed run)
 		case n != s.g.Desired:
 			return ops.Preconditionf("spec.replicas of StatefulSet %s/%s was changed by someone else since the plan (%d, now %d); refusing to overwrite it: plan again",
-				s.c.Namespace, s.g.StatefulSet, s.g.Desired, n)
+				s.c.Namespace, ops.StatefulSetName(s.g), s.g.Desired, n)
 		}
 		if err := kube.CheckWriteGuard(ctx); err != nil {
 			return err
@@ -391,11 +391,11 @@ func (s *stsScale) setReplicas(ctx context.Context, sc *ops.StepContext) error {
 			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
 			"spec":     map[string]any{"replicas": s.to},
 		})
-		out, err := api.Patch(ctx, s.g.StatefulSet, types.MergePatchType, patch, metav1.PatchOptions{})
+		out, err := api.Patch(ctx, ops.StatefulSetName(s.g), types.MergePatchType, patch, metav1.PatchOptions{})
 		switch {
 		case err == nil:
 			if sc != nil { // nil in unit tests of the patch alone
-				sc.Audit(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: s.c.Namespace, Name: s.g.StatefulSet, UID: string(out.UID)},
+				sc.Audit(ctx, ops.ObjectRef{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: s.c.Namespace, Name: ops.StatefulSetName(s.g), UID: string(out.UID)},
 					"DbopsScaleReplicas", fmt.Sprintf("set spec.replicas %d -> %d", n, s.to))
 			}
 			return nil
@@ -404,7 +404,7 @@ func (s *stsScale) setReplicas(ctx context.Context, sc *ops.StepContext) error {
 				sc.Waiting("StatefulSet changed since it was read (resourceVersion conflict): reading it again")
 			}
 		default:
-			return fmt.Errorf("setting replicas of StatefulSet %s/%s: %w", s.c.Namespace, s.g.StatefulSet, err)
+			return fmt.Errorf("setting replicas of StatefulSet %s/%s: %w", s.c.Namespace, ops.StatefulSetName(s.g), err)
 		}
 	}
 }
@@ -417,7 +417,7 @@ func stsReplicas(s *appsv1.StatefulSet) int32 {
 }
 
 func (s *stsScale) pvcNames(pod string) []string {
-	sts := s.g.Object
+	sts := ops.StatefulSetOf(s.g)
 	if sts == nil {
 		return nil
 	}
@@ -443,10 +443,10 @@ func (s *stsScale) live(ctx context.Context) (*ops.Cluster, error) {
 	// The StatefulSet's pods only (its selector), from the run's pod informer inside a run:
 	// not a LIST of every pod of the namespace on each status read.
 	sel := ""
-	if s.g.Selector != nil {
-		ls, err := metav1.LabelSelectorAsSelector(s.g.Selector)
+	if s.g.Owner.PodSelector() != nil {
+		ls, err := metav1.LabelSelectorAsSelector(s.g.Owner.PodSelector())
 		if err != nil {
-			return nil, fmt.Errorf("selector of StatefulSet %s/%s: %w", s.c.Namespace, s.g.StatefulSet, err)
+			return nil, fmt.Errorf("selector of StatefulSet %s/%s: %w", s.c.Namespace, ops.StatefulSetName(s.g), err)
 		}
 		sel = ls.String()
 	}
@@ -454,20 +454,20 @@ func (s *stsScale) live(ctx context.Context) (*ops.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of %s/%s: %w", s.c.Namespace, s.c.Name, err)
 	}
-	g := &ops.NodeGroup{Name: s.g.Name, StatefulSet: s.g.StatefulSet, Selector: s.g.Selector}
+	g := &ops.NodeGroup{Name: s.g.Name, Owner: s.g.Owner}
 	for _, p := range pods {
 		ref := metav1.GetControllerOfNoCopy(p)
-		if ref == nil || ref.Kind != "StatefulSet" || ref.Name != s.g.StatefulSet {
+		if ref == nil || ref.Kind != "StatefulSet" || ref.Name != ops.StatefulSetName(s.g) {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimPrefix(p.Name, s.g.StatefulSet+"-"))
+		n, err := strconv.Atoi(strings.TrimPrefix(p.Name, ops.StatefulSetName(s.g)+"-"))
 		if err != nil {
 			continue
 		}
 		g.Pods = append(g.Pods, ops.Pod{Name: p.Name, Member: p.Name, Ordinal: n, Ready: kube.PodReady(p), Deleting: p.DeletionTimestamp != nil})
 	}
 	slices.SortFunc(g.Pods, func(a, b ops.Pod) int { return a.Ordinal - b.Ordinal })
-	return &ops.Cluster{Name: s.c.Name, Namespace: s.c.Namespace, Engine: s.c.Engine, Layout: s.c.Layout, Groups: []*ops.NodeGroup{g}}, nil
+	return &ops.Cluster{Name: s.c.Name, Namespace: s.c.Namespace, Engine: s.c.Engine, Layout: s.c.Layout, Recognized: s.c.Recognized, Groups: []*ops.NodeGroup{g}}, nil
 }
 
 func (s *stsScale) run(ctx context.Context, cmd string) error {
@@ -590,7 +590,7 @@ func drained(st *Status, pods []string) (bool, string) {
 					continue
 				}
 				if r.Role == "storage" {
-					return false, fmt.Sprintf("%s's data to move away (%d bytes stored)", pod, r.StoredBytes)
+					return false, fmt.Sprintf("%s's data to move away (%s stored)", pod, ops.FormatBytes(r.StoredBytes))
 				}
 				return false, pod + " to give up its " + r.Role + " role"
 			}

@@ -21,8 +21,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // stsSimCluster is FoundationDB's Kubernetes sample with n storage pods in the simulator, the
@@ -41,7 +40,7 @@ func stsSimClusterClock(t *testing.T, n int, coords ...int) (*ops.Cluster, *fdbs
 	replicas := int32(n)
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "fdb", Namespace: "demo"},
 		Spec: appsv1.StatefulSetSpec{Replicas: &replicas, VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}}}
-	g := &ops.NodeGroup{Name: "fdb", StatefulSet: "fdb", Desired: replicas, Object: sts}
+	g := &ops.NodeGroup{Name: "fdb", Owner: ops.NewStatefulSetOwner(sts), Desired: replicas}
 	var specs []fdbsim.ProcessSpec
 	for i := range n {
 		pod := fmt.Sprintf("fdb-%d", i)
@@ -59,7 +58,7 @@ func stsSimClusterClock(t *testing.T, n int, coords ...int) (*ops.Cluster, *fdbs
 	}
 	host.SetCluster("demo/fdb", model)
 	clock.Advance(time.Minute)
-	c := &ops.Cluster{Name: "fdb", Namespace: "demo", Engine: ops.EngineFoundationDB, Layout: discovery.LayoutFoundationDBStatefulSet, Groups: []*ops.NodeGroup{g}}
+	c := &ops.Cluster{Name: "fdb", Namespace: "demo", Engine: ops.EngineFoundationDB, Layout: LayoutStatefulSet, Recognized: layoutStatefulSet, Groups: []*ops.NodeGroup{g}}
 	return c, model, &simExec{host: host}, clock
 }
 
@@ -434,7 +433,8 @@ func TestStatefulSetLiveListsByItsSelector(t *testing.T) {
 	client := fake.NewClientset(pod("fdb-0", map[string]string{"app": "fdb"}, "fdb"), pod("fdb-1", map[string]string{"app": "fdb"}, "fdb"),
 		pod("web-0", map[string]string{"app": "web"}, "web"))
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fdb"}}
-	g := &ops.NodeGroup{Name: "fdb", StatefulSet: "fdb", Selector: sel}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "fdb", Namespace: "demo"}, Spec: appsv1.StatefulSetSpec{Selector: sel}}
+	g := &ops.NodeGroup{Name: "fdb", Owner: ops.NewStatefulSetOwner(sts)}
 	s := &stsScale{e: &Engine{client: client}, c: &ops.Cluster{Name: "fdb", Namespace: "demo", Groups: []*ops.NodeGroup{g}}, g: g}
 	c, err := s.live(t.Context())
 	if err != nil {

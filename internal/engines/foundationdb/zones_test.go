@@ -13,8 +13,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // TestStatefulSetRestartZoneModeBatchesByZoneID: on FoundationDB's Kubernetes sample each
@@ -173,7 +172,7 @@ func TestRemovalWaitsOnStorageSpread(t *testing.T) {
 		}
 	}
 	groups = append(groups, map[string]any{"processGroupID": "storage-13", "processClass": "storage", "faultDomain": "zone-b"})
-	obj := c.Groups[0].Controller.Object
+	obj := ops.ControllerOf(c.Groups[0]).Object
 	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
 	obj["metadata"].(map[string]any)["namespace"] = "demo"
 	obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3), "log": int64(3), "stateless": int64(3)}}
@@ -181,7 +180,7 @@ func TestRemovalWaitsOnStorageSpread(t *testing.T) {
 	obj["status"].(map[string]any)["processGroups"] = groups
 	u := &unstructured.Unstructured{Object: obj}
 	e.deps.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{discovery.FoundationDBClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
 	r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 
 	for _, tc := range []struct {
@@ -191,7 +190,7 @@ func TestRemovalWaitsOnStorageSpread(t *testing.T) {
 	}{
 		{"exclude", func(ctx context.Context, sc *ops.StepContext) error {
 			return r.waitExcluded(ctx, sc, []string{"storage-10"})
-		}, "bytes left to move) is stalled; waiting for " + spread},
+		}, " left to move) is stalled; waiting for " + spread},
 		{"scale storage", func(ctx context.Context, sc *ops.StepContext) error { return r.waitClass(ctx, sc, "storage", 3) }, spread},
 		{"healthy", r.waitHealthy, spread},
 	} {

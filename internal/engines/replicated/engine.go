@@ -93,11 +93,11 @@ type site struct {
 }
 
 func newSite(c *ops.Cluster) (*site, error) {
-	if len(c.Groups) != 1 || c.Groups[0].Object == nil {
+	if len(c.Groups) != 1 || ops.StatefulSetOf(c.Groups[0]) == nil {
 		return nil, ops.Usagef("the replicated engine handles clusters of exactly one StatefulSet; %s/%s has %d", c.Namespace, c.Name, len(c.Groups))
 	}
 	g := c.Groups[0]
-	sts := g.Object
+	sts := ops.StatefulSetOf(g)
 	s := &site{ns: c.Namespace, sts: sts.Name, svc: sts.Spec.ServiceName, desired: int(g.Desired), stsUID: string(sts.UID)}
 	if s.svc == "" {
 		s.svc = sts.Name
@@ -438,9 +438,9 @@ func shortErr(err error) string {
 func (e *Engine) config(c *ops.Cluster, extra *Layer) (*Config, error) {
 	layers := []*Layer{extra}
 	layers = append(layers, e.Layers...)
-	if len(c.Groups) == 1 && c.Groups[0].Object != nil {
-		if v, ok := c.Groups[0].Object.Annotations[AnnotationConfig]; ok {
-			l, err := ParseLayer([]byte(v), "annotation "+AnnotationConfig+" of StatefulSet "+c.Groups[0].Object.Name)
+	if len(c.Groups) == 1 && ops.StatefulSetOf(c.Groups[0]) != nil {
+		if v, ok := ops.StatefulSetOf(c.Groups[0]).Annotations[AnnotationConfig]; ok {
+			l, err := ParseLayer([]byte(v), "annotation "+AnnotationConfig+" of StatefulSet "+ops.StatefulSetOf(c.Groups[0]).Name)
 			if err != nil {
 				return nil, err
 			}

@@ -262,7 +262,7 @@ func (f *fixture) sts() *appsv1.StatefulSet {
 func (f *fixture) cluster() *ops.Cluster {
 	f.t.Helper()
 	sts := f.sts()
-	g := &ops.NodeGroup{Name: "db", StatefulSet: "db", Role: ops.RoleData, Desired: *sts.Spec.Replicas, Object: sts}
+	g := &ops.NodeGroup{Name: "db", Owner: ops.NewStatefulSetOwner(sts), Role: ops.RoleData, Desired: *sts.Spec.Replicas}
 	list, err := f.client.CoreV1().Pods(testNS).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		f.t.Fatal(err)

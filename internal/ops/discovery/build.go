@@ -27,9 +27,10 @@ type Objects struct {
 	Pods []corev1.Pod
 	// Nodes the pods run on, for zones only; may be empty or partial.
 	Nodes []corev1.Node
-	// CrateDataGroups is spec.nodes.data[].name of the CrateDB resource in
-	// definition order, when it could be read. Only used for engine cratedb.
-	CrateDataGroups []string
+	// DataGroupOrder is the data groups' order as the cluster's resource defines it (the
+	// CrateDB resource's spec.nodes.data[].name), when it could be read; only used when the
+	// engine's recognizer is an ops.GroupOrderer.
+	DataGroupOrder []string
 }
 
 // groupSpec is a node group's identity before live state is attached.
@@ -45,13 +46,15 @@ type groupSpec struct {
 // are used; Selector and Dynamic are not), attaches their pods and zones and
 // sorts everything into procedure order. Pods and nodes are indexed by
 // owner UID and name, so it is linear in the number of objects apart from
-// ordering each group's pods. layout is one of the Layout* constants.
+// ordering each group's pods. layout is one of the Layout* constants or a
+// recognizer's Layout.
 func BuildCluster(opts Options, layout string, objs Objects) (*ops.Cluster, error) {
 	engine, err := resolveEngine(opts, layout, objs.StatefulSets)
 	if err != nil {
 		return nil, err
 	}
-	specs, err := classify(opts.Name, layout, engine, objs)
+	rec := opts.statefulSetRecognizer(layout, engine)
+	specs, err := classify(opts.Name, engine, rec, objs)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +71,7 @@ func BuildCluster(opts Options, layout string, objs Objects) (*ops.Cluster, erro
 		Layout:    layout,
 	}
 	assemble(c, specs, objs.Pods, zones)
+	finish(c, rec)
 	return c, nil
 }
 
@@ -80,11 +84,10 @@ func resolveEngine(opts Options, layout string, stss []appsv1.StatefulSet) (stri
 		}
 		return opts.Engine, nil
 	}
-	switch layout {
-	case LayoutCrateDBOperator:
-		return ops.EngineCrateDB, nil
-	case LayoutEtcd:
-		return ops.EngineEtcd, nil
+	for _, r := range opts.statefulSetRecognizers() {
+		if r.Layout() == layout {
+			return r.Engine(), nil
+		}
 	}
 	engine, from := "", ""
 	for i := range stss {
@@ -109,28 +112,21 @@ func resolveEngine(opts Options, layout string, stss []appsv1.StatefulSet) (stri
 	if len(stss) == 0 {
 		return ops.EngineGeneric, nil
 	}
-	allCrate, allEtcd, allFDB := true, true, true
+	for _, r := range opts.statefulSetRecognizers() {
+		if all(stss, func(s *appsv1.StatefulSet) bool { return r.Runs(s, opts.Name) }) {
+			return r.Engine(), nil
+		}
+	}
+	return ops.EngineGeneric, nil
+}
+
+func all(stss []appsv1.StatefulSet, ok func(*appsv1.StatefulSet) bool) bool {
 	for i := range stss {
-		if _, _, ok := crateShape(&stss[i], opts.Name); !ok {
-			allCrate = false
-		}
-		if !runsEtcd(&stss[i]) {
-			allEtcd = false
-		}
-		if !runsFoundationDB(&stss[i]) {
-			allFDB = false
+		if !ok(&stss[i]) {
+			return false
 		}
 	}
-	switch {
-	case allCrate:
-		return ops.EngineCrateDB, nil
-	case allEtcd:
-		return ops.EngineEtcd, nil
-	case allFDB && slices.Contains(opts.engines(), ops.EngineFoundationDB):
-		return ops.EngineFoundationDB, nil
-	default:
-		return ops.EngineGeneric, nil
-	}
+	return true
 }
 
 func validateEngine(opts Options, e string) error {
@@ -149,10 +145,12 @@ func (opts Options) engines() []string {
 }
 
 // classify derives each StatefulSet's node group name, role and order.
-// dbops.io/* labels win; CrateDB-shaped StatefulSets otherwise get their
-// group from the operator's naming; anything else is a data group named
-// after its StatefulSet.
-func classify(cluster, layout, engine string, objs Objects) ([]groupSpec, error) {
+// dbops.io/* labels win; the recognizer of the cluster's layout or engine (an
+// ops.GroupNamer) otherwise names the groups (the CrateDB operator's); anything
+// else is a data group named after its StatefulSet. Data groups are ordered by
+// the recognizer (an ops.GroupOrderer) only when the engine is its own.
+func classify(cluster, engine string, rec ops.StatefulSetRecognizer, objs Objects) ([]groupSpec, error) {
+	namer, _ := rec.(ops.GroupNamer)
 	stss := objs.StatefulSets
 	specs := make([]groupSpec, 0, len(stss))
 	hasOrder := make([]bool, len(stss))
@@ -160,7 +158,7 @@ func classify(cluster, layout, engine string, objs Objects) ([]groupSpec, error)
 	for i := range stss {
 		s := stss[i].DeepCopy()
 		g := groupSpec{name: s.Name, role: ops.RoleData, sts: s}
-		if group, master, ok := crateShape(s, cluster); ok && (engine == ops.EngineCrateDB || layout == LayoutCrateDBOperator) {
+		if group, master, ok := groupOf(namer, s, cluster); ok {
 			g.name = group
 			if master {
 				g.role = ops.RoleMaster
@@ -192,17 +190,24 @@ func classify(cluster, layout, engine string, objs Objects) ([]groupSpec, error)
 		byName[g.name] = s.Name
 		specs = append(specs, g)
 	}
-	if engine == ops.EngineCrateDB {
-		defaultCrateOrder(specs, hasOrder, objs.CrateDataGroups)
+	if _, ok := rec.(ops.GroupOrderer); ok && rec.Engine() == engine {
+		defaultDataOrder(specs, hasOrder, objs.DataGroupOrder)
 	}
 	return specs, nil
 }
 
-// defaultCrateOrder ranks data groups that carry no order annotation: by
-// their position in the CrateDB resource's spec.nodes.data when known
+func groupOf(namer ops.GroupNamer, s *appsv1.StatefulSet, cluster string) (string, bool, bool) {
+	if namer == nil {
+		return "", false, false
+	}
+	return namer.GroupOf(s, cluster)
+}
+
+// defaultDataOrder ranks data groups that carry no order annotation: by
+// their position in the cluster resource's order (CrateDB: spec.nodes.data) when known
 // (procedures follow the cluster definition), else by creation time, then
 // name. Annotated groups keep their value.
-func defaultCrateOrder(specs []groupSpec, hasOrder []bool, crOrder []string) {
+func defaultDataOrder(specs []groupSpec, hasOrder []bool, crOrder []string) {
 	pos := make(map[string]int, len(crOrder))
 	for i, n := range crOrder {
 		if _, seen := pos[n]; !seen {
@@ -270,21 +275,16 @@ func assemble(c *ops.Cluster, specs []groupSpec, pods []corev1.Pod, zones map[st
 	c.Groups = make([]*ops.NodeGroup, 0, len(specs))
 	for i, g := range specs {
 		s := g.sts
-		desired := int32(1) // the API server's default for an unset replicas
-		if s.Spec.Replicas != nil {
-			desired = *s.Spec.Replicas
-		}
+		owner := ops.NewStatefulSetOwner(s)
 		ng := &ops.NodeGroup{
-			Name:        g.name,
-			StatefulSet: s.Name,
-			Role:        g.role,
-			Order:       g.order,
-			Desired:     desired,
-			Current:     s.Status.Replicas,
-			Ready:       s.Status.ReadyReplicas,
-			Pods:        make([]ops.Pod, 0, len(byGroup[i])),
-			Object:      s,
-			Selector:    s.Spec.Selector,
+			Name:    g.name,
+			Owner:   owner,
+			Role:    g.role,
+			Order:   g.order,
+			Desired: owner.Desired(),
+			Current: s.Status.Replicas,
+			Ready:   s.Status.ReadyReplicas,
+			Pods:    make([]ops.Pod, 0, len(byGroup[i])),
 		}
 		// Lists come back in name order (…-1, …-10, …-2). Sorting small
 		// (ordinal, pointer) pairs here is far cheaper than letting
@@ -298,12 +298,7 @@ func assemble(c *ops.Cluster, specs []groupSpec, pods []corev1.Pod, zones map[st
 			return cmp.Or(cmp.Compare(a.ordinal, b.ordinal), strings.Compare(a.pod.Name, b.pod.Name))
 		})
 		for _, m := range members {
-			p := toPod(m.pod, m.ordinal, s, g.name, zones)
-			if c.Engine == ops.EngineFoundationDB {
-				// FoundationDB's sample sets locality_instance_id from metadata.name.
-				p.Member = p.Name
-			}
-			ng.Pods = append(ng.Pods, p)
+			ng.Pods = append(ng.Pods, toPod(m.pod, m.ordinal, s, g.name, zones))
 		}
 		c.Groups = append(c.Groups, ng)
 		if op := operatorOf(s); op != "" && !slices.Contains(operators, op) {
@@ -385,69 +380,6 @@ func nodeZone(n *corev1.Node) string {
 		return z
 	}
 	return n.Labels[labelZoneBeta]
-}
-
-// crateShape reports whether a StatefulSet looks like the CrateDB
-// operator's, and its node group. The component and node-name labels are
-// specific enough on their own; the name pattern is only trusted when the
-// app name label does not point at another cluster.
-func crateShape(s *appsv1.StatefulSet, cluster string) (group string, master, ok bool) {
-	if s.Labels[labelAppComponent] == crateComponent {
-		if node := s.Labels[labelCrateNode]; node != "" {
-			return node, node == crateMasterNode, true
-		}
-	}
-	if cluster == "" {
-		return "", false, false
-	}
-	if app, set := s.Labels[labelAppName]; set && app != cluster {
-		return "", false, false
-	}
-	if s.Name == crateMasterPrefix+cluster {
-		return crateMasterNode, true, true
-	}
-	if rest, ok := strings.CutPrefix(s.Name, crateDataPrefix); ok {
-		if g, ok := strings.CutSuffix(rest, "-"+cluster); ok && g != "" {
-			return g, false, true
-		}
-	}
-	if s.Labels[labelAppName] == cluster && s.Labels[labelAppComponent] == crateComponent {
-		return s.Name, false, true
-	}
-	return "", false, false
-}
-
-// runsEtcd reports whether the pod template runs etcd, by container name or
-// image repository (bitnami/etcd, registry.k8s.io/etcd, quay.io/coreos/etcd).
-func runsEtcd(s *appsv1.StatefulSet) bool {
-	for _, c := range s.Spec.Template.Spec.Containers {
-		if c.Name == "etcd" || strings.Contains(imageRepo(c.Image), "etcd") {
-			return true
-		}
-	}
-	return false
-}
-
-// runsFoundationDB: a container with a foundationdb image (foundationdb/foundationdb,
-// foundationdb/foundationdb-kubernetes of FoundationDB's own sample).
-func runsFoundationDB(s *appsv1.StatefulSet) bool {
-	for _, c := range s.Spec.Template.Spec.Containers {
-		if strings.Contains(imageRepo(c.Image), "foundationdb") {
-			return true
-		}
-	}
-	return false
-}
-
-// imageRepo returns the last path element of an image reference without
-// tag or digest.
-func imageRepo(image string) string {
-	image, _, _ = strings.Cut(image, "@")
-	if i := strings.LastIndex(image, "/"); i >= 0 {
-		image = image[i+1:]
-	}
-	image, _, _ = strings.Cut(image, ":")
-	return image
 }
 
 // operatorOf names the operator owning a StatefulSet, or "". Built-in

@@ -33,7 +33,7 @@ func bigObjects(groups, perGroup int) Objects {
 func TestBuildClusterLarge(t *testing.T) {
 	objs := bigObjects(50, 100)
 	objs.Pods = append(objs.Pods, objs.Pods[0]) // a duplicate is ignored
-	c, err := BuildCluster(Options{Name: "foo", Namespace: ns}, LayoutCrateDBOperator, objs)
+	c, err := buildCluster(Options{Name: "foo", Namespace: ns}, LayoutCrateDBOperator, objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,13 +59,13 @@ func TestBuildClusterLarge(t *testing.T) {
 func TestBuildClusterDoesNotAliasInput(t *testing.T) {
 	s := mkSTS("foo", 1)
 	objs := Objects{StatefulSets: []appsv1.StatefulSet{*s}, Pods: []corev1.Pod{*mkPod(s, 0)}}
-	c, err := BuildCluster(Options{Name: "foo", Namespace: ns}, LayoutStatefulSet, objs)
+	c, err := buildCluster(Options{Name: "foo", Namespace: ns}, LayoutStatefulSet, objs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs.StatefulSets[0].Name = "changed"
-	if c.Groups[0].Object.Name != "foo" || c.Engine != ops.EngineGeneric {
-		t.Errorf("object %s engine %s", c.Groups[0].Object.Name, c.Engine)
+	if ops.StatefulSetOf(c.Groups[0]).Name != "foo" || c.Engine != ops.EngineGeneric {
+		t.Errorf("object %s engine %s", ops.StatefulSetOf(c.Groups[0]).Name, c.Engine)
 	}
 }
 
@@ -92,28 +92,12 @@ func TestPodOrdinal(t *testing.T) {
 	}
 }
 
-func TestImageRepo(t *testing.T) {
-	for image, want := range map[string]string{
-		"etcd":                                 "etcd",
-		"bitnami/etcd:3.5":                     "etcd",
-		"registry.k8s.io/etcd:3.5.9-0":         "etcd",
-		"localhost:5000/etcd@sha256:abc":       "etcd",
-		"gcr.io/etcd-development/etcd:v3.5.17": "etcd",
-		"docker.io/library/postgres:16":        "postgres",
-		"localhost:5000/team/etcd-wrapper:1":   "etcd-wrapper",
-	} {
-		if got := imageRepo(image); got != want {
-			t.Errorf("imageRepo(%q) = %q, want %q", image, got, want)
-		}
-	}
-}
-
 func BenchmarkBuildCluster(b *testing.B) {
 	objs := bigObjects(50, 100)
 	opts := Options{Name: "foo", Namespace: ns}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := BuildCluster(opts, LayoutCrateDBOperator, objs); err != nil {
+		if _, err := buildCluster(opts, LayoutCrateDBOperator, objs); err != nil {
 			b.Fatal(err)
 		}
 	}

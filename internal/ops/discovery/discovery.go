@@ -38,6 +38,10 @@ type Options struct {
 	// Engines are the engine names a caller can build (nil = ops.KnownEngines);
 	// --engine and the dbops.io/engine label must name one.
 	Engines []string
+	// Recognizers are the engines' recognizers (the registry's, internal/commands/engines.go),
+	// tried in order; only those of Engines count. Without them only the generic paths find a
+	// cluster (labels, name, selector), of engine generic unless labels or Engine say another.
+	Recognizers []ops.Recognizer
 	// Dynamic is optional. When set, the CrateDB custom resource
 	// (cratedbs.cloud.crate.io/v1) is read for the data groups' order.
 	Dynamic dynamic.Interface
@@ -48,8 +52,9 @@ type Options struct {
 const listPageSize = 500
 
 // Discover finds the cluster described by opts. Layouts are tried in order:
-// dbops.io labels, CrateDB operator, etcd, plain StatefulSet named
-// opts.Name; opts.Selector replaces them all. No cluster found is a usage
+// dbops.io labels, the recognizers' own naming (CrateDB operator, etcd),
+// plain StatefulSet named opts.Name, then the recognizers' operator resources
+// (a FoundationDBCluster); opts.Selector replaces them all. No cluster found is a usage
 // error (ops.ErrUsage); API failures are wrapped.
 func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*ops.Cluster, error) {
 	if opts.Namespace == "" {
@@ -89,29 +94,32 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 		if opts.Name == "" {
 			return nil, ops.Usagef("no database cluster name given (or use --selector to pick StatefulSets explicitly)")
 		}
-		var fdbErr error
-		if opts.Engine == ops.EngineFoundationDB {
-			// A FoundationDBCluster first; else StatefulSets running fdbserver.
-			c, err := discoverFoundationDBOnly(ctx, client, opts)
+		// Under --engine, the engine's operator resources first (a FoundationDBCluster); else
+		// its StatefulSets.
+		var resErr error
+		if opts.Engine != "" && len(opts.resourceRecognizers(opts.Engine)) > 0 {
+			c, err := recognizeResourceOnly(ctx, client, opts)
 			if err == nil || !errors.Is(err, ops.ErrUsage) {
 				return c, err
 			}
-			fdbErr = err
+			resErr = err
 		}
 		all, err := listStatefulSets(ctx, client, opts.Namespace, "")
 		if err != nil {
 			return nil, err
 		}
-		layout, stss, err = selectLayout(opts.Name, opts.Namespace, all)
-		if err != nil && fdbErr != nil {
-			return nil, fdbErr
+		layout, stss, err = selectLayout(opts, all)
+		if err != nil && resErr != nil {
+			return nil, resErr
 		}
 		if err != nil {
-			// No StatefulSet layout: the name may be a FoundationDBCluster, whose pods have
+			// No StatefulSet layout: the name may be an operator's resource, whose pods have
 			// no StatefulSet (asked only now, so other layouts cost no extra request).
 			if opts.Dynamic != nil && opts.Engine == "" {
-				if c, found, ferr := discoverFoundationDB(ctx, client, opts.Dynamic, opts); ferr != nil || found {
-					return c, ferr
+				for _, r := range opts.resourceRecognizers("") {
+					if c, found, rerr := r.RecognizeResource(ctx, client, opts.Dynamic, opts.Namespace, opts.Name); rerr != nil || found {
+						return c, rerr
+					}
 				}
 			}
 			return nil, err
@@ -123,13 +131,14 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 		return nil, err
 	}
 	objs := Objects{StatefulSets: stss}
-	if engine == ops.EngineCrateDB && opts.Dynamic != nil {
-		if objs.CrateDataGroups, err = crateDataGroups(ctx, opts.Dynamic, opts.Namespace, opts.Name); err != nil {
+	rec := opts.statefulSetRecognizer(layout, engine)
+	if o, ok := rec.(ops.GroupOrderer); ok && rec.Engine() == engine && opts.Dynamic != nil {
+		if objs.DataGroupOrder, err = o.DataGroupOrder(ctx, opts.Dynamic, opts.Namespace, opts.Name); err != nil {
 			return nil, err
 		}
 	}
 	// Classify before reading pods: label mistakes fail fast.
-	specs, err := classify(opts.Name, layout, engine, objs)
+	specs, err := classify(opts.Name, engine, rec, objs)
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +150,9 @@ func Discover(ctx context.Context, client kubernetes.Interface, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	if engine == ops.EngineFoundationDB {
-		layout = LayoutFoundationDBStatefulSet
-	}
 	c := &ops.Cluster{Name: opts.Name, Namespace: opts.Namespace, Engine: engine, Layout: layout, NodeZones: zones, PodsResourceVersion: podsRV}
 	assemble(c, specs, objs.Pods, zones)
+	finish(c, rec)
 	return c, nil
 }
 
@@ -161,10 +168,11 @@ func Refresh(ctx context.Context, client kubernetes.Interface, c *ops.Cluster) (
 	stss := make([]appsv1.StatefulSet, 0, len(c.Groups))
 	known := make(map[string]string)
 	for _, g := range c.Groups {
-		s, err := client.AppsV1().StatefulSets(c.Namespace).Get(ctx, g.StatefulSet, metav1.GetOptions{})
+		name := ops.StatefulSetName(g)
+		s, err := client.AppsV1().StatefulSets(c.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("refreshing node group %q of cluster %q: reading StatefulSet %s/%s: %w",
-				g.Name, c.Name, c.Namespace, g.StatefulSet, err)
+				g.Name, c.Name, c.Namespace, name, err)
 		}
 		specs = append(specs, groupSpec{name: g.Name, role: g.Role, order: g.Order, sts: s})
 		stss = append(stss, *s)
@@ -183,86 +191,75 @@ func Refresh(ctx context.Context, client kubernetes.Interface, c *ops.Cluster) (
 	if err != nil {
 		return nil, err
 	}
-	out := &ops.Cluster{Name: c.Name, Namespace: c.Namespace, Engine: c.Engine, Layout: c.Layout, NodeZones: zones, PodsResourceVersion: podsRV}
+	out := &ops.Cluster{Name: c.Name, Namespace: c.Namespace, Engine: c.Engine, Layout: c.Layout, Recognized: c.Recognized, NodeZones: zones, PodsResourceVersion: podsRV}
 	assemble(out, specs, pods, zones)
+	// Which group is master-eligible is identity too (a recognizer chose it).
+	for _, g := range out.Groups {
+		if old := c.Group(g.Name); old != nil && old.MasterEligible {
+			g.MasterEligible = true
+		}
+	}
+	// The recognizer's finish again, as the value it attached knows it.
+	if f, ok := c.Recognized.(ops.ClusterFinisher); ok {
+		f.Finish(out)
+	}
 	return out, nil
 }
 
-// MasterEligible returns the node group whose pods can be elected master:
-// the first group with role master, else for CrateDB (which then makes the
-// first data group master-eligible) the first data group in procedure
-// order. nil when neither applies.
+// MasterEligible returns the node group whose pods can be elected master: the first group
+// with role master, else the group the engine's recognizer marked (CrateDB makes the first
+// data group master-eligible when there is no master group). nil when neither applies.
 func MasterEligible(c *ops.Cluster) *ops.NodeGroup {
-	var first *ops.NodeGroup
 	for _, g := range c.Groups {
 		if g.Role == ops.RoleMaster {
 			return g
 		}
-		if first == nil || g.Order < first.Order || (g.Order == first.Order && g.Name < first.Name) {
-			first = g
+	}
+	for _, g := range c.Groups {
+		if g.MasterEligible {
+			return g
 		}
 	}
-	if c.Engine != ops.EngineCrateDB {
-		return nil
-	}
-	return first
+	return nil
 }
 
-// selectLayout tries the known layouts in order on all StatefulSets of the
-// namespace.
-func selectLayout(name, namespace string, all []appsv1.StatefulSet) (string, []appsv1.StatefulSet, error) {
+// selectLayout tries the layouts in order on all StatefulSets of the namespace: the
+// dbops.io/cluster label, the engines' recognizers' own naming (registry order), a StatefulSet
+// named as the cluster.
+func selectLayout(opts Options, all []appsv1.StatefulSet) (string, []appsv1.StatefulSet, error) {
+	name := opts.Name
 	if m := filter(all, func(s *appsv1.StatefulSet) bool { return s.Labels[LabelCluster] == name }); len(m) > 0 {
 		return LayoutLabels, m, nil
 	}
-	if m := filter(all, func(s *appsv1.StatefulSet) bool { return crateMember(s, name) }); len(m) > 0 {
-		return LayoutCrateDBOperator, m, nil
-	}
-	etcd := filter(all, func(s *appsv1.StatefulSet) bool { return etcdMember(s, name) })
-	switch len(etcd) {
-	case 0:
-	case 1:
-		return LayoutEtcd, etcd, nil
-	default:
-		names := make([]string, len(etcd))
-		for i := range etcd {
-			names[i] = fmt.Sprintf("%q", etcd[i].Name)
+	for _, r := range opts.statefulSetRecognizers() {
+		m, err := r.Members(opts.Namespace, name, all)
+		if err != nil {
+			return "", nil, err
 		}
-		return "", nil, ops.Usagef("database cluster %q in namespace %q is ambiguous: StatefulSets %s all run etcd (use --selector to pick StatefulSets explicitly)",
-			name, namespace, strings.Join(names, ", "))
+		if len(m) > 0 {
+			return r.Layout(), m, nil
+		}
 	}
 	if m := filter(all, func(s *appsv1.StatefulSet) bool { return s.Name == name }); len(m) > 0 {
 		return LayoutStatefulSet, m, nil
 	}
-	return "", nil, ops.Usagef("no database cluster %q in namespace %q: no StatefulSet labelled %s=%s, named crate-*-%s, %s or %s-etcd (use --selector to pick StatefulSets explicitly)",
-		name, namespace, LabelCluster, name, name, name, name)
+	return "", nil, ops.Usagef("no database cluster %q in namespace %q: %s (use --selector to pick StatefulSets explicitly)",
+		name, opts.Namespace, opts.notFound())
 }
 
-// crateMember matches the CrateDB operator's StatefulSets of cluster name,
-// by naming pattern or by its labels.
-func crateMember(s *appsv1.StatefulSet, name string) bool {
-	if s.Labels[labelAppName] == name && s.Labels[labelAppComponent] == crateComponent {
-		return true
+// notFound lists what selectLayout looked for.
+func (opts Options) notFound() string {
+	what := []string{fmt.Sprintf("no StatefulSet labelled %s=%s", LabelCluster, opts.Name)}
+	for _, r := range opts.statefulSetRecognizers() {
+		if n, ok := r.(ops.NameDescriber); ok {
+			what = append(what, n.Names(opts.Name)...)
+		}
 	}
-	if app, set := s.Labels[labelAppName]; set && app != name {
-		return false
+	what = append(what, opts.Name)
+	if len(what) == 2 {
+		return what[0] + " or named " + what[1]
 	}
-	if s.Name == crateMasterPrefix+name {
-		return true
-	}
-	rest, ok := strings.CutPrefix(s.Name, crateDataPrefix)
-	if !ok {
-		return false
-	}
-	g, ok := strings.CutSuffix(rest, "-"+name)
-	return ok && g != ""
-}
-
-// etcdMember matches an etcd StatefulSet of cluster name: named <name> or
-// <name>-etcd (Bitnami chart default), or labelled as the Bitnami release.
-func etcdMember(s *appsv1.StatefulSet, name string) bool {
-	named := s.Name == name || s.Name == name+"-etcd" ||
-		(s.Labels[labelAppName] == "etcd" && s.Labels[labelAppInstance] == name)
-	return named && runsEtcd(s)
+	return what[0] + ", named " + strings.Join(what[1:len(what)-1], ", ") + " or " + what[len(what)-1]
 }
 
 func filter(all []appsv1.StatefulSet, keep func(*appsv1.StatefulSet) bool) []appsv1.StatefulSet {

@@ -29,7 +29,7 @@ import (
 func shape(c *ops.Cluster) string {
 	parts := make([]string, 0, len(c.Groups))
 	for _, g := range c.Groups {
-		parts = append(parts, fmt.Sprintf("%s/%s/%d/%s", g.Name, g.Role, g.Order, g.StatefulSet))
+		parts = append(parts, fmt.Sprintf("%s/%s/%d/%s", g.Name, g.Role, g.Order, ops.StatefulSetName(g)))
 	}
 	return strings.Join(parts, " ")
 }
@@ -466,7 +466,7 @@ func TestDiscover(t *testing.T) {
 			objs:      []runtime.Object{mkSTS("bar", 1), mkSTS("crate-data-hot-bar", 1)},
 			opts:      Options{Name: "foo"},
 			wantUsage: true,
-			wantErr:   `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo or foo-etcd (use --selector to pick StatefulSets explicitly)`,
+			wantErr:   `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo-etcd or foo (use --selector to pick StatefulSets explicitly)`,
 		},
 		{
 			name:      "no name",
@@ -512,8 +512,8 @@ func TestDiscover(t *testing.T) {
 			opts: Options{Name: "foo"},
 			check: func(t *testing.T, c *ops.Cluster) {
 				g := c.Groups[0]
-				if g.Desired != 2 || g.Current != 2 || g.Ready != 2 || g.Object == nil {
-					t.Errorf("counts = %d/%d/%d object %v", g.Desired, g.Current, g.Ready, g.Object != nil)
+				if g.Desired != 2 || g.Current != 2 || g.Ready != 2 || ops.StatefulSetOf(g) == nil {
+					t.Errorf("counts = %d/%d/%d object %v", g.Desired, g.Current, g.Ready, ops.StatefulSetOf(g) != nil)
 				}
 				p0, p1 := g.Pods[0], g.Pods[1]
 				if p0.Zone != "eu-1a" || p1.Zone != "eu-1b" || g.Pods[2].Zone != "" || g.Pods[3].Zone != "" {
@@ -565,14 +565,14 @@ func TestDiscover(t *testing.T) {
 			opts.Namespace = ns
 			if tt.useDyn || tt.dyn != nil {
 				dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-					map[schema.GroupVersionResource]string{crateDBResource(): "CrateDBList"}, tt.dyn...)
+					map[schema.GroupVersionResource]string{crateDBResource: "CrateDBList"}, tt.dyn...)
 				opts.Dynamic = dyn
 			}
 			if tt.react != nil {
 				tt.react(client, dyn)
 			}
 
-			c, err := Discover(context.Background(), client, opts)
+			c, err := discover(context.Background(), client, opts)
 
 			assertReadOnly(t, client.Actions())
 			if dyn != nil {
@@ -602,8 +602,8 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestDiscoverNotFoundIsOneUsageLine(t *testing.T) {
-	_, err := Discover(context.Background(), fake.NewClientset(), Options{Namespace: "prod", Name: "foo"})
-	want := `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo or foo-etcd (use --selector to pick StatefulSets explicitly)`
+	_, err := discover(context.Background(), fake.NewClientset(), Options{Namespace: "prod", Name: "foo"})
+	want := `no database cluster "foo" in namespace "prod": no StatefulSet labelled dbops.io/cluster=foo, named crate-*-foo, foo-etcd or foo (use --selector to pick StatefulSets explicitly)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error:\n got %v\nwant %s", err, want)
 	}
@@ -620,7 +620,7 @@ func TestDiscoverAPIErrorKeepsCause(t *testing.T) {
 	if err := client.Tracker().Add(mkSTS("foo", 1)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	_, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), `listing pods of StatefulSet prod/foo`) {
 		t.Fatalf("error = %v, want wrapped ServiceUnavailable with context", err)
 	}
@@ -655,7 +655,7 @@ func TestDiscoverReadsNodesOnce(t *testing.T) {
 				objs = append(objs, mkNode(n, "z"+n), mkPod(s, i, mods...))
 			}
 			client := fake.NewClientset(objs...)
-			c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+			c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -691,7 +691,7 @@ func TestRefresh(t *testing.T) {
 	master, hot := crateMaster(), crateData("hot")
 	client := fake.NewClientset(master, hot, mkNode("n1", "eu-1a"),
 		mkPod(master, 0, onNode("n1")), mkPod(hot, 0, onNode("n1")), mkPod(hot, 1, onNode("n1")))
-	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,7 +795,7 @@ func TestPodListsNotOlderThanTheFirst(t *testing.T) {
 		l.ResourceVersion = strconv.Itoa(rv)
 		return true, l, nil
 	})
-	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -892,7 +892,7 @@ func TestPodListsOneListForSharedLabels(t *testing.T) {
 		}
 		return true, l, nil
 	})
-	c, err := Discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+	c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -915,7 +915,7 @@ func TestPodListsOneListForSharedLabels(t *testing.T) {
 		byGroup := map[string][]string{}
 		for _, g := range c.Groups {
 			for _, p := range g.Pods {
-				byGroup[g.StatefulSet] = append(byGroup[g.StatefulSet], p.Name)
+				byGroup[ops.StatefulSetName(g)] = append(byGroup[ops.StatefulSetName(g)], p.Name)
 			}
 		}
 		wantGroups := map[string][]string{

@@ -3,6 +3,8 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -78,8 +80,8 @@ func TestDiscoverFoundationDBCluster(t *testing.T) {
 				t.Fatalf("groups %v", got)
 			}
 			st := c.Group("storage")
-			if st.Desired != 2 || st.Current != 2 || st.Ready != 1 || st.StatefulSet != "" ||
-				st.Controller == nil || st.Controller.Kind != "FoundationDBCluster" || st.Controller.Name != "myfdb" {
+			if st.Desired != 2 || st.Current != 2 || st.Ready != 1 || ops.StatefulSetName(st) != "" ||
+				ops.ControllerOf(st) == nil || ops.ControllerOf(st).Kind != "FoundationDBCluster" || ops.ControllerOf(st).Name != "myfdb" {
 				t.Fatalf("storage group %+v", st)
 			}
 			if names := podNames(st); !slices.Equal(names, []string{"myfdb-storage-17", "myfdb-storage-4"}) {
@@ -104,6 +106,8 @@ func TestDiscoverFoundationDBCluster(t *testing.T) {
 		}},
 		{name: "neither StatefulSet nor FoundationDBCluster", opts: Options{Name: "nothing"}, wantUsage: `no database cluster "nothing"`},
 		{name: "explicit engine, no resource", opts: Options{Name: "nothing", Engine: ops.EngineFoundationDB}, wantUsage: `no FoundationDBCluster "nothing" in namespace "db"`},
+		// An engine without operator resources: the StatefulSet layouts' message.
+		{name: "explicit engine of StatefulSets only", opts: Options{Name: "nothing", Engine: ops.EngineEtcd}, wantUsage: `no database cluster "nothing" in namespace "db": no StatefulSet labelled`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +116,7 @@ func TestDiscoverFoundationDBCluster(t *testing.T) {
 				map[schema.GroupVersionResource]string{FoundationDBClusterGVR: "FoundationDBClusterList"}, cr, custom)
 			opts := tt.opts
 			opts.Namespace, opts.Dynamic = "db", dyn
-			c, err := Discover(context.Background(), client, opts)
+			c, err := discover(context.Background(), client, opts)
 			if tt.wantUsage != "" {
 				if !errors.Is(err, ops.ErrUsage) || !strings.Contains(err.Error(), tt.wantUsage) {
 					t.Fatalf("err %v, want usage %q", err, tt.wantUsage)
@@ -141,10 +145,78 @@ func TestStatefulSetLayoutsAskNoFoundationDBCluster(t *testing.T) {
 	client := fake.NewClientset(sts)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{FoundationDBClusterGVR: "FoundationDBClusterList"})
-	if _, err := Discover(context.Background(), client, Options{Namespace: "db", Name: "foo", Dynamic: dyn}); err != nil {
+	if _, err := discover(context.Background(), client, Options{Namespace: "db", Name: "foo", Dynamic: dyn}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(dyn.Actions()); n != 0 {
 		t.Fatalf("%d dynamic requests: %v", n, dyn.Actions())
+	}
+}
+
+// sampleSpec is the spec fields of the operator's config/samples/cluster.yaml that decide its
+// counts: no redundancy mode (double), cluster_controller 1, stateless -1, storage and log unset.
+func sampleSpec() map[string]any {
+	return map[string]any{
+		"faultDomain":   map[string]any{"key": "foundationdb.org/none"},
+		"processCounts": map[string]any{"cluster_controller": int64(1), "stateless": int64(-1)},
+	}
+}
+
+// TestDiscoverOperatorSample: the operator's sample cluster's groups want its default counts,
+// and no stateless group.
+func TestDiscoverOperatorSample(t *testing.T) {
+	cr := fdbCR("test-cluster", sampleSpec(), [2]string{"storage-1", "z"})
+	client := fake.NewClientset(fdbPod("test-cluster", "storage", "storage-1", nil, true))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{FoundationDBClusterGVR: "FoundationDBClusterList"}, cr)
+	c, err := discover(context.Background(), client, Options{Name: "test-cluster", Namespace: "db", Dynamic: dyn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int32{}
+	for _, g := range c.Groups {
+		got[g.Name] = g.Desired
+	}
+	if want := map[string]int32{"storage": 3, "log": 4, "cluster_controller": 1}; !maps.Equal(got, want) {
+		t.Fatalf("desired %v, want %v", got, want)
+	}
+}
+
+// TestRefreshKeepsWhatTheRecognizerAttached: a refreshed FoundationDB StatefulSet cluster keeps
+// its layout and reads each pod's member from its name again (the recognizer's Finish), and a
+// CrateDB cluster without a master group keeps its master-eligible data group.
+func TestRefreshKeepsWhatTheRecognizerAttached(t *testing.T) {
+	fdb := mkSTS("foo", 2, withImage("foundationdb", "foundationdb/foundationdb-kubernetes:6.3.15"))
+	hot, cold := crateData("hot"), crateData("cold")
+	for _, tc := range []struct {
+		name  string
+		objs  []runtime.Object
+		check func(*ops.Cluster) string
+	}{
+		{"foundationdb", []runtime.Object{fdb, mkPod(fdb, 0), mkPod(fdb, 1)}, func(c *ops.Cluster) string {
+			return fmt.Sprintf("%s %v %s %s", c.Layout, c.Recognized != nil, c.AllPods()[0].Member, c.AllPods()[1].Member)
+		}},
+		{"cratedb", []runtime.Object{hot, cold, mkPod(hot, 0), mkPod(cold, 0)}, func(c *ops.Cluster) string {
+			g := MasterEligible(c)
+			if g == nil {
+				return "none"
+			}
+			return g.Name
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(tc.objs...)
+			c, err := discover(context.Background(), client, Options{Namespace: ns, Name: "foo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Refresh(context.Background(), client, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := tc.check(r), tc.check(c); got != want || want == "none" {
+				t.Errorf("refreshed %q, discovered %q", got, want)
+			}
+		})
 	}
 }

@@ -1,7 +1,9 @@
 package discovery
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,8 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/etcd"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/foundationdb"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
 const ns = "prod"
@@ -144,3 +153,48 @@ func assertReadOnly(t *testing.T, actions []k8stesting.Action) {
 		}
 	}
 }
+
+// The engines' names for what these tests build (their recognizers own them).
+const (
+	labelAppName                  = "app.kubernetes.io/name"
+	labelAppInstance              = "app.kubernetes.io/instance"
+	labelAppComponent             = "app.kubernetes.io/component"
+	labelCrateNode                = "cloud.crate.io/node-name"
+	fdbLabelClusterName           = "foundationdb.org/fdb-cluster-name"
+	fdbLabelProcessClass          = "foundationdb.org/fdb-process-class"
+	fdbLabelProcessGroupID        = "foundationdb.org/fdb-process-group-id"
+	LayoutCrateDBOperator         = cratedb.LayoutOperator
+	LayoutEtcd                    = etcd.LayoutStatefulSet
+	LayoutFoundationDBOperator    = foundationdb.LayoutOperator
+	LayoutFoundationDBStatefulSet = foundationdb.LayoutStatefulSet
+)
+
+// FoundationDBClusterGVR is the FoundationDB operator's resource.
+var FoundationDBClusterGVR = foundationdb.ClusterGVR
+
+// builtinRecognizers are the built-in engines' recognizers in registry order (as
+// internal/commands/engines.go hands them to discovery).
+func builtinRecognizers() []ops.Recognizer {
+	return slices.Concat(cratedb.Recognizers(), etcd.Recognizers(), foundationdb.Recognizers())
+}
+
+// withRecognizers is opts with the built-in recognizers when it has none.
+func withRecognizers(opts Options) Options {
+	if opts.Recognizers == nil {
+		opts.Recognizers = builtinRecognizers()
+	}
+	return opts
+}
+
+// discover is Discover with the built-in recognizers.
+func discover(ctx context.Context, client kubernetes.Interface, opts Options) (*ops.Cluster, error) {
+	return Discover(ctx, client, withRecognizers(opts))
+}
+
+// buildCluster is BuildCluster with the built-in recognizers.
+func buildCluster(opts Options, layout string, objs Objects) (*ops.Cluster, error) {
+	return BuildCluster(withRecognizers(opts), layout, objs)
+}
+
+// crateDBResource is the CrateDB operator's resource, which discovery reads for the groups' order.
+var crateDBResource = schema.GroupVersionResource{Group: "cloud.crate.io", Version: "v1", Resource: "cratedbs"}

@@ -18,33 +18,17 @@ const (
 
 // Well-known labels set by operators and charts.
 const (
-	labelAppName      = "app.kubernetes.io/name"
-	labelAppInstance  = "app.kubernetes.io/instance"
-	labelAppComponent = "app.kubernetes.io/component"
-	labelManagedBy    = "app.kubernetes.io/managed-by"
-	labelCrateNode    = "cloud.crate.io/node-name"
-	labelPodIndex     = "apps.kubernetes.io/pod-index"
-	labelZone         = "topology.kubernetes.io/zone"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelPodIndex  = "apps.kubernetes.io/pod-index"
+	labelZone      = "topology.kubernetes.io/zone"
 	// Still set by some older clouds and kubelets.
 	labelZoneBeta = "failure-domain.beta.kubernetes.io/zone"
 )
 
-// Layouts recorded in ops.Cluster.Layout.
+// Layouts of discovery's generic paths, recorded in ops.Cluster.Layout; the engines'
+// recognizers name theirs (ops.Recognizer).
 const (
-	LayoutLabels          = "labels"
-	LayoutCrateDBOperator = "cratedb-operator"
-	LayoutEtcd            = "etcd"
-	LayoutStatefulSet     = "statefulset"
-	LayoutSelector        = "selector"
-	// LayoutFoundationDBStatefulSet: fdbserver run by a StatefulSet, as FoundationDB's own
-	// Kubernetes sample does (apple/foundationdb packaging/docker/kubernetes/statefulset.yaml),
-	// with no operator; each pod's locality_instance_id is its name.
-	LayoutFoundationDBStatefulSet = "foundationdb-statefulset"
-)
-
-const (
-	crateMasterPrefix = "crate-master-"
-	crateDataPrefix   = "crate-data-"
-	crateComponent    = "cratedb"
-	crateMasterNode   = "master"
+	LayoutLabels      = "labels"
+	LayoutStatefulSet = "statefulset"
+	LayoutSelector    = "selector"
 )
