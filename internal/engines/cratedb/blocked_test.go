@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-dbops/kubectl-dbops/internal/engines/cratedb/cratedbtest"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
 // A drain with shards left says it is blocked on them, naming the node they are on and how

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
 )
 
 // A zone restart whose maintenance zone must stay on (a storage lag above the operator's
