@@ -70,3 +70,28 @@ func TestStatusRunningNotResume(t *testing.T) {
 		t.Errorf("status:\n%s\nwant %q and no resume hint", r.out, want)
 	}
 }
+
+// status in another terminal shows what the running step is blocked on, from the journal on
+// the Lease, and the run's ETA.
+func TestStatusShowsBlockedAndETA(t *testing.T) {
+	l := heldLease("prod", "db", "bob@elsewhere", "s1", "restart --rolling", "")
+	l.Annotations[lock.AnnotationJournal] = `{"operation":"restart","args":"--rolling","holder":"bob@elsewhere","state":"running",` +
+		`"started":"2026-11-22T06:50:00Z","runStarted":"2026-11-22T06:55:00Z","updated":"2026-11-22T06:59:00Z","steps":3,` +
+		`"done":["restart/db-web-0"],"current":"restart/db-web-1","request":{"command":["restart"],"cluster":"db","namespace":"prod"},` +
+		`"blocked":{"kind":"pod","on":"pod prod/db-web-1","since":"2026-11-22T06:57:00Z","giveUpAt":"2026-11-22T07:25:00Z","toUnblock":"kubectl describe pod -n prod db-web-1"},` +
+		`"eta":{"at":"2026-11-22T06:56:00Z","lowNs":60000000000,"highNs":120000000000,"basis":"2 restart step(s) left"}}`
+	h := newHarness(t, append(fakecluster.Objects("prod", "db", "", webObjects()...), l)...)
+	r := h.run("status", "db", "-n", "prod")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	for _, want := range []string{
+		"Blocked:  on pod prod/db-web-1 (pod) since 2026-11-22T06:57:00Z, gives up at 2026-11-22T07:25:00Z\n",
+		"  to unblock: kubectl describe pod -n prod db-web-1\n",
+		"ETA:      1m0s–2m0s (2 restart step(s) left), estimated 2026-11-22T06:56:00Z\n",
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("status:\n%s\nwant %q", r.out, want)
+		}
+	}
+}

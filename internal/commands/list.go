@@ -155,7 +155,14 @@ func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name s
 			row.LockHolder = st.Holder
 		}
 		if j := st.Journal; j != nil && j.State != ops.JournalSucceeded {
-			row.Unfinished = fmt.Sprintf("%s %s (%s, %d/%d done)", j.Operation, j.Args, j.StateText(), len(j.Done), j.Steps)
+			extra := ""
+			if j.ETA != nil && j.State == ops.JournalRunning {
+				extra += ", ETA " + j.ETA.Range()
+			}
+			if j.Blocked != nil {
+				extra += ", blocked on " + j.Blocked.On
+			}
+			row.Unfinished = fmt.Sprintf("%s %s (%s, %d/%d done%s)", j.Operation, j.Args, j.StateText(), len(j.Done), j.Steps, extra)
 		}
 	}
 	if eng, err := o.engine(ctx, cl, c); err == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
 // `list` shows every cluster of the namespace (or all with -A) with its engine, groups,
@@ -127,5 +128,19 @@ func TestListFindsFoundationDBClusters(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "db,myfdb" {
 		t.Errorf("listed %v, want db and myfdb", names)
+	}
+}
+
+// list shows a running run's ETA and what it is blocked on, from the journal on the Lease.
+func TestListShowsETAAndBlocked(t *testing.T) {
+	l := heldLease("prod", "db", "bob@elsewhere", "s1", "restart --rolling", "")
+	l.Annotations[lock.AnnotationJournal] = `{"operation":"restart","args":"--rolling","holder":"bob@elsewhere","state":"running",` +
+		`"started":"2026-11-22T06:50:00Z","updated":"2026-11-22T06:59:00Z","steps":3,"done":["restart/db-web-0"],"current":"restart/db-web-1",` +
+		`"blocked":{"kind":"pod","on":"pod prod/db-web-1","since":"2026-11-22T06:57:00Z"},` +
+		`"eta":{"at":"2026-11-22T06:56:00Z","lowNs":60000000000,"highNs":120000000000}}`
+	h := newHarness(t, append(fakecluster.Objects("prod", "db", "", webObjects()...), l)...)
+	r := h.run("list", "-n", "prod")
+	if want := "restart --rolling (running, 1/3 done, ETA 1m0s–2m0s, blocked on pod prod/db-web-1)"; r.code != 0 || !strings.Contains(r.out, want) {
+		t.Errorf("exit %d, list:\n%s\nwant %q", r.code, r.out, want)
 	}
 }

@@ -292,6 +292,10 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 			}
 			ops.Fprintf(b, " (lock renewed %s ago)\n", ls.ServerTime.Sub(*ls.Renewed).Round(time.Second))
 			writeControlText(b, ls, j)
+			writeBlockedText(b, j)
+			if j.ETA != nil {
+				ops.Fprintf(b, "ETA:      %s, estimated %s\n", j.ETA, j.ETA.At.UTC().Format(time.RFC3339))
+			}
 		default:
 			ops.Fprintf(b, "Unfinished operation: %s %s by %s, %s at %s, %d/%d steps done",
 				j.Operation, j.Args, j.Holder, j.StateText(), j.Updated.UTC().Format(time.RFC3339), len(j.Done), j.Steps)
@@ -306,6 +310,7 @@ func writeLockText(b *strings.Builder, ls *lock.State) {
 			if j.Error != "" {
 				ops.Fprintf(b, "  last error: %s\n", j.Error)
 			}
+			writeBlockedText(b, j)
 		}
 	}
 }
@@ -319,6 +324,25 @@ func writeControlText(b *strings.Builder, ls *lock.State, j *ops.Journal) {
 		ops.Fprintf(b, "Paused:   %s; continue it with: kubectl dbops continue %s -n %s\n", j.Control.Describe(), ls.Cluster, ls.Namespace)
 	case c != nil && c.Action != ops.ControlContinue:
 		ops.Fprintf(b, "Steering: %s requested by %s at %s, honoured once the step in flight is done\n", c.Action, c.By, c.At.UTC().Format(time.RFC3339))
+	}
+}
+
+// writeBlockedText prints what the journal's current step was last blocked on (ops.Blocked).
+func writeBlockedText(b *strings.Builder, j *ops.Journal) {
+	bl := j.Blocked
+	if bl == nil {
+		return
+	}
+	ops.Fprintf(b, "Blocked:  on %s (%s) since %s", bl.On, bl.Kind, bl.Since.UTC().Format(time.RFC3339))
+	if !bl.GiveUpAt.IsZero() {
+		ops.Fprintf(b, ", gives up at %s", bl.GiveUpAt.UTC().Format(time.RFC3339))
+	}
+	b.WriteString("\n")
+	if bl.ToUnblock != "" {
+		ops.Fprintf(b, "  to unblock: %s\n", bl.ToUnblock)
+	}
+	if bl.Stalled != "" {
+		ops.Fprintf(b, "  %s\n", bl.Stalled)
 	}
 }
 

@@ -59,8 +59,13 @@ type Event struct {
 	// Reason says what a waiting step waits for, or why a step was skipped.
 	Reason   string    `json:"reason,omitempty"`
 	Progress *Progress `json:"progress,omitempty"`
-	Plan     *PlanView `json:"plan,omitempty"`
-	Lock     *LockInfo `json:"lock,omitempty"`
+	// Blocked (step-waiting) names the object the step is blocked on, since when, until when
+	// it waits and how to unblock it.
+	Blocked *Blocked `json:"blocked,omitempty"`
+	// ETA (step-started, step-done) is the run's remaining time as estimated then.
+	ETA  *ETA      `json:"eta,omitempty"`
+	Plan *PlanView `json:"plan,omitempty"`
+	Lock *LockInfo `json:"lock,omitempty"`
 	// Control (control event) is the request the run honoured.
 	Control *ControlRequest `json:"control,omitempty"`
 	Pods    []PodSummary    `json:"pods,omitempty"`

@@ -89,6 +89,12 @@ type Executor struct {
 	// stepTimes are the finished steps' times, for the done event.
 	timesMu   sync.Mutex
 	stepTimes []StepTime
+	// lastBlockedWrite is when a step's blocker was last written to the journal (e.mu).
+	lastBlockedWrite time.Time
+	// pendingBlocked is a blocker not written yet (e.mu); lastWritten the journal as last
+	// written (e.mu).
+	pendingBlocked *Blocked
+	lastWritten    *Journal
 }
 
 // Run executes p. The returned error maps to an exit code via ExitCode.
@@ -136,6 +142,12 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 		e.emitDone(outcomeOf(err), err)
 		return err
 	}
+	e.mu.Lock()
+	if e.lastWritten == nil && e.held != nil {
+		// The acquisition wrote the run's first journal (flushBlocked writes over it).
+		e.lastWritten = journal.clone()
+	}
+	e.mu.Unlock()
 	lost := func(err error) {
 		e.lostMu.Lock()
 		if e.lost == nil {
@@ -201,6 +213,10 @@ func (e *Executor) Run(ctx context.Context, p *Plan) (err error) {
 	// The database's own lock goes first, while the Lease still says the run is ours.
 	e.releaseCompanion(finCtx)
 	journal.Current = ""
+	journal.ETA = nil // nothing left to estimate; a stopped run's blocker stays as it was last
+	if err == nil {
+		journal.Blocked = nil
+	}
 	switch {
 	case err == nil:
 		journal.State = JournalSucceeded
@@ -380,7 +396,13 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	// pod informer from the context instead of getting pods one by one.
 	ctx = kube.WithPods(ctx, e.Pods)
 	ctx = kube.WithWriteGuard(ctx, e.lockLost)
-	e.emitStep(EventStepStarted, ref, nil)
+	e.mu.Lock()
+	e.pendingBlocked = nil
+	j.Blocked = nil // the previous step's blocker
+	j.ETA = e.estimate(j, ref.Index-1, 0, nil)
+	eta := j.ETA
+	e.mu.Unlock()
+	e.emitStep(EventStepStarted, ref, func(ev *Event) { ev.ETA = eta })
 	// "Step started" is written together with what the precheck staged (the UIDs a restart
 	// is about to delete), in one write just before the action: nothing changed before it.
 	// The previous step's "done" may have written it already (Step.Prepare).
@@ -440,6 +462,12 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	}
 	// Durable first: a consumer told "done" must find it in the journal. The step's events
 	// (AuditAsync) are written beside that write.
+	e.mu.Lock()
+	e.pendingBlocked = nil
+	j.Blocked = nil
+	j.ETA = e.estimate(j, ref.Index, 0, &StepTime{Step: s.ID, Took: e.Clock.Now().Sub(sc.started)})
+	eta = j.ETA
+	e.mu.Unlock()
 	switch {
 	case next != nil && context.Cause(ctx) == nil:
 		if next.Prepare != nil && !j.IsDone(next.ID) {
@@ -476,7 +504,7 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	}
 	sc.waitAudits() // written beside the journal write above; "done" only once both are
 	e.noteStepTime(sc, ref)
-	e.emitStep(EventStepDone, ref, nil)
+	e.emitStep(EventStepDone, ref, func(ev *Event) { ev.ETA = eta })
 	return nil
 }
 

@@ -84,10 +84,12 @@ func (e *Executor) saveLocked(ctx context.Context, j *Journal) error {
 func (e *Executor) writeLocked(ctx context.Context, j *Journal, write func(context.Context, *Journal) error) error {
 	j.Updated = e.Clock.Now()
 	if write != nil {
-		if err := write(ctx, j.clone()); err != nil {
+		c := j.clone()
+		if err := write(ctx, c); err != nil {
 			return fmt.Errorf("saving the operation journal: %w", err)
 		}
 		e.lastWrite = e.Clock.Now()
+		e.lastWritten = c.clone()
 	}
 	e.dirty = false
 	return nil

@@ -231,6 +231,13 @@ func (e *Executor) startRenewal(ctx context.Context, lost func(error)) (stop fun
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if wrote, err := e.flushBlocked(ctx); wrote && err == nil {
+					// The blocker's write renewed the lease.
+					info := e.held.Info()
+					e.emit(Event{Type: EventLock, Lock: &info})
+					e.renewCompanion(ctx, lost)
+					continue
+				}
 				if e.recentlyWritten(every) {
 					// A journal save renewed the lease meanwhile: no write of its own.
 					info := e.held.Info()

@@ -44,6 +44,10 @@ type Journal struct {
 	// Request is the command that started the run, as data, so `resume`
 	// can run it again (nil in journals written before resume existed).
 	Request *Request `json:"request,omitempty"`
+	// Blocked is what the current step was last blocked on (ops.StepContext.Block).
+	Blocked *Blocked `json:"blocked,omitempty"`
+	// ETA is the run's remaining time as estimated at its last step start or end.
+	ETA *ETA `json:"eta,omitempty"`
 }
 
 // Request is a command as the user gave it, kept as data (not a rendered

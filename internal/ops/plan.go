@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -156,6 +157,13 @@ type StepContext struct {
 	started time.Time
 	readyAt time.Time
 	catchUp time.Duration
+	// blocked is what the step last said it is blocked on (Block); blockedDirty: a change of
+	// it not written to the journal yet.
+	blockMu      sync.Mutex
+	blocked      *Blocked
+	blockedDirty bool
+	// blockedAt is when the step first said it is blocked.
+	blockedAt time.Time
 }
 
 // MarkReady notes that the step's pods are Ready again: the time from here to the step's

@@ -163,7 +163,8 @@ func WaitReplaced(ctx context.Context, sc *StepContext, client kubernetes.Interf
 	defer stop()
 	return pods.WaitReplaced(ctx, name, old, ok, notYet, func(reason string) {
 		if sc != nil && sc.exec != nil {
-			sc.Waiting(prefix + reason)
+			sc.Block(ctx, BlockedPod, "pod "+namespace+"/"+name,
+				fmt.Sprintf("see why it is not there or not Ready: kubectl describe pod -n %s %s", namespace, name), prefix+reason)
 		}
 	})
 }

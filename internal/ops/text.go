@@ -174,6 +174,19 @@ func (e Event) Printable() Event {
 			p(&e.StepTimes[i].Target)
 		}
 	}
+	if e.Blocked != nil {
+		b := *e.Blocked
+		for _, s := range []*string{&b.Kind, &b.On, &b.ToUnblock, &b.Stalled} {
+			p(s)
+		}
+		e.Blocked = &b
+	}
+	if e.ETA != nil {
+		t := *e.ETA
+		p(&t.Basis)
+		p(&t.Unknown)
+		e.ETA = &t
+	}
 	if e.Progress != nil {
 		pr := *e.Progress
 		p(&pr.Unit)

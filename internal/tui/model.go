@@ -87,6 +87,8 @@ type stepRow struct {
 	progress *ops.Progress
 	// started is when the step started: its wait is shown with how long it has lasted.
 	started time.Time
+	// blocked is what the step's latest wait said it is blocked on.
+	blocked *ops.Blocked
 }
 
 // maxWarnings bounds the warnings kept on screen; the plain and JSON views
@@ -95,6 +97,8 @@ const maxWarnings = 3
 
 // Model is the Bubble Tea model of a running operation.
 type Model struct {
+	// eta is the run's remaining time as last estimated (step-started, step-done).
+	eta     *ops.ETA
 	events  <-chan ops.Event
 	abort   func()
 	now     func() time.Time
@@ -293,6 +297,10 @@ func (m *Model) apply(e ops.Event) {
 	if e.Elapsed > 0 {
 		m.elapsed, m.elapsedAt = e.Elapsed, m.now()
 	}
+	if e.ETA != nil {
+		t := *e.ETA
+		m.eta = &t
+	}
 	switch e.Type {
 	case ops.EventPlan:
 		if e.Plan != nil {
@@ -306,7 +314,7 @@ func (m *Model) apply(e ops.Event) {
 	case ops.EventStepStarted:
 		if i := m.row(e.Step); i >= 0 {
 			r := &m.steps[i]
-			r.state, r.reason, r.message, r.err, r.progress = stateRunning, "", e.Message, "", nil
+			r.state, r.reason, r.message, r.err, r.progress, r.blocked = stateRunning, "", e.Message, "", nil, nil
 			r.started = e.Time
 			if r.started.IsZero() {
 				r.started = m.now()
@@ -322,6 +330,11 @@ func (m *Model) apply(e ops.Event) {
 			r := &m.steps[i]
 			r.state = stateRunning
 			r.reason, r.message, r.progress = e.Reason, e.Message, nil
+			r.blocked = nil
+			if e.Blocked != nil {
+				b := *e.Blocked
+				r.blocked = &b
+			}
 			m.current = i
 		}
 	case ops.EventStepProgress:

@@ -41,13 +41,19 @@ type Plain struct {
 	lastReady string
 	// started holds, per step, when it started: waiting lines say for how long.
 	started map[string]time.Time
+	// lastBlocked holds, per step, when its blocked-on line was last printed.
+	lastBlocked map[string]time.Time
 }
+
+// blockedRepeat is how often an unchanged blocked-on line is printed again.
+const blockedRepeat = 10 * time.Second
 
 var _ ops.Sink = (*Plain)(nil)
 
 // NewPlain returns a plain printer writing to w.
 func NewPlain(w io.Writer, opts PlainOptions) *Plain {
-	p := &Plain{w: w, now: opts.Now, format: opts.TimeFormat, lastRepeat: map[string]string{}, started: map[string]time.Time{}}
+	p := &Plain{w: w, now: opts.Now, format: opts.TimeFormat, lastRepeat: map[string]string{}, started: map[string]time.Time{},
+		lastBlocked: map[string]time.Time{}}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -120,7 +126,22 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		if reason == "" {
 			reason = e.Message
 		}
-		if p.repeated(key, "waiting: "+reason) {
+		if e.Blocked != nil {
+			// What it is blocked on is repeated while it lasts, at most every
+			// blockedRepeat: a log read later shows the step was still stuck.
+			// The signature leaves out what changes with time alone (how long it has run).
+			sig := fmt.Sprintf("waiting: %s\x00%s\x00%s\x00%t", reason, e.Blocked.On, e.Blocked.ToUnblock, e.Blocked.Stalled != "")
+			reason = joinMessage(reason, e.Blocked.String())
+			now := e.Time
+			if now.IsZero() {
+				now = p.now()
+			}
+			if p.lastRepeat[key] == sig && now.Sub(p.lastBlocked[key]) < blockedRepeat {
+				return ""
+			}
+			p.lastRepeat[key] = sig
+			p.lastBlocked[key] = now
+		} else if p.repeated(key, "waiting: "+reason) {
 			return ""
 		}
 		waited := ""
@@ -136,7 +157,13 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 		return short(text)
 	case ops.EventStepDone:
 		delete(p.lastRepeat, key)
-		return line(joinMessage("done", e.Message))
+		msg := e.Message
+		if e.ETA != nil && msg != "" {
+			msg += "; ETA " + e.ETA.String()
+		} else if e.ETA != nil {
+			msg = "ETA " + e.ETA.String()
+		}
+		return line(joinMessage("done", msg))
 	case ops.EventStepSkipped:
 		delete(p.lastRepeat, key)
 		reason := e.Reason

@@ -188,6 +188,21 @@ func (m Model) lockLine() string {
 	return s + m.st.faint.Render(" (in "+formatDuration(left)+")")
 }
 
+// blockedTimes says since when a step is blocked and when it gives up.
+func (m Model) blockedTimes(b *ops.Blocked) string {
+	s := ""
+	if !b.Since.IsZero() {
+		s += " · since " + b.Since.UTC().Format("15:04:05")
+		if d := m.now().Sub(b.Since).Round(time.Second); d > 0 {
+			s += " (" + formatDuration(d) + ")"
+		}
+	}
+	if !b.GiveUpAt.IsZero() {
+		s += " · gives up at " + b.GiveUpAt.UTC().Format("15:04:05") + " UTC"
+	}
+	return s
+}
+
 func (m Model) elapsedLine() string {
 	var elapsed time.Duration
 	switch {
@@ -199,6 +214,9 @@ func (m Model) elapsedLine() string {
 		elapsed = m.now().Sub(m.start)
 	}
 	s := "elapsed " + formatDuration(elapsed)
+	if m.eta != nil && m.done == nil {
+		s += " · ETA " + m.eta.Range()
+	}
 	if m.timeout <= 0 {
 		return s
 	}
@@ -246,6 +264,15 @@ func (m Model) detailLines() []string {
 			}
 		}
 		out = append(out, indent+m.st.warn.Render(waiting)+oneLine(r.reason))
+	}
+	if b := r.blocked; b != nil {
+		out = append(out, indent+m.st.warn.Render("blocked on: ")+oneLine(b.On)+m.st.faint.Render(m.blockedTimes(b)))
+		if b.ToUnblock != "" {
+			out = append(out, indent+m.st.faint.Render("to unblock: ")+oneLine(b.ToUnblock))
+		}
+		if b.Stalled != "" {
+			out = append(out, indent+m.st.bad.Render(oneLine(b.Stalled)))
+		}
 	}
 	if r.message != "" {
 		out = append(out, indent+m.st.faint.Render(oneLine(r.message)))

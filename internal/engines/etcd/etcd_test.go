@@ -754,6 +754,10 @@ func TestRestartWaitsForCatchUpAndReportsIt(t *testing.T) {
 	for _, e := range rec.Events() {
 		if e.Type == ops.EventStepWaiting && strings.Contains(e.Reason, "member etcd-1 catching up") {
 			waited = true
+			// What the step is blocked on names the member behind, for `status` elsewhere.
+			if b := e.Blocked; b == nil || b.Kind != ops.BlockedMember || b.On != "etcd member etcd-1" || !strings.Contains(b.ToUnblock, "kubectl logs -n "+testNS+" etcd-1") {
+				t.Errorf("blocked on %+v, want etcd member etcd-1", b)
+			}
 		}
 		if e.Type == ops.EventDone {
 			done = e

@@ -181,7 +181,8 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 		}
 		if reason != last {
 			last = reason
-			sc.Waiting(reason)
+			sc.Block(ctx, ops.BlockedMember, "etcd member "+p.Name,
+				fmt.Sprintf("see its logs: kubectl logs -n %s %s; and etcdctl endpoint status --cluster", g.s.ns, p.Name), reason)
 		}
 		return false, nil
 	})

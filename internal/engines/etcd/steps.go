@@ -198,7 +198,8 @@ func (e *Engine) promoteWhenReady(ctx context.Context, sc *ops.StepContext, s *s
 	report := func(r string) {
 		if r != last {
 			last = r
-			sc.Waiting(r)
+			sc.Block(ctx, ops.BlockedMember, fmt.Sprintf("etcd learner %s (peer URL %s)", pod, url),
+				fmt.Sprintf("it is promoted once its raft index is within %d of the leader's; if it does not move, see kubectl logs -n %s %s", e.maxLag(), s.ns, pod), r)
 		}
 	}
 	var lastErr error

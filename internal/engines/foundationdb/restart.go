@@ -3,6 +3,7 @@ package foundationdb
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -755,7 +756,8 @@ func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, st
 			return err
 		}
 		if reason != last && sc != nil {
-			sc.Waiting(reason)
+			kind, on, unblock := g.blocker(sc, reason)
+			sc.Block(ctx, kind, on, unblock, reason)
 			last = reason
 		}
 		select {
@@ -778,6 +780,31 @@ func (g *gate) poll(ctx context.Context, sc *ops.StepContext, f func() (bool, st
 		case <-g.e.after(bo.next(reason)):
 		}
 	}
+}
+
+// foreignZoneRe reads the zone out of foreignZone's refusal.
+var foreignZoneRe = regexp.MustCompile(`zone (\S+) is in maintenance`)
+
+// blocker names what a restart wait that says reason is blocked on, and how to unblock it.
+func (g *gate) blocker(sc *ops.StepContext, reason string) (kind, on, toUnblock string) {
+	ns, name := g.c.Namespace, g.c.Name
+	details := fmt.Sprintf("look at fdbcli --exec 'status details' in a pod of %s/%s", ns, name)
+	switch {
+	case foreignZoneRe.MatchString(reason):
+		zone := foreignZoneRe.FindStringSubmatch(reason)[1]
+		return ops.BlockedZone, "maintenance zone " + zone + " (set by someone else)",
+			"wait for it to expire, or when it is stale end it with fdbcli --exec 'maintenance off'"
+	case strings.Contains(reason, "before maintenance off"):
+		return ops.BlockedZone, "maintenance zone " + sc.Get(keyMaintenance) + " (this run's)",
+			"wait: this run ends its zone once storage lags and queues are within the operator's limits; " + details
+	case strings.Contains(reason, "to report") || strings.HasPrefix(reason, "process "):
+		return ops.BlockedProcess, "fdbserver processes of " + sc.Ref.Target,
+			fmt.Sprintf("check that they run: kubectl logs -n %s POD -c foundationdb; %s", ns, details)
+	case strings.Contains(reason, "FoundationDBCluster"):
+		return ops.BlockedOperator, fmt.Sprintf("reconciliation of FoundationDBCluster %s/%s", ns, name),
+			fmt.Sprintf("kubectl describe foundationdbcluster -n %s %s, and the operator's logs", ns, name)
+	}
+	return ops.BlockedCluster, fmt.Sprintf("FoundationDB %s/%s (%s)", ns, name, "availability and recovery"), details
 }
 
 // check is the gate: FDB's health from status json and the FoundationDBCluster's. ownZone is
