@@ -102,8 +102,12 @@ and plain or JSON output for pipelines.`,
 	wait := NewWaitCmd(g)
 	g.CrateDB.AddConnFlags(wait.Flags())
 	g.Etcd.AddFlags(wait.Flags())
+	explain := NewExplainCmd(g)
+	g.CrateDB.AddConnFlags(explain.Flags())
+	g.Etcd.AddFlags(explain.Flags())
 	cmd.AddCommand(
 		status,
+		explain,
 		NewListCmd(g),
 		wait,
 		NewRestartCmd(g),

@@ -80,6 +80,7 @@ var (
 	_ commandOptions = (*DenyOptions)(nil)
 	_ commandOptions = (*DenyListOptions)(nil)
 	_ commandOptions = (*VersionOptions)(nil)
+	_ commandOptions = (*ExplainOptions)(nil)
 )
 
 // runE is a mutating command's RunE: Complete, then every check that needs
