@@ -105,9 +105,13 @@ and plain or JSON output for pipelines.`,
 	explain := NewExplainCmd(g)
 	g.CrateDB.AddConnFlags(explain.Flags())
 	g.Etcd.AddFlags(explain.Flags())
+	report := NewReportCmd(g)
+	g.CrateDB.AddConnFlags(report.Flags())
+	g.Etcd.AddFlags(report.Flags())
 	cmd.AddCommand(
 		status,
 		explain,
+		report,
 		NewListCmd(g),
 		wait,
 		NewRestartCmd(g),

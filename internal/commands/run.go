@@ -81,6 +81,7 @@ var (
 	_ commandOptions = (*DenyListOptions)(nil)
 	_ commandOptions = (*VersionOptions)(nil)
 	_ commandOptions = (*ExplainOptions)(nil)
+	_ commandOptions = (*ReportOptions)(nil)
 )
 
 // runE is a mutating command's RunE: Complete, then every check that needs

@@ -13,6 +13,7 @@ var (
 	_ ops.MemberChecker = (*Engine)(nil)
 	_ ops.Closer        = (*Engine)(nil)
 	_ ops.Explainer     = (*Engine)(nil)
+	_ ops.Diagnoser     = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*restartGate)(nil)
 	_ ops.BatchChecker       = (*restartGate)(nil)

@@ -2,6 +2,7 @@ package cratedb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -40,4 +41,24 @@ func (e *Engine) Explain(ctx context.Context, c *ops.Cluster, _ string) ([]ops.C
 		out = append(out, ops.Check{Name: "exclusions", OK: true, Detail: "no node excluded from allocation"})
 	}
 	return out, nil
+}
+
+// Diagnostics implements ops.Diagnoser: sys.checks (cluster checks) and sys.allocations (why
+// each shard is where it is, or unassigned), as rows of JSON, read-only.
+func (e *Engine) Diagnostics(ctx context.Context, c *ops.Cluster) []ops.Diagnostic {
+	queries := []struct{ name, sql string }{
+		{"sys.checks.json", `SELECT id, severity, description, passed FROM sys.checks ORDER BY id`},
+		{"sys.allocations.json", `SELECT table_schema, table_name, partition_ident, shard_id, node_id, "primary", current_state, explanation FROM sys.allocations ORDER BY 1, 2, 3, 4`},
+	}
+	var out []ops.Diagnostic
+	for _, q := range queries {
+		rows, err := e.session(c).query(ctx, nil, q.sql)
+		if err != nil {
+			out = append(out, ops.Diagnostic{Name: q.name, Err: sqlErr(q.sql, err)})
+			continue
+		}
+		b, err := json.MarshalIndent(map[string]any{"query": q.sql, "rows": rows}, "", "  ")
+		out = append(out, ops.Diagnostic{Name: q.name, Data: b, Err: err})
+	}
+	return out
 }

@@ -11,6 +11,7 @@ var (
 	_ ops.PodReplacer   = (*Engine)(nil)
 	_ ops.MemberChecker = (*Engine)(nil)
 	_ ops.Explainer     = (*Engine)(nil)
+	_ ops.Diagnoser     = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*restartGate)(nil)
 	_ ops.RestartOrderer     = (*restartGate)(nil)

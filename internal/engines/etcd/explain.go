@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -27,4 +28,15 @@ func (e *Engine) Explain(ctx context.Context, c *ops.Cluster, _ string) ([]ops.C
 	fix := "repair the unhealthy member with kubectl dbops replace (the refusal names the command)"
 	out = append(out, ops.CheckErr("members", members, "every member healthy", fix))
 	return out, nil
+}
+
+// Diagnostics implements ops.Diagnoser: the members' endpoint status and health as read by
+// etcdctl (the same reading status and the gates use).
+func (e *Engine) Diagnostics(ctx context.Context, c *ops.Cluster) []ops.Diagnostic {
+	_, st, err := e.prepare(ctx, c)
+	if err != nil {
+		return []ops.Diagnostic{{Name: "endpoint-status.json", Err: err}}
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	return []ops.Diagnostic{{Name: "endpoint-status.json", Data: b, Err: err}}
 }

@@ -12,6 +12,7 @@ var (
 	_ ops.OperatorControl = (*Engine)(nil)
 	_ ops.ClassPodChooser = (*Engine)(nil)
 	_ ops.Explainer       = (*Engine)(nil)
+	_ ops.Diagnoser       = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*gate)(nil)
 	_ ops.RestartOrderer     = (*gate)(nil)

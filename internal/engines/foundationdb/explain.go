@@ -3,6 +3,7 @@ package foundationdb
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -63,4 +64,23 @@ func operatorDetail(c *ops.Cluster) string {
 		return "no FoundationDBCluster (StatefulSet layout): no operator to race"
 	}
 	return "FoundationDBCluster reconciled, not paused, no coordinator change pending"
+}
+
+// Diagnostics implements ops.Diagnoser: status json as fdbcli prints it, from a Ready pod.
+func (e *Engine) Diagnostics(ctx context.Context, c *ops.Cluster) []ops.Diagnostic {
+	var errs []string
+	for _, p := range ReadyPods(c, nil) {
+		out, err := e.cli().Run(ctx, c.Namespace, p.Name, "status json")
+		if err == nil {
+			return []ops.Diagnostic{{Name: "status.json", Data: []byte(out)}}
+		}
+		errs = append(errs, p.Name+": "+err.Error())
+		if len(errs) == 2 || ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, "no Ready pod to run fdbcli in")
+	}
+	return []ops.Diagnostic{{Name: "status.json", Err: fmt.Errorf("fdbcli status json: %s", strings.Join(errs, "; "))}}
 }
