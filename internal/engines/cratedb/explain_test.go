@@ -59,3 +59,21 @@ func TestExplain(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagnostics: sys.checks and sys.allocations are read with SELECTs only; what the
+// database cannot answer is an error for the manifest, not a failure of the bundle.
+func TestDiagnostics(t *testing.T) {
+	client, c, db := setup(t, replGroups...)
+	d := engine(client, db, nil).Diagnostics(context.Background(), c)
+	if len(d) != 2 || d[0].Name != "sys.checks.json" || d[1].Name != "sys.allocations.json" {
+		t.Fatalf("diagnostics = %+v", d)
+	}
+	for _, x := range d {
+		if x.Err == nil && len(x.Data) == 0 {
+			t.Errorf("%s: neither data nor error", x.Name)
+		}
+	}
+	if w := db.Statements(true); len(w) > 0 {
+		t.Errorf("diagnostics wrote: %v", w)
+	}
+}

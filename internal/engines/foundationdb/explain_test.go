@@ -2,6 +2,7 @@ package foundationdb
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -72,5 +73,22 @@ func TestExplain(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDiagnostics: the bundle's status.json is fdbcli's status json, read without changing
+// the database.
+func TestDiagnostics(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	d := e.Diagnostics(context.Background(), c)
+	if len(d) != 1 || d[0].Err != nil || d[0].Name != "status.json" {
+		t.Fatalf("diagnostics = %+v", d)
+	}
+	var st Status
+	if err := json.Unmarshal(d[0].Data, &st); err != nil || !st.Available() {
+		t.Fatalf("status.json does not parse as an available database: %v", err)
+	}
+	if m := mutations(model); len(m) != 0 {
+		t.Errorf("diagnostics changed the database: %v", m)
 	}
 }
