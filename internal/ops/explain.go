@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -15,14 +14,6 @@ type Check struct {
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
 	Fix    string `json:"fix,omitempty"`
-}
-
-// Explainer is an optional engine capability: the engine's own preconditions of operation
-// (restart, scale, replace) as a checklist, evaluated by the same functions its procedures
-// gate on, read-only. explain adds the shared ones (lock, RBAC, operator ownership, the
-// procedure's preflight).
-type Explainer interface {
-	Explain(ctx context.Context, c *Cluster, operation string) ([]Check, error)
 }
 
 // CheckErr is a check from a gate's answer: passed when err is nil, else failed with the
