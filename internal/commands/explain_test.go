@@ -115,3 +115,21 @@ func TestExplainJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainFor: --for picks the procedure (its RBAC; no restart preflight for scale); an
+// unknown one is exit 2 naming the allowed values, with no API call at all.
+func TestExplainFor(t *testing.T) {
+	h := newHarness(t, fakecluster.Objects("prod", "db", "", webObjects()...)...)
+	r := h.run("explain", "db", "--for", "replace", "--lock-id", "alice@test")
+	if r.code != 0 || !strings.Contains(r.out, "replace of prod/db (generic) could start now") || strings.Contains(r.out, "preflight") {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	h.client.ClearActions()
+	r = h.run("explain", "db", "--for", "upgrade")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "allowed: restart, scale, replace") {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if a := h.client.Actions(); len(a) > 0 {
+		t.Errorf("bad input called the API: %v", a)
+	}
+}
