@@ -101,8 +101,14 @@ and plain or JSON output for pipelines.`,
 	g.addEngineFlags("status", status.Flags())
 	wait := NewWaitCmd(g)
 	g.addEngineFlags("wait", wait.Flags())
+	explain := NewExplainCmd(g)
+	g.addEngineFlags("explain", explain.Flags())
+	report := NewReportCmd(g)
+	g.addEngineFlags("report", report.Flags())
 	cmd.AddCommand(
 		status,
+		explain,
+		report,
 		NewListCmd(g),
 		wait,
 		NewRestartCmd(g),

@@ -80,6 +80,8 @@ var (
 	_ commandOptions = (*DenyOptions)(nil)
 	_ commandOptions = (*DenyListOptions)(nil)
 	_ commandOptions = (*VersionOptions)(nil)
+	_ commandOptions = (*ExplainOptions)(nil)
+	_ commandOptions = (*ReportOptions)(nil)
 )
 
 // runE is a mutating command's RunE: Complete, then every check that needs

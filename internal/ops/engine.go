@@ -51,8 +51,8 @@ func (d EngineDeps) Executor() kube.Executor {
 //
 // Every capability a command looks for is declared in this file: Engine
 // (status, restart), Scaler, Bootstrapper, PodReplacer (replace), and the
-// helpers MemberChecker (replace --failed) and Closer. Each implementation
-// asserts the ones it has at compile time (`var _ ops.Scaler = (*Engine)(nil)`
+// helpers MemberChecker (replace --failed), Explainer (explain), Diagnoser
+// (report) and Closer. Each implementation asserts the ones it has at compile time (`var _ ops.Scaler = (*Engine)(nil)`
 // in the engine's contract.go), so a drifting signature fails the build
 // instead of turning a feature into "not available for engine X". The rolling
 // restart's own hooks (RestartGate, RestartOrderer, RestartStepper,
@@ -251,4 +251,29 @@ type ClassPodChooser interface {
 // port-forward and database sessions); the command closes them at the end.
 type Closer interface {
 	Close(ctx context.Context) error
+}
+
+// Explainer is an optional engine capability: the engine's own preconditions of operation
+// (restart, scale, replace) as a checklist, evaluated by the same functions its procedures
+// gate on, read-only. explain adds the shared ones (lock, RBAC, operator ownership, the
+// procedure's preflight).
+type Explainer interface {
+	Explain(ctx context.Context, c *Cluster, operation string) ([]Check, error)
+}
+
+// Diagnostic is one file of database diagnostics for a support bundle (`report`).
+type Diagnostic struct {
+	// Name is the file name inside the bundle's diagnostics/ folder (status.json, sys.checks.json).
+	Name string
+	Data []byte
+	// Err is why it could not be read; Data is empty then.
+	Err error
+}
+
+// Diagnoser is an optional engine capability: the database's own diagnostics, read-only
+// (FoundationDB status json, CrateDB sys.checks and allocation explanations, etcd endpoint
+// status), with no secret in them. A diagnostic that cannot be read carries its error; the
+// bundle's manifest lists it as left out.
+type Diagnoser interface {
+	Diagnostics(ctx context.Context, c *Cluster) []Diagnostic
 }

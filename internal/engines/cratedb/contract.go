@@ -12,6 +12,8 @@ var (
 	_ ops.PodReplacer   = (*Engine)(nil)
 	_ ops.MemberChecker = (*Engine)(nil)
 	_ ops.Closer        = (*Engine)(nil)
+	_ ops.Explainer     = (*Engine)(nil)
+	_ ops.Diagnoser     = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*restartGate)(nil)
 	_ ops.BatchChecker       = (*restartGate)(nil)

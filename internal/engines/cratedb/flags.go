@@ -53,7 +53,7 @@ func NewFlags() *Flags {
 // to it, the health gates for the verbs that wait on it, and each verb's own.
 func (f *Flags) AddFlags(verb string, fs *pflag.FlagSet) {
 	switch verb {
-	case "status", "wait":
+	case "status", "wait", "explain", "report":
 		f.addConnFlags(fs)
 	case "bootstrap":
 		fs.StringVar(&f.LicenseSecret, "license-secret", "", "Secret NAME[/KEY] (default key license) holding the license to set first")

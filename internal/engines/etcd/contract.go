@@ -10,6 +10,8 @@ var (
 	_ ops.Scaler        = (*Engine)(nil)
 	_ ops.PodReplacer   = (*Engine)(nil)
 	_ ops.MemberChecker = (*Engine)(nil)
+	_ ops.Explainer     = (*Engine)(nil)
+	_ ops.Diagnoser     = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*restartGate)(nil)
 	_ ops.RestartOrderer     = (*restartGate)(nil)

@@ -18,7 +18,7 @@ type Flags struct {
 // AddFlags binds the engine's settings for every verb that talks to etcd.
 func (o *Flags) AddFlags(verb string, fs *pflag.FlagSet) {
 	switch verb {
-	case "status", "wait", "restart", "replace", "scale":
+	case "status", "wait", "explain", "report", "restart", "replace", "scale":
 	default:
 		return
 	}

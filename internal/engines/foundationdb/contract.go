@@ -11,6 +11,8 @@ var (
 	_ ops.MemberChecker   = (*Engine)(nil)
 	_ ops.OperatorControl = (*Engine)(nil)
 	_ ops.ClassPodChooser = (*Engine)(nil)
+	_ ops.Explainer       = (*Engine)(nil)
+	_ ops.Diagnoser       = (*Engine)(nil)
 
 	_ ops.RestartGate        = (*gate)(nil)
 	_ ops.RestartOrderer     = (*gate)(nil)

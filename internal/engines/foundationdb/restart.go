@@ -660,7 +660,9 @@ func foreignZone(st *Status) error {
 	if st.Cluster.MaintenanceSecondsRemaining != nil {
 		left = int(*st.Cluster.MaintenanceSecondsRemaining)
 	}
-	return ops.Preconditionf("zone %s is in maintenance, set by someone else (%d seconds remaining); refusing to take it over: wait for it to end",
+	// How to clear a stale one is part of the refusal: a zone left by a crashed tool blocks every
+	// restart until it expires (kubectl dbops explain shows the pod to run it in).
+	return ops.Preconditionf("zone %s is in maintenance, set by someone else (%d seconds remaining); refusing to take it over: wait for it to end, or, if it is stale (no one works on that zone), clear it with fdbcli --exec 'maintenance off'",
 		st.Cluster.MaintenanceZone, left)
 }
 

@@ -1,0 +1,249 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// explainProcedures are the procedures explain can check.
+var explainProcedures = []string{"restart", "scale", "replace"}
+
+// Explanation is the documented `explain -o json|yaml` schema.
+type Explanation struct {
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Engine    string `json:"engine"`
+	For       string `json:"for"`
+	// CanStart is true when every check passed: the procedure could start now (exit 0).
+	CanStart bool        `json:"canStart"`
+	Checks   []ops.Check `json:"checks"`
+}
+
+// ExplainOptions holds `explain` flags.
+type ExplainOptions struct {
+	*GlobalOptions
+	Cluster string
+	// For is the procedure whose preconditions are checked (--for).
+	For string
+}
+
+// NewExplainOptions returns options bound to the shared flags.
+func NewExplainOptions(g *GlobalOptions) *ExplainOptions {
+	return &ExplainOptions{GlobalOptions: g, For: "restart"}
+}
+
+// NewExplainCmd builds `explain CLUSTER [--for restart|scale|replace]`.
+func NewExplainCmd(g *GlobalOptions) *cobra.Command {
+	o := NewExplainOptions(g)
+	cmd := &cobra.Command{
+		Use:         "explain CLUSTER [--for restart|scale|replace]",
+		Annotations: documentAnnotations(),
+		Short:       "Check, without writing anything, whether a procedure could start now, and how to fix what stops it",
+		Long: `Run every precondition the procedure checks before it starts - the engine's
+own gates (health, quorum or fault-tolerance margin, maintenance zones,
+allocation settings, operator reconciliation), the cluster lock and deny
+list, operator ownership and the RBAC the procedure needs - and print them as
+a checklist, each failed line with the command or setting that fixes it.
+
+Nothing is written and no lock is taken. For restart the procedure's own
+preflight runs on a dry plan (the default pod mode); scale and replace depend
+on the request, so see their --dry-run for the checks that need it.
+
+Exit 0 when the procedure could start now, 5 when a check fails.`,
+		Example: `  kubectl dbops explain myfdb -n prod
+  kubectl dbops explain mycrate --for scale -o json | jq '.checks[] | select(.ok|not)'`,
+		Args:              clusterArg,
+		ValidArgsFunction: completeClusters(g),
+		RunE:              runOptions(o),
+	}
+	cmd.Flags().StringVar(&o.For, "for", o.For, "The procedure to check: "+strings.Join(explainProcedures, "|"))
+	_ = cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions(explainProcedures, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// Complete fills in arguments.
+func (o *ExplainOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Cluster = args[0]
+	return nil
+}
+
+// Validate checks flags without touching the API.
+func (o *ExplainOptions) Validate() error {
+	if err := o.GlobalOptions.Validate(); err != nil {
+		return err
+	}
+	if !slices.Contains(explainProcedures, o.For) {
+		return ops.Usagef("unknown --for %q; allowed: %s", o.For, strings.Join(explainProcedures, ", "))
+	}
+	if o.DryRun {
+		return ops.Usagef("--dry-run does not apply to explain (it never changes anything)")
+	}
+	return nil
+}
+
+// Run checks and prints; a failed check is exit 5 after the checklist.
+func (o *ExplainOptions) Run(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	ex, err := o.explain(ctx)
+	if err != nil {
+		return err
+	}
+	doc, err := document(ex, "Explanation", ex.Cluster, ex.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := o.printDocument(o.Out, doc, func(w io.Writer) error { return writeExplanation(w, ex) }); err != nil {
+		return err
+	}
+	if ex.CanStart {
+		return nil
+	}
+	var failed []string
+	for _, c := range ex.Checks {
+		if !c.OK {
+			failed = append(failed, c.Name)
+		}
+	}
+	return ops.Refusef(ops.ReasonPreconditionFailed, "%s cannot start on %s/%s now: failed %s", o.For, ex.Namespace, ex.Cluster, strings.Join(failed, ", "))
+}
+
+func writeExplanation(w io.Writer, ex *Explanation) error {
+	verdict := "could start now"
+	if !ex.CanStart {
+		verdict = "would refuse now"
+	}
+	if _, err := fmt.Fprintf(w, "%s of %s/%s (%s) %s:\n", ex.For, ex.Namespace, ex.Cluster, ex.Engine, verdict); err != nil {
+		return err
+	}
+	return ops.WriteChecks(w, ex.Checks)
+}
+
+// explain collects the checks: the shared ones here (operator ownership, lock, deny list,
+// RBAC), the engine's (ops.Explainer), and for restart the procedure's own preflight on a
+// dry plan, so explain answers what the procedure would. Nothing is written.
+func (o *ExplainOptions) explain(ctx context.Context) (*Explanation, error) {
+	cl, c, err := o.discover(ctx, o.Cluster, false)
+	if err != nil {
+		return nil, err
+	}
+	ex := &Explanation{Cluster: c.Name, Namespace: c.Namespace, Engine: c.Engine, For: o.For}
+	add := func(ch ops.Check) { ex.Checks = append(ex.Checks, ch) }
+
+	// Operator ownership: the refusal of discover for mutating commands (run.go).
+	if c.Operator != "" && !o.IgnoreOperator {
+		add(ops.Check{Name: "operator-owned", Detail: fmt.Sprintf("managed by an operator (%s); it would fight manual changes", c.Operator),
+			Fix: "pause the operator, or pass --ignore-operator"})
+	} else {
+		add(ops.Check{Name: "operator-owned", OK: true, Detail: "no operator fights manual changes (or --ignore-operator)"})
+	}
+	add(o.lockCheck(ctx, cl, c.Namespace, c.Name))
+	add(o.rbacCheck(ctx, cl, c.Namespace, c.Engine))
+
+	eng, err := o.engine(ctx, cl, c)
+	if err != nil {
+		add(ops.Check{Name: "engine", Detail: err.Error(), Fix: "pass the engine's connection flags, or --engine generic"})
+		return finish(ex), nil
+	}
+	defer closeEngine(ctx, eng)
+	if x, ok := eng.(ops.Explainer); ok {
+		checks, err := x.Explain(ctx, c, o.For)
+		if err != nil {
+			add(ops.Check{Name: "engine", Detail: err.Error()})
+		}
+		ex.Checks = append(ex.Checks, checks...)
+	}
+	if o.For == "restart" {
+		add(o.restartPreflight(ctx, cl, c, eng))
+	}
+	return finish(ex), nil
+}
+
+func finish(ex *Explanation) *Explanation {
+	ex.CanStart = ops.ChecksPass(ex.Checks)
+	return ex
+}
+
+// lockCheck reads the lock as a run would before taking it: held by someone else (until
+// when), or this lock ID on the deny list.
+func (o *ExplainOptions) lockCheck(ctx context.Context, cl *Clients, ns, name string) ops.Check {
+	if o.DisableLocks {
+		return ops.Check{Name: "lock", OK: true, Detail: "--disable-locks: not checked"}
+	}
+	id, err := o.ResolveLockID()
+	if err != nil {
+		return ops.Check{Name: "lock", Detail: err.Error(), Fix: "pass --lock-id"}
+	}
+	st := cl.readLock(ctx, ns, name).wait(ctx)
+	if st == nil {
+		return ops.Check{Name: "lock", Detail: "cannot read the cluster lock (Lease)", Fix: "needs get on leases.coordination.k8s.io in " + ns}
+	}
+	for _, d := range st.DenyList {
+		if d.ID == id {
+			return ops.Check{Name: "lock", Detail: fmt.Sprintf("your lock ID %s is on the deny list (by %s: %s)", id, d.By, d.Reason),
+				Fix: fmt.Sprintf("kubectl dbops deny allow %s %s -n %s, or use another --lock-id", name, id, ns)}
+		}
+	}
+	if st.Held && !st.Mine {
+		until := ""
+		if st.Expires != nil {
+			until = " until " + st.Expires.UTC().Format(time.RFC3339)
+		}
+		return ops.Check{Name: "lock", Detail: fmt.Sprintf("held by %s (%s: %s)%s", st.Holder, st.Operation, st.Reason, until),
+			Fix: fmt.Sprintf("wait for it (--wait-for-lock), or, if its holder is gone, deny it: kubectl dbops deny add %s %s -n %s", name, st.Holder, ns)}
+	}
+	detail := "free"
+	if st.Holder != "" {
+		detail = fmt.Sprintf("last held by %s, expired or denied: may be taken over", st.Holder)
+		if st.Mine {
+			detail = "held by you (" + id + ")"
+		}
+	}
+	return ops.Check{Name: "lock", OK: true, Detail: detail}
+}
+
+// rbacCheck asks the reviews the run would (planning, then the run's likely needs).
+func (o *ExplainOptions) rbacCheck(ctx context.Context, cl *Clients, ns, engine string) ops.Check {
+	perms := append(o.planNeeds(engine), o.likelyRunNeeds(engine, o.For)...)
+	var missing []string
+	seen := map[ops.Permission]bool{}
+	for _, p := range perms {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		ok, err := cl.access().Allowed(ctx, ns, p)
+		if err != nil {
+			return ops.Check{Name: "rbac", Detail: err.Error()}
+		}
+		if !ok {
+			missing = append(missing, p.String())
+		}
+	}
+	if len(missing) > 0 {
+		return ops.Check{Name: "rbac", Detail: "you may not " + strings.Join(missing, ", "),
+			Fix: "a Role in namespace " + ns + " granting them (see the RBAC section of the README)"}
+	}
+	return ops.Check{Name: "rbac", OK: true, Detail: fmt.Sprintf("all %d permissions %s needs are granted", len(seen), o.For)}
+}
+
+// restartPreflight plans a restart (pod mode, every group) and runs its preflight, as
+// `restart --dry-run` does: the same checks, so explain cannot drift from the procedure.
+func (o *ExplainOptions) restartPreflight(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine) ops.Check {
+	const fix = "see the refusal; kubectl dbops restart %s --rolling --dry-run shows the plan"
+	p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Mode: ops.ModePod})
+	if err == nil {
+		err = o.preflight(ctx, p, o.unfinishedJournal(ctx, cl, c))
+	}
+	if err != nil {
+		return ops.Check{Name: "preflight", Detail: err.Error(), Fix: fmt.Sprintf(fix, c.Name)}
+	}
+	return ops.Check{Name: "preflight", OK: true, Detail: fmt.Sprintf("restart's own preflight passes (%d step(s) planned)", len(p.Steps))}
+}
