@@ -27,10 +27,6 @@ var outputFormats = []string{"text", "json", "yaml"}
 type GlobalOptions struct {
 	*Factory
 
-	// streamEnded: an operation's NDJSON stream got its done event (the run's, or dry-run's);
-	// otherwise runE ends the stream with one for a refusal or failure before the run.
-	streamEnded bool
-
 	DryRun       bool
 	Output       string
 	Yes          bool

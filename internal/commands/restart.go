@@ -15,7 +15,9 @@ import (
 
 // RestartOptions holds `restart` flags.
 type RestartOptions struct {
-	*GlobalOptions
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
+	// GlobalOptions are the shared flags.
+	*Runner
 	Cluster string
 	Rolling bool
 	Groups  []string
@@ -35,7 +37,7 @@ type RestartOptions struct {
 
 // NewRestartOptions returns options bound to the shared flags.
 func NewRestartOptions(g *GlobalOptions) *RestartOptions {
-	return &RestartOptions{GlobalOptions: g}
+	return &RestartOptions{Runner: NewRunner(g)}
 }
 
 // NewRestartCmd builds `restart CLUSTER --rolling`.
@@ -71,7 +73,7 @@ Bounded by --timeout, else 4 h.`,
   kubectl dbops restart mycrate --rolling --pause-between 1m --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE:              g.runE(o),
+		RunE:              o.Runner.runE(o),
 	}
 	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods batch by batch, waiting for each batch to be back (required)")
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
