@@ -1,14 +1,18 @@
 package commands
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -80,6 +84,60 @@ func TestRunnerEndsStreamOnce(t *testing.T) {
 			}
 			if done != tc.wantDone {
 				t.Errorf("%d done events, want %d:\n%s", done, tc.wantDone, out.String())
+			}
+		})
+	}
+}
+
+// The runner's pipeline with a fake plan (one destructive step): a dry-run prints the plan and
+// writes nothing; without a terminal and without --yes it refuses with exit 2 before any
+// write; with --yes the step runs.
+func TestRunnerOperationWithFakePlan(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		dryRun   bool
+		yes      bool
+		wantCode int
+		wantRan  bool
+	}{
+		{name: "dry-run", dryRun: true},
+		{name: "no terminal, no --yes", wantCode: ops.ExitUsage},
+		{name: "--yes", yes: true, wantRan: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, fakecluster.Objects("prod", "web", "", webObjects()...)...)
+			streams, _, out, _ := genericiooptions.NewTestIOStreams()
+			g := NewGlobalOptions(streams)
+			g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
+			g.IsTerminal = func() bool { return false }
+			g.Getenv = func(k string) string { return h.env[k] }
+			kc := h.env["KUBECONFIG"]
+			g.ConfigFlags.KubeConfig = &kc
+			g.DryRun, g.Yes = tc.dryRun, tc.yes
+			var ran atomic.Bool
+			plan := func(_ context.Context, _ *Clients, c *ops.Cluster, _ ops.Engine, _ *ops.Request) (*ops.Plan, error) {
+				p := ops.NewPlan("restart", c, c.Engine, "--fake")
+				p.Destructive = true
+				p.Steps = []*ops.Step{{ID: "fake-1", Target: "web-0", Description: "the fake step", Mutating: true,
+					Action: func(context.Context, *ops.StepContext) error { ran.Store(true); return nil }}}
+				return p, nil
+			}
+			h.client.ClearActions()
+			err := NewRunner(g).runOperation(context.Background(), operation{
+				req: &ops.Request{Cluster: "web", Command: []string{"restart", "web", "--fake"}}, defaultTimeout: time.Minute, plan: plan})
+			if code := ops.ExitCode(err); code != tc.wantCode {
+				t.Fatalf("exit %d (%v), want %d", code, err, tc.wantCode)
+			}
+			if ran.Load() != tc.wantRan {
+				t.Errorf("step ran = %v, want %v", ran.Load(), tc.wantRan)
+			}
+			if !tc.wantRan {
+				if w := fakecluster.Writes(h.client); len(w) > 0 {
+					t.Errorf("writes without a run: %v", w)
+				}
+			}
+			if tc.dryRun && !strings.Contains(out.String(), "the fake step") {
+				t.Errorf("dry-run output lacks the plan:\n%s", out.String())
 			}
 		})
 	}
