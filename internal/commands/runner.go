@@ -66,3 +66,12 @@ func (r *Runner) endStream(operation, cluster string, err error) error {
 	}
 	return err
 }
+
+// ForTarget returns a runner with r's flags over another Factory: another kube context's
+// clients and its own streams. A run over several targets gives each its own runner, so no
+// run state or client is shared between them (the flags' values are read-only by then).
+func (r *Runner) ForTarget(f *Factory) *Runner {
+	g := *r.GlobalOptions
+	g.Factory = f
+	return NewRunner(&g)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -140,5 +141,48 @@ func TestRunnerOperationWithFakePlan(t *testing.T) {
 				t.Errorf("dry-run output lacks the plan:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// Runners for two targets (each its own Factory: clients, streams) from one command's flags
+// plan on their own cluster and print to their own streams only.
+func TestRunnerForTarget(t *testing.T) {
+	streams, _, rootOut, _ := genericiooptions.NewTestIOStreams()
+	g := NewGlobalOptions(streams)
+	g.DryRun = true
+	r := NewRunner(g)
+	var outs []fmt.Stringer
+	var runners []*Runner
+	for _, name := range []string{"alpha", "beta"} {
+		h := newHarness(t, fakecluster.Objects("prod", name, "", webObjects()...)...)
+		s, _, out, _ := genericiooptions.NewTestIOStreams()
+		f := NewFactory(s)
+		f.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
+		f.IsTerminal = func() bool { return false }
+		f.Getenv = func(k string) string { return h.env[k] }
+		kc := h.env["KUBECONFIG"]
+		f.ConfigFlags.KubeConfig = &kc
+		runners, outs = append(runners, r.ForTarget(f)), append(outs, out)
+	}
+	plan := func(_ context.Context, _ *Clients, c *ops.Cluster, _ ops.Engine, _ *ops.Request) (*ops.Plan, error) {
+		p := ops.NewPlan("restart", c, c.Engine, "--fake")
+		p.Steps = []*ops.Step{{ID: "fake-1", Target: c.Name + "-0", Description: "restart " + c.Name, Mutating: true}}
+		return p, nil
+	}
+	for i, name := range []string{"alpha", "beta"} {
+		err := runners[i].runOperation(context.Background(), operation{
+			req: &ops.Request{Cluster: name, Command: []string{"restart", name}}, defaultTimeout: time.Minute, plan: plan})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for i, name := range []string{"alpha", "beta"} {
+		other := []string{"beta", "alpha"}[i]
+		if got := outs[i].String(); !strings.Contains(got, "restart "+name) || strings.Contains(got, "restart "+other) {
+			t.Errorf("target %s printed:\n%s", name, got)
+		}
+	}
+	if rootOut.Len() > 0 || r.Factory == runners[0].Factory {
+		t.Errorf("the command's own runner was used: %q", rootOut.String())
 	}
 }
