@@ -40,8 +40,6 @@ type GlobalOptions struct {
 	Engine         string
 	Selector       string
 	IgnoreOperator bool
-	// Pacing is --pause-between and --pause-after (restart).
-	Pacing ops.Pacing
 	// Verbosity is -v: client-go's klog output at this level (0 = none).
 	Verbosity int
 	// ConfigFile is the viper config file path; empty = default location.

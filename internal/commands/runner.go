@@ -17,6 +17,9 @@ import (
 type Runner struct {
 	*GlobalOptions
 
+	// Pacing is --pause-between and --pause-after (restart binds them; zero for the others).
+	Pacing ops.Pacing
+
 	// streamEnded: the run's NDJSON stream got its done event (the run's, or dry-run's);
 	// otherwise runE ends the stream with one for a refusal or failure before the run.
 	streamEnded bool
