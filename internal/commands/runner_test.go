@@ -109,11 +109,7 @@ func TestRunnerOperationWithFakePlan(t *testing.T) {
 			h := newHarness(t, fakecluster.Objects("prod", "web", "", webObjects()...)...)
 			streams, _, out, _ := genericiooptions.NewTestIOStreams()
 			g := NewGlobalOptions(streams)
-			g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
-			g.IsTerminal = func() bool { return false }
-			g.Getenv = func(k string) string { return h.env[k] }
-			kc := h.env["KUBECONFIG"]
-			g.ConfigFlags.KubeConfig = &kc
+			h.wire(g.Factory)
 			g.DryRun, g.Yes = tc.dryRun, tc.yes
 			var ran atomic.Bool
 			plan := func(_ context.Context, _ *Clients, c *ops.Cluster, _ ops.Engine, _ *ops.Request) (*ops.Plan, error) {
@@ -157,11 +153,7 @@ func TestRunnerForTarget(t *testing.T) {
 		h := newHarness(t, fakecluster.Objects("prod", name, "", webObjects()...)...)
 		s, _, out, _ := genericiooptions.NewTestIOStreams()
 		f := NewFactory(s)
-		f.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
-		f.IsTerminal = func() bool { return false }
-		f.Getenv = func(k string) string { return h.env[k] }
-		kc := h.env["KUBECONFIG"]
-		f.ConfigFlags.KubeConfig = &kc
+		h.wire(f)
 		runners, outs = append(runners, r.ForTarget(f)), append(outs, out)
 	}
 	plan := func(_ context.Context, _ *Clients, c *ops.Cluster, _ ops.Engine, _ *ops.Request) (*ops.Plan, error) {
