@@ -132,12 +132,13 @@ func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]str
 	if none {
 		return map[string]string{}, nil
 	}
+	zone := e.maintenanceZone(ctx, c)
 	now := e.deps.Now()
 	failed := map[string]string{}
 	for _, g := range groups {
 		m, _ := g.(map[string]any)
 		id, _ := m["processGroupID"].(string)
-		if _, marked := m["removalTimestamp"]; marked || id == "" || ignore[id] {
+		if _, marked := m["removalTimestamp"]; marked || id == "" || ignore[id] || underMaintenance(m, zone) {
 			continue
 		}
 		var cond string
@@ -170,6 +171,29 @@ func (e *Engine) NotMembers(ctx context.Context, c *ops.Cluster) (map[string]str
 		}
 	}
 	return out, nil
+}
+
+// underMaintenance is the operator's ProcessGroupStatus.IsUnderMaintenance
+// (api/v1beta2/foundationdbcluster_types.go), which ReplaceFailedProcessGroups skips: a storage
+// process group whose fault domain is the active maintenance zone. Its processes are down on
+// purpose (someone's restart of that zone), and the operator stops updating its conditions
+// meanwhile, so stale conditions must not make it a replacement candidate.
+func underMaintenance(group map[string]any, zone string) bool {
+	class, _ := group["processClass"].(string)
+	fd, _ := group["faultDomain"].(string)
+	return class == "storage" && zone != "" && fd == zone
+}
+
+// maintenanceZone is status json's cluster.maintenance_zone, "" when none is set or status json
+// cannot be read: the operator then judges with a dummy status that names no zone
+// (getStatusFromClusterOrDummyStatus), and so does replace --failed; the replacement itself
+// reads status json again before it excludes anything.
+func (e *Engine) maintenanceZone(ctx context.Context, c *ops.Cluster) string {
+	st, _, err := e.StatusFrom(ctx, e.cli(), c, nil)
+	if err != nil || st == nil {
+		return ""
+	}
+	return st.Cluster.MaintenanceZone
 }
 
 // exclusionProgress is what kubectl-fdb's `get exclusion-status` shows: for each excluded

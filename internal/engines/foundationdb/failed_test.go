@@ -66,7 +66,7 @@ func TestNotMembersAsTheOperatorJudges(t *testing.T) {
 			want:  map[string]string{"myfdb-storage-11": "MissingProcesses for 3h"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, _ := liveCluster(t, 3, 3)
+			c, _, sim := liveCluster(t, 3, 3)
 			withProcessGroups(c)
 			obj := ops.ControllerOf(c.Groups[0]).Object
 			obj["spec"] = map[string]any{"automationOptions": map[string]any{"replacements": tc.replacements}, "buggify": tc.buggify}
@@ -89,7 +89,7 @@ func TestNotMembersAsTheOperatorJudges(t *testing.T) {
 				groups = append(groups, m)
 			}
 			st["processGroups"] = groups
-			e, err := New(ops.EngineDeps{Client: fake.NewClientset(), Clock: offsetClock(skew)}, Options{})
+			e, err := New(ops.EngineDeps{Client: fake.NewClientset(), Clock: offsetClock(skew), Exec: sim.deps.Exec}, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,5 +180,34 @@ func TestStatefulSetNotMembers(t *testing.T) {
 	got, err = e.NotMembers(t.Context(), c)
 	if err != nil || len(got) != 1 || !strings.Contains(got["fdb-3"], "does not report in status json") {
 		t.Fatalf("fdb-3 stopped: %v %v", got, err)
+	}
+}
+
+// TestNotMembersSkipsTheMaintenanceZone: as the operator's ReplaceFailedProcessGroups skips a
+// process group IsUnderMaintenance (a storage group whose fault domain is status json's
+// maintenance_zone), replace --failed does not pick a storage group in the active zone; a log
+// group in that zone and a storage group in another zone still count.
+func TestNotMembersSkipsTheMaintenanceZone(t *testing.T) {
+	c, model, e := liveCluster(t, 3, 3)
+	withProcessGroups(c)
+	st := ops.ControllerOf(c.Groups[0]).Object["status"].(map[string]any)
+	old := time.Now().Add(-3 * time.Hour).Unix()
+	for _, g := range st["processGroups"].([]any) {
+		m := g.(map[string]any)
+		switch m["processGroupID"] {
+		case "storage-10", "storage-11", "log-10":
+			m["processGroupConditions"] = []any{map[string]any{"type": "MissingProcesses", "timestamp": old}}
+		}
+	}
+	var out, errb strings.Builder
+	if code := model.Run(t.Context(), []string{"--exec", "maintenance on zone-a 600"}, &out, &errb); code != 0 {
+		t.Fatal(errb.String())
+	}
+	got, err := e.NotMembers(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["myfdb-storage-10"]; ok || len(got) != 2 || got["myfdb-storage-11"] == "" || got["myfdb-log-10"] == "" {
+		t.Fatalf("candidates %v, want myfdb-storage-11 and myfdb-log-10 (storage-10 is in maintenance zone-a)", got)
 	}
 }
