@@ -490,9 +490,9 @@ func (bp *bounce) killedAt(sc *ops.StepContext) time.Time {
 }
 
 // restartedSince: every process of the batch reports with an uptime shorter than the time
-// since t.
-func restartedSince(st *Status, b batchInfo, pods []ops.Pod, t time.Time) bool {
-	since := time.Since(t).Seconds()
+// from t to now (both the API server's time: the kill stamps are).
+func restartedSince(st *Status, b batchInfo, pods []ops.Pod, t, now time.Time) bool {
+	since := now.Sub(t).Seconds()
 	for _, p := range pods {
 		procs := st.ByInstance(p.Member)
 		if len(procs) == 0 {
@@ -527,7 +527,7 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	}
 	b := g.batch(st, bp.pods)
 	if t := bp.killedAt(sc); !t.IsZero() {
-		if restartedSince(st, b, bp.pods, t) || len(b.addrs) < len(bp.pods) || !st.Available() {
+		if restartedSince(st, b, bp.pods, t, g.e.deps.Now()) || len(b.addrs) < len(bp.pods) || !st.Available() {
 			// Bounced by the interrupted run (or still coming back, or the recovery its
 			// bounce started still running): never twice. The verify waits for the batch.
 			return nil
@@ -542,7 +542,9 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	if err := g.maintenanceOn(ctx, sc, cli, via, st, b); err != nil {
 		return err
 	}
-	killed := time.Now()
+	// Kill stamps are the API server's time: a resumed run, maybe on another workstation with
+	// another clock, compares them with the processes' uptimes.
+	killed := g.e.deps.Now()
 	if err := ctx.Err(); err != nil {
 		return g.undoMaintenance(ctx, sc, cli, via, b, err)
 	}
@@ -557,7 +559,7 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 		for range 3 {
 			var st *Status
 			if st, _, serr = g.e.StatusFrom(context.WithoutCancel(ctx), cli, g.c, bp.skip()); serr == nil {
-				if !anyRestartedSince(st, bp.pods, killed) {
+				if !anyRestartedSince(st, bp.pods, killed, g.e.deps.Now()) {
 					return g.undoMaintenance(ctx, sc, cli, via, b, err)
 				}
 				return fmt.Errorf("%w (a process of the batch restarted since: the maintenance zone stays until the batch reports again or it expires)", err)
@@ -568,9 +570,10 @@ func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
 	return nil
 }
 
-// anyRestartedSince: some process of the pods reports an uptime shorter than the time since t.
-func anyRestartedSince(st *Status, pods []ops.Pod, t time.Time) bool {
-	since := time.Since(t).Seconds()
+// anyRestartedSince: some process of the pods reports an uptime shorter than the time from t
+// to now.
+func anyRestartedSince(st *Status, pods []ops.Pod, t, now time.Time) bool {
+	since := now.Sub(t).Seconds()
 	for _, p := range pods {
 		for _, pr := range st.ByInstance(p.Member) {
 			if pr.UptimeSeconds < since {
@@ -680,7 +683,7 @@ func (g *gate) afterBatch(ctx context.Context, sc *ops.StepContext, pods []ops.P
 		via = v
 		b := g.batch(st, pods)
 		switch {
-		case !since.IsZero() && !restartedSince(st, b, pods, since):
+		case !since.IsZero() && !restartedSince(st, b, pods, since, g.e.deps.Now()):
 			return false, "processes of the batch to report again", nil
 		case since.IsZero() && len(b.missing) > 0:
 			return false, "process group(s) " + strings.Join(b.missing, ", ") + " to report", nil
@@ -1010,7 +1013,7 @@ func (g *gate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error
 	if n := len(st.Client.Coordinators.Coordinators); b.coords > 0 && n-b.coords <= n/2 {
 		return ops.Preconditionf("the batch holds %d of %d coordinators; deleting its pods would leave no majority running", b.coords, n)
 	}
-	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+	if err := sc.Set(ctx, keyKilled+sc.Step.ID, strconv.FormatInt(g.e.deps.Now().UnixNano(), 10)); err != nil {
 		return err
 	}
 	return g.maintenanceOn(ctx, sc, cli, via, st, b)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -749,6 +750,76 @@ func TestZonePlanWarnsWithoutAvailabilityMargin(t *testing.T) {
 		})
 		if got != tc.want {
 			t.Errorf("--mode %s: availability warning %t, want %t: %q", tc.mode, got, tc.want, p.Notes)
+		}
+	}
+}
+
+// TestRestartKillStampsAreServerTime: the journaled kill times are the API server's clock
+// (here an hour ahead of the workstation's), as the uptimes they are compared with on a resume
+// are: a run resumed from another workstation, with another clock, must judge "restarted since
+// the kill" by the same clock. The run itself still finishes, bouncing each batch once.
+func TestRestartKillStampsAreServerTime(t *testing.T) {
+	c, model, sim := liveCluster(t, 3, 3)
+	skew := time.Hour
+	e, err := New(ops.EngineDeps{Client: fake.NewClientset(), Exec: sim.deps.Exec, Clock: offsetClock(skew)}, Options{PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := func() *ops.Plan {
+		p, err := e.PlanRestart(context.Background(), c, ops.RestartOptions{Mode: ops.ModeZone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	leases := fake.NewClientset()
+	m := &lock.Manager{Client: leases, Namespace: "demo", Cluster: "myfdb", ID: "tester", Session: "s1"}
+	// Interrupt the run once its first kill is out, leaving its journal.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for !slices.ContainsFunc(mutations(model), func(m string) bool { return strings.HasPrefix(m, "kill ") }) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancel()
+	}()
+	from := time.Now().Add(skew)
+	_ = (&ops.Executor{LockID: "tester", Locker: m}).Run(ctx, plan())
+	to := time.Now().Add(skew)
+	state, err := m.Status(context.Background())
+	if err != nil || state.Journal == nil {
+		t.Fatalf("journal %v %v", state, err)
+	}
+	j := state.Journal
+	stamps := 0
+	for k, v := range j.Data {
+		if !strings.HasPrefix(k, keyKilled) {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if at := time.Unix(0, n); err != nil || at.Before(from) || at.After(to) {
+			t.Fatalf("%s = %s (%v), want the server's time between %v and %v", k, time.Unix(0, n), err, from, to)
+		}
+		stamps++
+	}
+	if stamps != 1 {
+		t.Fatalf("%d kill stamps in the journal %v, want 1", stamps, j.Data)
+	}
+	// The resumed run judges the bounced batch by the same clock: no batch twice.
+	if err := (&ops.Executor{LockID: "tester", Locker: m, Timeout: time.Minute}).Run(context.Background(), plan()); err != nil {
+		t.Fatal(err)
+	}
+	kills := map[string]int{}
+	for _, mu := range mutations(model) {
+		if strings.HasPrefix(mu, "kill ") {
+			kills[mu]++
+		}
+	}
+	if len(kills) != 3 {
+		t.Fatalf("kills %q", mutations(model))
+	}
+	for k, n := range kills {
+		if n != 1 {
+			t.Fatalf("%q sent %d times", k, n)
 		}
 	}
 }
