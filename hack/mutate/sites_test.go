@@ -19,6 +19,19 @@ const root = "../.."
 // only passes an error on (if err != nil): file -> function names.
 var gates = map[string][]string{
 	"internal/engines/foundationdb/restart.go": {"checkStatus", "checkReporting", "checkCR", "Before", "action", "maintenanceOn"},
+	// FoundationDB removals (replace, scale down) on both layouts: the fault-domain and
+	// fault-tolerance refusals, the operator-state checks before marking, the count patches.
+	"internal/engines/foundationdb/replace.go":    {"checkRemoval", "mark"},
+	"internal/engines/foundationdb/scale.go":      {"PlanScale", "patchCounts"},
+	"internal/engines/foundationdb/stsscale.go":   {"planScaleStatefulSet", "setReplicas"},
+	"internal/engines/foundationdb/stsreplace.go": {"planReplaceStatefulSet"},
+	// The shared procedures: the restart preflight, the batch rule that the other pods are
+	// Ready, the replacement's identity checks.
+	"internal/ops/restart.go": {"preflight"},
+	"internal/ops/batches.go": {"othersReady"},
+	"internal/ops/replace.go": {"recreateStep", "waitOne"},
+	// CrateDB bootstrap: never on a formed cluster.
+	"internal/engines/cratedb/bootstrap.go": {"PlanBootstrap", "readyPod"},
 	// CrateDB: the restart preflight and batch checks, the scale/replace gates, the
 	// master-quorum and drainability checks, the node-identity refusals.
 	"internal/engines/cratedb/preflight.go":  {"Preflight"},

@@ -268,7 +268,8 @@ func TestRollingRestartRefusesWhenAnotherPodUnready(t *testing.T) {
 	client.ClearActions()
 	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
 	rec := &Recorder{}
-	err := (&Executor{Locker: &memLocker{id: "me"}, Sink: rec}).Run(context.Background(), p)
+	// Bounded: without the refusal the run would wait for db-web-0 forever (no controller here).
+	err := (&Executor{Locker: &memLocker{id: "me"}, Sink: rec, Timeout: 10 * time.Second}).Run(context.Background(), p)
 	if ExitCode(err) != ExitPrecondition {
 		t.Fatalf("err = %v (exit %d), want precondition", err, ExitCode(err))
 	}

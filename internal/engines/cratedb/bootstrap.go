@@ -70,9 +70,9 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req ops.Boot
 			return nil, err
 		}
 	}
+	// Bad input is refused before any Secret is read.
 	seen := map[string]bool{}
-	pws := make([]string, len(req.Users))
-	for i, u := range req.Users {
+	for _, u := range req.Users {
 		if u.Name == SystemUser {
 			return nil, ops.Usagef("--user %s: the system user is created by bootstrap itself (its password is --system-password-secret)", u.Name)
 		}
@@ -80,6 +80,9 @@ func (e *Engine) PlanBootstrap(ctx context.Context, c *ops.Cluster, req ops.Boot
 			return nil, ops.Usagef("--user %s given twice", u.Name)
 		}
 		seen[u.Name] = true
+	}
+	pws := make([]string, len(req.Users))
+	for i, u := range req.Users {
 		if pws[i], err = e.secret(ctx, c.Namespace, u.Password, "password of user "+u.Name); err != nil {
 			return nil, err
 		}

@@ -60,6 +60,16 @@ func TestPlanReplacementRefusals(t *testing.T) {
 				}
 			},
 			message: "below the configured 3"},
+		{name: "unavailable", req: ops.ReplaceRequest{Pods: []string{"myfdb-stateless-10"}},
+			setup: func(t *testing.T, _ *ops.Cluster, m *fdbsim.Cluster) {
+				// Every log down: no recovery can complete, the database is unavailable.
+				for _, id := range []string{"log-10", "log-11", "log-12"} {
+					if err := m.Stop(id); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			message: "is unavailable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, m, e := liveCluster(t, 3, 3)

@@ -2,9 +2,11 @@ package foundationdb
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -178,6 +180,58 @@ func TestPlanScaleOperatorDefaults(t *testing.T) {
 				if !strings.Contains(all, d) {
 					t.Fatalf("plan does not say %q:\n%s", d, all)
 				}
+			}
+		})
+	}
+}
+
+// TestPatchCountsRefusesOthersChanges: the count patch carries the resourceVersion it was
+// computed from. When the API server refuses it (someone changed the CR), the run reads the
+// CR again: a count someone else changed since the plan is refused (precondition, nothing
+// written over it); a CR that keeps changing is refused after a bounded number of attempts.
+func TestPatchCountsRefusesOthersChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		other   int64 // the count someone else wrote after the plan (0: nobody)
+		message string
+		patches int
+	}{
+		{name: "count changed by someone else", other: 5, message: "was changed by someone else since the plan (3, now 5)", patches: 1},
+		{name: "keeps changing", message: "keeps changing (6 resourceVersion conflicts)", patches: maxPatchConflicts + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, e := liveCluster(t, 3, 3)
+			withProcessGroups(c)
+			obj := ops.ControllerOf(c.Groups[0]).Object
+			obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
+			obj["metadata"].(map[string]any)["namespace"] = "demo"
+			obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+			obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}}
+			planned := &unstructured.Unstructured{Object: obj}
+			now := planned.DeepCopy()
+			if tc.other != 0 {
+				_ = unstructured.SetNestedField(now.Object, tc.other, "spec", "processCounts", "storage")
+			}
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, now)
+			// Every patch meets a CR that changed since it was read.
+			dyn.PrependReactor("patch", "foundationdbclusters", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewConflict(ClusterGVR.GroupResource(), "myfdb", errors.New("the object has been modified"))
+			})
+			e.deps.Dynamic = dyn
+			r := &removal{e: e, c: c, name: "myfdb", planned: planned, field: "processGroupsToRemove"}
+			err := r.patchCounts(t.Context(), nil, map[string]int32{"storage": 2}, map[string]int{"storage": 3}, nil)
+			if ops.ExitCode(err) != ops.ExitPrecondition || !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("err %v, want the precondition refusal %q", err, tc.message)
+			}
+			patches := 0
+			for _, a := range dyn.Actions() {
+				if a.GetVerb() == "patch" {
+					patches++
+				}
+			}
+			if patches != tc.patches {
+				t.Fatalf("%d patches sent, want %d", patches, tc.patches)
 			}
 		})
 	}

@@ -206,6 +206,13 @@ func TestStatefulSetReplacePlan(t *testing.T) {
 	if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), "redundancy mode double") {
 		t.Fatalf("err %v, want a refusal", err)
 	}
+	// Two pods on double: one at a time is within the fault tolerance, but while it is
+	// excluded its data has no second pod to live on.
+	c, _, ex = stsSimCluster(t, 2, 0, 1)
+	_, err = newEngine(t, ex).PlanReplacement(t.Context(), c, ops.ReplaceRequest{Pods: []string{"fdb-1"}, MaxConcurrent: 1})
+	if !errors.Is(err, ops.ErrPrecondition) || !strings.Contains(err.Error(), "replacing 1 pod(s) at once leaves 1 of 2 pods, below the 2 redundancy mode double needs") {
+		t.Fatalf("err %v, want the storage-team refusal", err)
+	}
 }
 
 // TestStatefulSetReplaceFaultTolerance: the operator layout's fault-tolerance refusal applies to
