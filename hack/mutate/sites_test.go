@@ -32,6 +32,14 @@ var gates = map[string][]string{
 	"internal/ops/replace.go": {"recreateStep", "waitOne"},
 	// CrateDB bootstrap: never on a formed cluster.
 	"internal/engines/cratedb/bootstrap.go": {"PlanBootstrap", "readyPod"},
+	// The locks: our Lease (another holder, another session of the same ID, the deny list)
+	// and steering requests; the FoundationDB operator's lock key; the operator's pause and
+	// deny list.
+	"internal/ops/lock/lock.go":                {"decide", "otherSession"},
+	"internal/ops/lock/control.go":             {"RequestControl"},
+	"internal/engines/foundationdb/fdblock.go": {"decide", "Take", "Renew"},
+	"internal/engines/foundationdb/pause.go":   {"SetSkip"},
+	"internal/engines/foundationdb/deny.go":    {"SetOperatorDeny"},
 	// CrateDB: the restart preflight and batch checks, the scale/replace gates, the
 	// master-quorum and drainability checks, the node-identity refusals.
 	"internal/engines/cratedb/preflight.go":  {"Preflight"},
@@ -60,7 +68,7 @@ var gates = map[string][]string{
 }
 
 // refusals are the calls that refuse (in gates).
-var refusals = []string{"Preconditionf", "Refusef", "Usagef", "foreignZone"}
+var refusals = []string{"Preconditionf", "Refusef", "Usagef", "Lockedf", "foreignZone"}
 
 // passesErrorOn reports whether cond is "err != nil".
 func passesErrorOn(cond ast.Expr) bool {

@@ -77,7 +77,7 @@ func (a *replApp) config(primaries int, cmds ...string) string {
 // newReplApp creates StatefulSet name with replicas pods (Parallel), labelled
 // for the replicated engine, with annotation as its configuration, and
 // exec mappings for ordinals up to maxPods-1.
-func newReplApp(t *testing.T, name string, replicas, maxPods int, annotation func(*replApp) string) *replApp {
+func newReplApp(t *testing.T, name string, replicas, maxPods int, annotation func(*replApp) string, mods ...func(*appsv1.StatefulSet)) *replApp {
 	t.Helper()
 	ns := newNamespace(t)
 	dir := t.TempDir()
@@ -99,6 +99,9 @@ func newReplApp(t *testing.T, name string, replicas, maxPods int, annotation fun
 	sts.Spec.Template.Spec.TopologySpreadConstraints = nil
 	if annotation != nil {
 		sts.Annotations = map[string]string{"dbops.io/replicated-config": annotation(a)}
+	}
+	for _, m := range mods {
+		m(sts)
 	}
 	if _, err := bed.Client.AppsV1().StatefulSets(ns).Create(t.Context(), sts, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create statefulset: %v", err)

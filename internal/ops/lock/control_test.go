@@ -75,6 +75,17 @@ func TestRequestControl(t *testing.T) {
 	}
 }
 
+// An action that is not pause, continue or abort is bad input: exit 2, one line naming the
+// allowed actions, nothing written, even on a running operation.
+func TestRequestControlUnknownAction(t *testing.T) {
+	f := newFixture(t, testLease(heldBy(me, "restart --rolling", t0, 600), withJournal(runningJournal(me))))
+	_, err := f.manager(bob).RequestControl(t.Context(), "resume", "lag")
+	if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), "must be pause, continue or abort") {
+		t.Fatalf("err = %v, want a usage error naming the actions", err)
+	}
+	f.assertNoWrites()
+}
+
 // Two terminals pausing at once: the write is decided again after the conflict, and the second
 // is refused with the first's request, writing nothing of its own.
 func TestRequestControlRace(t *testing.T) {
