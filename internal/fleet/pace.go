@@ -114,7 +114,7 @@ func Run(ctx context.Context, ts []Target, p Pacing, run RunFunc) []Result {
 		res[i].Err, res[i].Duration = err, time.Since(t0)
 		// A canary must succeed, whatever --fail-fast says; a skipped target (held by
 		// someone else) stops nothing.
-		if false && err != nil {
+		if err != nil && !Skippable(err) && (i < p.Canary || p.FailFast) {
 			halt()
 		}
 	}
