@@ -71,6 +71,9 @@ func TestResolve(t *testing.T) {
 		{name: "empty glob", spec: Spec{Contexts: []string{"dev-*"}}, wantErr: `context glob "dev-*" matches no kubeconfig context; allowed: prod-eu, prod-us, staging`},
 		{name: "bad glob", spec: Spec{Contexts: []string{"prod-["}}, wantErr: `bad context glob "prod-["`},
 		{name: "none", spec: Spec{}, wantErr: "no kubeconfig context given"},
+		{name: "selector", spec: Spec{Contexts: []string{"prod-*"}, Selector: "tier=db"}, want: []string{"prod-eu/db[tier=db]", "prod-us/default[tier=db]"}},
+		{name: "bad selector", spec: Spec{Contexts: []string{"staging"}, Selector: "tier==="}, wantErr: `bad cluster selector -l "tier==="`},
+		{name: "selector and names", spec: Spec{Contexts: []string{"staging"}, Selector: "tier=db", Clusters: []string{"c"}}, wantErr: "not both"},
 		{name: "override of unknown context", spec: Spec{Contexts: []string{"staging"}, Overrides: []Override{{Context: "nope"}}}, wantErr: `context "nope"`},
 	}
 	for _, tt := range tests {
@@ -87,7 +90,11 @@ func TestResolve(t *testing.T) {
 			}
 			var names []string
 			for _, g := range got {
-				names = append(names, g.String())
+				n := g.String()
+				if g.Selector != "" {
+					n += "[" + g.Selector + "]"
+				}
+				names = append(names, n)
 			}
 			if !slices.Equal(names, tt.want) {
 				t.Fatalf("targets = %v, want %v", names, tt.want)

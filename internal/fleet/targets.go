@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
@@ -23,6 +24,8 @@ type Target struct {
 	Context   string `json:"context"`
 	Namespace string `json:"namespace,omitempty"`
 	Cluster   string `json:"cluster,omitempty"`
+	// Selector (-l) picks the target's clusters by label when Cluster is "".
+	Selector string `json:"selector,omitempty"`
 }
 
 // String names the target as plain lines prefix it: context/namespace/cluster.
@@ -45,6 +48,8 @@ type Spec struct {
 	Namespaces    []string
 	AllNamespaces bool
 	Clusters      []string
+	// Selector is a label selector over clusters (-l), for targets without a cluster name.
+	Selector string
 	// Overrides are per-context namespaces and clusters (a fleet file's targets).
 	Overrides []Override
 }
@@ -123,6 +128,14 @@ func Resolve(cfg *clientcmdapi.Config, s Spec) ([]Target, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.Selector != "" {
+		if _, err := labels.Parse(s.Selector); err != nil {
+			return nil, ops.Usagef("bad cluster selector -l %q: %s; allowed: key=value, key!=value, key in (a,b), key, !key", s.Selector, oneLine(err.Error()))
+		}
+		if len(s.Clusters) > 0 {
+			return nil, ops.Usagef("give cluster names or a selector (-l %q), not both", s.Selector)
+		}
+	}
 	for _, o := range s.Overrides {
 		if _, ok := cfg.Contexts[o.Context]; !ok {
 			return nil, ops.Usagef("fleet target names context %q, which the kubeconfig does not have", o.Context)
@@ -160,7 +173,7 @@ func Resolve(cfg *clientcmdapi.Config, s Spec) ([]Target, error) {
 		}
 		for _, ns := range nss {
 			if len(clusters) == 0 {
-				out = append(out, Target{Context: c, Namespace: ns})
+				out = append(out, Target{Context: c, Namespace: ns, Selector: s.Selector})
 				continue
 			}
 			for _, cl := range clusters {
