@@ -128,6 +128,41 @@ func NewFactory(streams genericiooptions.IOStreams) *Factory {
 	return f
 }
 
+// ForContext is a factory for one kubeconfig context of a fleet (internal/fleet): the
+// same kubeconfig file, impersonation and timeout, streams and dependencies, with Context
+// set and no -n (each target names its namespace). Flags that would override every
+// context's cluster or user (--server, --user, --token, TLS files) are not carried over.
+// Its clients are built on first use, from that context.
+func (o *Factory) ForContext(name string) *Factory {
+	cf := genericclioptions.NewConfigFlags(true)
+	if src := o.ConfigFlags; src != nil {
+		cf.KubeConfig = copyPtr(src.KubeConfig)
+		cf.Impersonate = copyPtr(src.Impersonate)
+		cf.ImpersonateUID = copyPtr(src.ImpersonateUID)
+		cf.ImpersonateGroup = copyPtr(src.ImpersonateGroup)
+		cf.Timeout = copyPtr(src.Timeout)
+	}
+	cf.Context = &name
+	nf := &Factory{
+		ConfigFlags: cf,
+		IOStreams:   o.IOStreams,
+		IsTerminal:  o.IsTerminal,
+		Getenv:      o.Getenv,
+		Exec:        o.Exec,
+		Engines:     o.Engines,
+	}
+	nf.NewClients = nf.defaultClients
+	return nf
+}
+
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
 // Namespace is the namespace from -n or the kubeconfig context.
 func (o *Factory) Namespace() (string, error) {
 	if err := o.checkContext(); err != nil {

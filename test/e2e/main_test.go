@@ -39,6 +39,13 @@ func run(m *testing.M) int {
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "testbed logs (%s):\n%s", tb.LogDir, tb.LogTails(20))
 	}
+	// The second control plane (fleet tests) runs only if a test asked for it.
+	if err := bedB.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop second testbed: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	if err := tb.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stop testbed: %v\n", err)
 		if code == 0 {
