@@ -126,3 +126,40 @@ func TestBlockedOnFDBZoneFromSecondTerminal(t *testing.T) {
 		t.Fatalf("restart after the zone ended: exit %d\n%s", res.Code, res)
 	}
 }
+
+// TestBlockedOnEtcdLearnerFromSecondTerminal: a scale-up whose new member, added as a learner,
+// cannot catch up (its etcd process is held down) waits before promoting it; `status` run as
+// a second process reads from the Lease that the step is blocked on that learner (kind
+// member), until when and how to unblock it. Once the process runs, the learner catches up,
+// is promoted, and the run finishes.
+func TestBlockedOnEtcdLearnerFromSecondTerminal(t *testing.T) {
+	x := newEtcd(t, 3)
+	x.writeKeys("before", 10)
+	x.runner.Suspend("etcd-3")
+	env := cliEnv(t)
+	run := startCLI(t, env, "scale", x.name, "-n", x.ns, "--replicas", "4", "--yes", "--lock-id", "alice",
+		"--lock-duration", "15s", "--timeout", "5m", "-o", "json")
+	want := []string{"Blocked:  on etcd learner etcd-3 (peer URL ", "(member) since ", ", gives up at ",
+		"to unblock: it is promoted once its raft index is within "}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		res := runCLI(t, env, "status", x.name, "-n", x.ns)
+		if res.Code == 0 && containsAll(res.Stdout, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never showed the blocker %q:\n%s", want, res.Stdout)
+		}
+		time.Sleep(time.Second)
+	}
+	js := runCLI(t, env, "status", x.name, "-n", x.ns, "-o", "json")
+	if !strings.Contains(js.Stdout, `"kind": "member"`) || !strings.Contains(js.Stdout, `"on": "etcd learner etcd-3 (peer URL `) {
+		t.Errorf("status -o json does not carry the blocker:\n%s", js.Stdout)
+	}
+	x.runner.Resume("etcd-3")
+	if res := run.wait(); res.Code != 0 {
+		t.Fatalf("scale after the learner's process came back: exit %d\n%s", res.Code, res)
+	}
+	x.waitHealthy(4)
+	x.checkKeys()
+}
