@@ -3,12 +3,10 @@
 package e2e
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -46,27 +44,7 @@ func TestSteerEtcd(t *testing.T) {
 	run.waitEvent("the pause", func(ev ndEvent) bool {
 		return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall")
 	})
-	pausedAt := len(pods.snapshot())
-	renewals := func(evs []recordedEvent) int {
-		n := 0
-		for _, e := range evs {
-			if l, ok := e.Obj.(*coordinationv1.Lease); ok && e.Type == watch.Modified && l.Name == "dbops-"+x.name {
-				n++
-			}
-		}
-		return n
-	}
-	base := renewals(leases.snapshot())
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	if err := leases.waitUntil(ctx, func(evs []recordedEvent) bool { return renewals(evs) >= base+2 }); err != nil {
-		t.Fatalf("the Lease was not renewed while paused: %v", err)
-	}
-	for _, e := range pods.snapshot()[pausedAt:] {
-		if p, ok := e.Obj.(*corev1.Pod); ok && (p.DeletionTimestamp != nil || e.Type == watch.Deleted) {
-			t.Errorf("pod %s deleted (%s) while paused", p.Name, e.Type)
-		}
-	}
+	holdsWhilePaused(t, pods, leases, len(pods.snapshot()), x.name)
 	if st := runCLI(t, env, "status", x.name, "-n", x.ns); !strings.Contains(st.Stdout, "paused by oncall") {
 		t.Errorf("status while paused does not say so:\n%s", st)
 	}
@@ -143,27 +121,7 @@ func TestSteerReplicated(t *testing.T) {
 		return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall")
 	})
 	a.log() // what ran before the pause took effect
-	pausedAt := len(pods.snapshot())
-	renewals := func(evs []recordedEvent) int {
-		n := 0
-		for _, e := range evs {
-			if l, ok := e.Obj.(*coordinationv1.Lease); ok && e.Type == watch.Modified && l.Name == "dbops-app" {
-				n++
-			}
-		}
-		return n
-	}
-	base := renewals(leases.snapshot())
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	if err := leases.waitUntil(ctx, func(evs []recordedEvent) bool { return renewals(evs) >= base+2 }); err != nil {
-		t.Fatalf("the Lease was not renewed while paused: %v", err)
-	}
-	for _, e := range pods.snapshot()[pausedAt:] {
-		if p, ok := e.Obj.(*corev1.Pod); ok && (p.DeletionTimestamp != nil || e.Type == watch.Deleted) {
-			t.Errorf("pod %s deleted (%s) while paused", p.Name, e.Type)
-		}
-	}
+	holdsWhilePaused(t, pods, leases, len(pods.snapshot()), "app")
 	if m := mutations(a.log()); len(m) != 0 {
 		t.Errorf("role commands exec'd while paused: %q", m)
 	}

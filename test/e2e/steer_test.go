@@ -75,28 +75,7 @@ func TestSteerRestart(t *testing.T) {
 	run.waitEvent("the pause", func(ev ndEvent) bool {
 		return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall")
 	})
-	pausedAt := len(pods.snapshot())
-	// Two renewals of the Lease while paused (--lock-duration 10s renews every few seconds).
-	renewals := func(evs []recordedEvent) int {
-		n := 0
-		for _, e := range evs {
-			if l, ok := e.Obj.(*coordinationv1.Lease); ok && e.Type == watch.Modified && l.Name == "dbops-"+webCluster {
-				n++
-			}
-		}
-		return n
-	}
-	base := renewals(leases.snapshot())
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	if err := leases.waitUntil(ctx, func(evs []recordedEvent) bool { return renewals(evs) >= base+2 }); err != nil {
-		t.Fatalf("the Lease was not renewed while paused: %v", err)
-	}
-	for _, e := range pods.snapshot()[pausedAt:] {
-		if p, ok := e.Obj.(*corev1.Pod); ok && (p.DeletionTimestamp != nil || e.Type == watch.Deleted) {
-			t.Errorf("pod %s deleted (%s) while paused", p.Name, e.Type)
-		}
-	}
+	holdsWhilePaused(t, pods, leases, len(pods.snapshot()), webCluster)
 	if st := runCLI(t, env, "status", webCluster, "-n", ns); !strings.Contains(st.Stdout, "Paused:   paused by oncall") {
 		t.Errorf("status while paused does not say so :\n%s", st)
 	}
@@ -240,5 +219,32 @@ func TestSteerFoundationDB(t *testing.T) {
 	}
 	if z, _ := model.MaintenanceZone(); z != "" {
 		t.Errorf("maintenance zone %s left after the abort", z)
+	}
+}
+
+// holdsWhilePaused checks a paused run from outside: the Lease of cluster is renewed twice
+// (the lock kept; --lock-duration 10s renews every few seconds) and no pod is deleted from
+// the pods recorder's event index pausedAt on.
+func holdsWhilePaused(t *testing.T, pods, leases *watchRecorder, pausedAt int, cluster string) {
+	t.Helper()
+	renewals := func(evs []recordedEvent) int {
+		n := 0
+		for _, e := range evs {
+			if l, ok := e.Obj.(*coordinationv1.Lease); ok && e.Type == watch.Modified && l.Name == "dbops-"+cluster {
+				n++
+			}
+		}
+		return n
+	}
+	base := renewals(leases.snapshot())
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	if err := leases.waitUntil(ctx, func(evs []recordedEvent) bool { return renewals(evs) >= base+2 }); err != nil {
+		t.Fatalf("the Lease was not renewed while paused: %v", err)
+	}
+	for _, e := range pods.snapshot()[pausedAt:] {
+		if p, ok := e.Obj.(*corev1.Pod); ok && (p.DeletionTimestamp != nil || e.Type == watch.Deleted) {
+			t.Errorf("pod %s deleted (%s) while paused", p.Name, e.Type)
+		}
 	}
 }
