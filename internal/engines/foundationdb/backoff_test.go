@@ -9,9 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
 // recordAfter makes e's waits record the durations asked for and end at once.
@@ -85,8 +82,7 @@ func TestRemovalWaitWakesOnTheResource(t *testing.T) {
 		"apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
 		"metadata": map[string]any{"name": "myfdb", "namespace": "demo", "generation": int64(3)},
 	}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, cr)
+	dyn := fakeCRClient(cr)
 	e.deps.Dynamic = dyn
 	e.afterFunc = func(time.Duration) <-chan time.Time { return nil } // timed reads never come
 	r := &removal{e: e, c: c, name: "myfdb"}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -43,8 +42,7 @@ func TestOperatorWritesRefuseACRThatKeepsChanging(t *testing.T) {
 				"metadata": map[string]any{"name": "myfdb", "namespace": "demo", "resourceVersion": "7"},
 				"spec":     map[string]any{},
 			}}
-			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+			dyn := fakeCRClient(u.DeepCopy())
 			dyn.PrependReactor("patch", "foundationdbclusters", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewConflict(ClusterGVR.GroupResource(), "myfdb", errors.New("the object has been modified"))
 			})

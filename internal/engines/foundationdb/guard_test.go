@@ -9,9 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -98,14 +95,10 @@ func TestCRPatchesStopWhenLockLost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _, e := liveCluster(t, 3, 3)
 			withProcessGroups(c)
-			obj := ops.ControllerOf(c.Groups[0]).Object
-			obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
-			obj["metadata"].(map[string]any)["namespace"] = "demo"
-			obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+			obj := liveCR(c).Object
 			obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}}
 			u := &unstructured.Unstructured{Object: obj}
-			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+			dyn := fakeCRClient(u.DeepCopy())
 			e.deps.Dynamic = dyn
 			r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 			ctx := kube.WithWriteGuard(t.Context(), func() error { return lost })

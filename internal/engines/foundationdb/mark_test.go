@@ -12,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
@@ -72,16 +70,12 @@ func TestMarkRefusesWhatChangedSincePlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			obj := ops.ControllerOf(c.Groups[0]).Object
-			obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
-			obj["metadata"].(map[string]any)["namespace"] = "demo"
-			obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+			obj := liveCR(c).Object
 			now := (&unstructured.Unstructured{Object: obj}).DeepCopy()
 			if tc.changed != nil {
 				tc.changed(now)
 			}
-			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, now)
+			dyn := fakeCRClient(now)
 			var seen, written atomic.Int32
 			dyn.PrependReactor("patch", "foundationdbclusters", func(k8stesting.Action) (bool, runtime.Object, error) {
 				if n := seen.Add(1); tc.conflicts < 0 || int(n) <= tc.conflicts {

@@ -8,9 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -23,8 +20,7 @@ func TestSetSkipRecordsThePause(t *testing.T) {
 		"metadata": map[string]any{"name": "myfdb", "namespace": "demo", "resourceVersion": "7"},
 		"spec":     map[string]any{},
 	}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u)
+	dyn := fakeCRClient(u)
 	until := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	get := func() *unstructured.Unstructured {
 		got, err := dyn.Resource(ClusterGVR).Namespace("demo").Get(context.Background(), "myfdb", metav1.GetOptions{})

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -26,6 +28,22 @@ func withProcessGroups(c *ops.Cluster) {
 		st, _ := ops.ControllerOf(g).Object["status"].(map[string]any)
 		st["processGroups"] = groups
 	}
+}
+
+// liveCR makes the cluster's FoundationDBCluster object (its owner's) a full resource as read
+// from the API server, at resourceVersion 42, and returns it (sharing the object).
+func liveCR(c *ops.Cluster) *unstructured.Unstructured {
+	obj := ops.ControllerOf(c.Groups[0]).Object
+	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
+	obj["metadata"].(map[string]any)["namespace"] = "demo"
+	obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// fakeCRClient is a fake dynamic client serving FoundationDBClusters, holding objs.
+func fakeCRClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, objs...)
 }
 
 func TestPlanReplacementRefusals(t *testing.T) {

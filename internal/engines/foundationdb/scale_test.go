@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/golden"
@@ -71,14 +69,10 @@ func TestPlanScaleRemove(t *testing.T) {
 func TestPatchCountsWithRemovals(t *testing.T) {
 	c, _, e := liveCluster(t, 3, 3)
 	withProcessGroups(c)
-	obj := ops.ControllerOf(c.Groups[0]).Object
-	obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
-	obj["metadata"].(map[string]any)["namespace"] = "demo"
-	obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+	obj := liveCR(c).Object
 	obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}, "processGroupsToRemove": []any{"log-12"}}
 	u := &unstructured.Unstructured{Object: obj}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+	dyn := fakeCRClient(u.DeepCopy())
 	e.deps.Dynamic = dyn
 	r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 	if err := r.patchCounts(t.Context(), nil, map[string]int32{"storage": 2}, map[string]int{"storage": 3}, []string{"storage-11"}); err != nil {
@@ -202,18 +196,14 @@ func TestPatchCountsRefusesOthersChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, e := liveCluster(t, 3, 3)
 			withProcessGroups(c)
-			obj := ops.ControllerOf(c.Groups[0]).Object
-			obj["apiVersion"], obj["kind"] = "apps.foundationdb.org/v1beta2", "FoundationDBCluster"
-			obj["metadata"].(map[string]any)["namespace"] = "demo"
-			obj["metadata"].(map[string]any)["resourceVersion"] = "42"
+			obj := liveCR(c).Object
 			obj["spec"] = map[string]any{"processCounts": map[string]any{"storage": int64(3)}}
 			planned := &unstructured.Unstructured{Object: obj}
 			now := planned.DeepCopy()
 			if tc.other != 0 {
 				_ = unstructured.SetNestedField(now.Object, tc.other, "spec", "processCounts", "storage")
 			}
-			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, now)
+			dyn := fakeCRClient(now)
 			// Every patch meets a CR that changed since it was read.
 			dyn.PrependReactor("patch", "foundationdbclusters", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewConflict(ClusterGVR.GroupResource(), "myfdb", errors.New("the object has been modified"))

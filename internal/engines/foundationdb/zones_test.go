@@ -8,9 +8,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
@@ -179,8 +176,7 @@ func TestRemovalWaitsOnStorageSpread(t *testing.T) {
 	obj["status"].(map[string]any)["health"] = map[string]any{"available": true, "healthy": true}
 	obj["status"].(map[string]any)["processGroups"] = groups
 	u := &unstructured.Unstructured{Object: obj}
-	e.deps.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ClusterGVR: "FoundationDBClusterList"}, u.DeepCopy())
+	e.deps.Dynamic = fakeCRClient(u.DeepCopy())
 	r := &removal{e: e, c: c, name: "myfdb", planned: u, field: "processGroupsToRemove"}
 
 	for _, tc := range []struct {
