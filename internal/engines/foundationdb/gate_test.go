@@ -129,6 +129,16 @@ func TestCheckStatusRefusals(t *testing.T) {
 			l["remote_log_replication_factor"] = 3
 			l["remote_log_fault_tolerance"] = 2
 		}},
+		{name: "a satellite log down", change: func(d map[string]any) {
+			l := obj(d, "cluster")["logs"].([]any)[0].(map[string]any)
+			l["satellite_log_replication_factor"] = 3
+			l["satellite_log_fault_tolerance"] = 1
+		}, want: "satellite log fault tolerance is 1, below replication 3 - 1"},
+		{name: "satellite logs healthy", change: func(d map[string]any) {
+			l := obj(d, "cluster")["logs"].([]any)[0].(map[string]any)
+			l["satellite_log_replication_factor"] = 3
+			l["satellite_log_fault_tolerance"] = 2
+		}},
 		{name: "coordinator quorum unreachable", change: func(d map[string]any) {
 			obj(d, "client", "coordinators")["quorum_reachable"] = false
 		}, want: "the coordinators' quorum is not reachable"},

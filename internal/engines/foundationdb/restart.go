@@ -875,7 +875,8 @@ func (g *gate) checkStatus(st *Status, ownZone string) error {
 	// The operator's fault domain checks (pkg/fdbstatus/status_checks.go
 	// DoStorageServerFaultDomainCheckOnStatus, DoLogServerFaultDomainCheckOnStatus,
 	// DoCoordinatorFaultDomainCheckOnStatus): every team tracker keeps the configured replicas,
-	// every log set tolerates replication-1 failures, every coordinator is reachable.
+	// every log set (primary, remote and satellite) tolerates replication-1 failures, every
+	// coordinator is reachable.
 	d := st.Cluster.Data
 	if d == nil || len(d.TeamTrackers) == 0 {
 		return ops.Preconditionf("FoundationDB %s/%s reports no team trackers; refusing to restart", c.Namespace, c.Name)
@@ -897,6 +898,10 @@ func (g *gate) checkStatus(st *Status, ownZone string) error {
 		if l.RemoteLogReplicationFactor != 0 && l.RemoteLogFaultTolerance+1 != l.RemoteLogReplicationFactor {
 			return ops.Preconditionf("FoundationDB %s/%s remote log fault tolerance is %d, below replication %d - 1; refusing to restart",
 				c.Namespace, c.Name, l.RemoteLogFaultTolerance, l.RemoteLogReplicationFactor)
+		}
+		if l.SatelliteLogReplicationFactor != 0 && l.SatelliteLogFaultTolerance+1 != l.SatelliteLogReplicationFactor {
+			return ops.Preconditionf("FoundationDB %s/%s satellite log fault tolerance is %d, below replication %d - 1; refusing to restart",
+				c.Namespace, c.Name, l.SatelliteLogFaultTolerance, l.SatelliteLogReplicationFactor)
 		}
 	}
 	if !st.Client.Coordinators.QuorumReachable {

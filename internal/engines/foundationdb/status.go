@@ -80,6 +80,9 @@ type Status struct {
 			LogFaultTolerance          int  `json:"log_fault_tolerance"`
 			RemoteLogReplicationFactor int  `json:"remote_log_replication_factor"`
 			RemoteLogFaultTolerance    int  `json:"remote_log_fault_tolerance"`
+			// A multi-region cluster's satellite logs (status json's logs[], Status.actor.cpp).
+			SatelliteLogReplicationFactor int `json:"satellite_log_replication_factor"`
+			SatelliteLogFaultTolerance    int `json:"satellite_log_fault_tolerance"`
 		} `json:"logs"`
 		FaultTolerance *struct {
 			Data         int `json:"max_zone_failures_without_losing_data"`
