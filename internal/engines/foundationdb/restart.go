@@ -2,6 +2,7 @@ package foundationdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -512,7 +513,27 @@ func (bp *bounce) precheck(ctx context.Context, sc *ops.StepContext) (bool, erro
 		// An interrupted run sent this batch's kills: the action decides from uptimes.
 		return false, nil
 	}
-	return false, bp.g.check(ctx, sc, bp.skip(), "")
+	// A zone someone else set since the last batch's gate is waited out, as that gate waits
+	// for it; every other refusal stands.
+	return false, bp.g.waitOutForeignZone(ctx, sc, func() error { return bp.g.check(ctx, sc, bp.skip(), "") })
+}
+
+// waitOutForeignZone calls check until it passes, or fails for another reason than a
+// maintenance zone someone else set: that zone is waited for (never taken over), bounded by
+// the step's timeout and published as what the step is blocked on. A run meets it only
+// between batches: the preflight refuses one present before the lock, and the action still
+// refuses one that appears between this wait and its own maintenance on.
+func (g *gate) waitOutForeignZone(ctx context.Context, sc *ops.StepContext, check func() error) error {
+	return g.poll(ctx, sc, func() (bool, string, error) {
+		err := check()
+		switch {
+		case err == nil:
+			return true, "", nil
+		case errors.Is(err, errForeignZone):
+			return false, err.Error(), nil
+		}
+		return false, "", err
+	})
 }
 
 func (bp *bounce) action(ctx context.Context, sc *ops.StepContext) error {
@@ -665,9 +686,17 @@ func foreignZone(st *Status) error {
 	}
 	// How to clear a stale one is part of the refusal: a zone left by a crashed tool blocks every
 	// restart until it expires (kubectl dbops explain shows the pod to run it in).
-	return ops.Preconditionf("zone %s is in maintenance, set by someone else (%d seconds remaining); refusing to take it over: wait for it to end, or, if it is stale (no one works on that zone), clear it with fdbcli --exec 'maintenance off'",
-		st.Cluster.MaintenanceZone, left)
+	return foreignZoneError{ops.Preconditionf("zone %s is in maintenance, set by someone else (%d seconds remaining); refusing to take it over: wait for it to end, or, if it is stale (no one works on that zone), clear it with fdbcli --exec 'maintenance off'",
+		st.Cluster.MaintenanceZone, left)}
 }
+
+// errForeignZone marks foreignZone's refusal, which a run between batches waits out.
+var errForeignZone = errors.New("a maintenance zone set by someone else")
+
+// foreignZoneError is foreignZone's refusal: exit 5 as a precondition, and errForeignZone.
+type foreignZoneError struct{ error }
+
+func (e foreignZoneError) Unwrap() []error { return []error{e.error, errForeignZone} }
 
 // afterBatch waits until the batch's processes report again (restarted after since), the
 // database is fully recovered, then clears this run's maintenance zone once data movement is
@@ -997,14 +1026,19 @@ func (g *gate) Before(ctx context.Context, sc *ops.StepContext, p ops.Pod) error
 	}
 	skip := func(q ops.Pod) bool { return slices.Contains(sc.Step.Pods, q.Name) }
 	cli := g.e.cli()
-	st, via, err := g.e.StatusFrom(ctx, cli, g.c, skip)
+	var st *Status
+	var via string
+	err := g.waitOutForeignZone(ctx, sc, func() error {
+		var err error
+		if st, via, err = g.e.StatusFrom(ctx, cli, g.c, skip); err != nil {
+			return ops.Preconditionf("cannot read the status of %s/%s: %v", g.c.Namespace, g.c.Name, err)
+		}
+		if err := g.checkStatus(st, sc.Get(keyMaintenance)); err != nil {
+			return err
+		}
+		return g.checkCR(ctx)
+	})
 	if err != nil {
-		return ops.Preconditionf("cannot read the status of %s/%s: %v", g.c.Namespace, g.c.Name, err)
-	}
-	if err := g.checkStatus(st, sc.Get(keyMaintenance)); err != nil {
-		return err
-	}
-	if err := g.checkCR(ctx); err != nil {
 		return err
 	}
 	var pods []ops.Pod
