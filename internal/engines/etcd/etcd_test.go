@@ -306,11 +306,23 @@ func TestPromoteRetriesWhileNotInSync(t *testing.T) {
 	}
 	step := fx.eng.promoteStep(s, "promote/etcd-3", 3, "http://127.0.3.4:2380")
 	p := &ops.Plan{Operation: "scale", Cluster: "etcd", Namespace: testNS, Steps: []*ops.Step{step}}
-	if err := (&ops.Executor{LockID: "test"}).Run(testCtx(t), p); err != nil {
+	rec := &ops.Recorder{}
+	if err := (&ops.Executor{LockID: "test", Sink: rec}).Run(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.mutations(); len(got) != 3 {
 		t.Fatalf("promote calls = %v, want 2 refused and 1 accepted", got)
+	}
+	// While etcd refuses the promotion, the step is blocked on the learner, named by pod, peer
+	// URL and the member ID etcd gave it (what etcdctl member promote takes).
+	var on []string
+	for _, e := range rec.Events() {
+		if e.Type == ops.EventStepWaiting && e.Blocked != nil && strings.Contains(e.Reason, "not yet in sync") {
+			on = append(on, e.Blocked.On)
+		}
+	}
+	if want := "etcd learner etcd-3 (peer URL http://127.0.3.4:2380, member ID 99)"; len(on) == 0 || on[0] != want {
+		t.Fatalf("blocked on %q, want %q", on, want)
 	}
 	if f.member("etcd-3").learner {
 		t.Fatal("etcd-3 still a learner")

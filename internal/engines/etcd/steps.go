@@ -194,11 +194,17 @@ func (e *Engine) promoteStep(s *site, id string, ordinal int, url string) *ops.S
 // not in sync: that is the database's own condition, polled at a bounded
 // interval until the step's context ends.
 func (e *Engine) promoteWhenReady(ctx context.Context, sc *ops.StepContext, s *site, pod, url string) error {
-	last := ""
+	last, id := "", ""
 	report := func(r string) {
 		if r != last {
 			last = r
-			sc.Block(ctx, ops.BlockedMember, fmt.Sprintf("etcd learner %s (peer URL %s)", pod, url),
+			// The member ID as etcd reports it (what etcdctl member promote/remove take), once
+			// a member list named the learner.
+			on := fmt.Sprintf("etcd learner %s (peer URL %s)", pod, url)
+			if id != "" {
+				on = fmt.Sprintf("etcd learner %s (peer URL %s, member ID %s)", pod, url, id)
+			}
+			sc.Block(ctx, ops.BlockedMember, on,
 				fmt.Sprintf("it is promoted once its raft index is within %d of the leader's; if it does not move, see kubectl logs -n %s %s", e.maxLag(), s.ns, pod), r)
 		}
 	}
@@ -214,6 +220,7 @@ func (e *Engine) promoteWhenReady(ctx context.Context, sc *ops.StepContext, s *s
 		if m == nil {
 			return false, ops.Preconditionf("etcd member for %s (peer URL %s) disappeared while waiting to promote it", pod, url)
 		}
+		id = m.ID
 		if !m.Learner {
 			if m.Healthy {
 				return true, nil
