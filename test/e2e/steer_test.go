@@ -173,6 +173,62 @@ func TestSteerCrateDBAbort(t *testing.T) {
 	}
 }
 
+// TestSteerCrateDBPauseContinue: a CrateDB rolling restart paused from a second process while
+// its first pod's step is in flight finishes that step, then holds: no pod deleted, no
+// statement that changes the cluster (only reads) and the Lease renewed while paused, and
+// `status` says so; continued, it restarts every other pod and ends with allocation back to all.
+func TestSteerCrateDBPauseContinue(t *testing.T) {
+	x := newCrateEnvLayout(t, true, bedwire.LayoutPodName)
+	steer := func(want int, verb string, extra ...string) {
+		t.Helper()
+		res := runCLI(t, x.env, append([]string{verb, x.name, "-n", x.ns, "--lock-id", "oncall"}, extra...)...)
+		if res.Code != want {
+			t.Fatalf("%s: exit %d, want %d\n%s", verb, res.Code, want, res)
+		}
+	}
+	pods := recordPodWatch(t, x.ns)
+	leases := recordLeaseWatch(t, x.ns)
+	run := startCLI(t, x.env, x.args("restart", "--rolling", "--yes", "--health-checks", "2", "--health-interval", "200ms", "-o", "json",
+		"--lock-id", "e2e-crate-steer", "--lock-duration", "10s")...)
+	var first ndEvent
+	run.waitEvent("the first step started", func(e ndEvent) bool {
+		first = e
+		return e.Type == "step-started" && e.Step != nil
+	})
+	if first.Step.Total < 2 {
+		t.Fatalf("%d step(s): nothing to hold after the first", first.Step.Total)
+	}
+	steer(0, "pause", "--reason", "check shard recovery")
+	run.waitEvent("the pause", func(ev ndEvent) bool {
+		return ev.Type == "control" && strings.HasPrefix(ev.Message, "paused by oncall")
+	})
+	seq := x.lastSeq()
+	holdsWhilePaused(t, pods, leases, len(pods.snapshot()), x.name)
+	for _, s := range x.toolStatements(seq) {
+		if u := strings.ToUpper(strings.TrimSpace(s.Statement)); !strings.HasPrefix(u, "SELECT") {
+			t.Errorf("statement #%d while paused: %s", s.Seq, s.Statement)
+		}
+	}
+	if done := stepsOf(run.all, "step-done"); !slices.Equal(done, []string{first.stepID()}) {
+		t.Errorf("steps done at the pause %v, want only %s (in flight when it was asked)", done, first.stepID())
+	}
+	if st := runCLI(t, x.env, "status", x.name, "-n", x.ns); !strings.Contains(st.Stdout, "paused by oncall") {
+		t.Errorf("status while paused does not say so:\n%s", st)
+	}
+	steer(0, "continue")
+	res := run.wait()
+	if res.Code != 0 || lastOutcome(run.all) != "succeeded" {
+		t.Fatalf("continued restart: exit %d, outcome %s\n%s", res.Code, lastOutcome(run.all), res)
+	}
+	if done := stepsOf(run.all, "step-done"); len(done) != first.Step.Total {
+		t.Errorf("steps done %v, want all %d", done, first.Step.Total)
+	}
+	r := x.sql(`SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`)
+	if len(r.Rows) != 1 || fmt.Sprint(r.Rows[0][0]) != "all" {
+		t.Errorf("cluster.routing.allocation.enable = %v after the run, want all", r.Rows)
+	}
+}
+
 // TestSteerFoundationDB: a FoundationDB zone restart paused while its first batch is away
 // (bounced with fdbcli kill, held back by a slow fdbmonitor) finishes that batch and then
 // sends FoundationDB nothing while paused; an abort then ends it before the next batch: exit
