@@ -10,7 +10,9 @@ import (
 
 // BootstrapOptions holds `bootstrap` flags.
 type BootstrapOptions struct {
-	*GlobalOptions
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
+	// GlobalOptions are the shared flags.
+	*Runner
 	Cluster string
 	// Primaries is the number of primaries of a replicated app.
 	Primaries int32
@@ -20,7 +22,7 @@ type BootstrapOptions struct {
 
 // NewBootstrapOptions returns options bound to the shared flags.
 func NewBootstrapOptions(g *GlobalOptions) *BootstrapOptions {
-	return &BootstrapOptions{GlobalOptions: g}
+	return &BootstrapOptions{Runner: NewRunner(g)}
 }
 
 // NewBootstrapCmd builds `bootstrap CLUSTER`.
@@ -65,7 +67,7 @@ dbops.io/replicated-config.`,
   kubectl dbops bootstrap myapp --primaries 2 --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE:              g.runE(o),
+		RunE:              o.Runner.runE(o),
 	}
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: number of primaries, at least 1 (default: from the configuration, else 1)")
 	g.addEngineFlags("bootstrap", cmd.Flags())

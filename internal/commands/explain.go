@@ -161,9 +161,23 @@ func (o *ExplainOptions) explain(ctx context.Context) (*Explanation, error) {
 		ex.Checks = append(ex.Checks, checks...)
 	}
 	if o.For == "restart" {
-		add(o.restartPreflight(ctx, cl, c, eng))
+		if pf := o.restartPreflight(ctx, cl, c, eng); pf.OK || !repeatsFailed(ex.Checks, pf) {
+			add(pf)
+		}
 	}
 	return finish(ex), nil
+}
+
+// repeatsFailed: the preflight refuses for a reason an engine line already shows failed (the
+// engine's lines run the same gates, e.g. FoundationDB's maintenance zone): one cause, one
+// failed line, so the preflight's copy is left out. Any other refusal keeps its own line.
+func repeatsFailed(checks []ops.Check, pf ops.Check) bool {
+	for _, ch := range checks {
+		if !ch.OK && ch.Detail != "" && strings.Contains(pf.Detail, ch.Detail) {
+			return true
+		}
+	}
+	return false
 }
 
 func finish(ex *Explanation) *Explanation {

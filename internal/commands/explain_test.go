@@ -133,3 +133,25 @@ func TestExplainFor(t *testing.T) {
 		t.Errorf("bad input called the API: %v", a)
 	}
 }
+
+// TestExplainOneLinePerCause: a preflight refusal that repeats an engine line's failure (an
+// FDB maintenance zone set by someone else fails both) is one failed line; a preflight
+// refusal of its own keeps its line.
+func TestExplainOneLinePerCause(t *testing.T) {
+	zone := "zone zone-c is in maintenance, set by someone else (299 seconds remaining)"
+	engineLines := []ops.Check{{Name: "operator-owned", OK: true, Detail: "no operator"},
+		{Name: "maintenance-zone", Detail: zone, Fix: "fdbcli --exec 'maintenance off'"}}
+	for _, tt := range []struct {
+		name string
+		pf   ops.Check
+		want bool
+	}{
+		{"same cause", ops.Check{Name: "preflight", Detail: "preflight: " + zone + "; refusing to take it over"}, true},
+		{"own cause", ops.Check{Name: "preflight", Detail: "pod db-web-1 is not Ready"}, false},
+		{"ok line never repeats", ops.Check{Name: "preflight", Detail: "no operator"}, false},
+	} {
+		if got := repeatsFailed(engineLines, tt.pf); got != tt.want {
+			t.Errorf("%s: repeatsFailed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -27,10 +27,6 @@ var outputFormats = []string{"text", "json", "yaml"}
 type GlobalOptions struct {
 	*Factory
 
-	// streamEnded: an operation's NDJSON stream got its done event (the run's, or dry-run's);
-	// otherwise runE ends the stream with one for a refusal or failure before the run.
-	streamEnded bool
-
 	DryRun       bool
 	Output       string
 	Yes          bool
@@ -44,8 +40,6 @@ type GlobalOptions struct {
 	Engine         string
 	Selector       string
 	IgnoreOperator bool
-	// Pacing is --pause-between and --pause-after (restart).
-	Pacing ops.Pacing
 	// Verbosity is -v: client-go's klog output at this level (0 = none).
 	Verbosity int
 	// ConfigFile is the viper config file path; empty = default location.

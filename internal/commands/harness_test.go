@@ -97,6 +97,16 @@ func (h *harness) run(args ...string) result {
 	return h.runWith(nil, args...)
 }
 
+// wire points a Factory at the harness's fakes: its clientset and clock, its terminal
+// answer, environment and kubeconfig.
+func (h *harness) wire(f *Factory) {
+	f.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
+	f.IsTerminal = func() bool { return h.terminal }
+	f.Getenv = func(k string) string { return h.env[k] }
+	kc := h.env["KUBECONFIG"]
+	f.ConfigFlags.KubeConfig = &kc
+}
+
 // runWith runs the command tree with the fakes wired in; configure adds
 // engine-specific fakes (nil for none).
 func (h *harness) runWith(configure func(*GlobalOptions), args ...string) result {
@@ -104,11 +114,7 @@ func (h *harness) runWith(configure func(*GlobalOptions), args ...string) result
 	var out, errb bytes.Buffer
 	streams := genericiooptions.IOStreams{In: bytes.NewBufferString(h.stdin), Out: &out, ErrOut: &errb}
 	root := NewRootCmd(streams, func(g *GlobalOptions) {
-		g.NewClients = func() (*Clients, error) { return &Clients{Kube: h.client, Clock: h.clock}, nil }
-		g.IsTerminal = func() bool { return h.terminal }
-		g.Getenv = func(k string) string { return h.env[k] }
-		kc := h.env["KUBECONFIG"]
-		g.ConfigFlags.KubeConfig = &kc
+		h.wire(g.Factory)
 		if configure != nil {
 			configure(g)
 		}

@@ -17,7 +17,9 @@ import (
 
 // ReplaceOptions holds `replace` flags.
 type ReplaceOptions struct {
-	*GlobalOptions
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
+	// GlobalOptions are the shared flags.
+	*Runner
 	Cluster          string
 	Pods             []string
 	Strategy         string
@@ -41,7 +43,7 @@ type ReplaceOptions struct {
 
 // NewReplaceOptions returns options bound to the shared flags.
 func NewReplaceOptions(g *GlobalOptions) *ReplaceOptions {
-	return &ReplaceOptions{GlobalOptions: g, Strategy: ops.StrategyReplacement, MaxConcurrent: 1,
+	return &ReplaceOptions{Runner: NewRunner(g), Strategy: ops.StrategyReplacement, MaxConcurrent: 1,
 		FailureThreshold: ops.DefaultFailureThreshold}
 }
 
@@ -90,7 +92,7 @@ at once (a batch); the next batch starts once the previous one is back.`,
 			return nil
 		},
 		ValidArgsFunction: completePods(g),
-		RunE:              g.runE(o),
+		RunE:              o.Runner.runE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Strategy, "strategy", o.Strategy, "How to replace: "+strings.Join(ops.ReplaceStrategies, "|")+" (replacement = fresh PVC; deletion = pod only)")

@@ -467,8 +467,23 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.UTC()
 }
 
-// collectLogs adds the last LogLines lines of every container of every pod.
+// logsNeed is the permission --logs reads with; the README's Role grants it. Asked only when
+// --logs is given, so a Role without it still makes bundles without logs.
+var logsNeed = ops.Permission{Verb: "get", Resource: "pods", Subresource: "log"}
+
+// collectLogs adds the last LogLines lines of every container of every pod. Without `get
+// pods/log` it asks for no log and leaves out logs/ naming the permission once (not one 403 per
+// container), with a warning: the user asked for logs.
 func (o *ReportOptions) collectLogs(ctx context.Context, cl *Clients, ns string, pods []corev1.Pod, b *bundle) {
+	if ok, err := cl.access().Allowed(ctx, ns, logsNeed); err != nil || !ok {
+		why := fmt.Errorf("permission missing in namespace %s: you may not %s (add it to the Role, see the README's RBAC section)", ns, logsNeed)
+		if err != nil {
+			why = fmt.Errorf("cannot check permission to %s: %w", logsNeed, err)
+		}
+		b.omit("logs/", why)
+		ops.Fprintf(o.ErrOut, "warning: logs left out: %v\n", why)
+		return
+	}
 	for _, p := range pods {
 		for _, ctr := range p.Spec.Containers {
 			name := "logs/" + p.Name + "/" + ctr.Name + ".log"

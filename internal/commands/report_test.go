@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,4 +167,64 @@ func TestReportRefusesOverwrite(t *testing.T) {
 	if r := h.run("report", "db"); r.code != ops.ExitUsage || !strings.Contains(r.err, "-f FILE") {
 		t.Errorf("no -f: exit %d: %s", r.code, r.err)
 	}
+}
+
+// TestReportLogsPermission: `get pods/log` is asked only with --logs; without it the bundle
+// leaves out logs/ naming the permission once, warns, and asks the API server for no log.
+func TestReportLogsPermission(t *testing.T) {
+	logReads := func(h *harness) int {
+		n := 0
+		for _, a := range h.client.Actions() {
+			if a.GetVerb() == "get" && a.GetSubresource() == "log" {
+				n++
+			}
+		}
+		return n
+	}
+	t.Run("not asked without --logs", func(t *testing.T) {
+		h := newHarness(t, secretCluster()...)
+		if r := h.run("report", "db", "-f", filepath.Join(t.TempDir(), "b.zip")); r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		if slices.Contains(h.reviewed, "get pods/log") || logReads(h) != 0 {
+			t.Errorf("without --logs: reviewed %v, %d log reads", h.reviewed, logReads(h))
+		}
+	})
+	t.Run("asked with --logs", func(t *testing.T) {
+		h := newHarness(t, secretCluster()...)
+		if r := h.run("report", "db", "-f", filepath.Join(t.TempDir(), "b.zip"), "--logs"); r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		if !slices.Contains(h.reviewed, "get pods/log") || logReads(h) == 0 {
+			t.Errorf("with --logs: reviewed %v, %d log reads", h.reviewed, logReads(h))
+		}
+	})
+	t.Run("denied", func(t *testing.T) {
+		h := newHarness(t, secretCluster()...)
+		h.denied["get pods/log"] = true
+		path := filepath.Join(t.TempDir(), "b.zip")
+		r := h.run("report", "db", "-f", path, "--logs")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		if n := logReads(h); n != 0 {
+			t.Errorf("%d log reads without the permission", n)
+		}
+		if strings.Count(r.err, "get pods/log") != 1 || !strings.Contains(r.err, "warning: logs left out") {
+			t.Errorf("stderr = %q, want one warning naming get pods/log", r.err)
+		}
+		files := unzip(t, path)
+		var m Manifest
+		if err := json.Unmarshal([]byte(files["manifest.json"]), &m); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(m.Omitted["logs/"], "you may not get pods/log") {
+			t.Errorf("manifest omitted = %v, want logs/ naming get pods/log", m.Omitted)
+		}
+		for name := range files {
+			if strings.HasPrefix(name, "logs/") {
+				t.Errorf("bundle holds %s", name)
+			}
+		}
+	})
 }

@@ -15,7 +15,9 @@ import (
 
 // RestartOptions holds `restart` flags.
 type RestartOptions struct {
-	*GlobalOptions
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
+	// GlobalOptions are the shared flags.
+	*Runner
 	Cluster string
 	Rolling bool
 	Groups  []string
@@ -35,7 +37,7 @@ type RestartOptions struct {
 
 // NewRestartOptions returns options bound to the shared flags.
 func NewRestartOptions(g *GlobalOptions) *RestartOptions {
-	return &RestartOptions{GlobalOptions: g}
+	return &RestartOptions{Runner: NewRunner(g)}
 }
 
 // NewRestartCmd builds `restart CLUSTER --rolling`.
@@ -71,15 +73,15 @@ Bounded by --timeout, else 4 h.`,
   kubectl dbops restart mycrate --rolling --pause-between 1m --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE:              g.runE(o),
+		RunE:              o.Runner.runE(o),
 	}
 	cmd.Flags().BoolVar(&o.Rolling, "rolling", false, "Restart pods batch by batch, waiting for each batch to be back (required)")
 	cmd.Flags().StringSliceVar(&o.Groups, "group", nil, "Limit to these node groups (repeatable or comma separated)")
 	cmd.Flags().StringVar(&o.Mode, "mode", ops.ModePod, "How many pods at once: "+strings.Join(ops.RestartModes, "|"))
 	cmd.Flags().StringVar(&o.Method, "method", "", "How each pod restarts: pod (delete it) or, for FoundationDB, process (bounce its fdbserver processes with fdbcli kill; the default there)")
 	cmd.Flags().IntVar(&o.MaxUnavailableZones, "max-unavailable-zones", 0, "Before each batch, wait until at most K other zones have unavailable pods (default: refuse if any other pod is not Ready)")
-	cmd.Flags().DurationVar(&g.Pacing.Between, "pause-between", 0, "Wait this long between pods (batches) for a human or a check to look at the cluster")
-	cmd.Flags().IntVar(&g.Pacing.After, "pause-after", 0, "Stop cleanly (exit 7) after restarting N pods (batches) in this run; re-run the same command to continue")
+	cmd.Flags().DurationVar(&o.Pacing.Between, "pause-between", 0, "Wait this long between pods (batches) for a human or a check to look at the cluster")
+	cmd.Flags().IntVar(&o.Pacing.After, "pause-after", 0, "Stop cleanly (exit 7) after restarting N pods (batches) in this run; re-run the same command to continue")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
 	g.addEngineFlags("restart", cmd.Flags())

@@ -74,13 +74,15 @@ func (g *GlobalOptions) commandLine(cmd *cobra.Command, cluster string, args ...
 
 // ResumeOptions holds `resume` arguments.
 type ResumeOptions struct {
-	*GlobalOptions
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
+	// GlobalOptions are the shared flags.
+	*Runner
 	Cluster string
 }
 
 // NewResumeCmd builds `resume CLUSTER`.
 func NewResumeCmd(g *GlobalOptions) *cobra.Command {
-	o := &ResumeOptions{GlobalOptions: g}
+	o := &ResumeOptions{Runner: NewRunner(g)}
 	cmd := &cobra.Command{
 		Use:   "resume CLUSTER",
 		Short: "Continue the cluster's unfinished operation with the arguments it was started with",
@@ -100,7 +102,7 @@ unfinished operation it changes nothing and exits 0.`,
   kubectl dbops resume mycrate -n prod --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE:              g.runE(o),
+		RunE:              o.Runner.runE(o),
 	}
 	return cmd
 }

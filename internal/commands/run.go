@@ -84,42 +84,6 @@ var (
 	_ commandOptions = (*ReportOptions)(nil)
 )
 
-// runE is a mutating command's RunE: Complete, then every check that needs
-// no API in one place (the shared flags, the command's own; the engines' flags
-// were checked before, with checkFlagDependencies), then Run.
-func (g *GlobalOptions) runE(o commandOptions) func(*cobra.Command, []string) error {
-	run := func(cmd *cobra.Command, args []string) error {
-		if err := o.Complete(cmd, args); err != nil {
-			return err
-		}
-		if err := g.Validate(); err != nil {
-			return err
-		}
-		if err := o.Validate(); err != nil {
-			return err
-		}
-		return o.Run(cmd)
-	}
-	return func(cmd *cobra.Command, args []string) error {
-		err := run(cmd, args)
-		if err != nil && g.Output == "json" && !g.streamEnded {
-			// A refusal or failure before the run (bad input, preflight, the lock, RBAC): the
-			// NDJSON stream still ends with done, its reason code beside the text.
-			ev := ops.Event{Type: ops.EventDone, Time: time.Now(), Operation: cmd.Name(), Outcome: ops.OutcomeRefused,
-				Error: err.Error(), ReasonCode: ops.ReasonOf(err)}
-			if len(args) > 0 {
-				ev.Cluster = args[0]
-			}
-			js := tui.NewJSON(g.Out)
-			js.Emit(ev)
-			if werr := js.Err(); werr != nil {
-				return fmt.Errorf("%w (writing output: %v)", err, werr)
-			}
-		}
-		return err
-	}
-}
-
 // runOptions is the RunE of a command that reads or changes only the lock or prints
 // documents (lock, deny, status, version): Complete, Validate (which checks the shared flags
 // too), Run. It has no engine flags to check, unlike runE.
@@ -168,7 +132,7 @@ type operation struct {
 // runOperation is the pipeline every mutating command runs: find the
 // cluster, get its engine, plan from live state, then dry-run, or confirm,
 // lock and execute within the timeout with the chosen view.
-func (g *GlobalOptions) runOperation(ctx context.Context, op operation) error {
+func (g *Runner) runOperation(ctx context.Context, op operation) error {
 	operation := ""
 	if len(op.req.Command) > 0 {
 		operation = op.req.Command[0]
@@ -248,7 +212,7 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 
 // execute is the shared tail of every mutating command: dry-run, confirm,
 // lock, run with the chosen view.
-func (g *GlobalOptions) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
+func (g *Runner) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
 	// The journal as an interrupted run left it (read without the lock):
 	// resumed when it is the same request, else replaced and its progress lost.
 	st := g.lockState(ctx, cl, c)

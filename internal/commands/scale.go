@@ -14,7 +14,9 @@ import (
 
 // ScaleOptions holds `scale` flags.
 type ScaleOptions struct {
-	*GlobalOptions
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
+	// GlobalOptions are the shared flags.
+	*Runner
 	Cluster  string
 	Masters  int32
 	Data     []string
@@ -35,7 +37,7 @@ type ScaleOptions struct {
 
 // NewScaleOptions returns options bound to the shared flags.
 func NewScaleOptions(g *GlobalOptions) *ScaleOptions {
-	return &ScaleOptions{GlobalOptions: g}
+	return &ScaleOptions{Runner: NewRunner(g)}
 }
 
 // NewScaleCmd builds `scale CLUSTER`.
@@ -119,7 +121,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   kubectl dbops scale fdb-kubernetes-example --replicas 3`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
-		RunE:              g.runE(o),
+		RunE:              o.Runner.runE(o),
 	}
 	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")

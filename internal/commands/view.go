@@ -24,7 +24,7 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 // runWithView runs the executor with one of the three views of its events:
 // NDJSON for -o json, the Bubble Tea TUI on a terminal, plain lines
 // otherwise (CI).
-func (g *GlobalOptions) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan, cl *Clients, c *ops.Cluster) (err error) {
+func (g *Runner) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.Plan, cl *Clients, c *ops.Cluster) (err error) {
 	// One pod informer for the whole run: the steps' waits, preconditions and UID reads
 	// and the pods table all read it (one LIST and one WATCH per run).
 	podsCtx, stopInformer := context.WithCancel(context.WithoutCancel(ctx))

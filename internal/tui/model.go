@@ -309,6 +309,10 @@ func (m *Model) apply(e ops.Event) {
 	case ops.EventLock:
 		if e.Lock != nil {
 			l := *e.Lock
+			// A renewal moves the expiry; it need not repeat who holds the lock.
+			if l.Holder == "" && m.lock != nil && l.Action == ops.LockRenewed {
+				l.Holder = m.lock.Holder
+			}
 			m.lock = &l
 		}
 	case ops.EventStepStarted:

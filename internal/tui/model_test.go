@@ -539,3 +539,24 @@ func TestModelPaused(t *testing.T) {
 	m, _ = feed(t, m, EventMsg(ops.Event{Type: ops.EventControl, Time: clk.t, Control: cont, Message: cont.Describe()}))
 	assertNotContains(t, m.View(), "PAUSED")
 }
+
+// TestModelLockExpiryFollowsRenewals: each renewal's later expiry replaces the shown one (an
+// on-call engineer reads from it how long the lock is safe), the holder stays named although
+// renewals need not repeat it, and an expiry in the past is shown as expired.
+func TestModelLockExpiryFollowsRenewals(t *testing.T) {
+	m, clk := newTestModel(Options{NoColor: true, Abort: func() {}})
+	lock := func(a string, holder string, expires time.Duration) tea.Msg {
+		return EventMsg(ops.Event{Type: ops.EventLock, Time: clk.t, Lock: &ops.LockInfo{Action: a, Holder: holder, Expires: t0.Add(expires)}})
+	}
+	m, _ = feed(t, m, tea.WindowSizeMsg{Width: 100, Height: 40}, lock(ops.LockAcquired, "alice@laptop", 5*time.Minute))
+	assertContains(t, m.View(), "lock: held by alice@laptop · expires "+t0.Add(5*time.Minute).UTC().Format("15:04:05")+" UTC (in 5m0s)")
+	for i := 1; i <= 3; i++ {
+		clk.t = t0.Add(time.Duration(i) * time.Minute)
+		m, _ = feed(t, m, lock(ops.LockRenewed, "", time.Duration(i)*time.Minute+5*time.Minute))
+		want := "lock: held by alice@laptop · expires " + t0.Add(time.Duration(i)*time.Minute+5*time.Minute).UTC().Format("15:04:05") + " UTC (in 5m0s)"
+		assertContains(t, m.View(), want)
+	}
+	clk.t = t0.Add(10 * time.Minute)
+	m, _ = feed(t, m, tea.WindowSizeMsg{Width: 100, Height: 40})
+	assertContains(t, m.View(), "(expired 2m0s ago)")
+}

@@ -149,4 +149,11 @@ func TestFoundationDBStatusWatchSeesFDBHealth(t *testing.T) {
 	if r := runCLI(t, env, "list", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, "maintenance") {
 		t.Fatalf("list during a maintenance zone: %s", r)
 	}
+	// explain: one failed line for the one cause (the restart's preflight refuses for the same
+	// zone and is not repeated), with the fix.
+	r = runCLI(t, env, "explain", "myfdb", "-n", ns)
+	if r.Code != 5 || strings.Count(r.Stdout, "[FAIL]") != 1 || !strings.Contains(r.Stdout, "[FAIL] maintenance-zone ") ||
+		!strings.Contains(r.Stdout, "fdbcli --exec 'maintenance off'") {
+		t.Fatalf("explain during someone else's maintenance zone: want exit 5 and one failed line: %s", r)
+	}
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -226,12 +227,14 @@ func TestRBACReadmeRoleIsSufficient(t *testing.T) {
 			{"replace", "web", "web-1", "--strategy", "deletion", "--yes"},
 			{"replace", "web", "web-0", "--yes"},
 			{"status", "web", "-o", "json"},
+			// --logs reads pods/log, which the README's Role grants: no warning, logs in the bundle.
+			{"report", "web", "-f", filepath.Join(t.TempDir(), "web.zip"), "--logs"},
 		} {
 			res := runCLI(t, env, as(args...)...)
 			if res.Code != 0 {
 				t.Fatalf("under the README Role: %s", res)
 			}
-			if strings.Contains(res.Stderr, "forbidden") || strings.Contains(res.Stdout, "forbidden") {
+			if strings.Contains(res.Stderr, "forbidden") || strings.Contains(res.Stdout, "forbidden") || strings.Contains(res.Stderr, "you may not") {
 				t.Errorf("a request was forbidden: %s", res)
 			}
 		}

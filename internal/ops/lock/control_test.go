@@ -151,9 +151,12 @@ func startSteerRun(t *testing.T) *steerRun {
 	}
 	p := &ops.Plan{Operation: "restart", Args: "--rolling", Namespace: testNS, Cluster: testCluster,
 		Steps: []*ops.Step{step("db-0"), step("db-1"), step("db-2")}}
-	// The real clock: renewals must really write while the run waits in a pause.
+	// The real clock: renewals must really write while the run waits in a pause. Every 50 ms,
+	// not faster: another terminal's request retries a conflict 5 times 10 ms apart (modify's
+	// retry.DefaultRetry), and renewals every 5 ms won all five under -race in CI; real
+	// renewals are seconds apart.
 	m := &Manager{Client: r.f.cs, Namespace: testNS, Cluster: testCluster, ID: me, Session: "s1", Clock: ops.RealClock{}}
-	e := &ops.Executor{Locker: m, Clock: ops.RealClock{}, RenewEvery: 5 * time.Millisecond, Timeout: time.Minute,
+	e := &ops.Executor{Locker: m, Clock: ops.RealClock{}, RenewEvery: 50 * time.Millisecond, Timeout: time.Minute,
 		Sink: ops.SinkFunc(func(ev ops.Event) {
 			r.mu.Lock()
 			r.events = append(r.events, ev)
