@@ -9,7 +9,9 @@ import (
 
 func TestRateEstimate(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)
-	at := func(sec int, left int64) RateSample { return RateSample{At: t0.Add(time.Duration(sec) * time.Second), Left: left} }
+	at := func(sec int, left int64) RateSample {
+		return RateSample{At: t0.Add(time.Duration(sec) * time.Second), Left: left}
+	}
 	for _, tc := range []struct {
 		name      string
 		samples   []RateSample
@@ -19,7 +21,7 @@ func TestRateEstimate(t *testing.T) {
 		basis     string
 	}{
 		{name: "no reading", unit: UnitBytes, unknown: "nothing measured yet"},
-		{name: "one reading is no rate", samples: []RateSample{at(0, 100 << 20)}, unit: UnitBytes,
+		{name: "one reading is no rate", samples: []RateSample{at(0, 100<<20)}, unit: UnitBytes,
 			unknown: "100.0 MiB left, one reading so far: a rate needs two"},
 		{name: "nothing moved", samples: []RateSample{at(0, 500), at(10, 500)}, unit: UnitEntries,
 			unknown: "500 raft entries left, none moved since 15:00:00"},
