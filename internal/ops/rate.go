@@ -1,0 +1,160 @@
+package ops
+
+import (
+	"fmt"
+	"time"
+)
+
+// Units of what a data-moving step still has to move (StepContext.Remaining).
+const (
+	UnitBytes   = "bytes"
+	UnitEntries = "raft entries"
+	UnitShards  = "shards"
+)
+
+// RateSample is how much a step had left to move at a time, read from the database.
+type RateSample struct {
+	At   time.Time
+	Left int64
+}
+
+// maxRateSamples bounds the samples a step keeps: the rate of the last ones is the one that
+// holds now (a drain slows down as the last, largest shards move).
+const maxRateSamples = 16
+
+// addRateSample appends s to samples, starting over when more is left than before (a
+// process reporting late, a new recovery) and replacing a sample taken at the same time.
+func addRateSample(samples []RateSample, s RateSample) []RateSample {
+	if n := len(samples); n > 0 {
+		last := samples[n-1]
+		switch {
+		case s.Left > last.Left:
+			samples = samples[:0]
+		case !s.At.After(last.At):
+			samples = samples[:n-1]
+		}
+	}
+	samples = append(samples, s)
+	if len(samples) > maxRateSamples {
+		samples = append(samples[:0], samples[len(samples)-maxRateSamples:]...)
+	}
+	return samples
+}
+
+// RateEstimate is the remaining time of a step that moves data, from samples (oldest first,
+// unit as the Unit* constants): what is left now divided by the rate it shrank at, as a
+// range: low at the fastest rate between two samples, high at the slower of the slowest such
+// rate and the average since the first sample (which counts the pauses). Unknown until two
+// samples show some of it moved.
+func RateEstimate(now time.Time, samples []RateSample, unit string) *ETA {
+	eta := &ETA{At: now}
+	if len(samples) == 0 {
+		eta.Unknown = "nothing measured yet"
+		return eta
+	}
+	first, last := samples[0], samples[len(samples)-1]
+	if last.Left <= 0 {
+		return eta
+	}
+	if len(samples) < 2 {
+		eta.Unknown = fmt.Sprintf("%s left, one reading so far: a rate needs two", amount(last.Left, unit))
+		return eta
+	}
+	moved := first.Left - last.Left
+	took := last.At.Sub(first.At)
+	if moved <= 0 || took <= 0 {
+		eta.Unknown = fmt.Sprintf("%s left, none moved since %s", amount(last.Left, unit), first.At.UTC().Format("15:04:05"))
+		return eta
+	}
+	avg := float64(moved) / took.Seconds()
+	fastest, slowest := avg, avg
+	for i := 1; i < len(samples); i++ {
+		d := samples[i-1].Left - samples[i].Left
+		dt := samples[i].At.Sub(samples[i-1].At).Seconds()
+		if d <= 0 || dt <= 0 {
+			continue
+		}
+		r := float64(d) / dt
+		fastest, slowest = max(fastest, r), min(slowest, r)
+	}
+	left := float64(last.Left)
+	eta.Low = time.Duration(left / fastest * float64(time.Second))
+	eta.High = time.Duration(left / slowest * float64(time.Second))
+	eta.Basis = fmt.Sprintf("%s left at %s over %d readings since %s", amount(last.Left, unit),
+		rateRange(slowest, fastest, unit), len(samples), first.At.UTC().Format("15:04:05"))
+	return eta
+}
+
+func amount(n int64, unit string) string {
+	if unit == UnitBytes {
+		return FormatBytes(n)
+	}
+	return fmt.Sprintf("%d %s", n, unit)
+}
+
+// rateRange is "10.0–12.0 MiB/s", or one rate when both read the same.
+func rateRange(slow, fast float64, unit string) string {
+	a, b := fmt.Sprintf("%.1f", slow), fmt.Sprintf("%.1f", fast)
+	if unit == UnitBytes {
+		a, b, unit = FormatBytes(int64(slow)), FormatBytes(int64(fast)), ""
+	}
+	r := a
+	if a != b {
+		if unit == "" {
+			r += "/s"
+		}
+		r += "–" + b
+	}
+	if unit == "" {
+		return r + "/s"
+	}
+	return r + " " + unit + "/s"
+}
+
+// Remaining notes how much the step still has to move (bytes to relocate, raft entries a
+// learner is behind), as read from the database now; the step's next Block publishes the
+// run's ETA with this step's part from the rate it shrinks at (RateEstimate).
+func (sc *StepContext) Remaining(left int64, unit string) {
+	if sc == nil || sc.exec == nil {
+		return
+	}
+	sc.blockMu.Lock()
+	defer sc.blockMu.Unlock()
+	if unit != sc.rateUnit {
+		sc.rateUnit, sc.rate = unit, nil
+	}
+	sc.rate = addRateSample(sc.rate, RateSample{At: sc.exec.Clock.Now(), Left: left})
+}
+
+// waitingETA is the run's ETA while step sc moves data: this step's part from its rate
+// (RateEstimate), the steps after it from this run's step times (Estimate). Nil when the
+// step reported nothing left to move. Called with sc.blockMu held.
+func (e *Executor) waitingETA(sc *StepContext) *ETA {
+	if len(sc.rate) == 0 {
+		return nil
+	}
+	now := e.Clock.Now()
+	step := RateEstimate(now, sc.rate, sc.rateUnit)
+	e.mu.Lock()
+	rest := e.estimate(sc.journal, sc.Ref.Index, 0, nil)
+	e.mu.Unlock()
+	return combineETA(now, step, rest)
+}
+
+// combineETA adds the rest of the run's estimate to the running step's own.
+func combineETA(now time.Time, step, rest *ETA) *ETA {
+	eta := &ETA{At: now, Step: step}
+	switch {
+	case step.Unknown != "":
+		eta.Unknown = "this step: " + step.Unknown
+	case rest.Unknown != "":
+		eta.Unknown = "the steps after this one: " + rest.Unknown
+	default:
+		eta.Low, eta.High = step.Low+rest.Low, step.High+rest.High
+		eta.Basis = "this step: " + step.Basis
+		if rest.Basis != "" {
+			eta.Basis += "; then " + rest.Basis
+		}
+	}
+	return eta
+}

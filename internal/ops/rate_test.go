@@ -1,0 +1,145 @@
+package ops
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRateEstimate(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)
+	at := func(sec int, left int64) RateSample {
+		return RateSample{At: t0.Add(time.Duration(sec) * time.Second), Left: left}
+	}
+	for _, tc := range []struct {
+		name      string
+		samples   []RateSample
+		unit      string
+		low, high time.Duration
+		unknown   string
+		basis     string
+	}{
+		{name: "no reading", unit: UnitBytes, unknown: "nothing measured yet"},
+		{name: "one reading is no rate", samples: []RateSample{at(0, 100<<20)}, unit: UnitBytes,
+			unknown: "100.0 MiB left, one reading so far: a rate needs two"},
+		{name: "nothing moved", samples: []RateSample{at(0, 500), at(10, 500)}, unit: UnitEntries,
+			unknown: "500 raft entries left, none moved since 15:00:00"},
+		{name: "a steady rate is a point", samples: []RateSample{at(0, 300), at(10, 200)}, unit: UnitEntries,
+			low: 20 * time.Second, high: 20 * time.Second, basis: "200 raft entries left at 10.0 raft entries/s over 2 readings since 15:00:00"},
+		// 40 then 10 per second: low at the fastest, high at the slowest.
+		{name: "fastest and slowest interval", samples: []RateSample{at(0, 1000), at(10, 600), at(20, 500)}, unit: UnitShards,
+			low: 500 * time.Second / 40, high: 50 * time.Second},
+		// 100 per second, then a stall: the average since the first reading (25/s) is slower
+		// than any interval that moved, so the high end counts the stall.
+		{name: "done", samples: []RateSample{at(0, 10), at(5, 0)}, unit: UnitBytes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := RateEstimate(t0.Add(time.Minute), tc.samples, tc.unit)
+			if got.Unknown != tc.unknown || got.Low != tc.low || got.High != tc.high {
+				t.Errorf("got %+v (%s), want low %s high %s unknown %q", got, got, tc.low, tc.high, tc.unknown)
+			}
+			if tc.basis != "" && got.Basis != tc.basis {
+				t.Errorf("basis %q, want %q", got.Basis, tc.basis)
+			}
+		})
+	}
+}
+
+// Readings that stop moving for a while widen the high end to the average since the first
+// reading: a rate taken only between readings that moved would promise too much.
+func TestRateEstimateCountsStalls(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)
+	s := []RateSample{{t0, 2000}, {t0.Add(10 * time.Second), 1000}, {t0.Add(40 * time.Second), 1000}}
+	got := RateEstimate(t0.Add(40*time.Second), s, UnitBytes)
+	// moved 100/s while moving, 25/s on average: 1000 left is 10s–40s.
+	if got.Unknown != "" || got.Low != 10*time.Second || got.High != 40*time.Second {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestAddRateSample(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)
+	var s []RateSample
+	s = addRateSample(s, RateSample{t0, 100})
+	s = addRateSample(s, RateSample{t0.Add(time.Second), 90})
+	s = addRateSample(s, RateSample{t0.Add(time.Second), 80}) // same time: replaces
+	if len(s) != 2 || s[1].Left != 80 {
+		t.Fatalf("same-time reading: %+v", s)
+	}
+	s = addRateSample(s, RateSample{t0.Add(2 * time.Second), 120}) // more left: starts over
+	if len(s) != 1 || s[0].Left != 120 {
+		t.Fatalf("a larger reading did not start over: %+v", s)
+	}
+	for i := range 3 * maxRateSamples {
+		s = addRateSample(s, RateSample{t0.Add(time.Duration(3+i) * time.Second), int64(100 - i)})
+	}
+	if len(s) != maxRateSamples || s[len(s)-1].Left != int64(100-3*maxRateSamples+1) {
+		t.Fatalf("kept %d readings, last %+v", len(s), s[len(s)-1])
+	}
+}
+
+// A data-moving step's waits carry the run's ETA: its own part from the rate, the steps
+// after it from this run's step times; unknown until both have evidence; the journal on
+// the lock gets it so `status` shows it from another terminal.
+func TestWaitingETAFromRate(t *testing.T) {
+	clock := &manualClock{t: time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)}
+	locker := &memLocker{id: "me"}
+	var journaled *ETA
+	mk := func(id string, took time.Duration) *Step {
+		return &Step{ID: id, Target: id, Description: id, Mutating: true,
+			Verify: func(context.Context, *StepContext) error { clock.advance(took); return nil }}
+	}
+	drain := &Step{ID: "drain/data-0", Target: "data-0", Description: "drain", Mutating: true,
+		Verify: func(ctx context.Context, sc *StepContext) error {
+			for _, left := range []int64{4000, 3000, 2500} {
+				sc.Remaining(left, UnitBytes)
+				sc.Block(ctx, BlockedShard, "shards on data-0", "", "shards to move")
+				clock.advance(10 * time.Second)
+			}
+			if _, err := sc.exec.flushBlocked(ctx); err != nil {
+				return err
+			}
+			journaled = locker.stored(t).ETA
+			return nil
+		}}
+	p := &Plan{Operation: "scale", Cluster: "db", Namespace: "prod", Engine: EngineGeneric, Steps: []*Step{
+		mk("restart/a", 10*time.Second), mk("restart/b", 30*time.Second), drain, mk("restart/c", 20*time.Second)}}
+	rec := &Recorder{}
+	ex := &Executor{Locker: locker, Sink: rec, Clock: clock}
+	if err := ex.Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range rec.Events() {
+		if ev.Type == EventStepWaiting {
+			if ev.ETA == nil {
+				t.Fatalf("waiting event without an ETA: %+v", ev)
+			}
+			got = append(got, ev.ETA.String())
+		}
+	}
+	// Rates 100 B/s then 50 B/s: 2500 B left is 25s–50s, then one restart step 10s–30s.
+	want := []string{
+		"unknown (this step: 3.9 KiB left, one reading so far: a rate needs two)",
+		"40s–1m0s (this step: 2.9 KiB left at 100 B/s over 2 readings since 15:00:40; then 1 restart step(s) left, median 20s ± 10s of 2)",
+		"35s–1m20s (this step: 2.4 KiB left at 50 B/s–100 B/s over 3 readings since 15:00:40; then 1 restart step(s) left, median 20s ± 10s of 2)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("waiting ETAs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if journaled == nil || journaled.Low != 35*time.Second || journaled.High != 80*time.Second || journaled.Step == nil {
+		t.Errorf("journal ETA during the drain = %+v", journaled)
+	}
+}
+
+func TestETAStringWithStep(t *testing.T) {
+	e := &ETA{Unknown: "the steps after this one: 0 of 2 restart step(s) finished in this run, 2 needed",
+		Step: &ETA{Low: time.Minute, High: 2 * time.Minute, Basis: "1.0 GiB left"}}
+	if got := e.Range(); got != "unknown; this step 1m0s–2m0s" {
+		t.Errorf("Range = %q", got)
+	}
+	if got := e.String(); !strings.HasSuffix(got, "; this step 1m0s–2m0s (1.0 GiB left)") {
+		t.Errorf("String = %q", got)
+	}
+}
