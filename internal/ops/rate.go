@@ -22,15 +22,20 @@ type RateSample struct {
 // holds now (a drain slows down as the last, largest shards move).
 const maxRateSamples = 16
 
-// addRateSample appends s to samples, starting over when more is left than before (a
-// process reporting late, a new recovery) and replacing a sample taken at the same time.
+// addRateSample appends s to samples (oldest first). A reading taken at the same time as the
+// last replaces it; a run of equal readings keeps only its first and its latest (databases
+// update their figures every few seconds, and a poll faster than that must not push the
+// readings that moved out of the window). More left than at the window's first reading is
+// new work the old readings say nothing about (a process reporting late, a new recovery):
+// the measurement starts over. A smaller rise is kept, and slows the average.
 func addRateSample(samples []RateSample, s RateSample) []RateSample {
 	if n := len(samples); n > 0 {
-		last := samples[n-1]
 		switch {
-		case s.Left > last.Left:
+		case s.Left > samples[0].Left:
 			samples = samples[:0]
-		case !s.At.After(last.At):
+		case !s.At.After(samples[n-1].At):
+			samples = samples[:n-1]
+		case n >= 2 && samples[n-1].Left == s.Left && samples[n-2].Left == s.Left:
 			samples = samples[:n-1]
 		}
 	}
@@ -43,9 +48,11 @@ func addRateSample(samples []RateSample, s RateSample) []RateSample {
 
 // RateEstimate is the remaining time of a step that moves data, from samples (oldest first,
 // unit as the Unit* constants): what is left now divided by the rate it shrank at, as a
-// range: low at the fastest rate between two samples, high at the slower of the slowest such
-// rate and the average since the first sample (which counts the pauses). Unknown until two
-// samples show some of it moved.
+// range. The rates are taken between readings where the figure changed, each from the
+// previous change (a figure that updates every few seconds would otherwise read as a burst
+// over the last poll interval). Low is at the fastest such rate; high at the slower of the
+// slowest one and the average since the first reading, which counts stalls and rises.
+// Unknown until two readings show some of it moved.
 func RateEstimate(now time.Time, samples []RateSample, unit string) *ETA {
 	eta := &ETA{At: now}
 	if len(samples) == 0 {
@@ -68,9 +75,13 @@ func RateEstimate(now time.Time, samples []RateSample, unit string) *ETA {
 	}
 	avg := float64(moved) / took.Seconds()
 	fastest, slowest := avg, avg
-	for i := 1; i < len(samples); i++ {
-		d := samples[i-1].Left - samples[i].Left
-		dt := samples[i].At.Sub(samples[i-1].At).Seconds()
+	prev := first
+	for _, s := range samples[1:] {
+		if s.Left == prev.Left {
+			continue
+		}
+		d, dt := prev.Left-s.Left, s.At.Sub(prev.At).Seconds()
+		prev = s
 		if d <= 0 || dt <= 0 {
 			continue
 		}

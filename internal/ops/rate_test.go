@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +31,15 @@ func TestRateEstimate(t *testing.T) {
 		// 40 then 10 per second: low at the fastest, high at the slowest.
 		{name: "fastest and slowest interval", samples: []RateSample{at(0, 1000), at(10, 600), at(20, 500)}, unit: UnitShards,
 			low: 500 * time.Second / 40, high: 50 * time.Second},
-		// 100 per second, then a stall: the average since the first reading (25/s) is slower
-		// than any interval that moved, so the high end counts the stall.
 		{name: "done", samples: []RateSample{at(0, 10), at(5, 0)}, unit: UnitBytes},
+		// A figure the database updates every 10s, polled every second: the rate is 100 per
+		// 10s, not 100 in the last second (which would promise 9s).
+		{name: "a rate spans the time since the figure last changed", samples: []RateSample{at(0, 1000), at(9, 1000), at(10, 900)},
+			unit: UnitShards, low: 90 * time.Second, high: 90 * time.Second},
+		// 20/s, a rise of 50 (more queued), then 25/s: the rise is kept and slows the average
+		// (400 in 30s), so the high end is 600 at 13.3/s.
+		{name: "a small rise slows the average", samples: []RateSample{at(0, 1000), at(10, 800), at(20, 850), at(30, 600)},
+			unit: UnitShards, low: 24 * time.Second, high: 45 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := RateEstimate(t0.Add(time.Minute), tc.samples, tc.unit)
@@ -67,10 +74,15 @@ func TestAddRateSample(t *testing.T) {
 	if len(s) != 2 || s[1].Left != 80 {
 		t.Fatalf("same-time reading: %+v", s)
 	}
-	s = addRateSample(s, RateSample{t0.Add(2 * time.Second), 120}) // more left: starts over
-	if len(s) != 1 || s[0].Left != 120 {
-		t.Fatalf("a larger reading did not start over: %+v", s)
+	s = addRateSample(s, RateSample{t0.Add(2 * time.Second), 95}) // a rise below the first: kept
+	if len(s) != 3 || s[2].Left != 95 {
+		t.Fatalf("a rise below the first reading was not kept: %+v", s)
 	}
+	s = addRateSample(s, RateSample{t0.Add(3 * time.Second), 200}) // above the first: starts over
+	if len(s) != 1 || s[0].Left != 200 {
+		t.Fatalf("more than the window's first reading did not start over: %+v", s)
+	}
+	s = nil
 	for i := range 3 * maxRateSamples {
 		s = addRateSample(s, RateSample{t0.Add(time.Duration(3+i) * time.Second), int64(100 - i)})
 	}
@@ -141,5 +153,27 @@ func TestETAStringWithStep(t *testing.T) {
 	}
 	if got := e.String(); !strings.HasSuffix(got, "; this step 1m0s–2m0s (1.0 GiB left)") {
 		t.Errorf("String = %q", got)
+	}
+}
+
+// A long stall keeps the readings that moved before it: a run of equal readings keeps its
+// first and its latest, so the rate still rests on what moved.
+func TestRateSamplesKeepWhatMovedThroughAStall(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)
+	var s []RateSample
+	s = addRateSample(s, RateSample{t0, 1000})
+	s = addRateSample(s, RateSample{t0.Add(10 * time.Second), 900})
+	for i := 11; i <= 30; i++ {
+		s = addRateSample(s, RateSample{t0.Add(time.Duration(i) * time.Second), 900})
+	}
+	s = addRateSample(s, RateSample{t0.Add(40 * time.Second), 800})
+	want := []RateSample{{t0, 1000}, {t0.Add(10 * time.Second), 900}, {t0.Add(30 * time.Second), 900}, {t0.Add(40 * time.Second), 800}}
+	if !slices.Equal(s, want) {
+		t.Fatalf("kept %+v, want %+v", s, want)
+	}
+	// 10/s, then 100 in the 30s since 900 was first read: 800 left is 80s–240s.
+	got := RateEstimate(t0.Add(40*time.Second), s, UnitShards)
+	if got.Unknown != "" || got.Low != 80*time.Second || got.High != 240*time.Second {
+		t.Errorf("got %+v", got)
 	}
 }
