@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,9 +11,43 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim"
+	"github.com/kubectl-dbops/kubectl-dbops/test/sim/fdbsim/fdbwire"
 	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
+
+// ndETA is an ETA as NDJSON events and status -o json carry it (ops.ETA).
+type ndETA struct {
+	At      time.Time     `json:"at"`
+	Low     time.Duration `json:"lowNs"`
+	High    time.Duration `json:"highNs"`
+	Basis   string        `json:"basis"`
+	Unknown string        `json:"unknown"`
+	Step    *ndETA        `json:"step"`
+}
+
+// statusETA is the ETA in `status -o json` (the journal on the Lease), read as a second
+// process would.
+func statusETA(t *testing.T, env []string, ns, cluster string) *ndETA {
+	t.Helper()
+	res := runCLI(t, env, "status", cluster, "-n", ns, "-o", "json")
+	if res.Code != 0 {
+		t.Fatalf("status: %s", res)
+	}
+	var st struct {
+		Lock struct {
+			Journal struct {
+				ETA *ndETA `json:"eta"`
+			} `json:"journal"`
+		} `json:"lock"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, res.Stdout)
+	}
+	return st.Lock.Journal.ETA
+}
 
 // podStartTimes gives pod <name>-<i> of the StatefulSet delays[i] to start (kwok).
 func podStartTimes(name string, delays ...string) func(*appsv1.StatefulSet) {
@@ -50,13 +85,7 @@ func TestETAHonestAtHalfWay(t *testing.T) {
 		Lock struct {
 			Journal struct {
 				Done []string `json:"done"`
-				ETA  *struct {
-					At      time.Time     `json:"at"`
-					Low     time.Duration `json:"lowNs"`
-					High    time.Duration `json:"highNs"`
-					Basis   string        `json:"basis"`
-					Unknown string        `json:"unknown"`
-				} `json:"eta"`
+				ETA  *ndETA   `json:"eta"`
 			} `json:"journal"`
 		} `json:"lock"`
 	}
@@ -78,5 +107,73 @@ func TestETAHonestAtHalfWay(t *testing.T) {
 	t.Logf("ETA at half-way %s–%s (%s); the run ended %s later", eta.Low, eta.High, eta.Basis, actual)
 	if actual < eta.Low || actual > eta.High {
 		t.Errorf("the run ended %s after the half-way estimate, outside its range %s–%s (%s)", actual, eta.Low, eta.High, eta.Basis)
+	}
+}
+
+// TestFDBExclusionETAFromDataRate (#41 item 3, byte rates): a FoundationDB replace whose
+// excluded storage process takes a while to drain (the simulator moves its data in 20s). Its
+// exclude step's waiting events (NDJSON) carry the step's ETA from the rate the bytes left
+// fall at: unknown at the first reading, then a range; `status -o json` run as a second
+// process on each such event shows it from the journal on the Lease.
+func TestFDBExclusionETAFromDataRate(t *testing.T) {
+	ns := newNamespace(t)
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	b, err := fdbwire.Start(ctx, bed, bed.Client, bed.Dynamic, ns, fdbsim.Config{RestartDelay: time.Second, DataMove: 20 * time.Second}, fdbE2EPacing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Create(ctx, fdbwire.ClusterSpec{Namespace: ns, Name: "myfdb", Storage: 3, Log: 3, Stateless: 3, RedundancyMode: "triple",
+		ZoneFromNodeLabel: true, WaitBetweenRemovalsSeconds: fdbE2EWaitBetweenRemovals()}); err != nil {
+		t.Fatal(err)
+	}
+	env := cliEnv(t)
+	pods, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "foundationdb.org/fdb-process-class=storage"})
+	if err != nil || len(pods.Items) != 3 {
+		t.Fatalf("storage pods: %v", err)
+	}
+	run := startCLI(t, env, "replace", "myfdb", pods.Items[0].Name, "-n", ns, "--yes", "-o", "json", "--lock-duration", "15s")
+	var unknown, ranged *ndETA
+	var fromStatus *ndETA
+	for fromStatus == nil {
+		ev := run.waitEvent("a waiting event of the exclusion with a ranged ETA shown by status", func(ev ndEvent) bool {
+			return ev.Type == "step-waiting" && strings.HasPrefix(ev.stepID(), "exclude/")
+		})
+		if ev.ETA == nil || ev.ETA.Step == nil {
+			// Before the operator excludes, no data moves: no rate to read.
+			if strings.Contains(ev.Reason, "left to move") {
+				t.Fatalf("the exclusion's waiting event on data to move carries no step ETA: %+v", ev)
+			}
+			continue
+		}
+		if ev.ETA.Step.Unknown != "" {
+			if unknown == nil {
+				unknown = ev.ETA.Step
+			}
+			continue
+		}
+		ranged = ev.ETA.Step
+		if ranged.High <= 0 || ranged.Low > ranged.High || !strings.Contains(ranged.Basis, "/s over ") {
+			t.Fatalf("the step's ETA is not a range from a rate: %+v", ranged)
+		}
+		// The journal goes out at most every few seconds: the next waiting event asks again.
+		if eta := statusETA(t, env, ns, "myfdb"); eta != nil && eta.Step != nil && eta.Step.Unknown == "" {
+			fromStatus = eta
+		}
+	}
+	if unknown == nil || !strings.Contains(unknown.Unknown, "one reading so far") {
+		t.Errorf("the first reading's step ETA was not unknown for want of a second: %+v", unknown)
+	}
+	// The run's own range needs the later steps' kinds timed too (one batch: unknown, "the
+	// steps after this one: ..."); the step's part stands on its own.
+	if fromStatus.Step.High <= 0 || !strings.Contains(fromStatus.Step.Basis, "left at ") ||
+		!strings.Contains(fromStatus.Basis+fromStatus.Unknown, "this step: ") && !strings.HasPrefix(fromStatus.Unknown, "the steps after this one: ") {
+		t.Errorf("status shows the ETA %+v (step %+v)", fromStatus, fromStatus.Step)
+	}
+	t.Logf("NDJSON step ETA %s–%s (%s); status: run %s–%s (%s%s), step %s–%s (%s)", ranged.Low, ranged.High, ranged.Basis,
+		fromStatus.Low, fromStatus.High, fromStatus.Basis, fromStatus.Unknown, fromStatus.Step.Low, fromStatus.Step.High, fromStatus.Step.Basis)
+	if res := run.wait(); res.Code != 0 {
+		t.Fatalf("replace: %s", res)
 	}
 }

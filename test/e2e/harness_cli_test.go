@@ -234,6 +234,7 @@ type ndEvent struct {
 	Error   string        `json:"error"`
 	Outcome string        `json:"outcome"`
 	Elapsed time.Duration `json:"elapsedNs"`
+	ETA     *ndETA        `json:"eta"`
 	// APIRequests is the done event's request count by "verb resource", plus "total".
 	APIRequests map[string]int `json:"apiRequests"`
 	Lock        *struct {
