@@ -68,7 +68,9 @@ func TestExclusionWaitETAFromDrainRate(t *testing.T) {
 	})
 	plan := &ops.Plan{Operation: "replace", Cluster: "myfdb", Namespace: "demo", Engine: ops.EngineFoundationDB,
 		Steps: []*ops.Step{{ID: "exclude/storage-10", Target: "FoundationDBCluster/myfdb", Description: "exclude",
-			Verify: func(ctx context.Context, sc *ops.StepContext) error { return r.waitExcluded(ctx, sc, []string{"storage-10"}) }}}}
+			Verify: func(ctx context.Context, sc *ops.StepContext) error {
+				return r.waitExcluded(ctx, sc, []string{"storage-10"})
+			}}}}
 	if err := (&ops.Executor{LockID: "test", Sink: sink, Clock: clock}).Run(t.Context(), plan); err != nil {
 		t.Fatal(err)
 	}
