@@ -165,10 +165,12 @@ type StepContext struct {
 	// blockedAt is when the step first said it is blocked.
 	blockedAt time.Time
 	// rate is what the step had left to move at each Remaining (blockMu), in rateUnit;
-	// etaRange the range of the ETA last published from it.
-	rate     []RateSample
-	rateUnit string
-	etaRange string
+	// rateEvery the longest time between two of its readings; etaRange the range of the ETA
+	// last published from it.
+	rate      []RateSample
+	rateUnit  string
+	rateEvery time.Duration
+	etaRange  string
 }
 
 // MarkReady notes that the step's pods are Ready again: the time from here to the step's

@@ -51,9 +51,11 @@ func addRateSample(samples []RateSample, s RateSample) []RateSample {
 // range. The rates are taken between readings where the figure changed, each from the
 // previous change (a figure that updates every few seconds would otherwise read as a burst
 // over the last poll interval). Low is at the fastest such rate; high at the slower of the
-// slowest one and the average since the first reading, which counts stalls and rises.
-// Unknown until two readings show some of it moved.
-func RateEstimate(now time.Time, samples []RateSample, unit string) *ETA {
+// slowest one and the average since the first reading, which counts stalls and rises, plus
+// every, the longest time between two readings of the wait: the step ends when a reading
+// sees nothing left, up to that long after it is so (the FDB exclusion e2e ended just past a
+// high end without it). Unknown until two readings show some of it moved.
+func RateEstimate(now time.Time, samples []RateSample, unit string, every time.Duration) *ETA {
 	eta := &ETA{At: now}
 	if len(samples) == 0 {
 		eta.Unknown = "nothing measured yet"
@@ -90,9 +92,12 @@ func RateEstimate(now time.Time, samples []RateSample, unit string) *ETA {
 	}
 	left := float64(last.Left)
 	eta.Low = time.Duration(left / fastest * float64(time.Second))
-	eta.High = time.Duration(left / slowest * float64(time.Second))
+	eta.High = time.Duration(left/slowest*float64(time.Second)) + every
 	eta.Basis = fmt.Sprintf("%s left at %s over %d readings since %s", amount(last.Left, unit),
 		rateRange(slowest, fastest, unit), len(samples), first.At.UTC().Format("15:04:05"))
+	if every > 0 {
+		eta.Basis += ", read every " + roundETA(every).String() + " at most"
+	}
 	return eta
 }
 
@@ -132,9 +137,14 @@ func (sc *StepContext) Remaining(left int64, unit string) {
 	sc.blockMu.Lock()
 	defer sc.blockMu.Unlock()
 	if unit != sc.rateUnit {
-		sc.rateUnit, sc.rate = unit, nil
+		sc.rateUnit, sc.rate, sc.rateEvery = unit, nil, 0
 	}
-	sc.rate = addRateSample(sc.rate, RateSample{At: sc.exec.Clock.Now(), Left: left})
+	now := sc.exec.Clock.Now()
+	if n := len(sc.rate); n > 0 {
+		// The last sample is always the latest reading (addRateSample replaces, never drops it).
+		sc.rateEvery = max(sc.rateEvery, now.Sub(sc.rate[n-1].At))
+	}
+	sc.rate = addRateSample(sc.rate, RateSample{At: now, Left: left})
 }
 
 // waitingETA is the run's ETA while step sc moves data: this step's part from its rate
@@ -145,7 +155,7 @@ func (e *Executor) waitingETA(sc *StepContext) *ETA {
 		return nil
 	}
 	now := e.Clock.Now()
-	step := RateEstimate(now, sc.rate, sc.rateUnit)
+	step := RateEstimate(now, sc.rate, sc.rateUnit, sc.rateEvery)
 	e.mu.Lock()
 	rest := e.estimate(sc.journal, sc.Ref.Index, 0, nil)
 	e.mu.Unlock()

@@ -17,6 +17,7 @@ func TestRateEstimate(t *testing.T) {
 		name      string
 		samples   []RateSample
 		unit      string
+		every     time.Duration
 		low, high time.Duration
 		unknown   string
 		basis     string
@@ -32,6 +33,11 @@ func TestRateEstimate(t *testing.T) {
 		{name: "fastest and slowest interval", samples: []RateSample{at(0, 1000), at(10, 600), at(20, 500)}, unit: UnitShards,
 			low: 500 * time.Second / 40, high: 50 * time.Second},
 		{name: "done", samples: []RateSample{at(0, 10), at(5, 0)}, unit: UnitBytes},
+		// The step ends at the reading that sees nothing left: up to one reading interval
+		// after the data is gone.
+		{name: "the high end waits for the reading that sees it done", samples: []RateSample{at(0, 300), at(10, 200)}, unit: UnitEntries,
+			every: 10 * time.Second, low: 20 * time.Second, high: 30 * time.Second,
+			basis: "200 raft entries left at 10.0 raft entries/s over 2 readings since 15:00:00, read every 10s at most"},
 		// A figure the database updates every 10s, polled every second: the rate is 100 per
 		// 10s, not 100 in the last second (which would promise 9s).
 		{name: "a rate spans the time since the figure last changed", samples: []RateSample{at(0, 1000), at(9, 1000), at(10, 900)},
@@ -42,7 +48,7 @@ func TestRateEstimate(t *testing.T) {
 			unit: UnitShards, low: 24 * time.Second, high: 45 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := RateEstimate(t0.Add(time.Minute), tc.samples, tc.unit)
+			got := RateEstimate(t0.Add(time.Minute), tc.samples, tc.unit, tc.every)
 			if got.Unknown != tc.unknown || got.Low != tc.low || got.High != tc.high {
 				t.Errorf("got %+v (%s), want low %s high %s unknown %q", got, got, tc.low, tc.high, tc.unknown)
 			}
@@ -58,7 +64,7 @@ func TestRateEstimate(t *testing.T) {
 func TestRateEstimateCountsStalls(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 15, 0, 0, 0, time.UTC)
 	s := []RateSample{{t0, 2000}, {t0.Add(10 * time.Second), 1000}, {t0.Add(40 * time.Second), 1000}}
-	got := RateEstimate(t0.Add(40*time.Second), s, UnitBytes)
+	got := RateEstimate(t0.Add(40*time.Second), s, UnitBytes, 0)
 	// moved 100/s while moving, 25/s on average: 1000 left is 10s–40s.
 	if got.Unknown != "" || got.Low != 10*time.Second || got.High != 40*time.Second {
 		t.Errorf("got %+v", got)
@@ -131,16 +137,17 @@ func TestWaitingETAFromRate(t *testing.T) {
 			got = append(got, ev.ETA.String())
 		}
 	}
-	// Rates 100 B/s then 50 B/s: 2500 B left is 25s–50s, then one restart step 10s–30s.
+	// Rates 100 B/s then 50 B/s: 2500 B left is 25s–50s, +10s to the reading that sees it
+	// done, then one restart step 10s–30s.
 	want := []string{
 		"unknown (this step: 3.9 KiB left, one reading so far: a rate needs two)",
-		"40s–1m0s (this step: 2.9 KiB left at 100 B/s over 2 readings since 15:00:40; then 1 restart step(s) left, median 20s ± 10s of 2)",
-		"35s–1m20s (this step: 2.4 KiB left at 50 B/s–100 B/s over 3 readings since 15:00:40; then 1 restart step(s) left, median 20s ± 10s of 2)",
+		"40s–1m10s (this step: 2.9 KiB left at 100 B/s over 2 readings since 15:00:40, read every 10s at most; then 1 restart step(s) left, median 20s ± 10s of 2)",
+		"35s–1m30s (this step: 2.4 KiB left at 50 B/s–100 B/s over 3 readings since 15:00:40, read every 10s at most; then 1 restart step(s) left, median 20s ± 10s of 2)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("waiting ETAs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if journaled == nil || journaled.Low != 35*time.Second || journaled.High != 80*time.Second || journaled.Step == nil {
+	if journaled == nil || journaled.Low != 35*time.Second || journaled.High != 90*time.Second || journaled.Step == nil {
 		t.Errorf("journal ETA during the drain = %+v", journaled)
 	}
 }
@@ -172,7 +179,7 @@ func TestRateSamplesKeepWhatMovedThroughAStall(t *testing.T) {
 		t.Fatalf("kept %+v, want %+v", s, want)
 	}
 	// 10/s, then 100 in the 30s since 900 was first read: 800 left is 80s–240s.
-	got := RateEstimate(t0.Add(40*time.Second), s, UnitShards)
+	got := RateEstimate(t0.Add(40*time.Second), s, UnitShards, 0)
 	if got.Unknown != "" || got.Low != 80*time.Second || got.High != 240*time.Second {
 		t.Errorf("got %+v", got)
 	}
