@@ -53,8 +53,9 @@ func addRateSample(samples []RateSample, s RateSample) []RateSample {
 // over the last poll interval). Low is at the fastest such rate; high at the slower of the
 // slowest one and the average since the first reading, which counts stalls and rises, plus
 // every, the longest time between two readings of the wait: the step ends when a reading
-// sees nothing left, up to that long after it is so (the FDB exclusion e2e ended just past a
-// high end without it). Unknown until two readings show some of it moved.
+// sees nothing left, up to that long after it is so (without it the FDB exclusion in
+// test/e2e/eta_test.go ended just past the high end). Unknown until two readings show some
+// of it moved.
 func RateEstimate(now time.Time, samples []RateSample, unit string, every time.Duration) *ETA {
 	eta := &ETA{At: now}
 	if len(samples) == 0 {
