@@ -57,6 +57,9 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 		Example: `  kubectl dbops status mycrate -n prod
   kubectl dbops status mycrate -o json | jq .lock.holder
 
+  # What a running operation waits on and its ETA, from any terminal (the journal on the lock)
+  kubectl dbops status mycrate -o json | jq '.lock.journal | {blocked, eta}'
+
   # Follow a restart from another terminal; one JSON document per change
   kubectl dbops status mycrate --watch -o json --timeout 30m`,
 		Args:              clusterArg,

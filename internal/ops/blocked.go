@@ -94,7 +94,14 @@ func (sc *StepContext) Block(ctx context.Context, kind, on, toUnblock, reason st
 	changed := !sc.blocked.same(b) || (sc.blocked.Stalled == "") != (b.Stalled == "")
 	sc.blocked = b
 	published := *b
-	e.emitStep(EventStepWaiting, sc.Ref, func(ev *Event) { ev.Reason, ev.Blocked = reason, &published })
+	// A step that moves data publishes the run's ETA with its own part from the rate;
+	// a new range is a change the journal gets (status shows it from another terminal).
+	eta := e.waitingETA(sc)
+	if r := eta.Range(); r != sc.etaRange {
+		sc.etaRange = r
+		changed = true
+	}
+	e.emitStep(EventStepWaiting, sc.Ref, func(ev *Event) { ev.Reason, ev.Blocked, ev.ETA = reason, &published, eta })
 	if changed {
 		sc.blockedDirty = true
 	}
@@ -107,16 +114,19 @@ func (sc *StepContext) Block(ctx context.Context, kind, on, toUnblock, reason st
 	jb := *b
 	e.mu.Lock()
 	sc.journal.Blocked = &jb // goes out with the next write of the journal in any case
+	if eta != nil {
+		sc.journal.ETA = eta
+	}
 	// A wait that ends within blockedWriteEvery costs no write; after that a change is
 	// written here when the last one is blockedWriteEvery old, else by the lock renewal
 	// (flushBlocked), which writes the Lease anyway.
 	if now.Sub(sc.blockedAt) < blockedWriteEvery || (!e.lastBlockedWrite.IsZero() && now.Sub(e.lastBlockedWrite) < blockedWriteEvery) {
-		e.pendingBlocked = &jb
+		e.pendingBlocked, e.pendingETA = &jb, eta
 		e.mu.Unlock()
 		return
 	}
 	e.lastBlockedWrite = now
-	e.pendingBlocked = nil
+	e.pendingBlocked, e.pendingETA = nil, nil
 	err := e.saveLocked(ctx, sc.journal)
 	e.mu.Unlock()
 	sc.blockedDirty = false
@@ -136,7 +146,10 @@ func (e *Executor) flushBlocked(ctx context.Context) (bool, error) {
 	}
 	j := e.lastWritten.clone()
 	j.Blocked = e.pendingBlocked
-	e.pendingBlocked = nil
+	if e.pendingETA != nil {
+		j.ETA = e.pendingETA
+	}
+	e.pendingBlocked, e.pendingETA = nil, nil
 	e.lastBlockedWrite = e.Clock.Now()
 	return true, e.writeLocked(ctx, j, e.held.SaveJournal)
 }
@@ -183,6 +196,9 @@ type ETA struct {
 	// Basis says what the range rests on; Unknown, when set, why there is no range.
 	Basis   string `json:"basis,omitempty"`
 	Unknown string `json:"unknown,omitempty"`
+	// Step, on the waiting events of a step that moves data, is that step's own remaining
+	// time from the rate the data moves at (RateEstimate); the run's range above includes it.
+	Step *ETA `json:"step,omitempty"`
 }
 
 // Range is the short form: "4m0s–6m0s", or "unknown".
@@ -190,6 +206,8 @@ func (t *ETA) Range() string {
 	switch {
 	case t == nil:
 		return ""
+	case t.Unknown != "" && t.Step != nil && t.Step.Unknown == "":
+		return "unknown; this step " + t.Step.Range()
 	case t.Unknown != "":
 		return "unknown"
 	case t.Low == 0 && t.High == 0:
@@ -204,7 +222,11 @@ func (t *ETA) String() string {
 		return ""
 	}
 	if t.Unknown != "" {
-		return "unknown (" + t.Unknown + ")"
+		s := "unknown (" + t.Unknown + ")"
+		if t.Step != nil && t.Step.Unknown == "" {
+			s += "; this step " + t.Step.String()
+		}
+		return s
 	}
 	s := t.Range()
 	if t.Basis != "" && s != "0s" {
@@ -276,7 +298,7 @@ func Estimate(now time.Time, finished []StepTime, remaining []string, current ti
 func (e *Executor) estimate(j *Journal, from int, current time.Duration, extra *StepTime) *ETA {
 	var remaining []string
 	for _, s := range e.plan.Steps[min(from, len(e.plan.Steps)):] {
-		if !j.IsDone(s.ID) {
+		if j == nil || !j.IsDone(s.ID) {
 			remaining = append(remaining, s.ID)
 		}
 	}

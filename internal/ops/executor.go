@@ -94,6 +94,7 @@ type Executor struct {
 	// pendingBlocked is a blocker not written yet (e.mu); lastWritten the journal as last
 	// written (e.mu).
 	pendingBlocked *Blocked
+	pendingETA     *ETA
 	lastWritten    *Journal
 }
 
@@ -397,7 +398,7 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	ctx = kube.WithPods(ctx, e.Pods)
 	ctx = kube.WithWriteGuard(ctx, e.lockLost)
 	e.mu.Lock()
-	e.pendingBlocked = nil
+	e.pendingBlocked, e.pendingETA = nil, nil
 	j.Blocked = nil // the previous step's blocker
 	j.ETA = e.estimate(j, ref.Index-1, 0, nil)
 	eta := j.ETA
@@ -463,7 +464,7 @@ func (e *Executor) runStep(ctx context.Context, j *Journal, s *Step, ref StepRef
 	// Durable first: a consumer told "done" must find it in the journal. The step's events
 	// (AuditAsync) are written beside that write.
 	e.mu.Lock()
-	e.pendingBlocked = nil
+	e.pendingBlocked, e.pendingETA = nil, nil
 	j.Blocked = nil
 	j.ETA = e.estimate(j, ref.Index, 0, &StepTime{Step: s.ID, Took: e.Clock.Now().Sub(sc.started)})
 	eta = j.ETA

@@ -164,6 +164,13 @@ type StepContext struct {
 	blockedDirty bool
 	// blockedAt is when the step first said it is blocked.
 	blockedAt time.Time
+	// rate is what the step had left to move at each Remaining (blockMu), in rateUnit;
+	// rateEvery the longest time between two of its readings; etaRange the range of the ETA
+	// last published from it.
+	rate      []RateSample
+	rateUnit  string
+	rateEvery time.Duration
+	etaRange  string
 }
 
 // MarkReady notes that the step's pods are Ready again: the time from here to the step's

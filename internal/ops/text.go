@@ -185,6 +185,12 @@ func (e Event) Printable() Event {
 		t := *e.ETA
 		p(&t.Basis)
 		p(&t.Unknown)
+		if t.Step != nil {
+			st := *t.Step
+			p(&st.Basis)
+			p(&st.Unknown)
+			t.Step = &st
+		}
 		e.ETA = &t
 	}
 	if e.Progress != nil {

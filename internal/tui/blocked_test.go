@@ -82,3 +82,17 @@ func TestJSONBlockedAndETA(t *testing.T) {
 		}
 	}
 }
+
+// A step that moves data: its blocked-on line carries the run's ETA with the step's part from
+// the rate the data moves at.
+func TestPlainBlockedWithRateETA(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewPlain(&buf, PlainOptions{TimeFormat: time.TimeOnly})
+	step := &ops.ETA{At: at(time.Minute), Low: 4 * time.Second, High: 8 * time.Second, Basis: "819.2 MiB left at 102.4 MiB/s–204.8 MiB/s over 3 readings since 07:00:58"}
+	p.Emit(ops.Event{Type: ops.EventStepWaiting, Step: fixtureRef(3), Reason: "the exclusion of storage-10: 819.2 MiB left to move", Time: at(time.Minute),
+		Blocked: fixtureBlocked(), ETA: &ops.ETA{At: at(time.Minute), Low: 4 * time.Second, High: 8 * time.Second, Basis: "this step: " + step.Basis, Step: step}})
+	want := "; ETA 4s–8s (this step: 819.2 MiB left at 102.4 MiB/s–204.8 MiB/s over 3 readings since 07:00:58)"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("plain:\n%s\nwant %s", buf.String(), want)
+	}
+}

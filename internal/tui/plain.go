@@ -132,6 +132,10 @@ func (p *Plain) render(e ops.Event, stamp string) string {
 			// The signature leaves out what changes with time alone (how long it has run).
 			sig := fmt.Sprintf("waiting: %s\x00%s\x00%s\x00%t", reason, e.Blocked.On, e.Blocked.ToUnblock, e.Blocked.Stalled != "")
 			reason = joinMessage(reason, e.Blocked.String())
+			if e.ETA != nil {
+				// The ETA changes with every reading: it rides on the lines the blocker prints.
+				reason += "; ETA " + e.ETA.String()
+			}
 			now := e.Time
 			if now.IsZero() {
 				now = p.now()

@@ -221,7 +221,8 @@ func runKubectl(t *testing.T, kubectl string, env []string, args ...string) cliR
 
 // ndEvent is the part of an NDJSON event the tests look at.
 type ndEvent struct {
-	Type string `json:"type"`
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
 	Step *struct {
 		Index  int    `json:"index"`
 		Total  int    `json:"total"`
@@ -233,6 +234,7 @@ type ndEvent struct {
 	Error   string        `json:"error"`
 	Outcome string        `json:"outcome"`
 	Elapsed time.Duration `json:"elapsedNs"`
+	ETA     *ndETA        `json:"eta"`
 	// APIRequests is the done event's request count by "verb resource", plus "total".
 	APIRequests map[string]int `json:"apiRequests"`
 	Lock        *struct {

@@ -53,6 +53,11 @@ const (
 // Ready at once.
 const PodStartDelayAnnotation = "pod-ready.stage.kwok.x-k8s.io/delay"
 
+// PodStartDelayAnnotationFor is PodStartDelayAnnotation for the pod named pod only: set on a
+// StatefulSet's pod template, it gives that one pod its own start time (it wins over
+// PodStartDelayAnnotation), as pods of one StatefulSet take different times to start.
+func PodStartDelayAnnotationFor(pod string) string { return PodStartDelayAnnotation + "-" + pod }
+
 // CrashLabel set to "true" on a Running, Ready pod makes kwok's
 // pod-container-crash stage crash its containers about 1-2 s later
 // (annotation CrashLabel+"/delay" overrides the delay): the pod stays

@@ -553,6 +553,7 @@ func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 			}
 		}
 		first = max(first, left)
+		sc.Remaining(left, ops.UnitShards) // the step's ETA: shards left over the rate they leave at
 		if left > 0 {
 			// Named before the progress, so the views keep both (a progress ends a plain wait).
 			sc.Block(ctx, ops.BlockedShard, fmt.Sprintf("%d shard(s) on %s (sys.shards)", left, list),

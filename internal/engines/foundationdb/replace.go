@@ -377,6 +377,16 @@ func (r *removal) mark(ctx context.Context, sc *ops.StepContext, batch []string)
 // once when the resource changes (a watch), else on a backoff from the poll interval, for what
 // f reads of status json (backoff.go).
 func (r *removal) poll(ctx context.Context, sc *ops.StepContext, f func(u *unstructured.Unstructured) (bool, string, error)) error {
+	return r.pollBlocked(ctx, sc, f, nil)
+}
+
+// blocker is what a wait is blocked on (ops.Blocked's kind, object and how to unblock it).
+type blocker struct{ kind, on, toUnblock string }
+
+// pollBlocked is poll for a wait that can say what it is blocked on: when blocked returns a
+// blocker after a reading, the reading is published with it (sc.Block, on every reading: it
+// carries the ETA of a step that moves data) in place of a waiting line on a change.
+func (r *removal) pollBlocked(ctx context.Context, sc *ops.StepContext, f func(u *unstructured.Unstructured) (bool, string, error), blocked func() *blocker) error {
 	changed, stop := r.e.watchCR(ctx, r.c.Namespace, r.name)
 	defer stop()
 	bo := backoff{base: r.e.poll}
@@ -393,7 +403,15 @@ func (r *removal) poll(ctx context.Context, sc *ops.StepContext, f func(u *unstr
 		if err != nil || done {
 			return err
 		}
-		if reason != last {
+		var b *blocker
+		if blocked != nil {
+			b = blocked()
+		}
+		switch {
+		case b != nil:
+			sc.Block(ctx, b.kind, b.on, b.toUnblock, reason)
+			last = reason
+		case reason != last:
 			if sc != nil {
 				sc.Waiting(reason)
 			}
@@ -511,7 +529,9 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 	var total int64
 	lastLeft := int64(-1)
 	var rate moveRate
-	return r.poll(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
+	var moving *blocker
+	return r.pollBlocked(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
+		moving = nil
 		cr := ReadCR(u)
 		st, why := r.status(ctx, u)
 		if st == nil {
@@ -548,13 +568,18 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 			lastLeft = left
 		}
 		if len(waiting) > 0 {
+			// What is left feeds the step's ETA (left over the rate it shrinks at).
+			sc.Remaining(left, ops.UnitBytes)
 			if short := storageSpreadShort(st, redundancyOf(st)); short != "" {
 				return false, fmt.Sprintf("the exclusion of %s (%s left to move) is stalled; waiting for %s", strings.Join(slices.Compact(waiting), ","), ops.FormatBytes(left), short), nil
 			}
-			return false, fmt.Sprintf("the exclusion of %s: %s left to move%s", strings.Join(slices.Compact(waiting), ","), ops.FormatBytes(left), rate.observe(r.e.deps.Now(), left)), nil
+			ids := strings.Join(slices.Compact(waiting), ",")
+			moving = &blocker{kind: ops.BlockedProcess, on: "the data on excluded process group(s) " + ids,
+				toUnblock: "nothing while it moves: FoundationDB's data distribution moves it to the other storage processes (fdbcli --exec 'status' shows the data moving)"}
+			return false, fmt.Sprintf("the exclusion of %s: %s left to move%s", ids, ops.FormatBytes(left), rate.observe(r.e.deps.Now(), left)), nil
 		}
 		return true, "", nil
-	})
+	}, func() *blocker { return moving })
 }
 
 // notExcludedReason: the operator has not excluded these groups yet. Besides a replacement

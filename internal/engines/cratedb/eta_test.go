@@ -1,0 +1,83 @@
+package cratedb_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
+)
+
+// drainClock is the run's clock in TestDrainETAFromShardRate: 10s per shard the fake has
+// moved off the node, so the shards leave at one per 10s whatever the polling.
+type drainClock struct {
+	db    *cratedbtest.DB
+	node  string
+	start int
+	t0    time.Time
+}
+
+func (c *drainClock) Now() time.Time {
+	var left int
+	c.db.Do(func(d *cratedbtest.DB) { left = d.Shards[c.node] })
+	return c.t0.Add(time.Duration(c.start-left) * 10 * time.Second)
+}
+
+// A drain feeds the shards left on the node to the step's ETA: its waiting events carry the
+// step's part as shards left over the rate they leave at (unknown at the first reading).
+func TestDrainETAFromShardRate(t *testing.T) {
+	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 3})
+	fakecluster.Start(t, client, "prod")
+	db.Do(func(d *cratedbtest.DB) { d.Shards["data-hot-2"] = 6; d.DrainPerPoll = 1 })
+	e := engine(client, db, nil)
+	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.PrependReactor("patch", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		_ = client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "prod", "db-hot-2")
+		db.RemoveNodes("data-hot-2")
+		return false, nil, nil
+	})
+	rec := &ops.Recorder{}
+	clock := &drainClock{db: db, node: "data-hot-2", start: 6, t0: time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)}
+	if err := (&ops.Executor{Locker: &journalLock{}, Sink: rec, Timeout: time.Hour, Clock: clock}).Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	ranged := 0
+	for _, ev := range rec.Events() {
+		if ev.Type != ops.EventStepWaiting || ev.Blocked == nil || ev.Blocked.Kind != ops.BlockedShard {
+			continue
+		}
+		if ev.ETA == nil || ev.ETA.Step == nil {
+			t.Fatalf("a drain's waiting event without the step's ETA: %+v", ev)
+		}
+		step := ev.ETA.Step
+		got = append(got, step.String())
+		if step.Unknown != "" {
+			continue
+		}
+		var left int
+		if _, err := fmt.Sscanf(ev.Blocked.On, "%d shard(s)", &left); err != nil {
+			t.Fatal(err)
+		}
+		// Read once per shard moved: the reading that sees none left comes up to 10s after.
+		if want := time.Duration(left) * 10 * time.Second; step.Low != want || step.High != want+10*time.Second {
+			t.Errorf("with %d shard(s) left at one per 10s, read every 10s, the step's ETA is %s, want %s–%s", left, step.Range(), want, want+10*time.Second)
+		}
+		ranged++
+	}
+	t.Logf("step ETAs %q", got)
+	if len(got) == 0 || !strings.HasPrefix(got[0], "unknown (6 shards left, one reading so far") || ranged == 0 {
+		t.Errorf("the drain's step ETAs: %q", got)
+	}
+}
