@@ -111,6 +111,9 @@ type Factory struct {
 	// Engines are the engines commands can build, in help order; an engine
 	// is added by adding its kind here (see docs/architecture.md).
 	Engines []EngineKind
+	// ContextClients, when set, builds the API clients of one kubeconfig context of a fleet
+	// (ForContext); nil: from the kubeconfig. Tests give each context its own fakes.
+	ContextClients func(context string) (*Clients, error)
 
 	clients *Clients
 }
@@ -150,8 +153,13 @@ func (o *Factory) ForContext(name string) *Factory {
 		Getenv:      o.Getenv,
 		Exec:        o.Exec,
 		Engines:     o.Engines,
+
+		ContextClients: o.ContextClients,
 	}
 	nf.NewClients = nf.defaultClients
+	if o.ContextClients != nil {
+		nf.NewClients = func() (*Clients, error) { return o.ContextClients(name) }
+	}
 	return nf
 }
 
