@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
 const fleetKubeconfig = `apiVersion: v1
@@ -62,6 +65,12 @@ func newFleetHarness(t *testing.T) *fleetHarness {
 	h.env["KUBECONFIG"] = kc
 	b := fake.NewClientset(uniqueObjects(append(fakecluster.Objects("db", "orders", "", webObjects()...),
 		fakecluster.Objects("db", "users", "", webObjects()...)...))...)
+	// Access reviews in ctx-b: everything allowed (the fake echoes a review back unanswered).
+	b.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		r.Status.Allowed = true
+		return true, r, nil
+	})
 	down := fake.NewClientset()
 	down.PrependReactor("list", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "", errors.New("RBAC: no"))
@@ -262,4 +271,158 @@ func TestFleetListMaxParallel(t *testing.T) {
 			t.Errorf("--max-parallel %d: %d lists at once", n, most)
 		}
 	}
+}
+
+// fleetLines are the NDJSON lines of a fleet run.
+func fleetLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("not NDJSON: %q: %v", line, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// restart over a fleet: each target restarts in its own cluster (its own lock and journal),
+// NDJSON events carry their context, a fleet-summary event ends the stream with each target's
+// outcome.
+func TestFleetRestart(t *testing.T) {
+	fh := newFleetHarness(t)
+	ca := fakecluster.Start(t, fh.clients["ctx-a"], "db")
+	cb := fakecluster.Start(t, fh.clients["ctx-b"], "db")
+	r := fh.run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b", "--max-parallel", "2", "--yes", "-o", "json", "--lock-id", "ci@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	evs := fleetLines(t, r.out)
+	done := map[string]string{}
+	for _, ev := range evs[:len(evs)-1] {
+		c, _ := ev["context"].(string)
+		if c != "ctx-a" && c != "ctx-b" {
+			t.Fatalf("event without its context: %v", ev)
+		}
+		if ev["type"] == "done" {
+			done[c], _ = ev["outcome"].(string)
+		}
+	}
+	if done["ctx-a"] != ops.OutcomeSucceeded || done["ctx-b"] != ops.OutcomeSucceeded {
+		t.Errorf("done events %v", done)
+	}
+	var summary struct {
+		Type    string               `json:"type"`
+		Targets []fleetSummaryTarget `json:"targets"`
+	}
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &summary); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range summary.Targets {
+		got = append(got, st.Context+"/"+st.Namespace+"/"+st.Cluster+" "+st.Outcome)
+	}
+	if summary.Type != "fleet-summary" || strings.Join(got, ",") != "ctx-a/db/orders succeeded,ctx-b/db/orders succeeded" {
+		t.Errorf("last event %s %v", summary.Type, got)
+	}
+	if len(ca.Deleted()) != 3 || len(cb.Deleted()) != 3 {
+		t.Errorf("deleted: ctx-a %v, ctx-b %v", ca.Deleted(), cb.Deleted())
+	}
+	for _, c := range []string{"ctx-a", "ctx-b"} {
+		l, err := fh.clients[c].CoordinationV1().Leases("db").Get(t.Context(), lock.LeaseName("orders"), metav1.GetOptions{})
+		if err != nil || !strings.Contains(l.Annotations["dbops.io/journal"], `"state":"succeeded"`) {
+			t.Fatalf("%s: journal %v, %v", c, l, err)
+		}
+		// Each target's journal records its own request: its one context, no fleet flag, so
+		// that its resume resumes that target alone.
+		if j := l.Annotations["dbops.io/journal"]; !strings.Contains(j, `"context":"`+c+`"`) || strings.Contains(j, "max-parallel") {
+			t.Errorf("%s: journal request %s", c, j)
+		}
+	}
+	// The other cluster of ctx-b was not touched.
+	for _, d := range cb.Deleted() {
+		if !strings.HasPrefix(d, "orders-") {
+			t.Errorf("ctx-b: %s deleted", d)
+		}
+	}
+}
+
+// A canary that fails stops the fleet: the targets after it never start (no write in their
+// clusters); the summary says which failed and which did not start, the error line names the
+// context, and the exit code is the failure's.
+func TestFleetRestartCanaryFails(t *testing.T) {
+	fh := newFleetHarness(t)
+	fakecluster.Start(t, fh.clients["ctx-a"], "db")
+	r := fh.run("restart", "orders", "--rolling", "--context", "ctx-down,ctx-a,ctx-b", "--canary", "1", "--fail-fast=false", "--max-parallel", "2", "--yes")
+	if r.code != ops.ExitForbidden {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	want := []string{"ctx-down db orders failed", "ctx-a db orders not-started", "ctx-b db orders not-started"}
+	i := strings.Index(r.out, "CONTEXT ")
+	if i < 0 {
+		t.Fatalf("no summary:\n%s", r.out)
+	}
+	rows := strings.Split(strings.TrimSpace(r.out[i:]), "\n")[1:]
+	for k, row := range rows {
+		if k >= len(want) || strings.Join(strings.Fields(row)[:4], " ") != want[k] {
+			t.Errorf("summary row %d %q, want %q", k, row, want)
+		}
+	}
+	if !strings.Contains(r.err, "ERROR: context ctx-down, cluster db/orders: failed: ") {
+		t.Errorf("stderr:\n%s", r.err)
+	}
+	fh.noWrites(t)
+}
+
+// --dry-run prints every target's plan under its context and writes nothing; without a
+// terminal and without --yes the fleet is refused (exit 2) naming its contexts and clusters,
+// before any API call.
+func TestFleetRestartDryRunAndConfirm(t *testing.T) {
+	fh := newFleetHarness(t)
+	r := fh.run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	ia, ib := strings.Index(r.out, "=== context ctx-a: db/orders\n"), strings.Index(r.out, "=== context ctx-b: db/orders\n")
+	if ia < 0 || ib < ia || strings.Count(r.out[ia:ib], "orders-web-0") == 0 || strings.Count(r.out[ib:], "orders-web-0") == 0 ||
+		!strings.Contains(r.out, "dry-run") {
+		t.Errorf("dry-run plans not grouped by context:\n%s", r.out)
+	}
+	fh.noWrites(t)
+
+	fh = newFleetHarness(t)
+	r = fh.run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "refusing to restart 2 clusters in contexts ctx-a and ctx-b (ctx-a/db/orders, ctx-b/db/orders) without confirmation") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	for c, n := range fh.built {
+		if n > 0 {
+			t.Errorf("%s: clients built", c)
+		}
+	}
+	fh.noWrites(t)
+
+	// On a terminal: every plan, then one question naming the contexts and clusters; no: nothing.
+	fh = newFleetHarness(t)
+	fh.terminal, fh.stdin = true, "n\n"
+	r = fh.run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "=== context ctx-b: db/orders") ||
+		!strings.Contains(r.err, "Restart 2 clusters in contexts ctx-a and ctx-b (ctx-a/db/orders, ctx-b/db/orders)?") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	fh.noWrites(t)
+
+	for _, args := range [][]string{{"--canary", "1"}, {"--fail-fast=false"}} {
+		r = fh.run(append([]string{"restart", "orders", "--rolling", "--yes"}, args...)...)
+		if r.code != ops.ExitUsage || !strings.Contains(r.err, "applies to a fleet") {
+			t.Errorf("%v without a fleet: exit %d: %s", args, r.code, r.err)
+		}
+	}
+	r = fh.run("restart", "orders", "--rolling", "--yes", "--contexts", "ctx-a,ctx-b", "--canary", "3")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "--canary 3 is more than the fleet's 2 target(s)") {
+		t.Errorf("--canary 3: exit %d: %s", r.code, r.err)
+	}
+	fh.noWrites(t)
 }
