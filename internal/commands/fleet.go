@@ -72,6 +72,17 @@ func (ff *fleetFlags) targets(g *GlobalOptions, clusters []string, allNamespaces
 		spec.Contexts = append(fleet.SplitList(ff.Contexts...), contextList(g)...)
 	}
 	if len(clusters) > 0 {
+		// status and restart act on the argument's cluster: a fleet file naming others would
+		// leave it unclear which one runs.
+		named := slices.Clone(spec.Clusters)
+		for _, o := range spec.Overrides {
+			named = append(named, o.Clusters...)
+		}
+		for _, c := range named {
+			if c != clusters[0] {
+				return nil, ops.Usagef("fleet file %s names cluster %q; this command acts on the cluster %q of its argument (leave clusters out of the file, or name only that one)", ff.File, c, clusters[0])
+			}
+		}
 		spec.Clusters = clusters
 	}
 	if g.ConfigFlags.Namespace != nil && *g.ConfigFlags.Namespace != "" {

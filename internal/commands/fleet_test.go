@@ -216,8 +216,19 @@ func TestFleetFlagsUsage(t *testing.T) {
 		{[]string{"list", "--context", "ctx-a,nope"}, `no context "nope"`},
 		{[]string{"status", "orders", "--watch", "--contexts", "ctx-*"}, "--watch follows one cluster"},
 		{[]string{"list", "--fleet", "f.yaml", "--contexts", "ctx-a"}, "--fleet names its contexts"},
+		{[]string{"status", "orders", "--fleet", "FILE:contexts: [ctx-a]\nclusters: [users]\n"}, `names cluster "users"; this command acts on the cluster "orders"`},
+		{[]string{"restart", "orders", "--rolling", "--yes", "--fleet", "FILE:contexts: [ctx-a]\ntargets:\n- context: ctx-b\n  clusters: [users]\n"}, `names cluster "users"`},
+		{[]string{"list", "--fleet", "FILE:contexts: [ctx-a]\ncluster: [users]\n"}, "allowed keys: contexts"},
 	} {
 		fh := newFleetHarness(t)
+		for i, a := range tc.args {
+			if content, ok := strings.CutPrefix(a, "FILE:"); ok {
+				tc.args[i] = filepath.Join(t.TempDir(), "fleet.yaml")
+				if err := os.WriteFile(tc.args[i], []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		r := fh.run(tc.args...)
 		if r.code != ops.ExitUsage || !strings.Contains(r.err, tc.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, r.code, r.err, tc.want)
@@ -425,4 +436,25 @@ func TestFleetRestartDryRunAndConfirm(t *testing.T) {
 		t.Errorf("--canary 3: exit %d: %s", r.code, r.err)
 	}
 	fh.noWrites(t)
+}
+
+// --fleet FILE: the file's contexts, namespaces and per-context targets; list shows only the
+// clusters it names.
+func TestFleetListFile(t *testing.T) {
+	fh := newFleetHarness(t)
+	p := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(p, []byte("contexts: [ctx-a]\ntargets:\n- context: ctx-b\n  clusters: [users]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := fh.run("list", "--fleet", p)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(r.out), "\n")[1:] {
+		got = append(got, strings.Join(strings.Fields(l)[:2], " "))
+	}
+	if strings.Join(got, ",") != "ctx-a orders,ctx-b users" {
+		t.Errorf("rows %v:\n%s", got, r.out)
+	}
 }
