@@ -137,7 +137,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		return ops.Usagef("refusing to restart %s (%s) without confirmation: %s; pass --yes (see every target's plan with --dry-run)",
 			fleet.Describe(ts), targetList(ts), why)
 	}
-	var mu sync.Mutex
+	var mu, reqMu sync.Mutex
 	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
 	// not a dry run's, which is grouped under its context; NDJSON with its context).
 	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
@@ -163,6 +163,10 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		ro := *o
 		// The target's restart is the single-cluster one: no fleet of its own.
 		ro.Runner, ro.Cluster, ro.fleet = r, t.Cluster, fleetMutationFlags{}
+		// cobra's flag sets change as they are read: one target at a time.
+		reqMu.Lock()
+		ro.targetRequest = ro.request(cmd, t.Cluster)
+		reqMu.Unlock()
 		return &ro, tr
 	}
 	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) error {

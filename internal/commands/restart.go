@@ -35,6 +35,9 @@ type RestartOptions struct {
 	groupGiven bool
 	// fleet selects and paces a fleet of targets (runFleet).
 	fleet fleetMutationFlags
+	// targetRequest is a fleet target's request, built before its run (cobra's flag sets
+	// are not safe to read from parallel targets); nil: built from the command.
+	targetRequest *ops.Request
 }
 
 // NewRestartOptions returns options bound to the shared flags.
@@ -162,7 +165,11 @@ func (o *RestartOptions) Run(cmd *cobra.Command) error {
 	if o.fleet.active(o.GlobalOptions) {
 		return o.runFleet(cmd)
 	}
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster), defaultTimeout: defaultRollingRestartTimeout,
+	req := o.targetRequest
+	if req == nil {
+		req = o.request(cmd, o.Cluster)
+	}
+	return o.runOperation(commandContext(cmd), operation{req: req, defaultTimeout: defaultRollingRestartTimeout,
 		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			return eng.PlanRestart(ctx, c, o.restartOptions())
 		}})
