@@ -222,7 +222,11 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		}
 	}
 	rs := fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-		return runOne(ctx, t, o.Out, o.ErrOut, stop, false)
+		run := func() error { return runOne(ctx, t, o.Out, o.ErrOut, stop, false) }
+		if o.WrapFleetTarget != nil {
+			return o.WrapFleetTarget(ctx, t, stop, run)
+		}
+		return run()
 	})
 	o.streamEnded = true
 	reportFleetTargets(o.GlobalOptions, rs)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -19,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -457,4 +459,167 @@ func TestFleetListFile(t *testing.T) {
 	if strings.Join(got, ",") != "ctx-a orders,ctx-b users" {
 		t.Errorf("rows %v:\n%s", got, r.out)
 	}
+}
+
+// pacingRecorder is a fake per-target runner (Factory.WrapFleetTarget): it never calls the
+// real run; it records starts and ends, and how many targets ran at once.
+type pacingRecorder struct {
+	mu      sync.Mutex
+	log     []string
+	running int
+	peak    int
+	started map[string]chan struct{}
+}
+
+func (p *pacingRecorder) begin(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log = append(p.log, "start "+name)
+	p.running++
+	p.peak = max(p.peak, p.running)
+	close(p.startedCh(name))
+}
+
+func (p *pacingRecorder) end(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log = append(p.log, "end "+name)
+	p.running--
+}
+
+func (p *pacingRecorder) startedCh(name string) chan struct{} {
+	if p.started == nil {
+		p.started = map[string]chan struct{}{}
+	}
+	if p.started[name] == nil {
+		p.started[name] = make(chan struct{})
+	}
+	return p.started[name]
+}
+
+// waitStarted waits for target name to start; false when it does not within the guard (the
+// test then fails: a guard against a hang, not a timing assertion).
+func (p *pacingRecorder) waitStarted(name string) bool {
+	p.mu.Lock()
+	ch := p.startedCh(name)
+	p.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-time.After(20 * time.Second):
+		return false
+	}
+}
+
+// TestFleetRestartPacing: the restart's fleet pacing with a fake per-target runner over four
+// targets (two contexts x two namespaces of a fleet file): the canary runs alone and ends
+// before anything else starts, then two at once; with fail-fast (the default) a failure starts
+// nothing more and the running target is told to stop (its stop channel closes), the summary
+// says failed, stopped, not-started, not-started and the exit code is the worst (5, not 7);
+// with --fail-fast=false every target runs.
+func TestFleetRestartPacing(t *testing.T) {
+	fleetFile := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(fleetFile, []byte("contexts: [ctx-a, ctx-b]\nnamespaces: [n1, n2]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := []string{"ctx-a/n1/orders", "ctx-a/n2/orders", "ctx-b/n1/orders", "ctx-b/n2/orders"}
+	summary := func(t *testing.T, r result) []string {
+		t.Helper()
+		i := strings.Index(r.out, "CONTEXT ")
+		if i < 0 {
+			t.Fatalf("no summary: %s%s", r.out, r.err)
+		}
+		var rows []string
+		for _, l := range strings.Split(strings.TrimSpace(r.out[i:]), "\n")[1:] {
+			f := strings.Fields(l)
+			rows = append(rows, f[0]+"/"+f[1]+"/"+f[2]+" "+f[3])
+		}
+		return rows
+	}
+	run := func(rec *pacingRecorder, body func(ctx context.Context, name string, stop <-chan struct{}) error, args ...string) result {
+		fh := newFleetHarness(t)
+		return fh.runWith(func(g *GlobalOptions) {
+			g.WrapFleetTarget = func(ctx context.Context, tg fleet.Target, stop <-chan struct{}, _ func() error) error {
+				rec.begin(tg.String())
+				defer rec.end(tg.String())
+				return body(ctx, tg.String(), stop)
+			}
+		}, append([]string{"restart", "orders", "--rolling", "--yes", "--fleet", fleetFile}, args...)...)
+	}
+
+	t.Run("canary then two at once", func(t *testing.T) {
+		rec := &pacingRecorder{}
+		r := run(rec, func(_ context.Context, name string, _ <-chan struct{}) error {
+			// The two targets after the canary wait for each other: both run at once.
+			switch name {
+			case ts[1]:
+				if !rec.waitStarted(ts[2]) {
+					t.Errorf("%s never ran beside %s", ts[2], ts[1])
+				}
+			case ts[2]:
+				if !rec.waitStarted(ts[1]) {
+					t.Errorf("%s never ran beside %s", ts[1], ts[2])
+				}
+			}
+			return nil
+		}, "--canary", "1", "--max-parallel", "2")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		if rec.log[0] != "start "+ts[0] || rec.log[1] != "end "+ts[0] || rec.peak != 2 {
+			t.Errorf("log %v, peak %d", rec.log, rec.peak)
+		}
+		if got := summary(t, r); strings.Join(got, ",") != strings.Join([]string{ts[0] + " succeeded", ts[1] + " succeeded", ts[2] + " succeeded", ts[3] + " succeeded"}, ",") {
+			t.Errorf("summary %v", got)
+		}
+	})
+
+	t.Run("fail-fast stops the running target and starts no other", func(t *testing.T) {
+		rec := &pacingRecorder{}
+		r := run(rec, func(_ context.Context, name string, stop <-chan struct{}) error {
+			switch name {
+			case ts[0]:
+				rec.waitStarted(ts[1])
+				return ops.Preconditionf("cluster unhealthy")
+			case ts[1]:
+				select {
+				case <-stop:
+					return &ops.CodedError{Kind: ops.ErrPaused, Msg: "stopped at a batch boundary"}
+				case <-time.After(20 * time.Second):
+					t.Errorf("%s was never told to stop", name)
+					return nil
+				}
+			}
+			t.Errorf("%s started after a failure with --fail-fast", name)
+			return nil
+		}, "--max-parallel", "2")
+		if r.code != ops.ExitPrecondition {
+			t.Fatalf("exit %d, want 5: %s", r.code, r.err)
+		}
+		want := []string{ts[0] + " failed", ts[1] + " stopped", ts[2] + " not-started", ts[3] + " not-started"}
+		if got := summary(t, r); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("summary %v, want %v", got, want)
+		}
+		if !strings.Contains(r.err, "ERROR: context ctx-a, cluster n1/orders: failed: cluster unhealthy") ||
+			!strings.Contains(r.err, "ERROR: context ctx-a, cluster n2/orders: stopped: ") {
+			t.Errorf("stderr:\n%s", r.err)
+		}
+	})
+
+	t.Run("without fail-fast every target runs", func(t *testing.T) {
+		rec := &pacingRecorder{}
+		r := run(rec, func(_ context.Context, name string, _ <-chan struct{}) error {
+			if name == ts[0] {
+				return ops.Preconditionf("cluster unhealthy")
+			}
+			return nil
+		}, "--fail-fast=false")
+		if r.code != ops.ExitPrecondition || rec.peak != 1 || len(rec.log) != 8 {
+			t.Fatalf("exit %d, peak %d, log %v: %s", r.code, rec.peak, rec.log, r.err)
+		}
+		want := []string{ts[0] + " failed", ts[1] + " succeeded", ts[2] + " succeeded", ts[3] + " succeeded"}
+		if got := summary(t, r); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("summary %v, want %v", got, want)
+		}
+	})
 }
