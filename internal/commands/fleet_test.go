@@ -623,3 +623,30 @@ func TestFleetRestartPacing(t *testing.T) {
 		}
 	})
 }
+
+// Plain output of a fleet restart: every line of a target's run is prefixed with its target;
+// the summary table follows.
+func TestFleetRestartPlainLines(t *testing.T) {
+	fh := newFleetHarness(t)
+	fakecluster.Start(t, fh.clients["ctx-a"], "db")
+	fakecluster.Start(t, fh.clients["ctx-b"], "db")
+	r := fh.run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b", "--max-parallel", "2", "--yes")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	i := strings.Index(r.out, "\nCONTEXT ")
+	if i < 0 {
+		t.Fatalf("no summary:\n%s", r.out)
+	}
+	seen := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(r.out[:i]), "\n") {
+		p, _, ok := strings.Cut(l, "] ")
+		if !ok || (p != "[ctx-a/db/orders" && p != "[ctx-b/db/orders") {
+			t.Errorf("line without its target: %q", l)
+		}
+		seen[p]++
+	}
+	if seen["[ctx-a/db/orders"] == 0 || seen["[ctx-b/db/orders"] == 0 {
+		t.Errorf("lines per target %v:\n%s", seen, r.out)
+	}
+}
