@@ -170,7 +170,8 @@ func (x *fleetEnv) run(args ...string) cliResult {
 // TestFleetList: `list --contexts 'bed-*'` over two control planes, each with a generic and a
 // replicated cluster, and a third context whose API server does not answer: every cluster of
 // the two beds is listed under its context, the dead context is named on one line of stderr,
-// and the exit code is non-zero; -o json items carry their context.
+// and the exit code is non-zero; -o json items carry their context. `status CLUSTER` over the
+// same fleet: one status per live context, the dead one in errors and on stderr.
 func TestFleetList(t *testing.T) {
 	bedB.get(t)
 	x := newFleetEnv(t, true)
@@ -218,6 +219,32 @@ func TestFleetList(t *testing.T) {
 	}
 	if want := "bed-b/repl/replicated,bed-b/web/generic,bed-a/repl/replicated,bed-a/web/generic"; strings.Join(got, ",") != want {
 		t.Errorf("JSON items %q, want %q", strings.Join(got, ","), want)
+	}
+
+	// status of one cluster over the fleet: one ClusterStatus per live context, bed-gone in
+	// errors and on stderr.
+	res = x.run("status", "repl", "--contexts", "bed-*", "-n", x.ns, "-o", "json")
+	if res.Code != 1 {
+		t.Fatalf("status --contexts bed-*: want exit 1: %s", res)
+	}
+	var st struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Context string `json:"context"`
+			Cluster struct{ Name, Engine string }
+		} `json:"items"`
+		Errors []struct{ Context string } `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil {
+		t.Fatalf("%v: %s", err, res)
+	}
+	got = got[:0]
+	for _, it := range st.Items {
+		got = append(got, it.Context+"/"+it.Cluster.Name+"/"+it.Cluster.Engine)
+	}
+	if st.Kind != "ClusterStatusList" || strings.Join(got, ",") != "bed-a/repl/replicated,bed-b/repl/replicated" ||
+		len(st.Errors) != 1 || st.Errors[0].Context != "bed-gone" || !strings.Contains(res.Stderr, "ERROR: context bed-gone: ") {
+		t.Errorf("status: kind %s items %v errors %v: %s", st.Kind, got, st.Errors, res)
 	}
 }
 
