@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -21,10 +21,15 @@ type fleetFlags struct {
 	MaxParallel int
 }
 
-func (ff *fleetFlags) addFlags(fs *pflag.FlagSet) {
+func (ff *fleetFlags) addFlags(cmd *cobra.Command, g *GlobalOptions) {
+	fs := cmd.Flags()
 	fs.StringSliceVar(&ff.Contexts, "contexts", nil, "Fleet: run over the kubeconfig contexts with these names or globs, comma separated ('prod-*'); --context A,B also selects several")
 	fs.StringVar(&ff.File, "fleet", "", "Fleet: run over the targets of this fleet file (contexts, namespaces, clusters, per-context targets)")
 	fs.IntVar(&ff.MaxParallel, "max-parallel", 1, "Fleet: how many targets run at once")
+	_ = cmd.RegisterFlagCompletionFunc("contexts", completeContexts(g))
+	_ = cmd.RegisterFlagCompletionFunc("fleet", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt
+	})
 }
 
 // contextList is --context split on commas: more than one name selects a fleet.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
@@ -27,8 +26,9 @@ type fleetMutationFlags struct {
 	FailFast bool
 }
 
-func (ff *fleetMutationFlags) addFlags(fs *pflag.FlagSet) {
-	ff.fleetFlags.addFlags(fs)
+func (ff *fleetMutationFlags) addFlags(cmd *cobra.Command, g *GlobalOptions) {
+	ff.fleetFlags.addFlags(cmd, g)
+	fs := cmd.Flags()
 	fs.IntVar(&ff.Canary, "canary", 0, "Fleet: run the first N targets alone, one after the other; each must succeed before the rest start")
 	fs.BoolVar(&ff.FailFast, "fail-fast", true, "Fleet: after a target fails, start no other and stop the running ones before their next batch (--fail-fast=false runs the rest)")
 }

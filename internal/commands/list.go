@@ -79,7 +79,7 @@ func NewListCmd(g *GlobalOptions) *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the clusters of every namespace")
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the table's column headers (-o text)")
-	o.fleet.addFlags(cmd.Flags())
+	o.fleet.addFlags(cmd, g)
 	return cmd
 }
 

@@ -93,7 +93,7 @@ Bounded by --timeout, else 4 h.`,
 	cmd.Flags().IntVar(&o.Pacing.After, "pause-after", 0, "Stop cleanly (exit 7) after restarting N pods (batches) in this run; re-run the same command to continue")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
-	o.fleet.addFlags(cmd.Flags())
+	o.fleet.addFlags(cmd, g)
 	g.addEngineFlags("restart", cmd.Flags())
 	return cmd
 }

@@ -72,7 +72,7 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets, the lock and operator resources; FoundationDB health is re-read every 2s) until Ctrl-C or --timeout; exit 0")
-	o.fleet.addFlags(cmd.Flags())
+	o.fleet.addFlags(cmd, g)
 	return cmd
 }
 
