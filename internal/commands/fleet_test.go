@@ -650,3 +650,37 @@ func TestFleetRestartPlainLines(t *testing.T) {
 		t.Errorf("lines per target %v:\n%s", seen, r.out)
 	}
 }
+
+// A target whose lock someone else holds is reported as skipped (exit 3) at once, not waited
+// on, and does not stop the others, even with fail-fast: the next target is restarted.
+func TestFleetRestartLockedTargetSkipped(t *testing.T) {
+	fh := newFleetHarness(t)
+	if _, err := fh.clients["ctx-a"].CoordinationV1().Leases("db").Create(t.Context(),
+		heldLease("db", "orders", "bob@elsewhere", "s1", "restart --rolling", "INC-7"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fh.clients["ctx-a"].ClearActions()
+	cb := fakecluster.Start(t, fh.clients["ctx-b"], "db")
+	r := fh.run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b", "--yes", "--lock-id", "ci@test")
+	if r.code != ops.ExitLocked {
+		t.Fatalf("exit %d, want 3: %s\n%s", r.code, r.err, r.out)
+	}
+	i := strings.Index(r.out, "\nCONTEXT ")
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(r.out[i+1:]), "\n")[1:] {
+		f := strings.Fields(l)
+		rows = append(rows, f[0]+" "+f[3])
+	}
+	if strings.Join(rows, ",") != "ctx-a skipped,ctx-b succeeded" {
+		t.Errorf("summary %v:\n%s", rows, r.out)
+	}
+	if !strings.Contains(r.err, "ERROR: context ctx-a, cluster db/orders: skipped: ") || !strings.Contains(r.err, "bob@elsewhere") {
+		t.Errorf("stderr:\n%s", r.err)
+	}
+	if w := fakecluster.Writes(fh.clients["ctx-a"]); len(w) > 0 {
+		t.Errorf("ctx-a: wrote %v", w)
+	}
+	if len(cb.Deleted()) != 3 {
+		t.Errorf("ctx-b: deleted %v", cb.Deleted())
+	}
+}
