@@ -25,18 +25,7 @@ func registerCompletions(root *cobra.Command, g *GlobalOptions) {
 		}
 		return outputFormats, cobra.ShellCompDirectiveNoFileComp
 	})
-	_ = root.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		raw, err := g.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		out := make([]string, 0, len(raw.Contexts))
-		for name := range raw.Contexts {
-			out = append(out, name)
-		}
-		sort.Strings(out)
-		return out, cobra.ShellCompDirectiveNoFileComp
-	})
+	_ = root.RegisterFlagCompletionFunc("context", completeContexts(g))
 	_ = root.RegisterFlagCompletionFunc("engine", fixed(ops.KnownEngines...))
 	_ = root.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 		cl, err := g.Clients()
@@ -53,6 +42,22 @@ func registerCompletions(root *cobra.Command, g *GlobalOptions) {
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	})
+}
+
+// completeContexts offers the kubeconfig's context names (--context, and a fleet's --contexts).
+func completeContexts(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		raw, err := g.ForContext("").ConfigFlags.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		out := make([]string, 0, len(raw.Contexts))
+		for name := range raw.Contexts {
+			out = append(out, name)
+		}
+		sort.Strings(out)
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 // completeClusters offers cluster names found in the namespace: dbops

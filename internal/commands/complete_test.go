@@ -25,6 +25,8 @@ func TestCompletion(t *testing.T) {
 		{"denied IDs for deny allow", []string{"deny", "allow", "db", ""}, []string{"ci@test", "eve@test"}},
 		{"nothing after the ID", []string{"deny", "allow", "db", "ci@test", ""}, nil},
 		{"contexts", []string{"status", "db", "--context", ""}, []string{"prod", "staging"}},
+		{"fleet contexts", []string{"restart", "db", "--contexts", ""}, []string{"prod", "staging"}},
+		{"fleet contexts of list", []string{"list", "--contexts", ""}, []string{"prod", "staging"}},
 		{"holder for deny add", []string{"deny", "add", "db", ""}, []string{"bob@test"}},
 		{"holder for lock release --id", []string{"lock", "release", "db", "--id", ""}, []string{"bob@test"}},
 		{"groups", []string{"restart", "db", "--group", ""}, []string{"master", "hot", "cold"}},

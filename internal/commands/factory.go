@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/kube"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -111,6 +112,12 @@ type Factory struct {
 	// Engines are the engines commands can build, in help order; an engine
 	// is added by adding its kind here (see docs/architecture.md).
 	Engines []EngineKind
+	// ContextClients, when set, builds the API clients of one kubeconfig context of a fleet
+	// (ForContext); nil: from the kubeconfig. Tests give each context its own fakes.
+	ContextClients func(context string) (*Clients, error)
+	// WrapFleetTarget, when set, runs each target of a mutating fleet command in place of
+	// run (the target's single-cluster run): tests observe or replace a target's run. nil: run.
+	WrapFleetTarget func(ctx context.Context, t fleet.Target, stop <-chan struct{}, run func() error) error
 
 	clients *Clients
 }
@@ -150,8 +157,13 @@ func (o *Factory) ForContext(name string) *Factory {
 		Getenv:      o.Getenv,
 		Exec:        o.Exec,
 		Engines:     o.Engines,
+
+		ContextClients: o.ContextClients,
 	}
 	nf.NewClients = nf.defaultClients
+	if o.ContextClients != nil {
+		nf.NewClients = func() (*Clients, error) { return o.ContextClients(name) }
+	}
 	return nf
 }
 

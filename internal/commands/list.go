@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -27,6 +29,8 @@ const listHealthTimeout = 10 * time.Second
 
 // ClusterSummary is one row of `list` (`-o json|yaml`: items of a ClusterList).
 type ClusterSummary struct {
+	// Context is the kubeconfig context of the cluster (fleet mode only).
+	Context   string `json:"context,omitempty"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Engine    string `json:"engine,omitempty"`
@@ -51,6 +55,7 @@ type ListOptions struct {
 	*GlobalOptions
 	AllNamespaces bool
 	NoHeaders     bool
+	fleet         fleetFlags
 }
 
 // NewListOptions returns options bound to the shared flags.
@@ -60,17 +65,21 @@ func NewListOptions(g *GlobalOptions) *ListOptions { return &ListOptions{GlobalO
 func NewListCmd(g *GlobalOptions) *cobra.Command {
 	o := NewListOptions(g)
 	cmd := &cobra.Command{
-		Use:         "list [-A]",
+		Use:         "list [-A] [--contexts GLOB]",
 		Aliases:     []string{"ls"},
 		Annotations: documentAnnotations(),
 		Short:       "List the database clusters in the namespace (or all with -A): engine, groups, health, lock, unfinished operation",
 		Example: `  kubectl dbops list -n prod
-  kubectl dbops list -A -o json | jq -r '.items[] | select(.lockHolder != "") | .name'`,
+  kubectl dbops list -A -o json | jq -r '.items[] | select(.lockHolder != "") | .name'
+
+  # Every cluster of every namespace in the contexts prod-eu and prod-us, two at a time
+  kubectl dbops list -A --contexts 'prod-*' --max-parallel 2`,
 		Args: noArgs,
 		RunE: runOptions(o),
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the clusters of every namespace")
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the table's column headers (-o text)")
+	o.fleet.addFlags(cmd, g)
 	return cmd
 }
 
@@ -85,31 +94,48 @@ func (o *ListOptions) Validate() error {
 	if o.DryRun {
 		return ops.Usagef("--dry-run does not apply to list (it never changes anything)")
 	}
-	return nil
+	return o.fleet.validate(o.GlobalOptions)
 }
 
 // Run lists the clusters.
 func (o *ListOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	cl, err := o.Clients()
-	if err != nil {
-		return err
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(ctx)
 	}
 	ns := ""
 	if !o.AllNamespaces {
+		var err error
 		if ns, err = o.Namespace(); err != nil {
 			return err
 		}
 	}
-	found, err := clusterNames(ctx, cl.Kube, ns)
+	rows, err := o.rows(ctx, ns)
 	if err != nil {
 		return err
+	}
+	doc, err := documentList(rows, "ClusterList", "ClusterSummary", "", ns, func(r ClusterSummary) string { return r.Name })
+	if err != nil {
+		return err
+	}
+	return o.printDocument(o.Out, doc, func(w io.Writer) error { return o.writeList(w, rows, ns) })
+}
+
+// rows reads the row of every cluster of ns ("" = all namespaces).
+func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, error) {
+	cl, err := o.Clients()
+	if err != nil {
+		return nil, err
+	}
+	found, err := clusterNames(ctx, cl.Kube, ns)
+	if err != nil {
+		return nil, err
 	}
 	found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
 	// Read once for every row: who the lock status is judged for.
 	id, err := o.ResolveLockID()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows := make([]ClusterSummary, len(found))
 	var wg sync.WaitGroup
@@ -118,13 +144,60 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	doc, err := documentList(rows, "ClusterList", "ClusterSummary", "", ns, func(r ClusterSummary) string { return r.Name })
+	return rows, nil
+}
+
+// runFleet lists the clusters of every target of the fleet, at most --max-parallel contexts
+// at once. A target that cannot be listed (unreachable, RBAC) is reported on its own line
+// naming its context; the others are still listed, and the exit code is the worst target's.
+func (o *ListOptions) runFleet(ctx context.Context) error {
+	ts, err := o.fleet.targets(o.GlobalOptions, nil, o.AllNamespaces)
 	if err != nil {
 		return err
 	}
-	return o.printDocument(o.Out, doc, func(w io.Writer) error { return o.writeList(w, rows, ns) })
+	pool := newClientsPool(o.GlobalOptions)
+	per := make([][]ClusterSummary, len(ts))
+	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
+		i := slices.Index(ts, t)
+		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), AllNamespaces: t.Namespace == ""}
+		rows, err := lo.rows(ctx, t.Namespace)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if t.Cluster != "" && r.Name != t.Cluster {
+				continue
+			}
+			r.Context = t.Context
+			per[i] = append(per[i], r)
+		}
+		return nil
+	})
+	var rows []ClusterSummary
+	namespaces := map[string]bool{}
+	for i := range per {
+		rows = append(rows, per[i]...)
+		namespaces[ts[i].Namespace] = true
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	doc, err := documentList(rows, "ClusterList", "ClusterSummary", "", "", func(r ClusterSummary) string { return r.Name })
+	if err != nil {
+		return err
+	}
+	if errs := fleetErrors(rs); len(errs) > 0 {
+		doc.Object["errors"] = errs
+	}
+	// The namespace column is shown when the targets' namespaces differ (or are all of them).
+	showNS := o.AllNamespaces || len(namespaces) > 1
+	if err := o.printDocument(o.Out, doc, func(w io.Writer) error { return o.writeFleetList(w, rows, showNS) }); err != nil {
+		return err
+	}
+	reportTargetErrors(o.GlobalOptions, rs)
+	return fleetFailure(rs)
 }
 
 // summarize reads one cluster's row; what cannot be read goes to Error.
@@ -221,6 +294,39 @@ func (o *ListOptions) writeList(w io.Writer, rows []ClusterSummary, ns string) e
 	for _, r := range rows {
 		if r.Error != "" {
 			ops.Fprintf(w, "WARNING: %s/%s: %s\n", r.Namespace, r.Name, r.Error)
+		}
+	}
+	return nil
+}
+
+// writeFleetList is writeList in fleet mode: a CONTEXT column first.
+func (o *ListOptions) writeFleetList(w io.Writer, rows []ClusterSummary, showNS bool) error {
+	if len(rows) == 0 {
+		_, err := ops.Fprintf(w, "no database clusters in the fleet's targets\n")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if !o.NoHeaders {
+		head := "CONTEXT\t"
+		if showNS {
+			head += "NAMESPACE\t"
+		}
+		fmt.Fprintln(tw, head+"NAME\tENGINE\tGROUPS\tREADY\tHEALTH\tLOCK\tUNFINISHED")
+	}
+	for _, r := range rows {
+		ops.Fprintf(tw, "%s\t", r.Context)
+		if showNS {
+			ops.Fprintf(tw, "%s\t", r.Namespace)
+		}
+		ops.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.Name, dash(r.Engine), dash(strings.Join(r.Groups, ", ")),
+			r.Ready, r.Pods, dash(r.Health), dash(r.LockHolder), dash(r.Unfinished))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			ops.Fprintf(w, "WARNING: %s/%s/%s: %s\n", r.Context, r.Namespace, r.Name, r.Error)
 		}
 	}
 	return nil

@@ -33,6 +33,11 @@ type RestartOptions struct {
 	// groupGiven records --group on the command line: pflag turns
 	// --group "" into an empty list, which must not mean "all groups".
 	groupGiven bool
+	// fleet selects and paces a fleet of targets (runFleet).
+	fleet fleetMutationFlags
+	// targetRequest is a fleet target's request, built before its run (cobra's flag sets
+	// are not safe to read from parallel targets); nil: built from the command.
+	targetRequest *ops.Request
 }
 
 // NewRestartOptions returns options bound to the shared flags.
@@ -70,7 +75,11 @@ Bounded by --timeout, else 4 h.`,
 
   # Canary: restart one pod and stop (exit 7), check, then continue one pod a minute
   kubectl dbops restart mycrate --rolling --pause-after 1 --yes
-  kubectl dbops restart mycrate --rolling --pause-between 1m --yes`,
+  kubectl dbops restart mycrate --rolling --pause-between 1m --yes
+
+  # Fleet: the cluster orders in every context named prod-*, the first alone as a canary,
+  # then two at a time; a failure stops the rest
+  kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
@@ -84,6 +93,7 @@ Bounded by --timeout, else 4 h.`,
 	cmd.Flags().IntVar(&o.Pacing.After, "pause-after", 0, "Stop cleanly (exit 7) after restarting N pods (batches) in this run; re-run the same command to continue")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
+	o.fleet.addFlags(cmd, g)
 	g.addEngineFlags("restart", cmd.Flags())
 	return cmd
 }
@@ -121,6 +131,9 @@ func (o *RestartOptions) Validate() error {
 	if !slices.Contains(ops.RestartModes, o.Mode) {
 		return ops.Usagef("unknown --mode %q; allowed: %s", o.Mode, strings.Join(ops.RestartModes, ", "))
 	}
+	if err := o.fleet.validate(o.GlobalOptions); err != nil {
+		return err
+	}
 	if o.zonesGiven {
 		if o.MaxUnavailableZones < 0 {
 			return ops.Usagef("--max-unavailable-zones must be 0 or more, got %d", o.MaxUnavailableZones)
@@ -149,7 +162,14 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster), defaultTimeout: defaultRollingRestartTimeout,
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(cmd)
+	}
+	req := o.targetRequest
+	if req == nil {
+		req = o.request(cmd, o.Cluster)
+	}
+	return o.runOperation(commandContext(cmd), operation{req: req, defaultTimeout: defaultRollingRestartTimeout,
 		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			return eng.PlanRestart(ctx, c, o.restartOptions())
 		}})

@@ -41,7 +41,8 @@ func (g *GlobalOptions) request(cmd *cobra.Command, cluster string, args ...stri
 		r.Context = *c
 	}
 	add := func(f *pflag.Flag) {
-		if !f.Changed {
+		// A fleet's target records its own request: its one context, no fleet.
+		if !f.Changed || fleetFlagNames[f.Name] {
 			return
 		}
 		rf := ops.RequestFlag{Name: f.Name, Bool: f.Value.Type() == "bool"}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -23,11 +24,13 @@ const StatusAPIVersion = "dbops.io/v1alpha1"
 
 // ClusterStatus is the documented `status -o json|yaml` schema.
 type ClusterStatus struct {
-	APIVersion string       `json:"apiVersion"`
-	Kind       string       `json:"kind"`
-	Cluster    *ops.Cluster `json:"cluster"`
-	Lock       *lock.State  `json:"lock"`
-	Health     *ops.Health  `json:"health"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Context is the kubeconfig context of the cluster (fleet mode only).
+	Context string       `json:"context,omitempty"`
+	Cluster *ops.Cluster `json:"cluster"`
+	Lock    *lock.State  `json:"lock"`
+	Health  *ops.Health  `json:"health"`
 	// Warnings lists what could not be read (e.g. lock RBAC), so partial
 	// status is still shown.
 	Warnings []string `json:"warnings,omitempty"`
@@ -41,7 +44,8 @@ type StatusOptions struct {
 	// Watch re-prints the status whenever it changes (--watch).
 	Watch bool
 	// wide: -o wide, the text view with more columns (pod UIDs, IPs, PVCs).
-	wide bool
+	wide  bool
+	fleet fleetFlags
 }
 
 // NewStatusOptions returns options bound to the shared flags.
@@ -61,13 +65,17 @@ func NewStatusCmd(g *GlobalOptions) *cobra.Command {
   kubectl dbops status mycrate -o json | jq '.lock.journal | {blocked, eta}'
 
   # Follow a restart from another terminal; one JSON document per change
-  kubectl dbops status mycrate --watch -o json --timeout 30m`,
+  kubectl dbops status mycrate --watch -o json --timeout 30m
+
+  # The cluster orders in every context named prod-*
+  kubectl dbops status orders --contexts 'prod-*' -n db`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets, the lock and operator resources; FoundationDB health is re-read every 2s) until Ctrl-C or --timeout; exit 0")
+	o.fleet.addFlags(cmd, g)
 	return cmd
 }
 
@@ -89,6 +97,12 @@ func (o *StatusOptions) Validate() error {
 	if o.DryRun {
 		return ops.Usagef("--dry-run does not apply to status (it never changes anything)")
 	}
+	if err := o.fleet.validate(o.GlobalOptions); err != nil {
+		return err
+	}
+	if o.Watch && o.fleet.active(o.GlobalOptions) {
+		return ops.Usagef("--watch follows one cluster in one context; leave out --contexts, --fleet or the --context list")
+	}
 	return nil
 }
 
@@ -97,6 +111,9 @@ func (o *StatusOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
 	if o.Watch {
 		return o.watch(ctx)
+	}
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(ctx)
 	}
 	st, err := o.collect(ctx)
 	if err != nil {
@@ -114,6 +131,71 @@ func (o *StatusOptions) print(st *ClusterStatus) error {
 	return o.printDocument(o.Out, doc, func(w io.Writer) error {
 		return writeStatusText(w, st, o.clockNow(), o.NoHeaders, o.wide)
 	})
+}
+
+// runFleet reads the status of the cluster in every target of the fleet, at most
+// --max-parallel at once; a target that cannot be read is reported on its own line naming its
+// context, the others are printed (text: one status each, headed by its context; -o json|yaml:
+// a ClusterStatusList whose items carry their context), and the exit code is the worst target's.
+func (o *StatusOptions) runFleet(ctx context.Context) error {
+	ts, err := o.fleet.targets(o.GlobalOptions, []string{o.Cluster}, false)
+	if err != nil {
+		return err
+	}
+	pool := newClientsPool(o.GlobalOptions)
+	per := make([]*StatusOptions, len(ts))
+	sts := make([]*ClusterStatus, len(ts))
+	for i, t := range ts {
+		per[i] = &StatusOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), Cluster: t.Cluster, NoHeaders: o.NoHeaders, wide: o.wide}
+	}
+	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
+		i := slices.Index(ts, t)
+		st, err := per[i].collect(ctx)
+		if err != nil {
+			return err
+		}
+		st.Context = t.Context
+		sts[i] = st
+		return nil
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var items []*ClusterStatus
+	for _, st := range sts {
+		if st != nil {
+			items = append(items, st)
+		}
+	}
+	doc, err := documentList(items, "ClusterStatusList", "ClusterStatus", o.Cluster, "", func(st *ClusterStatus) string { return st.Cluster.Name })
+	if err != nil {
+		return err
+	}
+	if errs := fleetErrors(rs); len(errs) > 0 {
+		doc.Object["errors"] = errs
+	}
+	err = o.printDocument(o.Out, doc, func(w io.Writer) error {
+		for i, st := range sts {
+			if st == nil {
+				continue
+			}
+			if _, err := ops.Fprintf(w, "Context:  %s\n", st.Context); err != nil {
+				return err
+			}
+			if err := writeStatusText(w, st, per[i].clockNow(), o.NoHeaders, o.wide); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	reportTargetErrors(o.GlobalOptions, rs)
+	return fleetFailure(rs)
 }
 
 func (o *StatusOptions) clockNow() time.Time {

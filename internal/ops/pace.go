@@ -26,6 +26,9 @@ type Pacing struct {
 	After   int
 	// Resume is the command that continues the run, for the pause message.
 	Resume string
+	// Stop, when closed, ends the run cleanly before its next step (a batch boundary), as
+	// After does: a fleet whose other target failed with --fail-fast (internal/fleet).
+	Stop <-chan struct{}
 }
 
 // Pace is the Executor hook: called before each step this run is about to
@@ -33,6 +36,11 @@ type Pacing struct {
 // to ctx (Ctrl-C and --timeout end the wait at once) and reports the wait as
 // a warning event.
 func (p Pacing) Pace(ctx context.Context, ran int, s *Step, emit func(Event)) error {
+	select {
+	case <-p.Stop:
+		return &CodedError{Kind: ErrPaused, Msg: fmt.Sprintf("stopped before %s: the fleet stops (another target failed); the journal is kept", s.Target)}
+	default:
+	}
 	if p.After > 0 && ran >= p.After {
 		return &CodedError{Kind: ErrPaused, Msg: fmt.Sprintf("paused after %d step(s) as asked (--pause-after %d); the journal is kept", ran, p.After)}
 	}

@@ -24,6 +24,9 @@ func TestPacing(t *testing.T) {
 		{"after reached", Pacing{After: 2}, 2, ExitPaused, 0},
 		{"between first step", Pacing{Between: time.Hour}, 0, ExitOK, 0},
 		{"between", Pacing{Between: time.Millisecond}, 1, ExitOK, 1},
+		{"stop open", Pacing{Stop: make(chan struct{})}, 1, ExitOK, 0},
+		{"stop closed before the first step", Pacing{Stop: closedChan()}, 0, ExitPaused, 0},
+		{"stop closed", Pacing{Stop: closedChan(), Between: time.Hour}, 2, ExitPaused, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,4 +59,10 @@ func TestPacing(t *testing.T) {
 			t.Errorf("wait cancelled after a minute: %v after %s", err, d)
 		}
 	})
+}
+
+func closedChan() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
@@ -98,9 +99,15 @@ func createStatefulSet(t *testing.T, ns, name string, replicas int32) []*corev1.
 // waitPods watches pods matching sel until want of them satisfy ok, and returns those.
 func waitPods(t *testing.T, ns string, sel labels.Selector, want int, ok func(*corev1.Pod) bool) []*corev1.Pod {
 	t.Helper()
+	return waitPodsIn(t, bed.Client, ns, sel, want, ok)
+}
+
+// waitPodsIn is waitPods in the control plane of client (fleet tests: the second bed).
+func waitPodsIn(t *testing.T, client kubernetes.Interface, ns string, sel labels.Selector, want int, ok func(*corev1.Pod) bool) []*corev1.Pod {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
-	pods := bed.Client.CoreV1().Pods(ns)
+	pods := client.CoreV1().Pods(ns)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel.String()

@@ -1,0 +1,323 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// fleetMutationFlags pace a mutating command over a fleet (fleet.Pacing): canary and
+// fail-fast, beside fleetFlags' selection and --max-parallel.
+type fleetMutationFlags struct {
+	fleetFlags
+	Canary   int
+	FailFast bool
+}
+
+func (ff *fleetMutationFlags) addFlags(cmd *cobra.Command, g *GlobalOptions) {
+	ff.fleetFlags.addFlags(cmd, g)
+	fs := cmd.Flags()
+	fs.IntVar(&ff.Canary, "canary", 0, "Fleet: run the first N targets alone, one after the other; each must succeed before the rest start")
+	fs.BoolVar(&ff.FailFast, "fail-fast", true, "Fleet: after a target fails, start no other and stop the running ones before their next batch (--fail-fast=false runs the rest)")
+}
+
+// validate checks the fleet flags without touching the API.
+func (ff *fleetMutationFlags) validate(g *GlobalOptions) error {
+	if err := ff.fleetFlags.validate(g); err != nil {
+		return err
+	}
+	if !ff.active(g) {
+		for _, n := range []string{"canary", "fail-fast"} {
+			if g.flagGiven(n) {
+				return ops.Usagef("--%s applies to a fleet (--context A,B, --contexts or --fleet)", n)
+			}
+		}
+	}
+	return nil
+}
+
+// fleetFlagNames are the flags that select or pace a fleet: a target's journal records its own
+// request, which names its one context and no fleet (its resume resumes that target).
+var fleetFlagNames = map[string]bool{"contexts": true, "fleet": true, "max-parallel": true, "canary": true, "fail-fast": true}
+
+// targetRun is one target's run of a mutating command: the command's options over the
+// target's context, with its output going to the fleet's stream through out and errOut.
+type targetRun struct {
+	out, errOut *targetWriter
+}
+
+// targetWriter passes one target's output to the fleet's shared stream a whole line at a time:
+// plain lines prefixed with the target, NDJSON events with the target's "context" added.
+type targetWriter struct {
+	mu      *sync.Mutex
+	w       io.Writer
+	prefix  string
+	context string
+	ndjson  bool
+	buf     []byte
+}
+
+func (tw *targetWriter) Write(p []byte) (int, error) {
+	tw.buf = append(tw.buf, p...)
+	for {
+		i := bytes.IndexByte(tw.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if err := tw.emit(tw.buf[:i+1]); err != nil {
+			return len(p), err
+		}
+		tw.buf = tw.buf[i+1:]
+	}
+}
+
+// flush writes a last line without its newline.
+func (tw *targetWriter) flush() error {
+	if len(tw.buf) == 0 {
+		return nil
+	}
+	err := tw.emit(append(tw.buf, '\n'))
+	tw.buf = nil
+	return err
+}
+
+func (tw *targetWriter) emit(line []byte) error {
+	var out []byte
+	if tw.ndjson && len(line) > 2 && line[0] == '{' && line[1] != '}' {
+		ctx, _ := json.Marshal(tw.context)
+		out = append(append(append([]byte(`{"context":`), ctx...), ','), line[1:]...)
+	} else {
+		out = append([]byte(tw.prefix), line...)
+	}
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	_, err := tw.w.Write(out)
+	return err
+}
+
+// runFleet runs the restart over every target of the fleet (#39): each target is the normal
+// single-cluster restart (its own lock, plan, journal, events, in its own cluster) through a
+// runner over its context (Runner.ForTarget), paced by fleet.Run: --canary targets first, alone,
+// then --max-parallel at once; with --fail-fast a failure starts no new target and stops the
+// running ones before their next batch. One confirmation names the contexts and clusters;
+// --dry-run prints every target's plan under its context and writes nothing. A summary table
+// (or NDJSON fleet-summary event) ends the run; the exit code is the worst target's.
+func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	ts, err := o.fleet.targets(o.GlobalOptions, []string{o.Cluster}, false)
+	if err != nil {
+		return err
+	}
+	pacing := fleet.Pacing{MaxParallel: o.fleet.MaxParallel, Canary: o.fleet.Canary, FailFast: o.fleet.FailFast}
+	if err := pacing.Validate(len(ts)); err != nil {
+		return err
+	}
+	if o.Output == "yaml" && !o.DryRun {
+		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
+	}
+	ndjson := o.Output == "json"
+	canAsk := o.IsTerminal() && !ndjson
+	if !o.DryRun && !o.Yes && !canAsk {
+		why := "no terminal to ask on"
+		if ndjson {
+			why = "-o json never asks"
+		}
+		return ops.Usagef("refusing to restart %s (%s) without confirmation: %s; pass --yes (see every target's plan with --dry-run)",
+			fleet.Describe(ts), targetList(ts), why)
+	}
+	var mu, reqMu sync.Mutex
+	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
+	// not a dry run's, which is grouped under its context; NDJSON with its context).
+	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
+		// Each target its own clients: no run state is shared between targets.
+		g := fleetTargetOptions(o.GlobalOptions, newClientsPool(o.GlobalOptions), t)
+		prefix := "[" + t.String() + "] "
+		if dryRun {
+			prefix = ""
+		}
+		tr := &targetRun{
+			out:    &targetWriter{mu: &mu, w: out, prefix: prefix, context: t.Context, ndjson: ndjson},
+			errOut: &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context},
+		}
+		g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: tr.out, ErrOut: tr.errOut}
+		r := o.Runner.ForTarget(g.Factory)
+		r.Pacing = o.Pacing
+		r.Pacing.Stop = stop
+		// One line per event, prefixed by its target: the TUI shows one cluster.
+		r.NoTUI = true
+		r.DryRun = dryRun
+		// The fleet was confirmed as a whole (or --yes was given).
+		r.Yes = true
+		ro := *o
+		// The target's restart is the single-cluster one: no fleet of its own.
+		ro.Runner, ro.Cluster, ro.fleet = r, t.Cluster, fleetMutationFlags{}
+		// cobra's flag sets change as they are read: one target at a time.
+		reqMu.Lock()
+		ro.targetRequest = ro.request(cmd, t.Cluster)
+		reqMu.Unlock()
+		return &ro, tr
+	}
+	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) error {
+		ro, tr := target(t, out, errOut, stop, dryRun)
+		err := ro.endStream(cmd.Name(), t.Cluster, ro.Run(cmd))
+		_ = tr.out.flush()
+		_ = tr.errOut.flush()
+		return err
+	}
+	// plans runs every target's dry run (reads only), each into its own buffer.
+	plans := func(w io.Writer) []fleet.Result {
+		bufs := make([]*bytes.Buffer, len(ts))
+		for i := range bufs {
+			bufs[i] = &bytes.Buffer{}
+		}
+		rs := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: o.fleet.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
+			i := indexOf(ts, t)
+			return runOne(ctx, t, bufs[i], bufs[i], nil, true)
+		})
+		for i, t := range ts {
+			switch o.Output {
+			case "text":
+				ops.Fprintf(w, "=== context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
+			case "yaml":
+				ops.Fprintf(w, "---\n# context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
+			}
+			_, _ = w.Write(bufs[i].Bytes())
+			if rs[i].Err != nil && !ndjson {
+				ops.Fprintf(w, "ERROR: %s\n", oneLineErr(rs[i].Err))
+			}
+		}
+		return rs
+	}
+	if o.DryRun {
+		rs := plans(o.Out)
+		o.streamEnded = true
+		if err := o.writeFleetSummary(rs, true); err != nil {
+			return err
+		}
+		return fleetFailure(rs)
+	}
+	if !o.Yes {
+		rs := plans(o.ErrOut)
+		if err := fleetFailure(rs); err != nil {
+			return fmt.Errorf("not asking: %w", err)
+		}
+		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("Restart %s (%s)?", fleet.Describe(ts), targetList(ts)))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
+		}
+	}
+	rs := fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
+		run := func() error { return runOne(ctx, t, o.Out, o.ErrOut, stop, false) }
+		if o.WrapFleetTarget != nil {
+			return o.WrapFleetTarget(ctx, t, stop, run)
+		}
+		return run()
+	})
+	o.streamEnded = true
+	reportFleetTargets(o.GlobalOptions, rs)
+	if err := o.writeFleetSummary(rs, false); err != nil {
+		return err
+	}
+	return fleetFailure(rs)
+}
+
+func indexOf(ts []fleet.Target, t fleet.Target) int {
+	for i := range ts {
+		if ts[i] == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// targetList names the targets for the prompt: "ctx/ns/cluster, ...".
+func targetList(ts []fleet.Target) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// reportFleetTargets writes one line per target that did not succeed, naming its context and
+// cluster (the target's own lines said more).
+func reportFleetTargets(g *GlobalOptions, rs []fleet.Result) {
+	for _, r := range rs {
+		if r.Started && r.Err != nil {
+			ops.Fprintf(g.ErrOut, "ERROR: context %s, cluster %s/%s: %s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
+				r.Outcome(), oneLineErr(r.Err))
+		}
+	}
+}
+
+// fleetSummaryTarget is one target of the NDJSON fleet-summary event.
+type fleetSummaryTarget struct {
+	Context    string        `json:"context"`
+	Namespace  string        `json:"namespace"`
+	Cluster    string        `json:"cluster"`
+	Outcome    string        `json:"outcome"`
+	Duration   time.Duration `json:"durationNs"`
+	ReasonCode string        `json:"reasonCode,omitempty"`
+	Error      string        `json:"error,omitempty"`
+}
+
+// writeFleetSummary ends the fleet's output: a table (context, cluster, outcome, duration,
+// reason) on -o text, one NDJSON event of type fleet-summary on -o json.
+func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error {
+	outcome := func(r fleet.Result) string {
+		if dryRun && r.Started && r.Err == nil {
+			return ops.OutcomeDryRun
+		}
+		return r.Outcome()
+	}
+	if o.Output == "json" {
+		ev := struct {
+			Type    string               `json:"type"`
+			Time    time.Time            `json:"time"`
+			Targets []fleetSummaryTarget `json:"targets"`
+			Exit    int                  `json:"exitCode"`
+		}{Type: "fleet-summary", Time: time.Now(), Exit: fleet.WorstExit(rs)}
+		for _, r := range rs {
+			st := fleetSummaryTarget{Context: r.Target.Context, Namespace: r.Target.Namespace, Cluster: r.Target.Cluster,
+				Outcome: outcome(r), Duration: r.Duration, ReasonCode: r.Reason()}
+			if r.Err != nil {
+				st.Error = oneLineErr(r.Err)
+			}
+			ev.Targets = append(ev.Targets, st)
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encoding the fleet summary: %w", err)
+		}
+		_, err = o.Out.Write(append(ops.JSONPrintable(b), '\n'))
+		return err
+	}
+	if o.Output != "text" {
+		return nil
+	}
+	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nCONTEXT\tNAMESPACE\tCLUSTER\tOUTCOME\tDURATION\tREASON")
+	for _, r := range rs {
+		dur := "-"
+		if r.Started {
+			dur = r.Duration.Round(time.Second).String()
+		}
+		ops.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster, outcome(r), dur, dash(r.Reason()))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,393 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
+)
+
+// fleetEnv is a fleet over the two control planes: one kubeconfig (bed-a, bed-b and, with
+// gone, a context bed-gone whose API server does not answer), one namespace of the same name
+// in both beds.
+type fleetEnv struct {
+	t   *testing.T
+	kc  string
+	ns  string
+	env []string
+	// beds by context name.
+	beds map[string]*testbed.Testbed
+}
+
+func newFleetEnv(t *testing.T, gone bool) *fleetEnv {
+	t.Helper()
+	kc := fleetKubeconfig(t)
+	if gone {
+		cfg, err := clientcmd.LoadFromFile(kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Port 1 on loopback: nothing listens there, the connection is refused.
+		cfg.Clusters["bed-gone"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+		cfg.AuthInfos["bed-gone"] = &clientcmdapi.AuthInfo{Token: "not-a-real-token"}
+		cfg.Contexts["bed-gone"] = &clientcmdapi.Context{Cluster: "bed-gone", AuthInfo: "bed-gone", Namespace: "default"}
+		if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := &fleetEnv{t: t, kc: kc, beds: map[string]*testbed.Testbed{"bed-a": bed, "bed-b": bedB.tb}}
+	x.ns = x.namespace()
+	for _, kv := range cliEnv(t) {
+		if strings.HasPrefix(kv, "KUBECONFIG=") {
+			kv = "KUBECONFIG=" + kc
+		}
+		x.env = append(x.env, kv)
+	}
+	return x
+}
+
+// namespace creates a namespace of a new name in both beds (deleted after the test).
+func (x *fleetEnv) namespace() string {
+	x.t.Helper()
+	ns := fmt.Sprintf("fleet-%d", time.Now().UnixNano()%1_000_000_000)
+	for _, tb := range []*testbed.Testbed{bed, bedB.tb} {
+		if _, err := tb.Client.CoreV1().Namespaces().Create(x.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			x.t.Fatalf("create namespace: %v", err)
+		}
+		x.t.Cleanup(func() { _ = tb.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	}
+	return ns
+}
+
+// context adds (or changes) context name of the kubeconfig: the cluster and user of context
+// from (bed-a or bed-b), with namespace ns.
+func (x *fleetEnv) context(name, from, ns string) {
+	x.t.Helper()
+	cfg, err := clientcmd.LoadFromFile(x.kc)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	src := cfg.Contexts[from]
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: src.Cluster, AuthInfo: src.AuthInfo, Namespace: ns}
+	if err := clientcmd.WriteToFile(*cfg, x.kc); err != nil {
+		x.t.Fatal(err)
+	}
+	x.beds[name] = x.beds[from]
+}
+
+// generic creates a 'generic' cluster (the dbops.io labels, as createDBCluster) in the bed and
+// namespace of context (x.ns when "") and waits for its pods to be Ready.
+func (x *fleetEnv) generic(context, ns, name string, replicas int32, mutate ...func(*appsv1.StatefulSet)) []*corev1.Pod {
+	x.t.Helper()
+	sts := statefulSet(name, replicas)
+	sts.Labels = maps.Clone(sts.Labels)
+	maps.Copy(sts.Labels, map[string]string{"dbops.io/cluster": name, "dbops.io/node-group": name, "dbops.io/role": "data", "dbops.io/engine": "generic"})
+	for _, m := range mutate {
+		m(sts)
+	}
+	return x.createIn(context, ns, sts)
+}
+
+// replicated creates a cluster of the replicated engine (as newReplApp, with its script as the
+// application) in the bed of context.
+func (x *fleetEnv) replicated(context, name string, replicas int32) {
+	x.t.Helper()
+	dir := x.t.TempDir()
+	a := &replApp{t: x.t, ns: x.ns, name: name, state: filepath.Join(dir, "state"), bin: filepath.Join(dir, "app.sh")}
+	if err := os.MkdirAll(a.state, 0o755); err != nil {
+		x.t.Fatal(err)
+	}
+	writeFile(x.t, a.bin, replScript)
+	for o := range replicas {
+		pod := fmt.Sprintf("%s-%d", name, o)
+		if err := x.beds[context].SetExec(x.t.Context(), x.ns, pod, testbed.ExecTarget{Env: map[string]string{"REPL_POD": pod, "REPL_STATE": a.state}}); err != nil {
+			x.t.Fatalf("exec mapping for %s: %v", pod, err)
+		}
+	}
+	sts := statefulSet(name, replicas)
+	sts.Labels = maps.Clone(sts.Labels)
+	maps.Copy(sts.Labels, map[string]string{"dbops.io/cluster": name, "dbops.io/engine": "replicated"})
+	sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+	sts.Spec.Template.Spec.TopologySpreadConstraints = nil
+	sts.Annotations = map[string]string{"dbops.io/replicated-config": a.config(1)}
+	x.create(context, sts)
+}
+
+func (x *fleetEnv) create(context string, sts *appsv1.StatefulSet) { x.createIn(context, "", sts) }
+
+func (x *fleetEnv) createIn(context, ns string, sts *appsv1.StatefulSet) []*corev1.Pod {
+	x.t.Helper()
+	if ns == "" {
+		ns = x.ns
+	}
+	c := x.client(context)
+	if _, err := c.AppsV1().StatefulSets(ns).Create(x.t.Context(), sts, metav1.CreateOptions{}); err != nil {
+		x.t.Fatalf("%s: create statefulset: %v", context, err)
+	}
+	return waitPodsIn(x.t, c, ns, labels.SelectorFromSet(labels.Set{"app": sts.Name}), int(*sts.Spec.Replicas), func(p *corev1.Pod) bool {
+		return testbed.PodReady(p) && p.DeletionTimestamp == nil
+	})
+}
+
+// uids are the UIDs of the pods of StatefulSet name in ns of context's bed, by pod name.
+func (x *fleetEnv) uids(context, ns, name string) map[string]string {
+	x.t.Helper()
+	pods, err := x.client(context).CoreV1().Pods(ns).List(x.t.Context(), metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = string(p.UID)
+	}
+	return out
+}
+
+func (x *fleetEnv) client(context string) kubernetes.Interface { return x.beds[context].Client }
+
+func (x *fleetEnv) run(args ...string) cliResult {
+	x.t.Helper()
+	return runCLI(x.t, x.env, args...)
+}
+
+// TestFleetList: `list --contexts 'bed-*'` over two control planes, each with a generic and a
+// replicated cluster, and a third context whose API server does not answer: every cluster of
+// the two beds is listed under its context, the dead context is named on one line of stderr,
+// and the exit code is non-zero; -o json items carry their context. `status CLUSTER` over the
+// same fleet: one status per live context, the dead one in errors and on stderr.
+func TestFleetList(t *testing.T) {
+	bedB.get(t)
+	x := newFleetEnv(t, true)
+	for _, c := range []string{"bed-a", "bed-b"} {
+		x.generic(c, "", "web", 2)
+		x.replicated(c, "repl", 2)
+	}
+	res := x.run("list", "--contexts", "bed-*", "-n", x.ns, "--max-parallel", "3")
+	if res.Code != 1 {
+		t.Fatalf("list --contexts bed-*: want exit 1 (bed-gone fails): %s", res)
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	var got []string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		got = append(got, strings.Join(f[:3], " ")+" "+f[4])
+	}
+	want := "bed-a repl replicated 2/2,bed-a web generic 2/2,bed-b repl replicated 2/2,bed-b web generic 2/2"
+	if !strings.HasPrefix(lines[0], "CONTEXT") || strings.Join(got, ",") != want {
+		t.Errorf("rows %q, want %q:\n%s", strings.Join(got, ","), want, res)
+	}
+	var errLines []string
+	for _, l := range strings.Split(res.Stderr, "\n") {
+		if strings.HasPrefix(l, "ERROR: context ") {
+			errLines = append(errLines, l)
+		}
+	}
+	if len(errLines) != 1 || !strings.HasPrefix(errLines[0], "ERROR: context bed-gone: ") {
+		t.Errorf("stderr should name bed-gone on one line: %s", res)
+	}
+
+	res = x.run("list", "--context", "bed-b,bed-a", "-n", x.ns, "-o", "json")
+	if res.Code != 0 {
+		t.Fatalf("list --context bed-b,bed-a -o json: %s", res)
+	}
+	var doc struct {
+		Items []struct{ Context, Namespace, Name, Engine string } `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &doc); err != nil {
+		t.Fatalf("%v: %s", err, res)
+	}
+	got = got[:0]
+	for _, it := range doc.Items {
+		got = append(got, it.Context+"/"+it.Name+"/"+it.Engine)
+	}
+	if want := "bed-b/repl/replicated,bed-b/web/generic,bed-a/repl/replicated,bed-a/web/generic"; strings.Join(got, ",") != want {
+		t.Errorf("JSON items %q, want %q", strings.Join(got, ","), want)
+	}
+
+	// status of one cluster over the fleet: one ClusterStatus per live context, bed-gone in
+	// errors and on stderr.
+	res = x.run("status", "repl", "--contexts", "bed-*", "-n", x.ns, "-o", "json")
+	if res.Code != 1 {
+		t.Fatalf("status --contexts bed-*: want exit 1: %s", res)
+	}
+	var st struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Context string `json:"context"`
+			Cluster struct{ Name, Engine string }
+		} `json:"items"`
+		Errors []struct{ Context string } `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil {
+		t.Fatalf("%v: %s", err, res)
+	}
+	got = got[:0]
+	for _, it := range st.Items {
+		got = append(got, it.Context+"/"+it.Cluster.Name+"/"+it.Cluster.Engine)
+	}
+	if st.Kind != "ClusterStatusList" || strings.Join(got, ",") != "bed-a/repl/replicated,bed-b/repl/replicated" ||
+		len(st.Errors) != 1 || st.Errors[0].Context != "bed-gone" || !strings.Contains(res.Stderr, "ERROR: context bed-gone: ") {
+		t.Errorf("status: kind %s items %v errors %v: %s", st.Kind, got, st.Errors, res)
+	}
+}
+
+// fleetEvents are the NDJSON lines of a fleet run, each with its context ("" for the final
+// fleet-summary).
+type fleetEvent struct {
+	Context string `json:"context"`
+	Type    string `json:"type"`
+	Outcome string `json:"outcome"`
+	Targets []struct {
+		Context, Namespace, Cluster, Outcome, ReasonCode string
+	} `json:"targets"`
+}
+
+func fleetEvents(t *testing.T, res cliResult) []fleetEvent {
+	t.Helper()
+	var evs []fleetEvent
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		var ev fleetEvent
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("not NDJSON: %q: %v\n%s", line, err, res)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// TestFleetRestart: a rolling restart of generic clusters over four contexts on the two
+// control planes (two namespaces in each), --canary 1 --max-parallel 2: the canary target
+// (bed-a) runs alone and ends before any other target writes a line; then at most two targets
+// run at once; every pod of every cluster comes back with a new UID; every NDJSON event names
+// its context and the stream ends with a fleet-summary of four successes.
+func TestFleetRestart(t *testing.T) {
+	bedB.get(t)
+	x := newFleetEnv(t, false)
+	ns2 := x.namespace()
+	x.context("bed-a", "bed-a", x.ns)
+	x.context("bed-b", "bed-b", x.ns)
+	x.context("bed-a-2", "bed-a", ns2)
+	x.context("bed-b-2", "bed-b", ns2)
+	nsOf := map[string]string{"bed-a": x.ns, "bed-b": x.ns, "bed-a-2": ns2, "bed-b-2": ns2}
+	before := map[string]map[string]string{}
+	for c, ns := range nsOf {
+		x.generic(c, ns, "web", 2)
+		before[c] = x.uids(c, ns, "web")
+	}
+	res := x.run("restart", "web", "--rolling", "--contexts", "bed-*", "--canary", "1", "--max-parallel", "2", "--yes", "-o", "json")
+	if res.Code != 0 {
+		t.Fatalf("fleet restart: want exit 0: %s", res)
+	}
+	evs := fleetEvents(t, res)
+	first, last := map[string]int{}, map[string]int{}
+	for i, ev := range evs[:len(evs)-1] {
+		if _, ok := nsOf[ev.Context]; !ok {
+			t.Fatalf("event %d without a context of the fleet: %+v", i, ev)
+		}
+		if _, seen := first[ev.Context]; !seen {
+			first[ev.Context] = i
+		}
+		last[ev.Context] = i
+	}
+	for c := range nsOf {
+		if c != "bed-a" && first[c] < last["bed-a"] {
+			t.Errorf("%s wrote its first event (line %d) before the canary bed-a ended (line %d)", c, first[c], last["bed-a"])
+		}
+	}
+	// A target runs from its first line to its last (done): never more than two at once.
+	for i := range evs {
+		running := 0
+		for c := range nsOf {
+			if first[c] <= i && i <= last[c] {
+				running++
+			}
+		}
+		if running > 2 {
+			t.Fatalf("line %d: %d targets running at once with --max-parallel 2", i, running)
+		}
+	}
+	sum := evs[len(evs)-1]
+	var got []string
+	for _, tg := range sum.Targets {
+		got = append(got, tg.Context+" "+tg.Outcome)
+	}
+	if sum.Type != "fleet-summary" || strings.Join(got, ",") != "bed-a succeeded,bed-a-2 succeeded,bed-b succeeded,bed-b-2 succeeded" {
+		t.Errorf("summary %s %v", sum.Type, got)
+	}
+	for c, ns := range nsOf {
+		after := x.uids(c, ns, "web")
+		for pod, uid := range before[c] {
+			if after[pod] == "" || after[pod] == uid {
+				t.Errorf("%s: pod %s/%s not restarted (uid %s -> %q)", c, ns, pod, uid, after[pod])
+			}
+		}
+	}
+}
+
+// TestFleetRestartFailFast: the first target's restart fails (its restarted pod never gets
+// Ready: the template starts it in an hour) and, with --fail-fast (the default), no other target
+// starts: their pods and leases are untouched; the summary names the failed target and the
+// ones not started, stderr names the failed context, and the exit code is the failure's
+// (timeout, 4).
+func TestFleetRestartFailFast(t *testing.T) {
+	bedB.get(t)
+	x := newFleetEnv(t, false)
+	ns2 := x.namespace()
+	x.context("bed-a", "bed-a", x.ns)
+	x.context("bed-a-2", "bed-a", ns2)
+	x.context("bed-b", "bed-b", x.ns)
+	x.generic("bed-a", x.ns, "web", 2, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType })
+	// Pods made from now on start in an hour: the first one the restart deletes never comes back Ready.
+	updateStatefulSet(t.Context(), t, x.ns, "web", func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "1h"}
+	})
+	untouched := map[string]map[string]string{}
+	for c, ns := range map[string]string{"bed-a-2": ns2, "bed-b": x.ns} {
+		x.generic(c, ns, "web", 2)
+		untouched[c] = x.uids(c, ns, "web")
+	}
+	res := x.run("restart", "web", "--rolling", "--contexts", "bed-a,bed-a-2,bed-b", "--timeout", "30s", "--yes")
+	if res.Code != 4 {
+		t.Fatalf("want exit 4 (bed-a timed out): %s", res)
+	}
+	i := strings.Index(res.Stdout, "CONTEXT ")
+	if i < 0 {
+		t.Fatalf("no summary table: %s", res)
+	}
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i:]), "\n")[1:] {
+		f := strings.Fields(l)
+		rows = append(rows, f[0]+" "+f[3])
+	}
+	if strings.Join(rows, ",") != "bed-a failed,bed-a-2 not-started,bed-b not-started" {
+		t.Errorf("summary rows %v: %s", rows, res)
+	}
+	if !strings.Contains(res.Stderr, "ERROR: context bed-a, cluster "+x.ns+"/web: failed: ") {
+		t.Errorf("stderr does not name bed-a: %s", res)
+	}
+	for c, ns := range map[string]string{"bed-a-2": ns2, "bed-b": x.ns} {
+		if got := x.uids(c, ns, "web"); fmt.Sprint(got) != fmt.Sprint(untouched[c]) {
+			t.Errorf("%s: pods changed %v -> %v", c, untouched[c], got)
+		}
+		if leases, err := x.client(c).CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+			t.Errorf("%s: leases %v, %v: a target that never started wrote its lock", c, leases, err)
+		}
+	}
+}
