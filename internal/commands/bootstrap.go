@@ -10,9 +10,11 @@ import (
 
 // BootstrapOptions holds `bootstrap` flags.
 type BootstrapOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g       *GlobalOptions
 	Cluster string
 	// Primaries is the number of primaries of a replicated app.
 	Primaries int32
@@ -21,13 +23,13 @@ type BootstrapOptions struct {
 }
 
 // NewBootstrapOptions returns options bound to the shared flags.
-func NewBootstrapOptions(g *GlobalOptions) *BootstrapOptions {
-	return &BootstrapOptions{Runner: NewRunner(g)}
+func NewBootstrapOptions(g *GlobalOptions, rf *RunFlags) *BootstrapOptions {
+	return &BootstrapOptions{Runner: NewRunner(g.Factory, rf, g), g: g}
 }
 
 // NewBootstrapCmd builds `bootstrap CLUSTER`.
-func NewBootstrapCmd(g *GlobalOptions) *cobra.Command {
-	o := NewBootstrapOptions(g)
+func NewBootstrapCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewBootstrapOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "bootstrap CLUSTER [--license-secret NAME[/KEY]] [--user NAME=SECRET[/KEY]]...",
 		Short: "Prepare a new cluster: license, system user, application users",
@@ -91,7 +93,7 @@ func (o *BootstrapOptions) Validate() error {
 
 // Run discovers, plans and executes the bootstrap.
 func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
+	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster),
 		timeoutEnv: "BOOTSTRAP_TIMEOUT", defaultTimeout: defaultBootstrapTimeout,
 		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			b, ok := eng.(ops.Bootstrapper)
@@ -115,7 +117,7 @@ func (o *BootstrapOptions) bootstrapRequest(c *ops.Cluster) (ops.BootstrapReques
 	// The engine's own bootstrap flags (CrateDB's --license-secret and --user); a flag of
 	// another engine was refused by checkEngineFlags.
 	var r ops.BootstrapRequest
-	if f, ok := o.engineFlagsOf(c.Engine).(interface{ FillBootstrap(*ops.BootstrapRequest) }); ok {
+	if f, ok := o.g.engineFlagsOf(c.Engine).(interface{ FillBootstrap(*ops.BootstrapRequest) }); ok {
 		f.FillBootstrap(&r)
 	}
 	if o.primariesGiven {

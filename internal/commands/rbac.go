@@ -50,7 +50,7 @@ func secretsGet() []ops.Permission  { return ops.Need("", "secrets", "", "get") 
 // checkPermissions is the RBAC preflight of a run: the lock, the audit
 // Events, every step's declared needs and the engine's, checked with
 // SelfSubjectAccessReviews before the lock is taken.
-func (g *GlobalOptions) checkPermissions(ctx context.Context, cl *Clients, plan *ops.Plan) error {
+func (g *Runner) checkPermissions(ctx context.Context, cl *Clients, plan *ops.Plan) error {
 	if len(plan.Steps) == 0 {
 		return nil
 	}
@@ -72,9 +72,9 @@ func (g *GlobalOptions) checkPermissions(ctx context.Context, cl *Clients, plan 
 // likelyRunNeeds are what checkPermissions will probably ask after planning operation (the
 // lock, the audit trail, the engine's calls, pod deletes and waits): asked ahead, with the
 // planning check, so that check finds its answers there.
-func (g *GlobalOptions) likelyRunNeeds(engine, operation string) []ops.Permission {
+func likelyRunNeeds(disableLocks bool, engine, operation string) []ops.Permission {
 	var out []ops.Permission
-	if !g.DisableLocks {
+	if !disableLocks {
 		out = append(out, ops.LockNeeds...)
 	}
 	out = append(out, ops.AuditNeeds...)
@@ -104,13 +104,13 @@ func (g *GlobalOptions) planNeeds(engine string) []ops.Permission {
 
 // checkPlanPermissions is the RBAC check before planning (dry-run too). Unless this is a dry
 // run, what running operation will probably need is asked at the same time.
-func (g *GlobalOptions) checkPlanPermissions(ctx context.Context, cl *Clients, c *ops.Cluster, operation string) error {
+func (g *Runner) checkPlanPermissions(ctx context.Context, cl *Clients, c *ops.Cluster, operation string) error {
 	var needs []ops.NeedFor
-	for _, p := range g.planNeeds(c.Engine) {
+	for _, p := range g.Clusters.planNeeds(c.Engine) {
 		needs = append(needs, ops.NeedFor{Permission: p, For: "planning from live state"})
 	}
 	if !g.DryRun && operation != "" {
-		cl.access().Prefetch(ctx, c.Namespace, g.likelyRunNeeds(c.Engine, operation))
+		cl.access().Prefetch(ctx, c.Namespace, likelyRunNeeds(g.DisableLocks, c.Engine, operation))
 	}
 	return ops.CheckPermissions(ctx, cl.access(), c.Namespace, needs)
 }

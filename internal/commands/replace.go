@@ -17,9 +17,11 @@ import (
 
 // ReplaceOptions holds `replace` flags.
 type ReplaceOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g                *GlobalOptions
 	Cluster          string
 	Pods             []string
 	Strategy         string
@@ -42,14 +44,14 @@ type ReplaceOptions struct {
 }
 
 // NewReplaceOptions returns options bound to the shared flags.
-func NewReplaceOptions(g *GlobalOptions) *ReplaceOptions {
-	return &ReplaceOptions{Runner: NewRunner(g), Strategy: ops.StrategyReplacement, MaxConcurrent: 1,
+func NewReplaceOptions(g *GlobalOptions, rf *RunFlags) *ReplaceOptions {
+	return &ReplaceOptions{Runner: NewRunner(g.Factory, rf, g), g: g, Strategy: ops.StrategyReplacement, MaxConcurrent: 1,
 		FailureThreshold: ops.DefaultFailureThreshold}
 }
 
 // NewReplaceCmd builds `replace CLUSTER [POD...]`.
-func NewReplaceCmd(g *GlobalOptions) *cobra.Command {
-	o := NewReplaceOptions(g)
+func NewReplaceCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewReplaceOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "replace CLUSTER [POD...] [--strategy replacement|deletion] [--failed]",
 		Short: "Replace members: move their data away, recreate them with fresh volumes, let them rejoin",
@@ -198,7 +200,7 @@ func (o *ReplaceOptions) picks() bool {
 
 // Run discovers, chooses the pods, plans and executes the replacement.
 func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster, o.Pods...), defaultTimeout: defaultRestartTimeout,
+	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster, o.Pods...), defaultTimeout: defaultRestartTimeout,
 		check: o.checkPods, plan: o.plan})
 }
 

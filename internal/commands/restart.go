@@ -15,9 +15,11 @@ import (
 
 // RestartOptions holds `restart` flags.
 type RestartOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g       *GlobalOptions
 	Cluster string
 	Rolling bool
 	Groups  []string
@@ -36,13 +38,13 @@ type RestartOptions struct {
 }
 
 // NewRestartOptions returns options bound to the shared flags.
-func NewRestartOptions(g *GlobalOptions) *RestartOptions {
-	return &RestartOptions{Runner: NewRunner(g)}
+func NewRestartOptions(g *GlobalOptions, rf *RunFlags) *RestartOptions {
+	return &RestartOptions{Runner: NewRunner(g.Factory, rf, g), g: g}
 }
 
 // NewRestartCmd builds `restart CLUSTER --rolling`.
-func NewRestartCmd(g *GlobalOptions) *cobra.Command {
-	o := NewRestartOptions(g)
+func NewRestartCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewRestartOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "restart CLUSTER --rolling [--mode pod|zone|all] [--group NAME]...",
 		Short: "Restart a cluster's pods one at a time (or a zone at a time), waiting for each to be back",
@@ -149,7 +151,7 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster), defaultTimeout: defaultRollingRestartTimeout,
+	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster), defaultTimeout: defaultRollingRestartTimeout,
 		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			return eng.PlanRestart(ctx, c, o.restartOptions())
 		}})

@@ -14,9 +14,11 @@ import (
 
 // ScaleOptions holds `scale` flags.
 type ScaleOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g        *GlobalOptions
 	Cluster  string
 	Masters  int32
 	Data     []string
@@ -36,13 +38,13 @@ type ScaleOptions struct {
 }
 
 // NewScaleOptions returns options bound to the shared flags.
-func NewScaleOptions(g *GlobalOptions) *ScaleOptions {
-	return &ScaleOptions{Runner: NewRunner(g)}
+func NewScaleOptions(g *GlobalOptions, rf *RunFlags) *ScaleOptions {
+	return &ScaleOptions{Runner: NewRunner(g.Factory, rf, g), g: g}
 }
 
 // NewScaleCmd builds `scale CLUSTER`.
-func NewScaleCmd(g *GlobalOptions) *cobra.Command {
-	o := NewScaleOptions(g)
+func NewScaleCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewScaleOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "scale CLUSTER [--master N] [--data GROUP=N]... | --replicas N [--primaries P] | --processes CLASS=N[,CLASS=N]",
 		Short: "Change node group sizes safely: masters first, grow, then drain and shrink",
@@ -250,7 +252,7 @@ func (o *ScaleOptions) parseProcesses() error {
 
 // Run discovers, plans and executes the scaling.
 func (o *ScaleOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
+	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster),
 		timeoutEnv: "SCALING_TIMEOUT", defaultTimeout: defaultScalingTimeout,
 		plan: func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			s, ok := eng.(ops.Scaler)
