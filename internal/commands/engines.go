@@ -49,9 +49,6 @@ type EngineKind struct {
 	Operator func(d EngineDeps) (ops.OperatorControl, error)
 }
 
-// fdbProcessClasses are the FoundationDB process classes scale --processes takes.
-var fdbProcessClasses = foundationdb.ProcessClasses
-
 // Environment variables of the replicated engine's configuration (replicated.ConfigLayers).
 const (
 	EnvReplicatedConfig = replicated.EnvConfig
@@ -77,7 +74,7 @@ func builtinEngines() []EngineKind {
 			return built(etcd.New(d.deps(), f.Options))
 		}},
 		{Name: ops.EngineFoundationDB, Title: "FoundationDB", NewFlags: func() EngineFlags { return foundationdb.NewFlags() },
-			Flags: []string{"processes", "remove", "process-class", "no-exclusion"}, Recognizers: foundationdb.Recognizers(),
+			Flags: []string{"process-class", "no-exclusion"}, Recognizers: foundationdb.Recognizers(),
 			Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 				return built(foundationdb.New(d.deps(), d.Flags.(*foundationdb.Flags).Options()))
 			}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {

@@ -2,8 +2,6 @@ package commands
 
 import (
 	"context"
-	"slices"
-
 	"strconv"
 	"strings"
 
@@ -25,16 +23,11 @@ type ScaleOptions struct {
 	Replicas int32
 	// Primaries is the wanted number of primaries (replicated apps).
 	Primaries int32
-	// Processes are FoundationDB's CLASS=N entries (--processes).
-	Processes []string
-	// Remove names the FoundationDB process groups that go (--remove).
-	Remove []string
 
 	mastersGiven   bool
 	replicasGiven  bool
 	primariesGiven bool
 	data           map[string]int32
-	processes      map[string]int32
 }
 
 // NewScaleOptions returns options bound to the shared flags.
@@ -129,8 +122,6 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
 	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
-	cmd.Flags().StringSliceVar(&o.Remove, "remove", nil, "FoundationDB: with --processes, the process groups (or their pods) that go, exactly as many per class as the new count removes (comma-separated or repeated)")
-	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(fdbProcessClasses, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.addEngineFlags("scale", cmd.Flags())
 	return cmd
@@ -178,19 +169,13 @@ func (o *ScaleOptions) Validate() error {
 	if o.primariesGiven && o.replicasGiven && o.Primaries > o.Replicas {
 		return ops.Usagef("--primaries %d is more than --replicas %d", o.Primaries, o.Replicas)
 	}
-	if len(o.Remove) > 0 && len(o.Processes) == 0 {
-		return ops.Usagef("--remove names the FoundationDB process groups that go when --processes lowers their class; give --processes CLASS=N")
-	}
-	for _, g := range o.Remove {
-		if strings.TrimSpace(g) == "" {
-			return ops.Usagef("--remove values must not be empty")
-		}
-	}
-	if len(o.Processes) > 0 {
+	// An engine's own scale flags (checked by the engine's Validate before) ask alone.
+	if engine, names := o.engineScale(); engine != "" {
 		if o.mastersGiven || len(o.Data) > 0 || o.replicasGiven || o.primariesGiven {
-			return ops.Usagef("--processes (FoundationDB) cannot be combined with --master, --data, --replicas or --primaries")
+			return ops.Usagef("--%s (%s) cannot be combined with --master, --data, --replicas or --primaries",
+				names[0], strings.Join(o.g.engineTitles([]string{engine}), ""))
 		}
-		return o.parseProcesses()
+		return nil
 	}
 	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !o.primariesGiven {
 		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
@@ -227,27 +212,17 @@ func (o *ScaleOptions) Validate() error {
 	return nil
 }
 
-// parseProcesses reads --processes CLASS=N[,CLASS=N] into processes.
-func (o *ScaleOptions) parseProcesses() error {
-	o.processes = map[string]int32{}
-	for _, arg := range o.Processes {
-		for _, d := range strings.Split(arg, ",") {
-			class, val, ok := strings.Cut(d, "=")
-			class = strings.TrimSpace(class)
-			if !ok || !slices.Contains(fdbProcessClasses, class) {
-				return ops.Usagef("--processes %q: want CLASS=N with CLASS one of %s", d, strings.Join(fdbProcessClasses, ", "))
+// engineScale is the engine whose own flags ask for this scale (ops.ScaleFlags), and the
+// flags given; "" when none does.
+func (o *ScaleOptions) engineScale() (engine string, given []string) {
+	for _, k := range o.g.Engines {
+		if sf, ok := o.g.engineFlagsOf(k.Name).(ops.ScaleFlags); ok {
+			if names := sf.ScaleFlagsGiven(); len(names) > 0 {
+				return k.Name, names
 			}
-			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 32)
-			if err != nil || n < -1 {
-				return ops.Usagef("--processes %q: N must be a whole number of at least -1 (-1: none of the class, 0: the operator's default for the redundancy mode)", d)
-			}
-			if _, dup := o.processes[class]; dup {
-				return ops.Usagef("--processes %s given twice", class)
-			}
-			o.processes[class] = int32(n)
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // Run discovers, plans and executes the scaling.
@@ -259,7 +234,10 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Processes: o.processes, Remove: o.Remove, Journal: o.unfinishedJournal(ctx, cl, c)}
+			req := ops.ScaleRequest{Data: o.data, Journal: o.unfinishedJournal(ctx, cl, c)}
+			if sf, ok := o.g.engineFlagsOf(c.Engine).(ops.ScaleFlags); ok {
+				sf.FillScale(&req)
+			}
 			if o.mastersGiven {
 				m := o.Masters
 				req.Masters = &m

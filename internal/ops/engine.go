@@ -186,6 +186,16 @@ type ScaleRequest struct {
 	Journal *Journal
 }
 
+// ScaleFlags is implemented by an engine's own flags (bound by the engine for the verb
+// "scale") that ask for a scale of its own kind (FoundationDB's --processes and --remove):
+// the command learns from them whether they ask one, and how to fill the request.
+type ScaleFlags interface {
+	// ScaleFlagsGiven names the flags that ask for a scale (without "--"); none when not given.
+	ScaleFlagsGiven() []string
+	// FillScale puts what they ask into req (checked already by the flags' Validate).
+	FillScale(req *ScaleRequest)
+}
+
 // Scaler is implemented by engines that can scale.
 type Scaler interface {
 	PlanScale(ctx context.Context, c *Cluster, req ScaleRequest) (*Plan, error)

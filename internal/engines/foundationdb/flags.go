@@ -1,6 +1,9 @@
 package foundationdb
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -14,7 +17,16 @@ import (
 type Flags struct {
 	// Timeout is fdbcli's --timeout (whole seconds).
 	Timeout time.Duration
+	// Processes are scale's CLASS=N entries (--processes); processes is them parsed (Validate).
+	Processes []string
+	// Remove names the process groups that go (scale --remove).
+	Remove []string
+
+	processes map[string]int32
 }
+
+// The flags are the FoundationDB engine's scale request (ops.ScaleFlags).
+var _ ops.ScaleFlags = (*Flags)(nil)
 
 // NewFlags returns the defaults.
 func NewFlags() *Flags { return &Flags{Timeout: DefaultTimeout * time.Second} }
@@ -24,6 +36,10 @@ func (f *Flags) AddFlags(verb string, fs *pflag.FlagSet) {
 	if verb == "" {
 		fs.DurationVar(&f.Timeout, "fdb-timeout", f.Timeout, "FoundationDB: fdbcli's --timeout for each status json, kill, exclude and other fdbcli call (whole seconds, at least 1s)")
 	}
+	if verb == "scale" {
+		fs.StringSliceVar(&f.Remove, "remove", nil, "FoundationDB: with --processes, the process groups (or their pods) that go, exactly as many per class as the new count removes (comma-separated or repeated)")
+		fs.StringArrayVar(&f.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(ProcessClasses, ", ")+")")
+	}
 }
 
 // Validate checks the flags without touching the API.
@@ -31,7 +47,55 @@ func (f *Flags) Validate(func(string) bool) error {
 	if f.Timeout < time.Second || f.Timeout%time.Second != 0 {
 		return ops.Usagef("--fdb-timeout must be a whole number of seconds, at least 1s (got %s)", f.Timeout)
 	}
+	if len(f.Remove) > 0 && len(f.Processes) == 0 {
+		return ops.Usagef("--remove names the FoundationDB process groups that go when --processes lowers their class; give --processes CLASS=N")
+	}
+	for _, g := range f.Remove {
+		if strings.TrimSpace(g) == "" {
+			return ops.Usagef("--remove values must not be empty")
+		}
+	}
+	return f.parseProcesses()
+}
+
+// parseProcesses reads --processes CLASS=N[,CLASS=N] into processes.
+func (f *Flags) parseProcesses() error {
+	f.processes = nil
+	if len(f.Processes) == 0 {
+		return nil
+	}
+	f.processes = map[string]int32{}
+	for _, arg := range f.Processes {
+		for _, d := range strings.Split(arg, ",") {
+			class, val, ok := strings.Cut(d, "=")
+			class = strings.TrimSpace(class)
+			if !ok || !slices.Contains(ProcessClasses, class) {
+				return ops.Usagef("--processes %q: want CLASS=N with CLASS one of %s", d, strings.Join(ProcessClasses, ", "))
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 32)
+			if err != nil || n < -1 {
+				return ops.Usagef("--processes %q: N must be a whole number of at least -1 (-1: none of the class, 0: the operator's default for the redundancy mode)", d)
+			}
+			if _, dup := f.processes[class]; dup {
+				return ops.Usagef("--processes %s given twice", class)
+			}
+			f.processes[class] = int32(n)
+		}
+	}
 	return nil
+}
+
+// ScaleFlagsGiven is "processes" when --processes asks for a scale.
+func (f *Flags) ScaleFlagsGiven() []string {
+	if len(f.Processes) == 0 {
+		return nil
+	}
+	return []string{"processes"}
+}
+
+// FillScale puts --processes and --remove into req.
+func (f *Flags) FillScale(req *ops.ScaleRequest) {
+	req.Processes, req.Remove = f.processes, f.Remove
 }
 
 // Options are the engine's options from the flags (validated by Validate).

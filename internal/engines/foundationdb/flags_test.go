@@ -1,0 +1,63 @@
+package foundationdb
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+)
+
+// The engine binds scale's --processes and --remove itself (for the verb "scale" only),
+// checks them without the API and fills the scale request from them.
+func TestScaleFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		wantErr   string
+		wantProcs map[string]int32
+		wantGiven []string
+	}{
+		{name: "none"},
+		{name: "counts", args: []string{"--processes", "storage=4,log=-1", "--remove", "storage-5"},
+			wantProcs: map[string]int32{"storage": 4, "log": -1}, wantGiven: []string{"processes"}},
+		{name: "remove alone", args: []string{"--remove", "storage-1"}, wantErr: "give --processes CLASS=N"},
+		{name: "remove empty", args: []string{"--processes", "storage=2", "--remove", " "}, wantErr: "--remove values must not be empty"},
+		{name: "unknown class", args: []string{"--processes", "disk=4"}, wantErr: `--processes "disk=4": want CLASS=N with CLASS one of storage, log,`},
+		{name: "below -1", args: []string{"--processes", "storage=-2"}, wantErr: "N must be a whole number of at least -1"},
+		{name: "twice", args: []string{"--processes", "storage=2", "--processes", "storage=3"}, wantErr: "--processes storage given twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFlags()
+			fs := pflag.NewFlagSet("scale", pflag.ContinueOnError)
+			f.AddFlags("scale", fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := f.Validate(func(string) bool { return false })
+			if tc.wantErr != "" {
+				if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want a usage error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var req ops.ScaleRequest
+			f.FillScale(&req)
+			if !maps.Equal(req.Processes, tc.wantProcs) || !slices.Equal(f.ScaleFlagsGiven(), tc.wantGiven) {
+				t.Errorf("processes %v, given %v; want %v, %v", req.Processes, f.ScaleFlagsGiven(), tc.wantProcs, tc.wantGiven)
+			}
+		})
+	}
+	// Other verbs do not take them.
+	fs := pflag.NewFlagSet("restart", pflag.ContinueOnError)
+	NewFlags().AddFlags("restart", fs)
+	if fs.Lookup("processes") != nil || fs.Lookup("remove") != nil {
+		t.Error("restart binds scale's flags")
+	}
+}
