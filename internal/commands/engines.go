@@ -73,8 +73,7 @@ func builtinEngines() []EngineKind {
 			}
 			return built(etcd.New(d.deps(), f.Options))
 		}},
-		{Name: ops.EngineFoundationDB, Title: "FoundationDB", NewFlags: func() EngineFlags { return foundationdb.NewFlags() },
-			Flags: []string{"process-class", "no-exclusion"}, Recognizers: foundationdb.Recognizers(),
+		{Name: ops.EngineFoundationDB, Title: "FoundationDB", NewFlags: func() EngineFlags { return foundationdb.NewFlags() }, Recognizers: foundationdb.Recognizers(),
 			Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 				return built(foundationdb.New(d.deps(), d.Flags.(*foundationdb.Flags).Options()))
 			}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {

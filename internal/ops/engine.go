@@ -250,6 +250,23 @@ type MemberChecker interface {
 	NotMembers(ctx context.Context, c *Cluster) (map[string]string, error)
 }
 
+// ReplaceFlags is implemented by an engine's own flags (bound by the engine for the verb
+// "replace") that choose the pods another way (FoundationDB's --process-class) or change how
+// they are removed (--no-exclusion): the command counts the choice among its own ways to
+// choose, asks them for the pods, and lets the cluster's engine fill the request.
+type ReplaceFlags interface {
+	// PodChoiceFlag names the flag that chooses the pods (without "--"); "" for none.
+	PodChoiceFlag() string
+	// PodChoiceGiven reports whether it was given.
+	PodChoiceGiven() bool
+	// ChoosePods chooses the pods of cluster c (eng is its engine) and says why each.
+	ChoosePods(ctx context.Context, eng Engine, c *Cluster) (pods []string, reasons map[string]string, err error)
+	// CheckReplace checks the flags against the replacement strategy, without the API.
+	CheckReplace(strategy string) error
+	// FillReplace puts what they ask into req, its Args (the journal's request) included.
+	FillReplace(req *ReplaceRequest)
+}
+
 // ClassPodChooser is implemented by engines whose pods run processes of named classes
 // (FoundationDB): `replace --process-class` chooses the pods by it. reasons says why each pod
 // was chosen; an unknown class is a usage error naming the classes there are.

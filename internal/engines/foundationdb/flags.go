@@ -1,6 +1,7 @@
 package foundationdb
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,12 +22,21 @@ type Flags struct {
 	Processes []string
 	// Remove names the process groups that go (scale --remove).
 	Remove []string
+	// ProcessClasses choose replace's pods by process class (--process-class).
+	ProcessClasses []string
+	// NoExclusion removes process groups without excluding them first (replace
+	// --no-exclusion), which needs Force (--force).
+	NoExclusion, Force bool
 
 	processes map[string]int32
 }
 
-// The flags are the FoundationDB engine's scale request (ops.ScaleFlags).
-var _ ops.ScaleFlags = (*Flags)(nil)
+// The flags are the FoundationDB engine's scale request and replace choice (ops.ScaleFlags,
+// ops.ReplaceFlags).
+var (
+	_ ops.ScaleFlags   = (*Flags)(nil)
+	_ ops.ReplaceFlags = (*Flags)(nil)
+)
 
 // NewFlags returns the defaults.
 func NewFlags() *Flags { return &Flags{Timeout: DefaultTimeout * time.Second} }
@@ -39,6 +49,11 @@ func (f *Flags) AddFlags(verb string, fs *pflag.FlagSet) {
 	if verb == "scale" {
 		fs.StringSliceVar(&f.Remove, "remove", nil, "FoundationDB: with --processes, the process groups (or their pods) that go, exactly as many per class as the new count removes (comma-separated or repeated)")
 		fs.StringArrayVar(&f.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(ProcessClasses, ", ")+")")
+	}
+	if verb == "replace" {
+		fs.StringSliceVar(&f.ProcessClasses, "process-class", nil, "Choose every pod of these FoundationDB process classes (comma-separated or repeated)")
+		fs.BoolVar(&f.NoExclusion, "no-exclusion", false, "FoundationDB: remove process groups without excluding them first (data is not moved; only for processes not running; needs --force)")
+		fs.BoolVar(&f.Force, "force", false, "Allow --no-exclusion")
 	}
 }
 
@@ -54,6 +69,17 @@ func (f *Flags) Validate(func(string) bool) error {
 		if strings.TrimSpace(g) == "" {
 			return ops.Usagef("--remove values must not be empty")
 		}
+	}
+	for _, v := range f.ProcessClasses {
+		if strings.TrimSpace(v) == "" {
+			return ops.Usagef("--process-class values must not be empty")
+		}
+	}
+	if f.NoExclusion && !f.Force {
+		return ops.Usagef("--no-exclusion removes without moving the data away first (very dangerous); it needs --force")
+	}
+	if f.Force && !f.NoExclusion {
+		return ops.Usagef("--force only applies to --no-exclusion")
 	}
 	return f.parseProcesses()
 }
@@ -100,3 +126,36 @@ func (f *Flags) FillScale(req *ops.ScaleRequest) {
 
 // Options are the engine's options from the flags (validated by Validate).
 func (f *Flags) Options() Options { return Options{Timeout: int(f.Timeout / time.Second)} }
+
+// PodChoiceFlag is replace's --process-class.
+func (f *Flags) PodChoiceFlag() string { return "process-class" }
+
+// PodChoiceGiven reports whether --process-class chooses the pods.
+func (f *Flags) PodChoiceGiven() bool { return len(f.ProcessClasses) > 0 }
+
+// ChoosePods chooses the pods of the --process-class classes (ops.ClassPodChooser).
+func (f *Flags) ChoosePods(ctx context.Context, eng ops.Engine, c *ops.Cluster) ([]string, map[string]string, error) {
+	pc, ok := eng.(ops.ClassPodChooser)
+	if !ok {
+		return nil, nil, ops.Usagef("--process-class: engine %s (cluster %s/%s) has no process classes", eng.Name(), c.Namespace, c.Name)
+	}
+	return pc.PodsOfClass(ctx, c, f.ProcessClasses)
+}
+
+// CheckReplace refuses --no-exclusion with a strategy that keeps the data (only a
+// replacement removes process groups).
+func (f *Flags) CheckReplace(strategy string) error {
+	if f.NoExclusion && strategy != ops.StrategyReplacement {
+		return ops.Usagef("--no-exclusion applies to --strategy replacement only")
+	}
+	return nil
+}
+
+// FillReplace puts --no-exclusion and --force into req; --no-exclusion is part of the
+// request the journal records (a run without it does not resume one with it).
+func (f *Flags) FillReplace(req *ops.ReplaceRequest) {
+	req.NoExclusion, req.Force = f.NoExclusion, f.Force
+	if f.NoExclusion {
+		req.Args += " --no-exclusion"
+	}
+}

@@ -61,3 +61,57 @@ func TestScaleFlags(t *testing.T) {
 		t.Error("restart binds scale's flags")
 	}
 }
+
+// The engine binds replace's --process-class, --no-exclusion and --force itself, refuses
+// --no-exclusion without --force (and --force alone, and --no-exclusion with a strategy that
+// removes nothing), and fills the request: --no-exclusion is part of the journal's Args.
+func TestReplaceFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		strategy string
+		wantErr  string
+		wantArgs string
+		choice   bool
+	}{
+		{name: "none", wantArgs: "A"},
+		{name: "class", args: []string{"--process-class", "storage"}, choice: true, wantArgs: "A"},
+		{name: "class empty", args: []string{"--process-class", " "}, wantErr: "--process-class values must not be empty"},
+		{name: "no-exclusion", args: []string{"--no-exclusion", "--force"}, wantArgs: "A --no-exclusion"},
+		{name: "no-exclusion without force", args: []string{"--no-exclusion"}, wantErr: "it needs --force"},
+		{name: "force alone", args: []string{"--force"}, wantErr: "--force only applies to --no-exclusion"},
+		{name: "no-exclusion with deletion", args: []string{"--no-exclusion", "--force"}, strategy: ops.StrategyDeletion,
+			wantErr: "--no-exclusion applies to --strategy replacement only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFlags()
+			fs := pflag.NewFlagSet("replace", pflag.ContinueOnError)
+			f.AddFlags("replace", fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			strategy := tc.strategy
+			if strategy == "" {
+				strategy = ops.StrategyReplacement
+			}
+			err := f.Validate(func(string) bool { return false })
+			if err == nil {
+				err = f.CheckReplace(strategy)
+			}
+			if tc.wantErr != "" {
+				if ops.ExitCode(err) != ops.ExitUsage || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want a usage error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := ops.ReplaceRequest{Args: "A"}
+			f.FillReplace(&req)
+			if req.Args != tc.wantArgs || req.NoExclusion != f.NoExclusion || req.Force != f.Force || f.PodChoiceGiven() != tc.choice {
+				t.Errorf("request %+v, choice %v; want Args %q, choice %v", req, f.PodChoiceGiven(), tc.wantArgs, tc.choice)
+			}
+		})
+	}
+}
