@@ -230,7 +230,7 @@ func (o *ExplainOptions) lockCheck(ctx context.Context, cl *Clients, ns, name st
 
 // rbacCheck asks the reviews the run would (planning, then the run's likely needs).
 func (o *ExplainOptions) rbacCheck(ctx context.Context, cl *Clients, ns, engine string) ops.Check {
-	perms := append(o.planNeeds(engine), likelyRunNeeds(o.RunFlags.DisableLocks, engine, o.For)...)
+	perms := append(o.planNeeds(engine), likelyRunNeeds(o.RunFlags.DisableLocks, o.runNeeds(engine, o.For))...)
 	var missing []string
 	seen := map[ops.Permission]bool{}
 	for _, p := range perms {

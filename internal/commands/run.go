@@ -435,7 +435,7 @@ func (g *Runner) askAhead(ctx context.Context, name, operation string) (stop fun
 		wg.Go(func() { <-r.done })
 	}
 	if !g.DryRun && operation != "" {
-		access, needs := cl.access(), append(g.Clusters.planNeeds(""), likelyRunNeeds(g.DisableLocks, "", operation)...)
+		access, needs := cl.access(), append(g.Clusters.planNeeds(""), likelyRunNeeds(g.DisableLocks, g.runNeeds("", operation))...)
 		wg.Go(func() {
 			cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
 			access.Prefetch(ctx, ns, needs)
