@@ -108,14 +108,12 @@ func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
 		}})
 }
 
-// bootstrapRequest builds the bootstrap request from the flags, refusing
-// the ones for another engine.
+// bootstrapRequest builds the bootstrap request from the flags (those of another engine
+// were refused by checkEngineFlags).
 func (o *BootstrapOptions) bootstrapRequest(c *ops.Cluster) (ops.BootstrapRequest, error) {
-	if o.primariesGiven && c.Engine != ops.EngineReplicated {
-		return ops.BootstrapRequest{}, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
-	}
-	// The engine's own bootstrap flags (CrateDB's --license-secret and --user); a flag of
-	// another engine was refused by checkEngineFlags.
+	// The engine's own bootstrap flags (CrateDB's --license-secret and --user) and --primaries
+	// (the replicated engine's, EngineKind.Flags); a flag of another engine was refused by
+	// checkEngineFlags.
 	var r ops.BootstrapRequest
 	if f, ok := o.g.engineFlagsOf(c.Engine).(interface{ FillBootstrap(*ops.BootstrapRequest) }); ok {
 		f.FillBootstrap(&r)

@@ -282,7 +282,7 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 	if rf, ok := o.g.engineFlagsOf(c.Engine).(ops.ReplaceFlags); ok {
 		rf.FillReplace(&req)
 	}
-	return planReplace(ctx, eng, c, req)
+	return planReplace(ctx, eng, c, req, o.engineNames())
 }
 
 // selectPods chooses the pods of an engine's own choice (ops.ReplaceFlags: FoundationDB's
@@ -336,7 +336,8 @@ func (o *ReplaceOptions) selectPods(ctx context.Context, cl *Clients, eng ops.En
 //
 // Engines plug in by implementing ops.PodReplacer (replacement strategy);
 // deletion reuses the engine's rolling restart, so its health gates apply.
-func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
+// engines are the registry's engine names, for the refusal of an engine without a replacement.
+func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest, engines []string) (*ops.Plan, error) {
 	if req.Strategy == ops.StrategyDeletion {
 		// Deletion is a pod deletion whatever the engine's default restart method.
 		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent, Method: ops.MethodPod})
@@ -354,6 +355,7 @@ func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.Re
 	if r, ok := eng.(ops.PodReplacer); ok {
 		return r.PlanReplacement(ctx, c, req)
 	}
-	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s, %s, %s); --strategy deletion is",
-		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineReplicated, ops.EngineGeneric, ops.EngineFoundationDB)
+	supported := slices.DeleteFunc(slices.Clone(engines), func(name string) bool { return name == eng.Name() })
+	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s); --strategy deletion is",
+		eng.Name(), strings.Join(supported, ", "))
 }
