@@ -16,10 +16,6 @@ type BootstrapOptions struct {
 	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
 	g       *GlobalOptions
 	Cluster string
-	// Primaries is the number of primaries of a replicated app.
-	Primaries int32
-
-	primariesGiven bool
 }
 
 // NewBootstrapOptions returns options bound to the shared flags.
@@ -71,7 +67,6 @@ dbops.io/replicated-config.`,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
-	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: number of primaries, at least 1 (default: from the configuration, else 1)")
 	g.addEngineFlags("bootstrap", cmd.Flags())
 	return cmd
 }
@@ -79,15 +74,11 @@ dbops.io/replicated-config.`,
 // Complete fills in arguments.
 func (o *BootstrapOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
-	o.primariesGiven = cmd.Flags().Changed("primaries")
 	return nil
 }
 
-// Validate checks flags without touching the API.
+// Validate has nothing of its own to check: the engines check their bootstrap flags.
 func (o *BootstrapOptions) Validate() error {
-	if o.primariesGiven && o.Primaries < 1 {
-		return ops.Usagef("--primaries %d: bootstrap needs at least 1 primary", o.Primaries)
-	}
 	return nil
 }
 
@@ -111,16 +102,11 @@ func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
 // bootstrapRequest builds the bootstrap request from the flags (those of another engine
 // were refused by checkEngineFlags).
 func (o *BootstrapOptions) bootstrapRequest(c *ops.Cluster) (ops.BootstrapRequest, error) {
-	// The engine's own bootstrap flags (CrateDB's --license-secret and --user) and --primaries
-	// (the replicated engine's, EngineKind.Flags); a flag of another engine was refused by
-	// checkEngineFlags.
+	// The engine's own bootstrap flags (CrateDB's --license-secret and --user, the replicated
+	// engine's --primaries); a flag of another engine was refused by checkEngineFlags.
 	var r ops.BootstrapRequest
 	if f, ok := o.g.engineFlagsOf(c.Engine).(interface{ FillBootstrap(*ops.BootstrapRequest) }); ok {
 		f.FillBootstrap(&r)
-	}
-	if o.primariesGiven {
-		p := o.Primaries
-		r.Primaries = &p
 	}
 	return r, nil
 }

@@ -109,7 +109,7 @@ func builtinEngines() []EngineKind {
 			}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {
 				return foundationdb.New(d.deps(), d.Flags.(*foundationdb.Flags).Options())
 			}},
-		{Name: ops.EngineReplicated, Flags: []string{"primaries"},
+		{Name: ops.EngineReplicated, NewFlags: func() EngineFlags { return replicated.NewFlags() },
 			PlanNeeds: func(EngineFlags) []ops.Permission { return needExec() },
 			RunNeeds: map[string][]ops.Permission{
 				"bootstrap": need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.PodWaitNeeds),

@@ -21,13 +21,10 @@ type ScaleOptions struct {
 	Masters  int32
 	Data     []string
 	Replicas int32
-	// Primaries is the wanted number of primaries (replicated apps).
-	Primaries int32
 
-	mastersGiven   bool
-	replicasGiven  bool
-	primariesGiven bool
-	data           map[string]int32
+	mastersGiven  bool
+	replicasGiven bool
+	data          map[string]int32
 }
 
 // NewScaleOptions returns options bound to the shared flags.
@@ -121,7 +118,6 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
-	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.addEngineFlags("scale", cmd.Flags())
 	return cmd
@@ -148,7 +144,6 @@ func (o *ScaleOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
 	o.mastersGiven = cmd.Flags().Changed("master")
 	o.replicasGiven = cmd.Flags().Changed("replicas")
-	o.primariesGiven = cmd.Flags().Changed("primaries")
 	return nil
 }
 
@@ -160,24 +155,19 @@ func (o *ScaleOptions) Validate() error {
 	if o.replicasGiven && o.Replicas < 1 {
 		return ops.Usagef("--replicas %d: must be at least 1", o.Replicas)
 	}
-	if o.primariesGiven && (o.mastersGiven || len(o.Data) > 0) {
-		return ops.Usagef("--primaries cannot be combined with --master or --data: use it alone or with --replicas (replicated apps)")
+	// The engines' own scale flags (FoundationDB's --processes, the replicated engine's
+	// --primaries; their values were checked before) check how they go with the rest.
+	probe, asked := o.ownRequest(), false
+	for _, sf := range o.scaleFlags() {
+		sf.FillScale(&probe)
 	}
-	if o.primariesGiven && o.Primaries < 0 {
-		return ops.Usagef("--primaries %d: must be at least 0", o.Primaries)
-	}
-	if o.primariesGiven && o.replicasGiven && o.Primaries > o.Replicas {
-		return ops.Usagef("--primaries %d is more than --replicas %d", o.Primaries, o.Replicas)
-	}
-	// An engine's own scale flags (checked by the engine's Validate before) ask alone.
-	if engine, names := o.engineScale(); engine != "" {
-		if o.mastersGiven || len(o.Data) > 0 || o.replicasGiven || o.primariesGiven {
-			return ops.Usagef("--%s (%s) cannot be combined with --master, --data, --replicas or --primaries",
-				names[0], strings.Join(o.g.engineTitles([]string{engine}), ""))
+	for _, sf := range o.scaleFlags() {
+		if err := sf.CheckScale(probe); err != nil {
+			return err
 		}
-		return nil
+		asked = asked || len(sf.ScaleFlagsGiven()) > 0
 	}
-	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !o.primariesGiven {
+	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !asked {
 		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
 	}
 	if o.mastersGiven && (o.Masters < 3 || o.Masters%2 == 0) {
@@ -212,17 +202,36 @@ func (o *ScaleOptions) Validate() error {
 	return nil
 }
 
-// engineScale is the engine whose own flags ask for this scale (ops.ScaleFlags), and the
-// flags given; "" when none does.
-func (o *ScaleOptions) engineScale() (engine string, given []string) {
+// scaleFlags are the engines' own scale flags (ops.ScaleFlags), in registry order.
+func (o *ScaleOptions) scaleFlags() []ops.ScaleFlags {
+	var out []ops.ScaleFlags
 	for _, k := range o.g.Engines {
 		if sf, ok := o.g.engineFlagsOf(k.Name).(ops.ScaleFlags); ok {
-			if names := sf.ScaleFlagsGiven(); len(names) > 0 {
-				return k.Name, names
-			}
+			out = append(out, sf)
 		}
 	}
-	return "", nil
+	return out
+}
+
+// ownRequest is the request of the command's own flags, before --data is parsed (its
+// entries stand for the groups given, for the engines' CheckScale).
+func (o *ScaleOptions) ownRequest() ops.ScaleRequest {
+	var req ops.ScaleRequest
+	if o.mastersGiven {
+		m := o.Masters
+		req.Masters = &m
+	}
+	if o.replicasGiven {
+		r := o.Replicas
+		req.Replicas = &r
+	}
+	for _, d := range o.Data {
+		if req.Data == nil {
+			req.Data = map[string]int32{}
+		}
+		req.Data[d] = 0
+	}
+	return req
 }
 
 // Run discovers, plans and executes the scaling.
@@ -234,21 +243,10 @@ func (o *ScaleOptions) Run(cmd *cobra.Command) error {
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Journal: o.unfinishedJournal(ctx, cl, c)}
+			req := o.ownRequest()
+			req.Data, req.Journal = o.data, o.unfinishedJournal(ctx, cl, c)
 			if sf, ok := o.g.engineFlagsOf(c.Engine).(ops.ScaleFlags); ok {
 				sf.FillScale(&req)
-			}
-			if o.mastersGiven {
-				m := o.Masters
-				req.Masters = &m
-			}
-			if o.replicasGiven {
-				r := o.Replicas
-				req.Replicas = &r
-			}
-			if o.primariesGiven {
-				p := o.Primaries
-				req.Primaries = &p
 			}
 			return s.PlanScale(ctx, c, req)
 		}})

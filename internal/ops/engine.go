@@ -187,11 +187,15 @@ type ScaleRequest struct {
 }
 
 // ScaleFlags is implemented by an engine's own flags (bound by the engine for the verb
-// "scale") that ask for a scale of its own kind (FoundationDB's --processes and --remove):
-// the command learns from them whether they ask one, and how to fill the request.
+// "scale") that ask for a scale of their own kind (FoundationDB's --processes and --remove,
+// the replicated engine's --primaries): the command learns from them whether they ask one,
+// whether it goes with the rest of the request, and how to fill the request.
 type ScaleFlags interface {
 	// ScaleFlagsGiven names the flags that ask for a scale (without "--"); none when not given.
 	ScaleFlagsGiven() []string
+	// CheckScale refuses, without the API, what they ask beside the rest of req: the
+	// command's own flags and what the engines' flags filled in (FillScale).
+	CheckScale(req ScaleRequest) error
 	// FillScale puts what they ask into req (checked already by the flags' Validate).
 	FillScale(req *ScaleRequest)
 }

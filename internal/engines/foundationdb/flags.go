@@ -119,6 +119,15 @@ func (f *Flags) ScaleFlagsGiven() []string {
 	return []string{"processes"}
 }
 
+// CheckScale refuses --processes beside any other size: the counts per class are the whole
+// request.
+func (f *Flags) CheckScale(req ops.ScaleRequest) error {
+	if len(f.Processes) > 0 && (req.Masters != nil || len(req.Data) > 0 || req.Replicas != nil || req.Primaries != nil) {
+		return ops.Usagef("--processes (FoundationDB) cannot be combined with --master, --data, --replicas or --primaries")
+	}
+	return nil
+}
+
 // FillScale puts --processes and --remove into req.
 func (f *Flags) FillScale(req *ops.ScaleRequest) {
 	req.Processes, req.Remove = f.processes, f.Remove
