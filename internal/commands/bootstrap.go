@@ -10,24 +10,22 @@ import (
 
 // BootstrapOptions holds `bootstrap` flags.
 type BootstrapOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g       *GlobalOptions
 	Cluster string
-	// Primaries is the number of primaries of a replicated app.
-	Primaries int32
-
-	primariesGiven bool
 }
 
 // NewBootstrapOptions returns options bound to the shared flags.
-func NewBootstrapOptions(g *GlobalOptions) *BootstrapOptions {
-	return &BootstrapOptions{Runner: NewRunner(g)}
+func NewBootstrapOptions(g *GlobalOptions, rf *RunFlags) *BootstrapOptions {
+	return &BootstrapOptions{Runner: NewRunner(g.Factory, rf, g), g: g}
 }
 
 // NewBootstrapCmd builds `bootstrap CLUSTER`.
-func NewBootstrapCmd(g *GlobalOptions) *cobra.Command {
-	o := NewBootstrapOptions(g)
+func NewBootstrapCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewBootstrapOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "bootstrap CLUSTER [--license-secret NAME[/KEY]] [--user NAME=SECRET[/KEY]]...",
 		Short: "Prepare a new cluster: license, system user, application users",
@@ -69,7 +67,6 @@ dbops.io/replicated-config.`,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
-	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: number of primaries, at least 1 (default: from the configuration, else 1)")
 	g.addEngineFlags("bootstrap", cmd.Flags())
 	return cmd
 }
@@ -77,21 +74,17 @@ dbops.io/replicated-config.`,
 // Complete fills in arguments.
 func (o *BootstrapOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
-	o.primariesGiven = cmd.Flags().Changed("primaries")
 	return nil
 }
 
-// Validate checks flags without touching the API.
+// Validate has nothing of its own to check: the engines check their bootstrap flags.
 func (o *BootstrapOptions) Validate() error {
-	if o.primariesGiven && o.Primaries < 1 {
-		return ops.Usagef("--primaries %d: bootstrap needs at least 1 primary", o.Primaries)
-	}
 	return nil
 }
 
 // Run discovers, plans and executes the bootstrap.
 func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
+	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster),
 		timeoutEnv: "BOOTSTRAP_TIMEOUT", defaultTimeout: defaultBootstrapTimeout,
 		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			b, ok := eng.(ops.Bootstrapper)
@@ -106,21 +99,14 @@ func (o *BootstrapOptions) Run(cmd *cobra.Command) error {
 		}})
 }
 
-// bootstrapRequest builds the bootstrap request from the flags, refusing
-// the ones for another engine.
+// bootstrapRequest builds the bootstrap request from the flags (those of another engine
+// were refused by checkEngineFlags).
 func (o *BootstrapOptions) bootstrapRequest(c *ops.Cluster) (ops.BootstrapRequest, error) {
-	if o.primariesGiven && c.Engine != ops.EngineReplicated {
-		return ops.BootstrapRequest{}, ops.Usagef("--primaries is for replicated apps; cluster %s is %s", c.Name, c.Engine)
-	}
-	// The engine's own bootstrap flags (CrateDB's --license-secret and --user); a flag of
-	// another engine was refused by checkEngineFlags.
+	// The engine's own bootstrap flags (CrateDB's --license-secret and --user, the replicated
+	// engine's --primaries); a flag of another engine was refused by checkEngineFlags.
 	var r ops.BootstrapRequest
-	if f, ok := o.engineFlagsOf(c.Engine).(interface{ FillBootstrap(*ops.BootstrapRequest) }); ok {
+	if f, ok := o.g.engineFlagsOf(c.Engine).(interface{ FillBootstrap(*ops.BootstrapRequest) }); ok {
 		f.FillBootstrap(&r)
-	}
-	if o.primariesGiven {
-		p := o.Primaries
-		r.Primaries = &p
 	}
 	return r, nil
 }

@@ -106,7 +106,7 @@ func TestBadInput(t *testing.T) {
 		{"scale processes on generic", []string{"scale", "db", "--processes", "storage=4", "--yes"}, nil, "--processes is for FoundationDB clusters; cluster db is generic"},
 		{"replace process class on generic", []string{"replace", "db", "--process-class", "storage", "--yes"}, nil, "--process-class is for FoundationDB clusters; cluster db is generic"},
 		{"fdb timeout on generic", []string{"restart", "db", "--rolling", "--fdb-timeout", "5s", "--yes"}, nil, "--fdb-timeout is for FoundationDB clusters; cluster db is generic"},
-		{"no-exclusion on generic, before the pod is looked up", []string{"replace", "db", "nope-0", "--no-exclusion", "--force", "--yes"}, nil, "--no-exclusion is for FoundationDB clusters; cluster db is generic"},
+		{"no-exclusion on generic, before the pod is looked up", []string{"replace", "db", "nope-0", "--no-exclusion", "--force", "--yes"}, nil, "--force is for FoundationDB clusters; cluster db is generic"},
 		{"primaries on generic", []string{"scale", "db", "--primaries", "2", "--yes"}, nil, "--primaries is for replicated clusters; cluster db is generic"},
 		{"replace no-exclusion without force", []string{"replace", "db", "db-hot-1", "--no-exclusion", "--yes"}, nil, "needs --force"},
 		{"replace force without no-exclusion", []string{"replace", "db", "db-hot-1", "--force", "--yes"}, nil, "--force only applies to --no-exclusion"},

@@ -13,7 +13,7 @@ import (
 )
 
 // registerCompletions adds completion for the shared flags' enumerations.
-func registerCompletions(root *cobra.Command, g *GlobalOptions) {
+func registerCompletions(root *cobra.Command, g *GlobalOptions, rf *RunFlags) {
 	fixed := func(vals ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			return vals, cobra.ShellCompDirectiveNoFileComp
@@ -111,7 +111,7 @@ func completePods(g *GlobalOptions) func(*cobra.Command, []string, string) ([]st
 
 // completeDenied offers, after the CLUSTER argument, the IDs on the
 // cluster's deny list (deny allow CLUSTER ID).
-func completeDenied(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func completeDenied(g *GlobalOptions, rf *RunFlags) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	clusters := completeClusters(g)
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		switch len(args) {
@@ -122,7 +122,7 @@ func completeDenied(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		ctx := commandContext(cmd)
-		m, err := completionLock(ctx, g, args[0])
+		m, err := completionLock(ctx, g, rf, args[0])
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
@@ -140,13 +140,13 @@ func completeDenied(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 
 // completeHolder offers, after the CLUSTER argument, the lock ID holding
 // the cluster's lock (deny add CLUSTER ID, lock release --id).
-func completeHolder(g *GlobalOptions) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func completeHolder(g *GlobalOptions, rf *RunFlags) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		if len(args) == 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		ctx := commandContext(cmd)
-		m, err := completionLock(ctx, g, args[0])
+		m, err := completionLock(ctx, g, rf, args[0])
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
@@ -174,8 +174,8 @@ func completeGroups(g *GlobalOptions) func(*cobra.Command, []string, string) ([]
 
 // completionLock is the lock manager of cluster, for completions that read
 // its deny list or holder.
-func completionLock(ctx context.Context, g *GlobalOptions, cluster string) (*lock.Manager, error) {
-	o := NewLockOptions(g)
+func completionLock(ctx context.Context, g *GlobalOptions, rf *RunFlags, cluster string) (*lock.Manager, error) {
+	o := NewLockOptions(g, rf)
 	o.Cluster = cluster
 	return o.manager(ctx)
 }

@@ -18,8 +18,8 @@ type ControlOptions struct {
 }
 
 // NewControlOptions returns options for action bound to the shared flags.
-func NewControlOptions(g *GlobalOptions, action string) *ControlOptions {
-	return &ControlOptions{LockOptions: NewLockOptions(g), Action: action}
+func NewControlOptions(g *GlobalOptions, rf *RunFlags, action string) *ControlOptions {
+	return &ControlOptions{LockOptions: NewLockOptions(g, rf), Action: action}
 }
 
 // controlHelp is each verb's short help, long help and example.
@@ -48,8 +48,8 @@ operation is running or an abort is already requested.`,
 }
 
 // NewControlCmd builds `pause`, `continue` or `abort`.
-func NewControlCmd(g *GlobalOptions, action string) *cobra.Command {
-	o := NewControlOptions(g, action)
+func NewControlCmd(g *GlobalOptions, rf *RunFlags, action string) *cobra.Command {
+	o := NewControlOptions(g, rf, action)
 	h := controlHelp[action]
 	cmd := &cobra.Command{
 		Use:               action + " CLUSTER [--reason R]",
@@ -99,7 +99,7 @@ func (o *ControlOptions) Run(cmd *cobra.Command) error {
 		}
 		return o.printDocument(o.Out, doc, text)
 	}
-	if o.DryRun {
+	if o.RunFlags.DryRun {
 		return print(ControlAction{ControlRequest: ops.ControlRequest{Action: o.Action, By: m.ID, Reason: o.Reason}, DryRun: true}, func(w io.Writer) error {
 			_, err := ops.Fprintf(w, "would write a %s request on %s/%s\n", o.Action, m.Namespace, m.Cluster)
 			return err

@@ -14,7 +14,7 @@ import (
 )
 
 // NewDenyCmd builds `deny add|allow|list`.
-func NewDenyCmd(g *GlobalOptions) *cobra.Command {
+func NewDenyCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deny",
 		Short: "Keep a lock ID from taking a cluster's lock (deny list)",
@@ -29,7 +29,7 @@ recorded on the lock object.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE("add, allow, list"),
 	}
-	cmd.AddCommand(newDenyAddCmd(g), newDenyAllowCmd(g), newDenyListCmd(g))
+	cmd.AddCommand(newDenyAddCmd(g, rf), newDenyAllowCmd(g, rf), newDenyListCmd(g, rf))
 	return cmd
 }
 
@@ -46,12 +46,12 @@ type DenyOptions struct {
 }
 
 // NewDenyOptions returns options for action (deny or allow) bound to the shared flags.
-func NewDenyOptions(g *GlobalOptions, action string) *DenyOptions {
-	return &DenyOptions{LockOptions: NewLockOptions(g), Action: action}
+func NewDenyOptions(g *GlobalOptions, rf *RunFlags, action string) *DenyOptions {
+	return &DenyOptions{LockOptions: NewLockOptions(g, rf), Action: action}
 }
 
-func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
-	o := NewDenyOptions(g, "deny")
+func newDenyAddCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewDenyOptions(g, rf, "deny")
 	cmd := &cobra.Command{
 		Use:         "add CLUSTER ID [--reason R] | add CLUSTER --operator-instance ID",
 		Annotations: documentAnnotations(),
@@ -67,7 +67,7 @@ func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
 			if len(args) > 1 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return completeHolder(g)(cmd, args, toComplete)
+			return completeHolder(g, rf)(cmd, args, toComplete)
 		},
 		RunE: runOptions(o),
 	}
@@ -76,8 +76,8 @@ func newDenyAddCmd(g *GlobalOptions) *cobra.Command {
 	return cmd
 }
 
-func newDenyAllowCmd(g *GlobalOptions) *cobra.Command {
-	o := NewDenyOptions(g, "allow")
+func newDenyAllowCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewDenyOptions(g, rf, "allow")
 	cmd := &cobra.Command{
 		Use:         "allow CLUSTER ID [--reason R] | allow CLUSTER --operator-instance ID",
 		Annotations: documentAnnotations(),
@@ -85,7 +85,7 @@ func newDenyAllowCmd(g *GlobalOptions) *cobra.Command {
 		Example: `  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"
   kubectl dbops deny allow myfdb --operator-instance dc2`,
 		Args:              rangeArgs(1, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
-		ValidArgsFunction: completeDenied(g),
+		ValidArgsFunction: completeDenied(g, rf),
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is allowed again (recorded)")
@@ -136,7 +136,7 @@ func (o *DenyOptions) Run(cmd *cobra.Command) error {
 		}
 		return o.printDocument(o.Out, doc, text)
 	}
-	if o.DryRun {
+	if o.RunFlags.DryRun {
 		return print(DenyAction{Action: action, ID: target, By: m.ID, Reason: o.Reason, DryRun: true}, func(w io.Writer) error {
 			_, err := ops.Fprintf(w, "would %s %s on %s/%s\n", action, target, m.Namespace, m.Cluster)
 			return err
@@ -188,12 +188,12 @@ type DenyAction struct {
 type DenyListOptions struct{ *LockOptions }
 
 // NewDenyListOptions returns options bound to the shared flags.
-func NewDenyListOptions(g *GlobalOptions) *DenyListOptions {
-	return &DenyListOptions{LockOptions: NewLockOptions(g)}
+func NewDenyListOptions(g *GlobalOptions, rf *RunFlags) *DenyListOptions {
+	return &DenyListOptions{LockOptions: NewLockOptions(g, rf)}
 }
 
-func newDenyListCmd(g *GlobalOptions) *cobra.Command {
-	o := NewDenyListOptions(g)
+func newDenyListCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewDenyListOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:               "list CLUSTER",
 		Annotations:       documentAnnotations(),

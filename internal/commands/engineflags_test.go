@@ -49,7 +49,8 @@ var engineFlagValues = map[string]struct {
 	"processes":                    {value: "storage=4", alone: true},
 	"remove":                       {value: "storage-1", extra: []string{"--processes", "storage=2"}, names: "processes", alone: true},
 	"process-class":                {value: "storage", alone: true},
-	"no-exclusion":                 {value: "true", extra: []string{"--force"}},
+	"no-exclusion":                 {value: "true", extra: []string{"--force"}, names: "force"},
+	"force":                        {value: "true", extra: []string{"--no-exclusion"}},
 	"primaries":                    {value: "2"},
 }
 

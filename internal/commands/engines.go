@@ -44,13 +44,19 @@ type EngineKind struct {
 	// Recognizers find the engine's clusters in live state (its layouts), in the order
 	// discovery tries them; nil for an engine found only by discovery's generic paths.
 	Recognizers []ops.Recognizer
+	// PlanNeeds are the permissions computing a plan reads beyond getting and listing pods,
+	// given the engine's flags (CrateDB's port-forward); nil for none.
+	PlanNeeds func(f EngineFlags) []ops.Permission
+	// RunNeeds are the permissions of the API calls the engine's steps and health gates make,
+	// by operation (exec, port-forwards, StatefulSet and ConfigMap updates, pod labels).
+	// Steps built by internal/ops declare their own Needs; the engines' steps do not yet, so
+	// their calls are listed here from the engines' code. An entry too short makes a run stop
+	// half-way for lack of RBAC; too long refuses a user who could have run it.
+	RunNeeds map[string][]ops.Permission
 	// Operator builds the engine's operator verbs (lock --pause-operator, deny
 	// --operator-instance, the operator's locks in lock status); nil for engines without.
 	Operator func(d EngineDeps) (ops.OperatorControl, error)
 }
-
-// fdbProcessClasses are the FoundationDB process classes scale --processes takes.
-var fdbProcessClasses = foundationdb.ProcessClasses
 
 // Environment variables of the replicated engine's configuration (replicated.ConfigLayers).
 const (
@@ -62,6 +68,18 @@ const (
 func builtinEngines() []EngineKind {
 	return []EngineKind{
 		{Name: ops.EngineCrateDB, Title: "CrateDB", NewFlags: func() EngineFlags { return cratedb.NewFlags() }, Recognizers: cratedb.Recognizers(),
+			PlanNeeds: func(f EngineFlags) []ops.Permission {
+				if pf, ok := f.(interface{ PortForwards() bool }); !ok || pf.PortForwards() {
+					return need(secretsGet(), portForward())
+				}
+				return secretsGet()
+			},
+			RunNeeds: map[string][]ops.Permission{
+				"restart":   need(needExec(), portForward(), secretsGet()),
+				"scale":     need(needExec(), portForward(), secretsGet(), ops.Need("apps", "statefulsets", "", "update", "patch"), ops.PodWaitNeeds),
+				"bootstrap": need(needExec(), portForward(), secretsGet(), ops.PodWaitNeeds),
+				"replace":   need(needExec(), portForward(), secretsGet(), ops.PodWaitNeeds),
+			},
 			Build: func(ctx context.Context, d EngineDeps) (ops.Engine, error) {
 				cfg, err := d.Flags.(*cratedb.Flags).Config(ctx, d.deps(), d.Cluster, d.Options.flagGiven)
 				if err != nil {
@@ -69,30 +87,46 @@ func builtinEngines() []EngineKind {
 				}
 				return built(cratedb.New(d.deps(), cfg))
 			}},
-		{Name: ops.EngineEtcd, NewFlags: func() EngineFlags { return &etcd.Flags{} }, Recognizers: etcd.Recognizers(), Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			f := d.Flags.(*etcd.Flags)
-			if err := f.Validate(d.Options.flagGiven); err != nil {
-				return nil, err
-			}
-			return built(etcd.New(d.deps(), f.Options))
-		}},
-		{Name: ops.EngineFoundationDB, Title: "FoundationDB", NewFlags: func() EngineFlags { return foundationdb.NewFlags() },
-			Flags: []string{"processes", "remove", "process-class", "no-exclusion"}, Recognizers: foundationdb.Recognizers(),
+		{Name: ops.EngineEtcd, NewFlags: func() EngineFlags { return &etcd.Flags{} }, Recognizers: etcd.Recognizers(),
+			PlanNeeds: func(EngineFlags) []ops.Permission { return needExec() },
+			RunNeeds: map[string][]ops.Permission{
+				"restart": need(needExec()),
+				"scale": need(needExec(), ops.Need("apps", "statefulsets", "", "patch"), ops.Need("", "configmaps", "", "get", "create", "update"),
+					ops.Need("", "persistentvolumeclaims", "", "get", "list", "delete"), ops.PodWaitNeeds),
+				"replace": need(needExec(), ops.Need("", "configmaps", "", "get", "create", "update"),
+					ops.Need("", "persistentvolumeclaims", "", "get", "list", "delete"), ops.Need("", "pods", "", "delete"), ops.PodWaitNeeds),
+			},
+			Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+				f := d.Flags.(*etcd.Flags)
+				if err := f.Validate(d.Options.flagGiven); err != nil {
+					return nil, err
+				}
+				return built(etcd.New(d.deps(), f.Options))
+			}},
+		{Name: ops.EngineFoundationDB, Title: "FoundationDB", NewFlags: func() EngineFlags { return foundationdb.NewFlags() }, Recognizers: foundationdb.Recognizers(),
 			Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 				return built(foundationdb.New(d.deps(), d.Flags.(*foundationdb.Flags).Options()))
 			}, Operator: func(d EngineDeps) (ops.OperatorControl, error) {
 				return foundationdb.New(d.deps(), d.Flags.(*foundationdb.Flags).Options())
 			}},
-		{Name: ops.EngineReplicated, Flags: []string{"primaries"}, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
-			// A malformed configuration source is a usage error before anything runs.
-			layers, err := replicated.ConfigLayers(d.Options.Getenv, func() (any, bool) {
-				return d.Options.viper.Get(replicated.ConfigKey), d.Options.viper.IsSet(replicated.ConfigKey)
-			})
-			if err != nil {
-				return nil, err
-			}
-			return built(replicated.New(d.deps(), replicated.Options{Layers: layers}))
-		}},
+		{Name: ops.EngineReplicated, NewFlags: func() EngineFlags { return replicated.NewFlags() },
+			PlanNeeds: func(EngineFlags) []ops.Permission { return needExec() },
+			RunNeeds: map[string][]ops.Permission{
+				"bootstrap": need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.PodWaitNeeds),
+				"restart":   need(needExec(), ops.Need("", "pods", "", "patch")),
+				"scale":     need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.Need("apps", "statefulsets", "", "patch"), ops.PodWaitNeeds),
+				"replace":   need(needExec(), ops.Need("", "pods", "", "patch", "delete"), ops.PodWaitNeeds),
+			},
+			Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
+				// A malformed configuration source is a usage error before anything runs.
+				layers, err := replicated.ConfigLayers(d.Options.Getenv, func() (any, bool) {
+					return d.Options.viper.Get(replicated.ConfigKey), d.Options.viper.IsSet(replicated.ConfigKey)
+				})
+				if err != nil {
+					return nil, err
+				}
+				return built(replicated.New(d.deps(), replicated.Options{Layers: layers}))
+			}},
 		{Name: ops.EngineGeneric, Build: func(_ context.Context, d EngineDeps) (ops.Engine, error) {
 			return built(generic.New(d.deps(), generic.Options{}))
 		}},

@@ -30,19 +30,21 @@ type Explanation struct {
 // ExplainOptions holds `explain` flags.
 type ExplainOptions struct {
 	*GlobalOptions
-	Cluster string
+	// RunFlags are the shared run flags this command reads (--dry-run, the lock's, --timeout).
+	RunFlags *RunFlags
+	Cluster  string
 	// For is the procedure whose preconditions are checked (--for).
 	For string
 }
 
 // NewExplainOptions returns options bound to the shared flags.
-func NewExplainOptions(g *GlobalOptions) *ExplainOptions {
-	return &ExplainOptions{GlobalOptions: g, For: "restart"}
+func NewExplainOptions(g *GlobalOptions, rf *RunFlags) *ExplainOptions {
+	return &ExplainOptions{GlobalOptions: g, RunFlags: rf, For: "restart"}
 }
 
 // NewExplainCmd builds `explain CLUSTER [--for restart|scale|replace]`.
-func NewExplainCmd(g *GlobalOptions) *cobra.Command {
-	o := NewExplainOptions(g)
+func NewExplainCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewExplainOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:         "explain CLUSTER [--for restart|scale|replace]",
 		Annotations: documentAnnotations(),
@@ -80,10 +82,13 @@ func (o *ExplainOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
+	if err := o.RunFlags.Validate(); err != nil {
+		return err
+	}
 	if !slices.Contains(explainProcedures, o.For) {
 		return ops.Usagef("unknown --for %q; allowed: %s", o.For, strings.Join(explainProcedures, ", "))
 	}
-	if o.DryRun {
+	if o.RunFlags.DryRun {
 		return ops.Usagef("--dry-run does not apply to explain (it never changes anything)")
 	}
 	return nil
@@ -188,10 +193,10 @@ func finish(ex *Explanation) *Explanation {
 // lockCheck reads the lock as a run would before taking it: held by someone else (until
 // when), or this lock ID on the deny list.
 func (o *ExplainOptions) lockCheck(ctx context.Context, cl *Clients, ns, name string) ops.Check {
-	if o.DisableLocks {
+	if o.RunFlags.DisableLocks {
 		return ops.Check{Name: "lock", OK: true, Detail: "--disable-locks: not checked"}
 	}
-	id, err := o.ResolveLockID()
+	id, err := o.RunFlags.ResolveLockID(o.ConfigFlags)
 	if err != nil {
 		return ops.Check{Name: "lock", Detail: err.Error(), Fix: "pass --lock-id"}
 	}
@@ -225,7 +230,7 @@ func (o *ExplainOptions) lockCheck(ctx context.Context, cl *Clients, ns, name st
 
 // rbacCheck asks the reviews the run would (planning, then the run's likely needs).
 func (o *ExplainOptions) rbacCheck(ctx context.Context, cl *Clients, ns, engine string) ops.Check {
-	perms := append(o.planNeeds(engine), o.likelyRunNeeds(engine, o.For)...)
+	perms := append(o.planNeeds(engine), likelyRunNeeds(o.RunFlags.DisableLocks, o.runNeeds(engine, o.For))...)
 	var missing []string
 	seen := map[ops.Permission]bool{}
 	for _, p := range perms {
@@ -254,7 +259,7 @@ func (o *ExplainOptions) restartPreflight(ctx context.Context, cl *Clients, c *o
 	const fix = "see the refusal; kubectl dbops restart %s --rolling --dry-run shows the plan"
 	p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Mode: ops.ModePod})
 	if err == nil {
-		err = o.preflight(ctx, p, o.unfinishedJournal(ctx, cl, c))
+		err = preflight(ctx, p, o.RunFlags.unfinishedJournal(ctx, cl, c))
 	}
 	if err != nil {
 		return ops.Check{Name: "preflight", Detail: err.Error(), Fix: fmt.Sprintf(fix, c.Name)}

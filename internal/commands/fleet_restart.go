@@ -116,7 +116,7 @@ func (tw *targetWriter) emit(line []byte) error {
 // (or NDJSON fleet-summary event) ends the run; the exit code is the worst target's.
 func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	ts, err := o.fleet.targets(o.GlobalOptions, []string{o.Cluster}, false)
+	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
 	if err != nil {
 		return err
 	}
@@ -124,10 +124,10 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	if err := pacing.Validate(len(ts)); err != nil {
 		return err
 	}
-	if o.Output == "yaml" && !o.DryRun {
+	if o.g.Output == "yaml" && !o.DryRun {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
-	ndjson := o.Output == "json"
+	ndjson := o.g.Output == "json"
 	canAsk := o.IsTerminal() && !ndjson
 	if !o.DryRun && !o.Yes && !canAsk {
 		why := "no terminal to ask on"
@@ -142,7 +142,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	// not a dry run's, which is grouped under its context; NDJSON with its context).
 	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
 		// Each target its own clients: no run state is shared between targets.
-		g := fleetTargetOptions(o.GlobalOptions, newClientsPool(o.GlobalOptions), t)
+		g := fleetTargetOptions(o.g, newClientsPool(o.g), t)
 		prefix := "[" + t.String() + "] "
 		if dryRun {
 			prefix = ""
@@ -155,17 +155,20 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		r := o.Runner.ForTarget(g.Factory)
 		r.Pacing = o.Pacing
 		r.Pacing.Stop = stop
+		// The target's own copy of the run flags (ForTarget shares them, read-only).
+		rf := *o.RunFlags
 		// One line per event, prefixed by its target: the TUI shows one cluster.
-		r.NoTUI = true
-		r.DryRun = dryRun
+		rf.NoTUI = true
+		rf.DryRun = dryRun
 		// The fleet was confirmed as a whole (or --yes was given).
-		r.Yes = true
+		rf.Yes = true
+		r.RunFlags = &rf
 		ro := *o
 		// The target's restart is the single-cluster one: no fleet of its own.
-		ro.Runner, ro.Cluster, ro.fleet = r, t.Cluster, fleetMutationFlags{}
+		ro.Runner, ro.g, ro.Cluster, ro.fleet = r, g, t.Cluster, fleetMutationFlags{}
 		// cobra's flag sets change as they are read: one target at a time.
 		reqMu.Lock()
-		ro.targetRequest = ro.request(cmd, t.Cluster)
+		ro.targetRequest = ro.g.request(cmd, t.Cluster)
 		reqMu.Unlock()
 		return &ro, tr
 	}
@@ -187,7 +190,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			return runOne(ctx, t, bufs[i], bufs[i], nil, true)
 		})
 		for i, t := range ts {
-			switch o.Output {
+			switch o.g.Output {
 			case "text":
 				ops.Fprintf(w, "=== context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
 			case "yaml":
@@ -229,7 +232,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		return run()
 	})
 	o.streamEnded = true
-	reportFleetTargets(o.GlobalOptions, rs)
+	reportFleetTargets(o.g, rs)
 	if err := o.writeFleetSummary(rs, false); err != nil {
 		return err
 	}
@@ -285,7 +288,7 @@ func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error
 		}
 		return r.Outcome()
 	}
-	if o.Output == "json" {
+	if o.g.Output == "json" {
 		ev := struct {
 			Type    string               `json:"type"`
 			Time    time.Time            `json:"time"`
@@ -307,7 +310,7 @@ func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error
 		_, err = o.Out.Write(append(ops.JSONPrintable(b), '\n'))
 		return err
 	}
-	if o.Output != "text" {
+	if o.g.Output != "text" {
 		return nil
 	}
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)

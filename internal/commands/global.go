@@ -15,28 +15,19 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
-	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
 
 // Output formats accepted by -o.
 var outputFormats = []string{"text", "json", "yaml"}
 
-// GlobalOptions are the flags every command shares. One instance is bound to
-// the root command's persistent flags and handed to each subcommand; what
-// commands are built from (clients, streams, environment) is its Factory.
+// GlobalOptions are the flags every command shares that pick and show a cluster (the run's
+// own flags are RunFlags). One instance is bound to the root command's persistent flags and
+// handed to each subcommand; what commands are built from (clients, streams, environment) is
+// its Factory.
 type GlobalOptions struct {
 	*Factory
 
-	DryRun       bool
-	Output       string
-	Yes          bool
-	NoTUI        bool
-	Timeout      time.Duration
-	LockID       string
-	LockDuration time.Duration
-	// WaitForLock waits for a held lock instead of exit 3 (negative: as long as the timeout allows).
-	WaitForLock    time.Duration
-	DisableLocks   bool
+	Output         string
 	Engine         string
 	Selector       string
 	IgnoreOperator bool
@@ -59,33 +50,35 @@ type GlobalOptions struct {
 	flagEngines map[string][]string
 }
 
+// GlobalOptions is how the command line finds clusters for a Runner.
+var _ Clusters = (*GlobalOptions)(nil)
+
+func (o *GlobalOptions) outputFormat() string { return o.Output }
+func (o *GlobalOptions) verbosity() int       { return o.Verbosity }
+
+// onFactory is o over f: the same flags, another kube context's clients and streams.
+func (o *GlobalOptions) onFactory(f *Factory) Clusters {
+	g := *o
+	g.Factory = f
+	return &g
+}
+
 // flagGiven reports whether --name was on the command line.
 func (o *GlobalOptions) flagGiven(name string) bool { return o.given[name] }
 
 // NewGlobalOptions returns options with production dependencies.
 func NewGlobalOptions(streams genericiooptions.IOStreams) *GlobalOptions {
 	return &GlobalOptions{
-		Factory:      NewFactory(streams),
-		Output:       "text",
-		LockDuration: 10 * time.Minute,
-		viper:        viper.New(),
+		Factory: NewFactory(streams),
+		Output:  "text",
+		viper:   viper.New(),
 	}
 }
 
 // AddFlags binds the shared flags.
 func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ConfigFlags.AddFlags(fs)
-	fs.Var(dryRunValue{&o.DryRun}, "dry-run", `"client" (or alone): print the plan computed from live state and change nothing; "none": run`)
-	fs.Lookup("dry-run").NoOptDefVal = "client"
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: text|json|yaml; status, lock, deny and version also name|jsonpath=...|go-template=... (json streams NDJSON events for operations)")
-	fs.BoolVarP(&o.Yes, "yes", "y", o.Yes, "Do not ask for confirmation (required for destructive commands without a terminal)")
-	fs.BoolVar(&o.NoTUI, "no-tui", o.NoTUI, "Print plain progress lines even on a terminal")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, timeoutUsage())
-	fs.StringVar(&o.LockID, "lock-id", o.LockID, "Lock ID to act as (default <kubeconfig user>@<API host>; env DBOPS_LOCK_ID)")
-	fs.DurationVar(&o.LockDuration, "lock-duration", o.LockDuration, "How long the cluster lock is held before it must be renewed")
-	fs.DurationVar(&o.WaitForLock, "wait-for-lock", o.WaitForLock, "Wait up to this long for a lock held by someone else instead of failing with exit 3 (alone: as long as --timeout allows)")
-	fs.Lookup("wait-for-lock").NoOptDefVal = "-1s"
-	fs.BoolVar(&o.DisableLocks, "disable-locks", o.DisableLocks, "EMERGENCY ONLY: run without the cluster lock (loud warning and audit event)")
 	fs.StringVar(&o.Engine, "engine", o.Engine, "Database engine, overriding detection: "+strings.Join(ops.KnownEngines, "|"))
 	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector picking the cluster's StatefulSets explicitly")
 	fs.BoolVar(&o.IgnoreOperator, "ignore-operator", o.IgnoreOperator, "Act on StatefulSets owned by an operator (it may fight the changes)")
@@ -171,42 +164,7 @@ func (o *GlobalOptions) Validate() error {
 	if o.Engine != "" && !slices.Contains(o.engineNames(), o.Engine) {
 		return ops.Usagef("unknown engine %q; allowed: %s", o.Engine, strings.Join(o.engineNames(), ", "))
 	}
-	if o.Timeout < 0 {
-		return ops.Usagef("--timeout must not be negative (got %s)", o.Timeout)
-	}
-	if o.LockDuration < 10*time.Second {
-		return ops.Usagef("--lock-duration must be at least 10s (got %s)", o.LockDuration)
-	}
 	return nil
-}
-
-// ResolveLockID returns --lock-id, or <user>@<host> from the kubeconfig.
-func (o *GlobalOptions) ResolveLockID() (string, error) {
-	if o.LockID != "" {
-		return o.LockID, nil
-	}
-	raw, err := o.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
-	if err != nil {
-		return "", kubeconfigError(err)
-	}
-	ctxName, as := "", ""
-	if o.ConfigFlags.Context != nil {
-		ctxName = *o.ConfigFlags.Context
-	}
-	if o.ConfigFlags.Impersonate != nil {
-		as = *o.ConfigFlags.Impersonate
-	}
-	id, err := lock.IDFromKubeconfig(raw, ctxName, as)
-	if err != nil {
-		// No context (in-cluster credentials, say): the ID names only the
-		// user, or "anonymous".
-		id = lock.DefaultID(as, "")
-	}
-	// The ID goes into the Lease, Events and other operators' messages.
-	if err := ops.CheckPrintable("the lock ID derived from the kubeconfig user and server (pass --lock-id)", id); err != nil {
-		return "", err
-	}
-	return id, nil
 }
 
 // commandContext carries main's signal cancellation into Run methods.

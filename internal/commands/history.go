@@ -28,13 +28,13 @@ type HistoryOptions struct {
 }
 
 // NewHistoryOptions returns options bound to the shared flags.
-func NewHistoryOptions(g *GlobalOptions) *HistoryOptions {
-	return &HistoryOptions{LockOptions: NewLockOptions(g)}
+func NewHistoryOptions(g *GlobalOptions, rf *RunFlags) *HistoryOptions {
+	return &HistoryOptions{LockOptions: NewLockOptions(g, rf)}
 }
 
 // NewHistoryCmd builds `history CLUSTER`.
-func NewHistoryCmd(g *GlobalOptions) *cobra.Command {
-	o := NewHistoryOptions(g)
+func NewHistoryCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewHistoryOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:         "history CLUSTER",
 		Annotations: documentAnnotations(),

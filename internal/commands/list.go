@@ -53,17 +53,21 @@ type ClusterSummary struct {
 // ListOptions holds `list` flags.
 type ListOptions struct {
 	*GlobalOptions
+	// RunFlags are the shared run flags this command reads (--dry-run, the lock's, --timeout).
+	RunFlags      *RunFlags
 	AllNamespaces bool
 	NoHeaders     bool
 	fleet         fleetFlags
 }
 
 // NewListOptions returns options bound to the shared flags.
-func NewListOptions(g *GlobalOptions) *ListOptions { return &ListOptions{GlobalOptions: g} }
+func NewListOptions(g *GlobalOptions, rf *RunFlags) *ListOptions {
+	return &ListOptions{GlobalOptions: g, RunFlags: rf}
+}
 
 // NewListCmd builds `list`.
-func NewListCmd(g *GlobalOptions) *cobra.Command {
-	o := NewListOptions(g)
+func NewListCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewListOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:         "list [-A] [--contexts GLOB]",
 		Aliases:     []string{"ls"},
@@ -91,7 +95,10 @@ func (o *ListOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
-	if o.DryRun {
+	if err := o.RunFlags.Validate(); err != nil {
+		return err
+	}
+	if o.RunFlags.DryRun {
 		return ops.Usagef("--dry-run does not apply to list (it never changes anything)")
 	}
 	return o.fleet.validate(o.GlobalOptions)
@@ -133,7 +140,7 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 	}
 	found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
 	// Read once for every row: who the lock status is judged for.
-	id, err := o.ResolveLockID()
+	id, err := o.RunFlags.ResolveLockID(o.ConfigFlags)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +168,7 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 	per := make([][]ClusterSummary, len(ts))
 	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		i := slices.Index(ts, t)
-		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), AllNamespaces: t.Namespace == ""}
+		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == ""}
 		rows, err := lo.rows(ctx, t.Namespace)
 		if err != nil {
 			return err
@@ -220,7 +227,7 @@ func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name s
 		}
 	}
 	var errs []string
-	lm := &lock.Manager{Client: cl.Kube, Namespace: ns, Cluster: name, ID: id, Duration: o.LockDuration, Clock: cl.Clock}
+	lm := &lock.Manager{Client: cl.Kube, Namespace: ns, Cluster: name, ID: id, Duration: o.RunFlags.LockDuration, Clock: cl.Clock}
 	if st, err := lm.Status(ctx); err != nil {
 		errs = append(errs, "lock: "+err.Error())
 	} else {

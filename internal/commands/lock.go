@@ -18,6 +18,8 @@ import (
 // Complete and Run (Validate is this one's).
 type LockOptions struct {
 	*GlobalOptions
+	// RunFlags are the shared run flags this command reads (--dry-run, the lock's, --timeout).
+	RunFlags *RunFlags
 	Cluster  string
 	ID       string // --id: act as this lock ID (lock acquire|release)
 	Duration time.Duration
@@ -56,10 +58,12 @@ type ClearedFDBLock struct {
 }
 
 // NewLockOptions returns options bound to the shared flags.
-func NewLockOptions(g *GlobalOptions) *LockOptions { return &LockOptions{GlobalOptions: g} }
+func NewLockOptions(g *GlobalOptions, rf *RunFlags) *LockOptions {
+	return &LockOptions{GlobalOptions: g, RunFlags: rf}
+}
 
 // NewLockCmd builds `lock status|acquire|release`.
-func NewLockCmd(g *GlobalOptions) *cobra.Command {
+func NewLockCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lock",
 		Short: "Show, take or give up a cluster's lock",
@@ -76,7 +80,7 @@ and to release it.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE("status, acquire, release"),
 	}
-	cmd.AddCommand(newLockStatusCmd(g), newLockAcquireCmd(g), newLockReleaseCmd(g))
+	cmd.AddCommand(newLockStatusCmd(g, rf), newLockAcquireCmd(g, rf), newLockReleaseCmd(g, rf))
 	return cmd
 }
 
@@ -84,12 +88,12 @@ and to release it.`,
 type LockStatusOptions struct{ *LockOptions }
 
 // NewLockStatusOptions returns options bound to the shared flags.
-func NewLockStatusOptions(g *GlobalOptions) *LockStatusOptions {
-	return &LockStatusOptions{LockOptions: NewLockOptions(g)}
+func NewLockStatusOptions(g *GlobalOptions, rf *RunFlags) *LockStatusOptions {
+	return &LockStatusOptions{LockOptions: NewLockOptions(g, rf)}
 }
 
-func newLockStatusCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockStatusOptions(g)
+func newLockStatusCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewLockStatusOptions(g, rf)
 	return &cobra.Command{
 		Use:               "status CLUSTER",
 		Annotations:       documentAnnotations(),
@@ -138,12 +142,12 @@ func (o *LockStatusOptions) Run(cmd *cobra.Command) error {
 type LockAcquireOptions struct{ *LockOptions }
 
 // NewLockAcquireOptions returns options bound to the shared flags.
-func NewLockAcquireOptions(g *GlobalOptions) *LockAcquireOptions {
-	return &LockAcquireOptions{LockOptions: NewLockOptions(g)}
+func NewLockAcquireOptions(g *GlobalOptions, rf *RunFlags) *LockAcquireOptions {
+	return &LockAcquireOptions{LockOptions: NewLockOptions(g, rf)}
 }
 
-func newLockAcquireCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockAcquireOptions(g)
+func newLockAcquireCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewLockAcquireOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:         "acquire CLUSTER [--id ID] [--duration D] [--reason R]",
 		Annotations: documentAnnotations(),
@@ -187,7 +191,7 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 			return ops.Usagef("--pause-operator applies to a cluster an operator's resource manages (a FoundationDBCluster: it sets spec.skip); %s/%s is not one", m.Namespace, m.Cluster)
 		}
 	}
-	if o.DryRun {
+	if o.RunFlags.DryRun {
 		return o.printLockAction(m, LockAction{LockInfo: ops.LockInfo{Action: "acquire", Holder: m.ID, Operation: lock.ManualOperation}, DryRun: true},
 			func(w io.Writer) error {
 				_, err := ops.Fprintf(w, "would acquire the lock on %s/%s as %s for %s\n", m.Namespace, m.Cluster, m.ID, m.Duration)
@@ -230,12 +234,12 @@ func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
 type LockReleaseOptions struct{ *LockOptions }
 
 // NewLockReleaseOptions returns options bound to the shared flags.
-func NewLockReleaseOptions(g *GlobalOptions) *LockReleaseOptions {
-	return &LockReleaseOptions{LockOptions: NewLockOptions(g)}
+func NewLockReleaseOptions(g *GlobalOptions, rf *RunFlags) *LockReleaseOptions {
+	return &LockReleaseOptions{LockOptions: NewLockOptions(g, rf)}
 }
 
-func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
-	o := NewLockReleaseOptions(g)
+func newLockReleaseCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewLockReleaseOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:               "release CLUSTER [--id ID]",
 		Annotations:       documentAnnotations(),
@@ -248,7 +252,7 @@ func newLockReleaseCmd(g *GlobalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&o.ID, "id", "", "Lock ID to release as (default: --lock-id or <user>@<host>)")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Release the lock although someone else holds it (their running command stops before its next change)")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why you release it (recorded in the Event)")
-	_ = cmd.RegisterFlagCompletionFunc("id", completeHolder(g))
+	_ = cmd.RegisterFlagCompletionFunc("id", completeHolder(g, rf))
 	return cmd
 }
 
@@ -265,7 +269,7 @@ func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if o.DryRun {
+	if o.RunFlags.DryRun {
 		also := ""
 		if l := o.readOperatorLocks(ctx); l != nil && l.DBLock != nil && l.DBLock.Holder != nil {
 			if ctl, _ := o.operatorControl(o.clients, o.found); ctl != nil && l.DBLock.Holder.Owner == ctl.OperatorLockOwner() && !l.DBLock.Holder.Expired(l.now) {
@@ -383,6 +387,9 @@ func (o *LockOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
+	if err := o.RunFlags.Validate(); err != nil {
+		return err
+	}
 	if o.Duration < 0 || (o.Duration > 0 && o.Duration < 10*time.Second) {
 		return ops.Usagef("--duration must be at least 10s (got %s)", o.Duration)
 	}
@@ -399,13 +406,13 @@ func (o *LockOptions) manager(ctx context.Context) (*lock.Manager, error) {
 	o.found, o.clients = c, cl
 	id := o.ID
 	if id == "" {
-		if id, err = o.ResolveLockID(); err != nil {
+		if id, err = o.RunFlags.ResolveLockID(o.ConfigFlags); err != nil {
 			return nil, err
 		}
 	}
 	d := o.Duration
 	if d == 0 {
-		d = o.LockDuration
+		d = o.RunFlags.LockDuration
 	}
 	return &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: d, Clock: cl.Clock, Force: o.Force}, nil
 }

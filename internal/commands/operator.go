@@ -47,7 +47,7 @@ func (o *DenyOptions) runOperatorInstance(ctx context.Context) error {
 		return ops.Usagef("--operator-instance applies to a cluster an operator's resource manages (a FoundationDBCluster); %s/%s is not one", c.Namespace, c.Name)
 	}
 	res := ctl.OperatorResource(c)
-	by, err := o.ResolveLockID()
+	by, err := o.RunFlags.ResolveLockID(o.ConfigFlags)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (o *DenyOptions) runOperatorInstance(ctx context.Context) error {
 		return o.printDocument(o.Out, doc, text)
 	}
 	locks := ctl.OperatorLocks(ctx, c, false, time.Now())
-	if o.DryRun {
+	if o.RunFlags.DryRun {
 		entry := "{id: " + id + "}"
 		if allow {
 			entry = "{id: " + id + ", allow: true}"

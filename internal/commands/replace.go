@@ -17,9 +17,11 @@ import (
 
 // ReplaceOptions holds `replace` flags.
 type ReplaceOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g                *GlobalOptions
 	Cluster          string
 	Pods             []string
 	Strategy         string
@@ -27,29 +29,25 @@ type ReplaceOptions struct {
 	Failed           bool
 	FailureThreshold time.Duration
 	Taints           []string
-	// ProcessClasses and Nodes choose the pods by FoundationDB process class or by node
-	// (evacuate a node).
-	ProcessClasses []string
-	Nodes          []string
+	// Nodes choose the pods by node (evacuate a node); an engine's own flags may choose them
+	// another way (ops.ReplaceFlags: FoundationDB's --process-class).
+	Nodes []string
 	// NodeSelector chooses the nodes by label (kubectl-fdb cordon --node-selector): every pod
 	// of the cluster on a matching node.
 	NodeSelector map[string]string
-	// NoExclusion and Force: FoundationDB removal without exclusion, which needs --force.
-	NoExclusion bool
-	Force       bool
 
 	taints []ops.TaintRule
 }
 
 // NewReplaceOptions returns options bound to the shared flags.
-func NewReplaceOptions(g *GlobalOptions) *ReplaceOptions {
-	return &ReplaceOptions{Runner: NewRunner(g), Strategy: ops.StrategyReplacement, MaxConcurrent: 1,
+func NewReplaceOptions(g *GlobalOptions, rf *RunFlags) *ReplaceOptions {
+	return &ReplaceOptions{Runner: NewRunner(g.Factory, rf, g), g: g, Strategy: ops.StrategyReplacement, MaxConcurrent: 1,
 		FailureThreshold: ops.DefaultFailureThreshold}
 }
 
 // NewReplaceCmd builds `replace CLUSTER [POD...]`.
-func NewReplaceCmd(g *GlobalOptions) *cobra.Command {
-	o := NewReplaceOptions(g)
+func NewReplaceCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewReplaceOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "replace CLUSTER [POD...] [--strategy replacement|deletion] [--failed]",
 		Short: "Replace members: move their data away, recreate them with fresh volumes, let them rejoin",
@@ -100,11 +98,8 @@ at once (a batch); the next batch starts once the previous one is back.`,
 	f.BoolVar(&o.Failed, "failed", false, "Choose the pods by condition instead of by name (see --failure-threshold, --taint)")
 	f.DurationVar(&o.FailureThreshold, "failure-threshold", o.FailureThreshold, "With --failed: how long a pod must be not Ready or Pending")
 	f.StringArrayVar(&o.Taints, "taint", nil, "With --failed: pick pods on nodes with this taint, KEY[=DURATION] (taint older than DURATION; repeatable)")
-	f.StringSliceVar(&o.ProcessClasses, "process-class", nil, "Choose every pod of these FoundationDB process classes (comma-separated or repeated)")
 	f.StringSliceVar(&o.Nodes, "node", nil, "Choose every pod of the cluster on these nodes: evacuate them (comma-separated or repeated)")
 	f.StringToStringVar(&o.NodeSelector, "node-selector", nil, "Choose every pod of the cluster on the nodes with these labels, key=value[,key=value] (evacuate them)")
-	f.BoolVar(&o.NoExclusion, "no-exclusion", false, "FoundationDB: remove process groups without excluding them first (data is not moved; only for processes not running; needs --force)")
-	f.BoolVar(&o.Force, "force", false, "Allow --no-exclusion")
 	_ = cmd.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(ops.ReplaceStrategies, cobra.ShellCompDirectiveNoFileComp))
 	g.addEngineFlags("replace", f)
 	return cmd
@@ -133,38 +128,39 @@ func (o *ReplaceOptions) Validate() error {
 			return ops.Usagef("POD must not be empty")
 		}
 	}
-	choices := 0
-	for _, set := range []bool{len(o.Pods) > 0, o.Failed, len(o.ProcessClasses) > 0, len(o.Nodes) > 0, len(o.NodeSelector) > 0} {
+	choices, engineWays := 0, ""
+	for _, set := range []bool{len(o.Pods) > 0, o.Failed, o.engineChoice(), len(o.Nodes) > 0, len(o.NodeSelector) > 0} {
 		if set {
 			choices++
+		}
+	}
+	for _, rf := range o.replaceFlags() {
+		if name := rf.PodChoiceFlag(); name != "" {
+			engineWays += "--" + name + ", "
 		}
 	}
 	switch {
 	case o.Failed && len(o.Pods) > 0:
 		return ops.Usagef("name pods or use --failed, not both (got %s)", strings.Join(o.Pods, " "))
 	case choices > 1:
-		return ops.Usagef("choose the pods one way: POD names, --failed, --process-class, --node or --node-selector, not several")
+		return ops.Usagef("choose the pods one way: POD names, --failed, %s--node or --node-selector, not several", engineWays)
 	case choices == 0:
-		return ops.Usagef("replace needs POD names or --failed (or --process-class, --node, --node-selector): usage: replace CLUSTER [POD...] [--failed]")
+		return ops.Usagef("replace needs POD names or --failed (or %s--node, --node-selector): usage: replace CLUSTER [POD...] [--failed]", engineWays)
 	}
 	if len(o.NodeSelector) > 0 {
 		if _, err := labels.ValidatedSelectorFromSet(o.NodeSelector); err != nil {
 			return ops.Usagef("--node-selector: %v", err)
 		}
 	}
-	for _, v := range append(slices.Clone(o.ProcessClasses), o.Nodes...) {
+	for _, v := range o.Nodes {
 		if strings.TrimSpace(v) == "" {
-			return ops.Usagef("--process-class and --node values must not be empty")
+			return ops.Usagef("--node values must not be empty")
 		}
 	}
-	if o.NoExclusion && !o.Force {
-		return ops.Usagef("--no-exclusion removes without moving the data away first (very dangerous); it needs --force")
-	}
-	if o.Force && !o.NoExclusion {
-		return ops.Usagef("--force only applies to --no-exclusion")
-	}
-	if o.NoExclusion && o.Strategy != ops.StrategyReplacement {
-		return ops.Usagef("--no-exclusion applies to --strategy replacement only")
+	for _, rf := range o.replaceFlags() {
+		if err := rf.CheckReplace(o.Strategy); err != nil {
+			return err
+		}
 	}
 	if o.FailureThreshold <= 0 {
 		return ops.Usagef("--failure-threshold must be positive, got %s", o.FailureThreshold)
@@ -183,22 +179,34 @@ func (o *ReplaceOptions) Validate() error {
 // args renders the request canonically for the journal: a re-run of the
 // same request resumes it.
 func (o *ReplaceOptions) args(pods []string) string {
-	a := fmt.Sprintf("--strategy %s --max-concurrent %d --pods %s", o.Strategy, o.MaxConcurrent, strings.Join(pods, ","))
-	if o.NoExclusion {
-		a += " --no-exclusion"
+	return fmt.Sprintf("--strategy %s --max-concurrent %d --pods %s", o.Strategy, o.MaxConcurrent, strings.Join(pods, ","))
+}
+
+// replaceFlags are the engines' own replace flags (ops.ReplaceFlags), in registry order.
+func (o *ReplaceOptions) replaceFlags() []ops.ReplaceFlags {
+	var out []ops.ReplaceFlags
+	for _, k := range o.g.Engines {
+		if rf, ok := o.g.engineFlagsOf(k.Name).(ops.ReplaceFlags); ok {
+			out = append(out, rf)
+		}
 	}
-	return a
+	return out
+}
+
+// engineChoice reports whether an engine's own flag chooses the pods.
+func (o *ReplaceOptions) engineChoice() bool {
+	return slices.ContainsFunc(o.replaceFlags(), ops.ReplaceFlags.PodChoiceGiven)
 }
 
 // picks: the pods are chosen by a condition or selector, so an interrupted run's choice is
 // kept (replaced pods no longer match, or new ones do).
 func (o *ReplaceOptions) picks() bool {
-	return o.Failed || len(o.ProcessClasses) > 0 || len(o.Nodes) > 0 || len(o.NodeSelector) > 0
+	return o.Failed || o.engineChoice() || len(o.Nodes) > 0 || len(o.NodeSelector) > 0
 }
 
 // Run discovers, chooses the pods, plans and executes the replacement.
 func (o *ReplaceOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster, o.Pods...), defaultTimeout: defaultRestartTimeout,
+	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster, o.Pods...), defaultTimeout: defaultRestartTimeout,
 		check: o.checkPods, plan: o.plan})
 }
 
@@ -260,7 +268,7 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 			reasons[cand.Pod] = cand.Reason
 		}
 	}
-	if len(pods) == 0 && (len(o.ProcessClasses) > 0 || len(o.Nodes) > 0 || len(o.NodeSelector) > 0) {
+	if len(pods) == 0 && (o.engineChoice() || len(o.Nodes) > 0 || len(o.NodeSelector) > 0) {
 		var err error
 		if pods, err = o.selectPods(ctx, cl, eng, c, reasons); err != nil || len(pods) == 0 {
 			return nil, err
@@ -269,24 +277,27 @@ func (o *ReplaceOptions) plan(ctx context.Context, cl *Clients, c *ops.Cluster, 
 	if o.picks() {
 		request.Picked = pods
 	}
-	return planReplace(ctx, eng, c, ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
-		Args: o.args(pods), NoExclusion: o.NoExclusion, Force: o.Force, Journal: journal})
+	req := ops.ReplaceRequest{Pods: pods, Strategy: o.Strategy, MaxConcurrent: o.MaxConcurrent, Reasons: reasons,
+		Args: o.args(pods), Journal: journal}
+	if rf, ok := o.g.engineFlagsOf(c.Engine).(ops.ReplaceFlags); ok {
+		rf.FillReplace(&req)
+	}
+	return planReplace(ctx, eng, c, req, o.engineNames())
 }
 
-// selectPods chooses the pods of --process-class (a FoundationDB process class is a node
-// group) or --node; with no pod on the nodes it says so and chooses none.
+// selectPods chooses the pods of an engine's own choice (ops.ReplaceFlags: FoundationDB's
+// --process-class) or --node; with no pod on the nodes it says so and chooses none.
 func (o *ReplaceOptions) selectPods(ctx context.Context, cl *Clients, eng ops.Engine, c *ops.Cluster, reasons map[string]string) ([]string, error) {
 	var pods []string
-	if len(o.ProcessClasses) > 0 {
-		pc, ok := eng.(ops.ClassPodChooser)
-		if !ok {
-			return nil, ops.Usagef("--process-class: engine %s (cluster %s/%s) has no process classes", eng.Name(), c.Namespace, c.Name)
+	for _, rf := range o.replaceFlags() {
+		if !rf.PodChoiceGiven() {
+			continue
 		}
-		chosen, why, err := pc.PodsOfClass(ctx, c, o.ProcessClasses)
+		chosen, why, err := rf.ChoosePods(ctx, eng, c)
 		if err != nil {
 			return nil, err
 		}
-		pods = chosen
+		pods = append(pods, chosen...)
 		maps.Copy(reasons, why)
 	}
 	nodes, why := o.Nodes, ""
@@ -325,7 +336,8 @@ func (o *ReplaceOptions) selectPods(ctx context.Context, cl *Clients, eng ops.En
 //
 // Engines plug in by implementing ops.PodReplacer (replacement strategy);
 // deletion reuses the engine's rolling restart, so its health gates apply.
-func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest) (*ops.Plan, error) {
+// engines are the registry's engine names, for the refusal of an engine without a replacement.
+func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.ReplaceRequest, engines []string) (*ops.Plan, error) {
 	if req.Strategy == ops.StrategyDeletion {
 		// Deletion is a pod deletion whatever the engine's default restart method.
 		p, err := eng.PlanRestart(ctx, c, ops.RestartOptions{Pods: req.Pods, BatchSize: req.MaxConcurrent, Method: ops.MethodPod})
@@ -343,6 +355,7 @@ func planReplace(ctx context.Context, eng ops.Engine, c *ops.Cluster, req ops.Re
 	if r, ok := eng.(ops.PodReplacer); ok {
 		return r.PlanReplacement(ctx, c, req)
 	}
-	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s, %s, %s, %s, %s); --strategy deletion is",
-		eng.Name(), ops.EngineCrateDB, ops.EngineEtcd, ops.EngineReplicated, ops.EngineGeneric, ops.EngineFoundationDB)
+	supported := slices.DeleteFunc(slices.Clone(engines), func(name string) bool { return name == eng.Name() })
+	return nil, ops.Usagef("replace --strategy replacement is not available for engine %s yet (supported: %s); --strategy deletion is",
+		eng.Name(), strings.Join(supported, ", "))
 }

@@ -31,7 +31,9 @@ import (
 // ReportOptions holds `report` flags.
 type ReportOptions struct {
 	*GlobalOptions
-	Cluster string
+	// RunFlags are the shared run flags this command reads (--dry-run, the lock's, --timeout).
+	RunFlags *RunFlags
+	Cluster  string
 	// File is the bundle to write (-f); Force overwrites an existing one.
 	File  string
 	Force bool
@@ -54,13 +56,13 @@ type Manifest struct {
 }
 
 // NewReportOptions returns options bound to the shared flags.
-func NewReportOptions(g *GlobalOptions) *ReportOptions {
-	return &ReportOptions{GlobalOptions: g, LogLines: 2000}
+func NewReportOptions(g *GlobalOptions, rf *RunFlags) *ReportOptions {
+	return &ReportOptions{GlobalOptions: g, RunFlags: rf, LogLines: 2000}
 }
 
 // NewReportCmd builds `report CLUSTER -f bundle.zip`.
-func NewReportCmd(g *GlobalOptions) *cobra.Command {
-	o := NewReportOptions(g)
+func NewReportCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewReportOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "report CLUSTER -f bundle.zip [--logs] [--force]",
 		Short: "Write a support bundle (zip) for a hand-off: status, plan, journal, history, lock, Events, objects, diagnostics",
@@ -102,13 +104,16 @@ func (o *ReportOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
+	if err := o.RunFlags.Validate(); err != nil {
+		return err
+	}
 	if o.File == "" {
 		return ops.Usagef("report needs -f FILE (the zip file to write)")
 	}
 	if o.LogLines <= 0 {
 		return ops.Usagef("--log-lines must be 1 or more, got %d", o.LogLines)
 	}
-	if o.DryRun {
+	if o.RunFlags.DryRun {
 		return ops.Usagef("--dry-run does not apply to report (it never changes the cluster)")
 	}
 	if o.Output != "" && o.Output != "text" {
@@ -194,7 +199,7 @@ func (o *ReportOptions) Run(cmd *cobra.Command) error {
 
 // collectStatus prints status as `status -o text|json|yaml` would, into the bundle.
 func (o *ReportOptions) collectStatus(ctx context.Context, b *bundle) {
-	so := &StatusOptions{GlobalOptions: o.GlobalOptions, Cluster: o.Cluster}
+	so := &StatusOptions{GlobalOptions: o.GlobalOptions, RunFlags: o.RunFlags, Cluster: o.Cluster}
 	st, err := so.collect(ctx)
 	if err != nil {
 		b.omit("status/", err)
@@ -250,8 +255,8 @@ func (o *ReportOptions) collectPlan(ctx context.Context, cl *Clients, c *ops.Clu
 		b.omit("plan/restart.txt", err)
 		return
 	}
-	prev := o.unfinishedJournal(ctx, cl, c)
-	v := o.dryRunView(p, prev)
+	prev := o.RunFlags.unfinishedJournal(ctx, cl, c)
+	v := dryRunView(p, prev)
 	var text bytes.Buffer
 	if err := ops.WritePlanText(&text, v); err != nil {
 		b.omit("plan/restart.txt", err)
@@ -260,7 +265,7 @@ func (o *ReportOptions) collectPlan(ctx context.Context, cl *Clients, c *ops.Clu
 	}
 	b.addJSON("plan/restart.json", v)
 	pre := "the restart's preflight passes\n"
-	if err := o.preflight(ctx, p, prev); err != nil {
+	if err := preflight(ctx, p, prev); err != nil {
 		pre = "a restart would refuse now: " + err.Error() + "\n"
 	}
 	b.add("plan/restart-preflight.txt", []byte(pre))

@@ -15,9 +15,11 @@ import (
 
 // RestartOptions holds `restart` flags.
 type RestartOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g       *GlobalOptions
 	Cluster string
 	Rolling bool
 	Groups  []string
@@ -41,13 +43,13 @@ type RestartOptions struct {
 }
 
 // NewRestartOptions returns options bound to the shared flags.
-func NewRestartOptions(g *GlobalOptions) *RestartOptions {
-	return &RestartOptions{Runner: NewRunner(g)}
+func NewRestartOptions(g *GlobalOptions, rf *RunFlags) *RestartOptions {
+	return &RestartOptions{Runner: NewRunner(g.Factory, rf, g), g: g}
 }
 
 // NewRestartCmd builds `restart CLUSTER --rolling`.
-func NewRestartCmd(g *GlobalOptions) *cobra.Command {
-	o := NewRestartOptions(g)
+func NewRestartCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewRestartOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "restart CLUSTER --rolling [--mode pod|zone|all] [--group NAME]...",
 		Short: "Restart a cluster's pods one at a time (or a zone at a time), waiting for each to be back",
@@ -131,7 +133,7 @@ func (o *RestartOptions) Validate() error {
 	if !slices.Contains(ops.RestartModes, o.Mode) {
 		return ops.Usagef("unknown --mode %q; allowed: %s", o.Mode, strings.Join(ops.RestartModes, ", "))
 	}
-	if err := o.fleet.validate(o.GlobalOptions); err != nil {
+	if err := o.fleet.validate(o.g); err != nil {
 		return err
 	}
 	if o.zonesGiven {
@@ -162,12 +164,12 @@ const defaultRollingRestartTimeout = 4 * time.Hour
 
 // Run discovers, plans and executes the restart.
 func (o *RestartOptions) Run(cmd *cobra.Command) error {
-	if o.fleet.active(o.GlobalOptions) {
+	if o.fleet.active(o.g) {
 		return o.runFleet(cmd)
 	}
 	req := o.targetRequest
 	if req == nil {
-		req = o.request(cmd, o.Cluster)
+		req = o.g.request(cmd, o.Cluster)
 	}
 	return o.runOperation(commandContext(cmd), operation{req: req, defaultTimeout: defaultRollingRestartTimeout,
 		plan: func(ctx context.Context, _ *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {

@@ -75,15 +75,17 @@ func (g *GlobalOptions) commandLine(cmd *cobra.Command, cluster string, args ...
 
 // ResumeOptions holds `resume` arguments.
 type ResumeOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g       *GlobalOptions
 	Cluster string
 }
 
 // NewResumeCmd builds `resume CLUSTER`.
-func NewResumeCmd(g *GlobalOptions) *cobra.Command {
-	o := &ResumeOptions{Runner: NewRunner(g)}
+func NewResumeCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := &ResumeOptions{Runner: NewRunner(g.Factory, rf, g), g: g}
 	cmd := &cobra.Command{
 		Use:   "resume CLUSTER",
 		Short: "Continue the cluster's unfinished operation with the arguments it was started with",
@@ -155,7 +157,7 @@ func (o *ResumeOptions) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	me, err := o.ResolveLockID()
+	me, err := o.resolveLockID()
 	if err != nil {
 		return err
 	}
@@ -209,7 +211,7 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 			// this invocation's ID; the executor names the one that
 			// started the run.
 			continue
-		case persistent && o.flagGiven(f.Name):
+		case persistent && o.g.flagGiven(f.Name):
 			if want := strings.Join(f.Values, ","); want != fl.Value.String() {
 				return nil, nil, ops.Usagef("--%s %s differs from the interrupted run's --%s %s; resume runs the request as it was started",
 					f.Name, fl.Value.String(), f.Name, want)
@@ -219,7 +221,7 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 		rf := ops.Request{Flags: []ops.RequestFlag{f}}
 		flagArgs = append(flagArgs, rf.FlagArgs()...)
 	}
-	if r.Engine != "" && !o.flagGiven("engine") {
+	if r.Engine != "" && !o.g.flagGiven("engine") {
 		if _, set := r.Flag("engine"); !set {
 			if !slices.Contains(o.engineNames(), r.Engine) {
 				return nil, nil, bad("unknown engine %q", r.Engine)
@@ -227,10 +229,10 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 			// The engine the run was planned by, even if detection would
 			// now say otherwise; not marked as given, so the request the
 			// resumed run records stays the one the user typed.
-			o.Engine = r.Engine
+			o.g.Engine = r.Engine
 		}
-	} else if o.flagGiven("engine") && r.Engine != "" && o.Engine != r.Engine {
-		return nil, nil, ops.Usagef("--engine %s differs from the engine %s the interrupted run was planned by", o.Engine, r.Engine)
+	} else if o.g.flagGiven("engine") && r.Engine != "" && o.g.Engine != r.Engine {
+		return nil, nil, ops.Usagef("--engine %s differs from the engine %s the interrupted run was planned by", o.g.Engine, r.Engine)
 	}
 	if err := sub.ParseFlags(flagArgs); err != nil {
 		return nil, nil, bad("%v", err)
@@ -241,7 +243,7 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 	args := append([]string{r.Cluster}, r.Args...)
 	for _, f := range r.Flags {
 		if f.Name != "lock-id" {
-			o.given[f.Name] = true
+			o.g.given[f.Name] = true
 		}
 	}
 	if err := checkInput(sub, args); err != nil {
@@ -251,8 +253,8 @@ func (o *ResumeOptions) resumeCommand(cmd *cobra.Command, r *ops.Request, ns str
 		return nil, nil, err
 	}
 	// The engine flags are the resumed command's.
-	o.flagEngines = engineClaims(sub)
-	if err := checkFlagDependencies(o.GlobalOptions); err != nil {
+	o.g.flagEngines = engineClaims(sub)
+	if err := checkFlagDependencies(o.g); err != nil {
 		return nil, nil, err
 	}
 	if sub.Args != nil {

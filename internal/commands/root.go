@@ -25,7 +25,7 @@ var (
 // NewRootCmd builds the command tree. main passes real streams; tests pass
 // buffers and replace GlobalOptions dependencies through configure.
 func NewRootCmd(streams genericiooptions.IOStreams, configure ...func(*GlobalOptions)) *cobra.Command {
-	g := NewGlobalOptions(streams)
+	g, rf := NewGlobalOptions(streams), NewRunFlags()
 	for _, f := range configure {
 		f(g)
 	}
@@ -95,38 +95,39 @@ and plain or JSON output for pipelines.`,
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	g.AddFlags(cmd.PersistentFlags())
+	rf.AddFlags(cmd.PersistentFlags())
 	cmd.SetFlagErrorFunc(flagError)
 
-	status := NewStatusCmd(g)
+	status := NewStatusCmd(g, rf)
 	g.addEngineFlags("status", status.Flags())
-	wait := NewWaitCmd(g)
+	wait := NewWaitCmd(g, rf)
 	g.addEngineFlags("wait", wait.Flags())
-	explain := NewExplainCmd(g)
+	explain := NewExplainCmd(g, rf)
 	g.addEngineFlags("explain", explain.Flags())
-	report := NewReportCmd(g)
+	report := NewReportCmd(g, rf)
 	g.addEngineFlags("report", report.Flags())
 	cmd.AddCommand(
 		status,
 		explain,
 		report,
-		NewListCmd(g),
+		NewListCmd(g, rf),
 		wait,
-		NewRestartCmd(g),
-		NewBootstrapCmd(g),
-		NewScaleCmd(g),
-		NewReplaceCmd(g),
-		NewResumeCmd(g),
-		NewLockCmd(g),
-		NewDenyCmd(g),
-		NewControlCmd(g, ops.ControlPause),
-		NewControlCmd(g, ops.ControlContinue),
-		NewControlCmd(g, ops.ControlAbort),
-		NewHistoryCmd(g),
-		NewVersionCmd(g),
+		NewRestartCmd(g, rf),
+		NewBootstrapCmd(g, rf),
+		NewScaleCmd(g, rf),
+		NewReplaceCmd(g, rf),
+		NewResumeCmd(g, rf),
+		NewLockCmd(g, rf),
+		NewDenyCmd(g, rf),
+		NewControlCmd(g, rf, ops.ControlPause),
+		NewControlCmd(g, rf, ops.ControlContinue),
+		NewControlCmd(g, rf, ops.ControlAbort),
+		NewHistoryCmd(g, rf),
+		NewVersionCmd(g, rf),
 	)
 	g.claimCommandFlags(cmd)
 	cmd.SetUsageFunc(g.engineUsage(cmd.UsageFunc()))
-	registerCompletions(cmd, g)
+	registerCompletions(cmd, g, rf)
 	refuseUnknownShells(cmd)
 	return cmd
 }

@@ -140,7 +140,7 @@ func (g *Runner) runOperation(ctx context.Context, op operation) error {
 	// The requests asked ahead end with the command: a refusal returns before they are
 	// answered, and nothing the command started may outlive it.
 	defer g.askAhead(ctx, op.req.Cluster, operation)()
-	cl, c, err := g.discover(ctx, op.req.Cluster, true)
+	cl, c, err := g.Clusters.discover(ctx, op.req.Cluster, true)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (g *Runner) runOperation(ctx context.Context, op operation) error {
 			return err
 		}
 	}
-	eng, err := g.engine(ctx, cl, c)
+	eng, err := g.Clusters.engine(ctx, cl, c)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func closeEngine(ctx context.Context, eng ops.Engine) {
 
 // timeoutOr returns --timeout, else the environment variable env (seconds),
 // else def.
-func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration, error) {
+func (g *Runner) timeoutOr(env string, def time.Duration) (time.Duration, error) {
 	if g.Timeout > 0 {
 		return g.Timeout, nil
 	}
@@ -215,35 +215,36 @@ func (g *GlobalOptions) timeoutOr(env string, def time.Duration) (time.Duration,
 func (g *Runner) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan *ops.Plan, timeout time.Duration) error {
 	// The journal as an interrupted run left it (read without the lock):
 	// resumed when it is the same request, else replaced and its progress lost.
+	output := g.Clusters.outputFormat()
 	st := g.lockState(ctx, cl, c)
 	prev, busy := journalOf(st)
 	resuming := prev.Resumable(plan.Operation, plan.Args)
 	// A run in progress under a held lock is not replaced: taking the lock
 	// refuses (exit 3) and says who holds it.
 	replacing := prev != nil && !resuming && !busy && len(plan.Steps) > 0
-	if err := g.preflight(ctx, plan, prev); err != nil {
+	if err := preflight(ctx, plan, prev); err != nil {
 		if g.DryRun {
 			// Show what would run, then say why a real run would refuse.
-			_ = writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
+			_ = writePlan(g.Out, dryRunView(plan, prev), output)
 		}
 		return err
 	}
 	if g.DryRun {
-		if g.Output == "json" {
+		if output == "json" {
 			// The same NDJSON stream as a run: the plan, then done with outcome dry-run.
 			sink, now := tui.NewJSON(g.Out), cl.Clock.Now()
-			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: g.dryRunView(plan, prev)})
+			sink.Emit(ops.Event{Type: ops.EventPlan, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Plan: dryRunView(plan, prev)})
 			sink.Emit(ops.Event{Type: ops.EventDone, Time: now, Operation: plan.Operation, Cluster: plan.Cluster, Outcome: ops.OutcomeDryRun})
 			g.streamEnded = true
 			return nil
 		}
-		return writePlan(g.Out, g.dryRunView(plan, prev), g.Output)
+		return writePlan(g.Out, dryRunView(plan, prev), output)
 	}
-	if g.Output == "yaml" {
+	if output == "yaml" {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
 	// -o json is for programs: it never asks, even with a terminal on stdin.
-	canAsk := g.IsTerminal() && g.Output != "json"
+	canAsk := g.IsTerminal() && output != "json"
 	if replacing && !g.Yes && !canAsk {
 		return ops.Usagef("refusing to start %s on %s/%s: it would replace the record of the unfinished %s, whose progress would be lost; resume that with: %s, or pass --yes to run %s anyway",
 			describeRequest(plan.Operation, plan.Args), c.Namespace, c.Name, describeJournal(prev), resumeHint(prev), plan.Operation)
@@ -251,13 +252,13 @@ func (g *Runner) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan 
 	if (plan.Destructive || replacing) && len(plan.Steps) > 0 && !g.Yes {
 		if !canAsk {
 			why := "no terminal to ask on"
-			if g.Output == "json" {
+			if output == "json" {
 				why = "-o json never asks"
 			}
 			return ops.Usagef("refusing to %s %s/%s without confirmation: %s; pass --yes (see the plan with --dry-run)",
 				plan.Operation, c.Namespace, c.Name, why)
 		}
-		v, left := remainingView(g.dryRunView(plan, prev))
+		v, left := remainingView(dryRunView(plan, prev))
 		if err := writeConfirmPlan(g.ErrOut, v); err != nil {
 			return err
 		}
@@ -280,7 +281,7 @@ func (g *Runner) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan 
 	if err := g.checkPermissions(ctx, cl, plan); err != nil {
 		return err
 	}
-	lockID, err := g.ResolveLockID()
+	lockID, err := g.resolveLockID()
 	if err != nil {
 		return err
 	}
@@ -312,7 +313,7 @@ func (g *Runner) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan 
 
 // preflight runs the plan's own fitness check before anything is written,
 // knowing which steps an interrupted run of the same request (prev) already did.
-func (g *GlobalOptions) preflight(ctx context.Context, plan *ops.Plan, prev *ops.Journal) error {
+func preflight(ctx context.Context, plan *ops.Plan, prev *ops.Journal) error {
 	if plan.Preflight == nil || len(plan.Steps) == 0 {
 		return nil
 	}
@@ -328,7 +329,7 @@ func (g *GlobalOptions) preflight(ctx context.Context, plan *ops.Plan, prev *ops
 // read from the journal on the lock) already did, so the plan shows what a
 // re-run would really do; for another request it notes the progress the
 // run would throw away.
-func (g *GlobalOptions) dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanView {
+func dryRunView(plan *ops.Plan, prev *ops.Journal) *ops.PlanView {
 	v := plan.View()
 	switch {
 	case prev == nil:
@@ -408,36 +409,13 @@ func resumeHint(j *ops.Journal) string {
 	return "the command that started it"
 }
 
-// unfinishedJournal reads the journal on the cluster's lock without taking
-// it; nil when there is none, it is finished, or it cannot be read (the
-// executor reads it again under the lock anyway).
-func (g *GlobalOptions) unfinishedJournal(ctx context.Context, cl *Clients, c *ops.Cluster) *ops.Journal {
-	j, _ := g.journalState(ctx, cl, c)
-	return j
-}
-
-// journalState is unfinishedJournal, and whether that journal's run is in
-// progress: it says running and its lock is held.
-func (g *GlobalOptions) journalState(ctx context.Context, cl *Clients, c *ops.Cluster) (j *ops.Journal, busy bool) {
-	return journalOf(g.lockState(ctx, cl, c))
-}
-
-// lockState reads the cluster's lock without taking it; nil when locks are disabled or it
-// cannot be read. A read askAhead started is used, once it is in.
-func (g *GlobalOptions) lockState(ctx context.Context, cl *Clients, c *ops.Cluster) *lock.State {
-	if g.DisableLocks {
-		return nil
-	}
-	return cl.readLock(ctx, c.Namespace, c.Name).wait(ctx)
-}
-
 // askAhead sends, while discovery runs (once its first request was answered, on the same
 // connection), what a run asks whatever discovery finds: the read of the lock of the cluster
 // named (namespace and name as given; used only when discovery finds that cluster), and the
 // permission reviews that do not depend on the engine (not for a dry run). Errors are left to
 // discovery, which meets them too. The returned stop cancels what is still in flight and
 // waits for it; call it when the command ends.
-func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) (stop func()) {
+func (g *Runner) askAhead(ctx context.Context, name, operation string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	stop = func() {
@@ -457,7 +435,7 @@ func (g *GlobalOptions) askAhead(ctx context.Context, name, operation string) (s
 		wg.Go(func() { <-r.done })
 	}
 	if !g.DryRun && operation != "" {
-		access, needs := cl.access(), append(g.planNeeds(""), g.likelyRunNeeds("", operation)...)
+		access, needs := cl.access(), append(g.Clusters.planNeeds(""), likelyRunNeeds(g.DisableLocks, g.runNeeds("", operation))...)
 		wg.Go(func() {
 			cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
 			access.Prefetch(ctx, ns, needs)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -12,10 +13,17 @@ import (
 
 // Runner runs one mutating command's operation: plan from live state, print the plan or
 // dry-run, confirm, lock, execute with a view (runOperation, execute, runWithView). It holds
-// the state of that one run, so GlobalOptions holds none; each mutating command's options
-// hold their own Runner (NewRunner), built from the shared options.
+// the state of that one run and what it is built from: the Factory (clients, streams,
+// environment), the shared run flags and how the command line finds a cluster. Each mutating
+// command's options hold their own Runner (NewRunner).
 type Runner struct {
-	*GlobalOptions
+	*Factory
+	// RunFlags are the shared run flags (--dry-run, --yes, --timeout, the lock's), bound once
+	// on the root command; read-only by the time a command runs.
+	*RunFlags
+	// Clusters finds the cluster a run is on and builds its engine (the command line's
+	// GlobalOptions: --engine, --selector, the engines' flags).
+	Clusters Clusters
 
 	// Pacing is --pause-between and --pause-after (restart binds them; zero for the others).
 	Pacing ops.Pacing
@@ -25,8 +33,27 @@ type Runner struct {
 	streamEnded bool
 }
 
-// NewRunner returns a runner over the shared options g (flags, Factory, streams).
-func NewRunner(g *GlobalOptions) *Runner { return &Runner{GlobalOptions: g} }
+// Clusters is what a Runner needs of the command line besides its run flags: finding the
+// cluster named, building its engine, what planning it reads, the output format and -v.
+// GlobalOptions is the command line's.
+type Clusters interface {
+	discover(ctx context.Context, name string, mutating bool) (*Clients, *ops.Cluster, error)
+	engine(ctx context.Context, cl *Clients, c *ops.Cluster) (ops.Engine, error)
+	// planNeeds are the permissions planning for a cluster of engine reads ("": any engine).
+	planNeeds(engine string) []ops.Permission
+	// outputFormat is -o; verbosity is -v.
+	outputFormat() string
+	verbosity() int
+	// onFactory is the same command line over another Factory (ForTarget).
+	onFactory(f *Factory) Clusters
+	// Validate checks the command line's shared flags without the API.
+	Validate() error
+}
+
+// NewRunner returns a runner over f with the run flags rf, finding clusters with cs.
+func NewRunner(f *Factory, rf *RunFlags, cs Clusters) *Runner {
+	return &Runner{Factory: f, RunFlags: rf, Clusters: cs}
+}
 
 // runE is a mutating command's RunE: Complete, then every check that needs
 // no API in one place (the shared flags, the command's own; the engines' flags
@@ -36,7 +63,10 @@ func (r *Runner) runE(o commandOptions) func(*cobra.Command, []string) error {
 		if err := o.Complete(cmd, args); err != nil {
 			return err
 		}
-		if err := r.Validate(); err != nil {
+		if err := r.Clusters.Validate(); err != nil {
+			return err
+		}
+		if err := r.RunFlags.Validate(); err != nil {
 			return err
 		}
 		if err := o.Validate(); err != nil {
@@ -57,7 +87,7 @@ func (r *Runner) runE(o commandOptions) func(*cobra.Command, []string) error {
 // run's own done (bad input, preflight, the lock, RBAC): its outcome refused and reason
 // code beside the text. Other outputs, and a stream that already ended, get nothing.
 func (r *Runner) endStream(operation, cluster string, err error) error {
-	if err == nil || r.Output != "json" || r.streamEnded {
+	if err == nil || r.Clusters.outputFormat() != "json" || r.streamEnded {
 		return err
 	}
 	r.streamEnded = true
@@ -74,7 +104,8 @@ func (r *Runner) endStream(operation, cluster string, err error) error {
 // clients and its own streams. A run over several targets gives each its own runner, so no
 // run state or client is shared between them (the flags' values are read-only by then).
 func (r *Runner) ForTarget(f *Factory) *Runner {
-	g := *r.GlobalOptions
-	g.Factory = f
-	return NewRunner(&g)
+	return NewRunner(f, r.RunFlags, r.Clusters.onFactory(f))
 }
+
+// resolveLockID is --lock-id, or the ID from the runner's kubeconfig.
+func (r *Runner) resolveLockID() (string, error) { return r.RunFlags.ResolveLockID(r.ConfigFlags) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/discovery"
 )
 
 // fakeOperation is a command's options whose Run returns err, after ending the NDJSON
@@ -56,7 +57,7 @@ func TestRunnerEndsStreamOnce(t *testing.T) {
 			streams, _, out, _ := genericiooptions.NewTestIOStreams()
 			g := NewGlobalOptions(streams)
 			g.Output = tc.output
-			r := NewRunner(g)
+			r := NewRunner(g.Factory, NewRunFlags(), g)
 			op := &fakeOperation{r: r, err: tc.err, endsStream: tc.endsStream}
 			cmd := &cobra.Command{Use: "restart"}
 			err := r.runE(op)(cmd, []string{"db"})
@@ -90,8 +91,35 @@ func TestRunnerEndsStreamOnce(t *testing.T) {
 	}
 }
 
-// The runner's pipeline with a fake plan (one destructive step): a dry-run prints the plan and
-// writes nothing; without a terminal and without --yes it refuses with exit 2 before any
+// fakeClusters finds clusters with discovery's generic paths over a Factory and builds no
+// engine: a Runner's command line without GlobalOptions.
+type fakeClusters struct{ f *Factory }
+
+func (c fakeClusters) discover(ctx context.Context, name string, _ bool) (*Clients, *ops.Cluster, error) {
+	cl, err := c.f.Clients()
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := c.f.Namespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	cluster, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Engines: c.f.engineNames(),
+		Recognizers: c.f.recognizers(), Dynamic: cl.Dynamic})
+	return cl, cluster, err
+}
+func (fakeClusters) engine(context.Context, *Clients, *ops.Cluster) (ops.Engine, error) {
+	return nil, nil
+}
+func (fakeClusters) planNeeds(string) []ops.Permission { return nil }
+func (fakeClusters) outputFormat() string              { return "text" }
+func (fakeClusters) verbosity() int                    { return 0 }
+func (fakeClusters) onFactory(f *Factory) Clusters     { return fakeClusters{f: f} }
+func (fakeClusters) Validate() error                   { return nil }
+
+// The runner's pipeline with a fake plan (one destructive step), the runner built from a
+// Factory, run flags and a command line that is no GlobalOptions: a dry-run prints the plan
+// and writes nothing; without a terminal and without --yes it refuses with exit 2 before any
 // write; with --yes the step runs.
 func TestRunnerOperationWithFakePlan(t *testing.T) {
 	for _, tc := range []struct {
@@ -108,9 +136,10 @@ func TestRunnerOperationWithFakePlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, fakecluster.Objects("prod", "web", "", webObjects()...)...)
 			streams, _, out, _ := genericiooptions.NewTestIOStreams()
-			g := NewGlobalOptions(streams)
-			h.wire(g.Factory)
-			g.DryRun, g.Yes = tc.dryRun, tc.yes
+			f := NewFactory(streams)
+			h.wire(f)
+			rf := NewRunFlags()
+			rf.DryRun, rf.Yes = tc.dryRun, tc.yes
 			var ran atomic.Bool
 			plan := func(_ context.Context, _ *Clients, c *ops.Cluster, _ ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 				p := ops.NewPlan("restart", c, c.Engine, "--fake")
@@ -120,7 +149,7 @@ func TestRunnerOperationWithFakePlan(t *testing.T) {
 				return p, nil
 			}
 			h.client.ClearActions()
-			err := NewRunner(g).runOperation(context.Background(), operation{
+			err := NewRunner(f, rf, fakeClusters{f: f}).runOperation(context.Background(), operation{
 				req: &ops.Request{Cluster: "web", Command: []string{"restart", "web", "--fake"}}, defaultTimeout: time.Minute, plan: plan})
 			if code := ops.ExitCode(err); code != tc.wantCode {
 				t.Fatalf("exit %d (%v), want %d", code, err, tc.wantCode)
@@ -144,9 +173,9 @@ func TestRunnerOperationWithFakePlan(t *testing.T) {
 // plan on their own cluster and print to their own streams only.
 func TestRunnerForTarget(t *testing.T) {
 	streams, _, rootOut, _ := genericiooptions.NewTestIOStreams()
-	g := NewGlobalOptions(streams)
-	g.DryRun = true
-	r := NewRunner(g)
+	g, rf := NewGlobalOptions(streams), NewRunFlags()
+	rf.DryRun = true
+	r := NewRunner(g.Factory, rf, g)
 	var outs []fmt.Stringer
 	var runners []*Runner
 	for _, name := range []string{"alpha", "beta"} {
@@ -176,5 +205,30 @@ func TestRunnerForTarget(t *testing.T) {
 	}
 	if rootOut.Len() > 0 || r.Factory == runners[0].Factory {
 		t.Errorf("the command's own runner was used: %q", rootOut.String())
+	}
+}
+
+// The run flags are checked by every command that reads them, not only by mutating ones:
+// a read-only command refuses a bad --timeout or --lock-duration with exit 2 and no write.
+func TestReadOnlyCommandsCheckRunFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"status", "web", "--timeout", "-1s"},
+		{"wait", "web", "--for", "ready", "--timeout", "-1s"},
+		{"lock", "acquire", "web", "--lock-duration", "1s"},
+		{"lock", "status", "web", "--timeout", "-1s"},
+		{"deny", "add", "web", "bob@test", "--lock-duration", "1s"},
+		{"list", "--timeout", "-1s"},
+		{"version", "--timeout", "-1s"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			h := newHarness(t, fakecluster.Objects("prod", "web", "", webObjects()...)...)
+			r := h.run(append(args, "-n", "prod")...)
+			if r.code != ops.ExitUsage || !strings.Contains(r.err, "must") {
+				t.Fatalf("exit %d, stderr %q; want exit 2 naming the flag", r.code, r.err)
+			}
+			if w := fakecluster.Writes(h.client); len(w) > 0 {
+				t.Errorf("writes: %v", w)
+			}
+		})
 	}
 }

@@ -2,8 +2,6 @@ package commands
 
 import (
 	"context"
-	"slices"
-
 	"strconv"
 	"strings"
 
@@ -14,35 +12,29 @@ import (
 
 // ScaleOptions holds `scale` flags.
 type ScaleOptions struct {
-	// Runner runs the operation (plan, dry-run, confirm, lock, execute); its
-	// GlobalOptions are the shared flags.
+	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared
+	// run flags.
 	*Runner
+	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
+	g        *GlobalOptions
 	Cluster  string
 	Masters  int32
 	Data     []string
 	Replicas int32
-	// Primaries is the wanted number of primaries (replicated apps).
-	Primaries int32
-	// Processes are FoundationDB's CLASS=N entries (--processes).
-	Processes []string
-	// Remove names the FoundationDB process groups that go (--remove).
-	Remove []string
 
-	mastersGiven   bool
-	replicasGiven  bool
-	primariesGiven bool
-	data           map[string]int32
-	processes      map[string]int32
+	mastersGiven  bool
+	replicasGiven bool
+	data          map[string]int32
 }
 
 // NewScaleOptions returns options bound to the shared flags.
-func NewScaleOptions(g *GlobalOptions) *ScaleOptions {
-	return &ScaleOptions{Runner: NewRunner(g)}
+func NewScaleOptions(g *GlobalOptions, rf *RunFlags) *ScaleOptions {
+	return &ScaleOptions{Runner: NewRunner(g.Factory, rf, g), g: g}
 }
 
 // NewScaleCmd builds `scale CLUSTER`.
-func NewScaleCmd(g *GlobalOptions) *cobra.Command {
-	o := NewScaleOptions(g)
+func NewScaleCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewScaleOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "scale CLUSTER [--master N] [--data GROUP=N]... | --replicas N [--primaries P] | --processes CLASS=N[,CLASS=N]",
 		Short: "Change node group sizes safely: masters first, grow, then drain and shrink",
@@ -126,9 +118,6 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().Int32Var(&o.Masters, "master", 0, "Wanted number of master nodes (odd, at least 3)")
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
-	cmd.Flags().Int32Var(&o.Primaries, "primaries", 0, "Replicated apps: wanted number of primaries, at least 0 (default: from the configuration, else 1)")
-	cmd.Flags().StringSliceVar(&o.Remove, "remove", nil, "FoundationDB: with --processes, the process groups (or their pods) that go, exactly as many per class as the new count removes (comma-separated or repeated)")
-	cmd.Flags().StringArrayVar(&o.Processes, "processes", nil, "FoundationDB: wanted process count per class as CLASS=N (repeatable or comma separated; classes: "+strings.Join(fdbProcessClasses, ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	g.addEngineFlags("scale", cmd.Flags())
 	return cmd
@@ -155,7 +144,6 @@ func (o *ScaleOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.Cluster = args[0]
 	o.mastersGiven = cmd.Flags().Changed("master")
 	o.replicasGiven = cmd.Flags().Changed("replicas")
-	o.primariesGiven = cmd.Flags().Changed("primaries")
 	return nil
 }
 
@@ -167,30 +155,19 @@ func (o *ScaleOptions) Validate() error {
 	if o.replicasGiven && o.Replicas < 1 {
 		return ops.Usagef("--replicas %d: must be at least 1", o.Replicas)
 	}
-	if o.primariesGiven && (o.mastersGiven || len(o.Data) > 0) {
-		return ops.Usagef("--primaries cannot be combined with --master or --data: use it alone or with --replicas (replicated apps)")
+	// The engines' own scale flags (FoundationDB's --processes, the replicated engine's
+	// --primaries; their values were checked before) check how they go with the rest.
+	probe, asked := o.ownRequest(), false
+	for _, sf := range o.scaleFlags() {
+		sf.FillScale(&probe)
 	}
-	if o.primariesGiven && o.Primaries < 0 {
-		return ops.Usagef("--primaries %d: must be at least 0", o.Primaries)
-	}
-	if o.primariesGiven && o.replicasGiven && o.Primaries > o.Replicas {
-		return ops.Usagef("--primaries %d is more than --replicas %d", o.Primaries, o.Replicas)
-	}
-	if len(o.Remove) > 0 && len(o.Processes) == 0 {
-		return ops.Usagef("--remove names the FoundationDB process groups that go when --processes lowers their class; give --processes CLASS=N")
-	}
-	for _, g := range o.Remove {
-		if strings.TrimSpace(g) == "" {
-			return ops.Usagef("--remove values must not be empty")
+	for _, sf := range o.scaleFlags() {
+		if err := sf.CheckScale(probe); err != nil {
+			return err
 		}
+		asked = asked || len(sf.ScaleFlagsGiven()) > 0
 	}
-	if len(o.Processes) > 0 {
-		if o.mastersGiven || len(o.Data) > 0 || o.replicasGiven || o.primariesGiven {
-			return ops.Usagef("--processes (FoundationDB) cannot be combined with --master, --data, --replicas or --primaries")
-		}
-		return o.parseProcesses()
-	}
-	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !o.primariesGiven {
+	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !asked {
 		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
 	}
 	if o.mastersGiven && (o.Masters < 3 || o.Masters%2 == 0) {
@@ -225,50 +202,51 @@ func (o *ScaleOptions) Validate() error {
 	return nil
 }
 
-// parseProcesses reads --processes CLASS=N[,CLASS=N] into processes.
-func (o *ScaleOptions) parseProcesses() error {
-	o.processes = map[string]int32{}
-	for _, arg := range o.Processes {
-		for _, d := range strings.Split(arg, ",") {
-			class, val, ok := strings.Cut(d, "=")
-			class = strings.TrimSpace(class)
-			if !ok || !slices.Contains(fdbProcessClasses, class) {
-				return ops.Usagef("--processes %q: want CLASS=N with CLASS one of %s", d, strings.Join(fdbProcessClasses, ", "))
-			}
-			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 32)
-			if err != nil || n < -1 {
-				return ops.Usagef("--processes %q: N must be a whole number of at least -1 (-1: none of the class, 0: the operator's default for the redundancy mode)", d)
-			}
-			if _, dup := o.processes[class]; dup {
-				return ops.Usagef("--processes %s given twice", class)
-			}
-			o.processes[class] = int32(n)
+// scaleFlags are the engines' own scale flags (ops.ScaleFlags), in registry order.
+func (o *ScaleOptions) scaleFlags() []ops.ScaleFlags {
+	var out []ops.ScaleFlags
+	for _, k := range o.g.Engines {
+		if sf, ok := o.g.engineFlagsOf(k.Name).(ops.ScaleFlags); ok {
+			out = append(out, sf)
 		}
 	}
-	return nil
+	return out
+}
+
+// ownRequest is the request of the command's own flags, before --data is parsed (its
+// entries stand for the groups given, for the engines' CheckScale).
+func (o *ScaleOptions) ownRequest() ops.ScaleRequest {
+	var req ops.ScaleRequest
+	if o.mastersGiven {
+		m := o.Masters
+		req.Masters = &m
+	}
+	if o.replicasGiven {
+		r := o.Replicas
+		req.Replicas = &r
+	}
+	for _, d := range o.Data {
+		if req.Data == nil {
+			req.Data = map[string]int32{}
+		}
+		req.Data[d] = 0
+	}
+	return req
 }
 
 // Run discovers, plans and executes the scaling.
 func (o *ScaleOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.request(cmd, o.Cluster),
+	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster),
 		timeoutEnv: "SCALING_TIMEOUT", defaultTimeout: defaultScalingTimeout,
 		plan: func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			s, ok := eng.(ops.Scaler)
 			if !ok {
 				return nil, ops.Usagef("engine %s (cluster %s) cannot scale", eng.Name(), c.Name)
 			}
-			req := ops.ScaleRequest{Data: o.data, Processes: o.processes, Remove: o.Remove, Journal: o.unfinishedJournal(ctx, cl, c)}
-			if o.mastersGiven {
-				m := o.Masters
-				req.Masters = &m
-			}
-			if o.replicasGiven {
-				r := o.Replicas
-				req.Replicas = &r
-			}
-			if o.primariesGiven {
-				p := o.Primaries
-				req.Primaries = &p
+			req := o.ownRequest()
+			req.Data, req.Journal = o.data, o.unfinishedJournal(ctx, cl, c)
+			if sf, ok := o.g.engineFlagsOf(c.Engine).(ops.ScaleFlags); ok {
+				sf.FillScale(&req)
 			}
 			return s.PlanScale(ctx, c, req)
 		}})

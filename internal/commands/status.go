@@ -39,6 +39,8 @@ type ClusterStatus struct {
 // StatusOptions holds `status` flags.
 type StatusOptions struct {
 	*GlobalOptions
+	// RunFlags are the shared run flags this command reads (--dry-run, the lock's, --timeout).
+	RunFlags  *RunFlags
 	Cluster   string
 	NoHeaders bool
 	// Watch re-prints the status whenever it changes (--watch).
@@ -49,11 +51,13 @@ type StatusOptions struct {
 }
 
 // NewStatusOptions returns options bound to the shared flags.
-func NewStatusOptions(g *GlobalOptions) *StatusOptions { return &StatusOptions{GlobalOptions: g} }
+func NewStatusOptions(g *GlobalOptions, rf *RunFlags) *StatusOptions {
+	return &StatusOptions{GlobalOptions: g, RunFlags: rf}
+}
 
 // NewStatusCmd builds `status CLUSTER`.
-func NewStatusCmd(g *GlobalOptions) *cobra.Command {
-	o := NewStatusOptions(g)
+func NewStatusCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewStatusOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:         "status CLUSTER",
 		Annotations: documentAnnotations(),
@@ -94,7 +98,10 @@ func (o *StatusOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
-	if o.DryRun {
+	if err := o.RunFlags.Validate(); err != nil {
+		return err
+	}
+	if o.RunFlags.DryRun {
 		return ops.Usagef("--dry-run does not apply to status (it never changes anything)")
 	}
 	if err := o.fleet.validate(o.GlobalOptions); err != nil {
@@ -146,7 +153,7 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	per := make([]*StatusOptions, len(ts))
 	sts := make([]*ClusterStatus, len(ts))
 	for i, t := range ts {
-		per[i] = &StatusOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), Cluster: t.Cluster, NoHeaders: o.NoHeaders, wide: o.wide}
+		per[i] = &StatusOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, Cluster: t.Cluster, NoHeaders: o.NoHeaders, wide: o.wide}
 	}
 	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		i := slices.Index(ts, t)
@@ -211,11 +218,11 @@ func (o *StatusOptions) collect(ctx context.Context) (*ClusterStatus, error) {
 		return nil, err
 	}
 	st := &ClusterStatus{APIVersion: StatusAPIVersion, Kind: "ClusterStatus", Cluster: c}
-	id, err := o.ResolveLockID()
+	id, err := o.RunFlags.ResolveLockID(o.ConfigFlags)
 	if err != nil {
 		return nil, err
 	}
-	lm := &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: o.LockDuration, Clock: cl.Clock}
+	lm := &lock.Manager{Client: cl.Kube, Namespace: c.Namespace, Cluster: c.Name, ID: id, Duration: o.RunFlags.LockDuration, Clock: cl.Clock}
 	if ls, err := lm.Status(ctx); err != nil {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("lock: %v", err))
 	} else {

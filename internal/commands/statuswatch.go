@@ -26,9 +26,9 @@ import (
 // document equal to the last one printed (ignoring the server time it was
 // judged at) is not printed again.
 func (o *StatusOptions) watch(ctx context.Context) error {
-	if o.Timeout > 0 {
+	if o.RunFlags.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, o.RunFlags.Timeout)
 		defer cancel()
 	}
 	cl, c, err := o.discover(ctx, o.Cluster, false)

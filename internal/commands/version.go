@@ -58,6 +58,8 @@ func versionInfo(read func() (*debug.BuildInfo, bool)) VersionInfo {
 // VersionOptions holds `version` flags.
 type VersionOptions struct {
 	*GlobalOptions
+	// RunFlags are the shared run flags, checked as every command checks them.
+	RunFlags *RunFlags
 	// Info is the build information to print (Complete).
 	Info VersionInfo
 	// readBuildInfo reads the Go build information (debug.ReadBuildInfo).
@@ -65,13 +67,13 @@ type VersionOptions struct {
 }
 
 // NewVersionOptions returns options bound to the shared flags.
-func NewVersionOptions(g *GlobalOptions) *VersionOptions {
-	return &VersionOptions{GlobalOptions: g, readBuildInfo: debug.ReadBuildInfo}
+func NewVersionOptions(g *GlobalOptions, rf *RunFlags) *VersionOptions {
+	return &VersionOptions{GlobalOptions: g, RunFlags: rf, readBuildInfo: debug.ReadBuildInfo}
 }
 
 // NewVersionCmd prints build information.
-func NewVersionCmd(g *GlobalOptions) *cobra.Command {
-	o := NewVersionOptions(g)
+func NewVersionCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewVersionOptions(g, rf)
 	return &cobra.Command{
 		Use:         "version",
 		Short:       "Print the kubectl-dbops version",
@@ -90,7 +92,10 @@ func (o *VersionOptions) Complete(_ *cobra.Command, _ []string) error {
 
 // Validate checks the shared flags (-o) without touching the API.
 func (o *VersionOptions) Validate() error {
-	return o.GlobalOptions.Validate()
+	if err := o.GlobalOptions.Validate(); err != nil {
+		return err
+	}
+	return o.RunFlags.Validate()
 }
 
 // Run prints the build information.

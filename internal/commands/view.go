@@ -32,7 +32,7 @@ func (g *Runner) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.
 	pods := kube.StartPods(podsCtx, cl.Kube, c.Namespace, clusterSelector(c), c.PodsResourceVersion)
 	exec.Pods = pods
 	exec.Requests = cl.Requests
-	if cl.Requests != nil && g.Verbosity > 0 {
+	if cl.Requests != nil && g.Clusters.verbosity() > 0 {
 		defer func() { fmt.Fprintf(g.ErrOut, "API requests: %s\n", cl.Requests) }()
 	}
 	// The pods table follows the cluster while the operation runs; it
@@ -43,7 +43,7 @@ func (g *Runner) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.
 		return stop
 	}
 	switch {
-	case g.Output == "json":
+	case g.Clusters.outputFormat() == "json":
 		// The documented NDJSON stream carries the pods table too; pod events stop at the
 		// final done event so that it stays the last line.
 		js := tui.NewJSON(g.Out)

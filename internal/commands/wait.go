@@ -26,13 +26,13 @@ type WaitOptions struct {
 }
 
 // NewWaitOptions returns options bound to the shared flags.
-func NewWaitOptions(g *GlobalOptions) *WaitOptions {
-	return &WaitOptions{StatusOptions: NewStatusOptions(g)}
+func NewWaitOptions(g *GlobalOptions, rf *RunFlags) *WaitOptions {
+	return &WaitOptions{StatusOptions: NewStatusOptions(g, rf)}
 }
 
 // NewWaitCmd builds `wait CLUSTER --for=...`.
-func NewWaitCmd(g *GlobalOptions) *cobra.Command {
-	o := NewWaitOptions(g)
+func NewWaitCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
+	o := NewWaitOptions(g, rf)
 	cmd := &cobra.Command{
 		Use:   "wait CLUSTER --for=ready|healthy|unlocked",
 		Short: "Wait until a cluster is ready, healthy or unlocked (reads only; for CI steps and runbooks)",
@@ -74,7 +74,10 @@ func (o *WaitOptions) Validate() error {
 	if err := o.GlobalOptions.Validate(); err != nil {
 		return err
 	}
-	if o.DryRun {
+	if err := o.RunFlags.Validate(); err != nil {
+		return err
+	}
+	if o.RunFlags.DryRun {
 		return ops.Usagef("--dry-run does not apply to wait (it never changes anything)")
 	}
 	if !slices.Contains(waitConditions, o.For) {
@@ -89,7 +92,7 @@ func (o *WaitOptions) Validate() error {
 // Run waits for the condition.
 func (o *WaitOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	timeout := o.Timeout
+	timeout := o.RunFlags.Timeout
 	if timeout == 0 {
 		timeout = DefaultWaitTimeout
 	}

@@ -186,6 +186,20 @@ type ScaleRequest struct {
 	Journal *Journal
 }
 
+// ScaleFlags is implemented by an engine's own flags (bound by the engine for the verb
+// "scale") that ask for a scale of their own kind (FoundationDB's --processes and --remove,
+// the replicated engine's --primaries): the command learns from them whether they ask one,
+// whether it goes with the rest of the request, and how to fill the request.
+type ScaleFlags interface {
+	// ScaleFlagsGiven names the flags that ask for a scale (without "--"); none when not given.
+	ScaleFlagsGiven() []string
+	// CheckScale refuses, without the API, what they ask beside the rest of req: the
+	// command's own flags and what the engines' flags filled in (FillScale).
+	CheckScale(req ScaleRequest) error
+	// FillScale puts what they ask into req (checked already by the flags' Validate).
+	FillScale(req *ScaleRequest)
+}
+
 // Scaler is implemented by engines that can scale.
 type Scaler interface {
 	PlanScale(ctx context.Context, c *Cluster, req ScaleRequest) (*Plan, error)
@@ -238,6 +252,23 @@ type PodReplacer interface {
 // sys.nodes; etcd: no member for the pod). The map holds a reason per pod.
 type MemberChecker interface {
 	NotMembers(ctx context.Context, c *Cluster) (map[string]string, error)
+}
+
+// ReplaceFlags is implemented by an engine's own flags (bound by the engine for the verb
+// "replace") that choose the pods another way (FoundationDB's --process-class) or change how
+// they are removed (--no-exclusion): the command counts the choice among its own ways to
+// choose, asks them for the pods, and lets the cluster's engine fill the request.
+type ReplaceFlags interface {
+	// PodChoiceFlag names the flag that chooses the pods (without "--"); "" for none.
+	PodChoiceFlag() string
+	// PodChoiceGiven reports whether it was given.
+	PodChoiceGiven() bool
+	// ChoosePods chooses the pods of cluster c (eng is its engine) and says why each.
+	ChoosePods(ctx context.Context, eng Engine, c *Cluster) (pods []string, reasons map[string]string, err error)
+	// CheckReplace checks the flags against the replacement strategy, without the API.
+	CheckReplace(strategy string) error
+	// FillReplace puts what they ask into req, its Args (the journal's request) included.
+	FillReplace(req *ReplaceRequest)
 }
 
 // ClassPodChooser is implemented by engines whose pods run processes of named classes
