@@ -120,7 +120,9 @@ func (m *model) allocationRows() [][]any {
 
 // nodeDecisions is, for every other data node that is up, why it does not take the copy
 // leaving from: the NO explanations of the deciders the model has (same shard, filters,
-// awareness, disk).
+// awareness, disk). The disk watermark's is DiskThresholdDecider's wording; the filter and
+// awareness ones are shortened forms of FilterAllocationDecider's and
+// AwarenessAllocationDecider's (without their counts and filter values).
 func (m *model) nodeDecisions(t *table, copies []*shardCopy, from string) []any {
 	var out []any
 	for _, n := range m.sortedNodes() {
