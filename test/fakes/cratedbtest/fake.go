@@ -82,6 +82,9 @@ type DB struct {
 	// Require are tables' routing.allocation.require settings, by table name (t0, t1, ...
 	// of Replicas): attribute -> value, e.g. "_name" -> "data-hot-1,data-hot-2".
 	Require map[string]map[string]any
+	// Allocations are sys.allocations' rows: table_schema, table_name, partition_ident,
+	// shard_id, node_id, primary, current_state, explanation, decisions.
+	Allocations [][]any
 	// AllocationOnExclude, when set, is what allocation.enable becomes as the
 	// exclusion is set: someone holds allocation while a drain runs.
 	AllocationOnExclude string
@@ -327,6 +330,9 @@ func (d *DB) table(name string) (cratedbsim.Table, bool) {
 		return t, true
 	case "sys.shards":
 		return d.shards(), true
+	case "sys.allocations":
+		return cratedbsim.Table{Columns: []string{"table_schema", "table_name", "partition_ident", "shard_id", "node_id", "primary",
+			"current_state", "explanation", "decisions"}, Rows: slices.Clone(d.Allocations)}, true
 	case "sys.users":
 		t := cratedbsim.Table{Columns: []string{"name", "superuser"}}
 		for _, n := range slices.Sorted(maps.Keys(d.Users)) {

@@ -84,6 +84,8 @@ type simNode struct {
 	ip       string
 	// acked holds sys.node_checks.acknowledged per check id; a restart forgets it.
 	acked map[int]bool
+	// diskUsed is the share of the node's disk in use, in percent (disk.go).
+	diskUsed float64
 }
 
 type user struct {
@@ -352,7 +354,7 @@ func (m *model) copiesPerNode() map[string]int {
 func (m *model) pickNode(t *table, key shardKey, copies []*shardCopy, load map[string]int, from string) *simNode {
 	var best *simNode
 	for _, n := range m.sortedNodes() {
-		if !m.eligibleFor(t, n) || holds(copies, n.name) || !m.awarenessAllows(t, copies, n, from) {
+		if !m.eligibleFor(t, n) || holds(copies, n.name) || !m.awarenessAllows(t, copies, n, from) || m.diskRefuses(n) != "" {
 			continue
 		}
 		if best == nil {
@@ -499,7 +501,7 @@ func (m *model) rebalance(load map[string]int, primariesOnly, replicasOnly bool)
 	}
 	for _, t := range m.sortedTables() {
 		for i, copies := range t.copies {
-			if holds(copies, least.name) || !hasStartedPrimary(copies) || !t.filtersAllow(least) || !m.awarenessAllows(t, copies, least, most.name) {
+			if holds(copies, least.name) || !hasStartedPrimary(copies) || !t.filtersAllow(least) || !m.awarenessAllows(t, copies, least, most.name) || m.diskRefuses(least) != "" {
 				continue
 			}
 			for _, c := range copies {

@@ -40,8 +40,9 @@ func virtualTables() map[string]virtualTable {
 				return out
 			},
 		},
-		"sys.cluster": clusterVirtualTable(),
-		"sys.shards":  shardsVirtualTable(),
+		"sys.cluster":     clusterVirtualTable(),
+		"sys.shards":      shardsVirtualTable(),
+		"sys.allocations": allocationsVirtualTable(),
 		"sys.node_checks": {
 			cols: []column{{"id", oidInt4}, {"node_id", oidVarchar}, {"description", oidVarchar},
 				{"severity", oidInt4}, {"passed", oidBool}, {"acknowledged", oidBool}},
