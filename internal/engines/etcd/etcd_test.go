@@ -770,6 +770,10 @@ func TestRestartWaitsForCatchUpAndReportsIt(t *testing.T) {
 			if b := e.Blocked; b == nil || b.Kind != ops.BlockedMember || b.On != "etcd member etcd-1" || !strings.Contains(b.ToUnblock, "kubectl logs -n "+testNS+" etcd-1") {
 				t.Errorf("blocked on %+v, want etcd member etcd-1", b)
 			}
+			// The entries it is behind feed the step's ETA (a rate once they shrink).
+			if e.ETA == nil || e.ETA.Step == nil || !strings.Contains(e.ETA.Step.String(), "raft entries left") {
+				t.Errorf("catching-up event's ETA %+v, want the step's part in raft entries", e.ETA)
+			}
 		}
 		if e.Type == ops.EventDone {
 			done = e

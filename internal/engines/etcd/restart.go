@@ -172,6 +172,9 @@ func (g *restartGate) After(ctx context.Context, sc *ops.StepContext, p ops.Pod)
 			case l == nil:
 				reason = "no leader elected yet"
 			case l.RaftIndex > m.RaftIndex+g.e.maxLag():
+				// The step's ETA: the entries it is behind beyond the lag allowed, over the rate
+				// that shrinks at.
+				sc.Remaining(int64(l.RaftIndex-m.RaftIndex-g.e.maxLag()), ops.UnitEntries)
 				reason = fmt.Sprintf("member %s catching up (raft index %d, leader %d)", p.Name, m.RaftIndex, l.RaftIndex)
 			case !g.podReady(sc, p.Name):
 				reason = fmt.Sprintf("pod %s not Ready", p.Name)

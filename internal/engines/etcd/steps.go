@@ -233,6 +233,11 @@ func (e *Engine) promoteWhenReady(ctx context.Context, sc *ops.StepContext, s *s
 			return false, nil
 		}
 		if ok, why := CaughtUp(m, st.Leader(), e.maxLag()); !m.StatusHidden && !ok {
+			if l := st.Leader(); l != nil && m.RaftIndex != 0 && l.RaftIndex > m.RaftIndex+e.maxLag() {
+				// The step's ETA: the entries the learner is behind beyond the lag allowed,
+				// over the rate that shrinks at.
+				sc.Remaining(int64(l.RaftIndex-m.RaftIndex-e.maxLag()), ops.UnitEntries)
+			}
 			report(fmt.Sprintf("learner %s is catching up with the leader (%s)", pod, why))
 			return false, nil
 		}
