@@ -119,6 +119,10 @@ type Factory struct {
 	// run (the target's single-cluster run): tests observe or replace a target's run. nil: run.
 	WrapFleetTarget func(ctx context.Context, t fleet.Target, stop <-chan struct{}, run func() error) error
 
+	// fleetStop is a fleet target's stop (fleet.RunFunc) for a command run inside it that
+	// does not take its runner from the fleet (resume --fleet): its executor's Pacing.Stop.
+	fleetStop <-chan struct{}
+
 	clients *Clients
 }
 

@@ -279,12 +279,16 @@ type fleetSummaryTarget struct {
 // writeFleetSummary ends the fleet's output: a table (context, cluster, outcome, duration,
 // reason) on -o text, one NDJSON event of type fleet-summary on -o json.
 func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error {
-	outcome := func(r fleet.Result) string {
+	return writeFleetSummary(o.Runner, rs, func(r fleet.Result) string {
 		if dryRun && r.Started && r.Err == nil {
 			return ops.OutcomeDryRun
 		}
 		return r.Outcome()
-	}
+	})
+}
+
+// writeFleetSummary writes the summary of rs to o's output, each target's outcome named by outcome.
+func writeFleetSummary(o *Runner, rs []fleet.Result, outcome func(fleet.Result) string) error {
 	if o.Output == "json" {
 		ev := struct {
 			Type    string               `json:"type"`

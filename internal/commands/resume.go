@@ -79,6 +79,8 @@ type ResumeOptions struct {
 	// GlobalOptions are the shared flags.
 	*Runner
 	Cluster string
+	// fleet selects and paces a fleet of targets to resume (runFleet, fleet_resume.go).
+	fleet fleetMutationFlags
 }
 
 // NewResumeCmd builds `resume CLUSTER`.
@@ -105,6 +107,7 @@ unfinished operation it changes nothing and exits 0.`,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
+	o.fleet.addFlags(cmd, g)
 	return cmd
 }
 
@@ -121,11 +124,14 @@ func (o *ResumeOptions) Validate() error {
 	if o.DisableLocks {
 		return ops.Usagef("resume reads the journal on the cluster's lock; it cannot run with --disable-locks")
 	}
-	return nil
+	return o.fleet.validate(o.GlobalOptions)
 }
 
 // Run reads the journal and runs the recorded command.
 func (o *ResumeOptions) Run(cmd *cobra.Command) error {
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(cmd)
+	}
 	ctx := commandContext(cmd)
 	cl, err := o.Clients()
 	if err != nil {
