@@ -448,3 +448,71 @@ func TestFleetRestartFailFast(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetRestartLockedAndStopped: --max-parallel 2 over three targets. bed-b's lock is held
+// by someone else: it is reported as skipped at once (never waited on) and stops nothing;
+// bed-b-3 names a namespace without the cluster and fails; with --fail-fast (the default)
+// bed-a-2, running (its restarted pods take 15s to get Ready), stops before its next pod:
+// outcome stopped, its journal unfinished, and `resume` on its context finishes it.
+func TestFleetRestartLockedAndStopped(t *testing.T) {
+	bedB.get(t)
+	x := newFleetEnv(t, false)
+	ns2, ns3 := x.namespace(), x.namespace()
+	x.context("bed-a-2", "bed-a", ns2)
+	x.context("bed-b", "bed-b", x.ns)
+	x.context("bed-b-3", "bed-b", ns3)
+	x.generic("bed-a-2", ns2, "web", 3, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType })
+	updateStatefulSet(t.Context(), t, ns2, "web", func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "15s"}
+	})
+	x.generic("bed-b", x.ns, "web", 2)
+	if res := x.run("lock", "acquire", "web", "--context", "bed-b", "--id", "bob@elsewhere", "--reason", "INC-7"); res.Code != 0 {
+		t.Fatalf("lock acquire: %s", res)
+	}
+	beforeA2, beforeB := x.uids("bed-a-2", ns2, "web"), x.uids("bed-b", x.ns, "web")
+	res := x.run("restart", "web", "--rolling", "--contexts", "bed-a-2,bed-b,bed-b-3", "--max-parallel", "2", "--timeout", "5m", "--yes")
+	if res.Code == 0 {
+		t.Fatalf("want a failure (bed-b-3 has no cluster web): %s", res)
+	}
+	i := strings.Index(res.Stdout, "\nCONTEXT ")
+	if i < 0 {
+		t.Fatalf("no summary table: %s", res)
+	}
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
+		f := strings.Fields(l)
+		rows = append(rows, f[0]+" "+f[3])
+	}
+	if strings.Join(rows, ",") != "bed-a-2 stopped,bed-b skipped,bed-b-3 failed" {
+		t.Errorf("summary rows %v: %s", rows, res)
+	}
+	if !strings.Contains(res.Stderr, "ERROR: context bed-b, cluster "+x.ns+"/web: skipped: ") || !strings.Contains(res.Stderr, "bob@elsewhere") {
+		t.Errorf("stderr does not report bed-b's lock: %s", res)
+	}
+	if got := x.uids("bed-b", x.ns, "web"); fmt.Sprint(got) != fmt.Sprint(beforeB) {
+		t.Errorf("bed-b: pods changed under someone else's lock %v -> %v", beforeB, got)
+	}
+	kept := 0
+	for pod, uid := range x.uids("bed-a-2", ns2, "web") {
+		if beforeA2[pod] == uid {
+			kept++
+		}
+	}
+	if kept == 0 {
+		t.Errorf("bed-a-2: every pod restarted: it did not stop")
+	}
+	l, err := x.client("bed-a-2").CoordinationV1().Leases(ns2).Get(t.Context(), lock.LeaseName("web"), metav1.GetOptions{})
+	if err != nil || strings.Contains(l.Annotations["dbops.io/journal"], `"state":"succeeded"`) || !strings.Contains(l.Annotations["dbops.io/journal"], `"request"`) {
+		t.Fatalf("bed-a-2: journal not resumable %v, %v", l, err)
+	}
+	res = x.run("resume", "web", "--context", "bed-a-2", "--timeout", "3m", "--yes")
+	if res.Code != 0 {
+		t.Fatalf("resume bed-a-2: %s", res)
+	}
+	after := x.uids("bed-a-2", ns2, "web")
+	for pod, uid := range beforeA2 {
+		if after[pod] == "" || after[pod] == uid {
+			t.Errorf("bed-a-2: pod %s not restarted after resume (uid %s -> %q)", pod, uid, after[pod])
+		}
+	}
+}
