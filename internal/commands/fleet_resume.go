@@ -32,7 +32,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	pacing := fleet.Pacing{MaxParallel: o.fleet.MaxParallel, Canary: o.fleet.Canary, FailFast: o.fleet.FailFast}
+	pacing := o.fleet.pacing(o.Factory)
 	if err := pacing.Validate(len(ts)); err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package commands
 
 import (
 	"context"
+	"fmt"
 
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
@@ -110,5 +112,51 @@ func TestFleetResumeFailFastStops(t *testing.T) {
 	}
 	if len(ca.Deleted()) != 1 {
 		t.Errorf("ctx-a deleted %v", ca.Deleted())
+	}
+}
+
+// --pause-between-clusters reaches the fleet's pacing on restart and resume: one pause of that
+// length before the second target (on the factory's timer, no real wait); without a fleet it
+// is exit 2 with nothing written.
+func TestFleetPauseBetweenClusters(t *testing.T) {
+	fh := newFleetHarness(t)
+	fakecluster.Start(t, fh.clients["ctx-a"], "db")
+	fakecluster.Start(t, fh.clients["ctx-b"], "db")
+	var pauses []time.Duration
+	run := func(args ...string) result {
+		return fh.runWith(func(g *GlobalOptions) {
+			g.ContextClients = func(c string) (*Clients, error) { return &Clients{Kube: fh.clients[c], Clock: fh.clock}, nil }
+			g.FleetAfter = func(d time.Duration) <-chan time.Time {
+				pauses = append(pauses, d)
+				c := make(chan time.Time, 1)
+				c <- time.Time{}
+				return c
+			}
+		}, args...)
+	}
+	if r := run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b", "--pause-after", "1", "--pause-between-clusters", "90s", "--fail-fast=false", "--yes"); r.code != ops.ExitPaused {
+		t.Fatalf("restart: exit %d: %s", r.code, r.err)
+	}
+	if fmt.Sprint(pauses) != "[1m30s]" {
+		t.Errorf("restart pauses %v", pauses)
+	}
+	pauses = nil
+	if r := run("resume", "orders", "--contexts", "ctx-a,ctx-b", "--pause-between-clusters", "2m", "--fail-fast=false", "--yes"); r.code != ops.ExitPaused {
+		t.Fatalf("resume: exit %d: %s", r.code, r.err)
+	}
+	if fmt.Sprint(pauses) != "[2m0s]" {
+		t.Errorf("resume pauses %v", pauses)
+	}
+	for _, c := range []string{"restart", "resume"} {
+		fh := newFleetHarness(t)
+		args := []string{c, "orders", "--pause-between-clusters", "1m", "--yes"}
+		if c == "restart" {
+			args = append(args, "--rolling")
+		}
+		r := fh.run(args...)
+		if r.code != ops.ExitUsage || !strings.Contains(r.err, "--pause-between-clusters applies to a fleet") {
+			t.Errorf("%s without a fleet: exit %d: %s", c, r.code, r.err)
+		}
+		fh.noWrites(t)
 	}
 }
