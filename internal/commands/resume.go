@@ -97,12 +97,22 @@ It is the same as pasting the command printed when the run stopped. Like
 every operation it takes the cluster lock (as your lock ID: the message names
 the ID that started the run when it was someone else), plans from live state,
 and honours --dry-run, --yes, -o and --timeout of this invocation. With no
-unfinished operation it changes nothing and exits 0.`,
+unfinished operation it changes nothing and exits 0.
+
+Over a fleet (--contexts, --context A,B or --fleet; paced by --canary,
+--max-parallel, --fail-fast and --pause-between-clusters like restart) it
+resumes each target that has an unfinished operation, each from its own
+journal; a target whose last operation succeeded is reported as
+nothing-to-resume, and one with no operation recorded (never started by the
+fleet run) too, with exit 5: its command must be run again.`,
 		Example: `  # What would the resumed run do?
   kubectl dbops resume mycrate -n prod --dry-run
 
   # Finish an interrupted rolling restart from CI
-  kubectl dbops resume mycrate -n prod --yes`,
+  kubectl dbops resume mycrate -n prod --yes
+
+  # Finish a fleet restart that stopped on a failure, two targets at once
+  kubectl dbops resume mycrate -n prod --contexts 'prod-*' --max-parallel 2 --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
