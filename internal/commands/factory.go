@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -118,6 +119,14 @@ type Factory struct {
 	// WrapFleetTarget, when set, runs each target of a mutating fleet command in place of
 	// run (the target's single-cluster run): tests observe or replace a target's run. nil: run.
 	WrapFleetTarget func(ctx context.Context, t fleet.Target, stop <-chan struct{}, run func() error) error
+
+	// FleetAfter, when set, times a fleet's --pause-between-clusters (fleet.Pacing.After):
+	// tests give a clock of their own. nil: time's.
+	FleetAfter func(time.Duration) <-chan time.Time
+
+	// fleetStop is a fleet target's stop (fleet.RunFunc) for a command run inside it that
+	// does not take its runner from the fleet (resume --fleet): its executor's Pacing.Stop.
+	fleetStop <-chan struct{}
 
 	clients *Clients
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // fleetFlags select a fleet (#39, internal/fleet): the commands that take them (list, status,
-// restart) run over every target instead of the one kubeconfig context. kubectl's --context
+// restart, resume) run over every target instead of the one kubeconfig context. kubectl's --context
 // stays one context; a comma list in it, --contexts or --fleet selects a fleet.
 type fleetFlags struct {
 	Contexts    []string

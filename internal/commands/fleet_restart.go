@@ -24,6 +24,8 @@ type fleetMutationFlags struct {
 	fleetFlags
 	Canary   int
 	FailFast bool
+	// PauseBetween is --pause-between-clusters: the wait before each target's start but the first.
+	PauseBetween time.Duration
 }
 
 func (ff *fleetMutationFlags) addFlags(cmd *cobra.Command, g *GlobalOptions) {
@@ -31,6 +33,12 @@ func (ff *fleetMutationFlags) addFlags(cmd *cobra.Command, g *GlobalOptions) {
 	fs := cmd.Flags()
 	fs.IntVar(&ff.Canary, "canary", 0, "Fleet: run the first N targets alone, one after the other; each must succeed before the rest start")
 	fs.BoolVar(&ff.FailFast, "fail-fast", true, "Fleet: after a target fails, start no other and stop the running ones before their next batch (--fail-fast=false runs the rest)")
+	fs.DurationVar(&ff.PauseBetween, "pause-between-clusters", 0, "Fleet: wait this long before starting each target after the first (a canary's too)")
+}
+
+// pacing is the fleet.Pacing of the flags, its pauses timed by f's FleetAfter (tests) or time's.
+func (ff *fleetMutationFlags) pacing(f *Factory) fleet.Pacing {
+	return fleet.Pacing{MaxParallel: ff.MaxParallel, Canary: ff.Canary, FailFast: ff.FailFast, PauseBetween: ff.PauseBetween, After: f.FleetAfter}
 }
 
 // validate checks the fleet flags without touching the API.
@@ -39,7 +47,7 @@ func (ff *fleetMutationFlags) validate(g *GlobalOptions) error {
 		return err
 	}
 	if !ff.active(g) {
-		for _, n := range []string{"canary", "fail-fast"} {
+		for _, n := range []string{"canary", "fail-fast", "pause-between-clusters"} {
 			if g.flagGiven(n) {
 				return ops.Usagef("--%s applies to a fleet (--context A,B, --contexts or --fleet)", n)
 			}
@@ -50,7 +58,8 @@ func (ff *fleetMutationFlags) validate(g *GlobalOptions) error {
 
 // fleetFlagNames are the flags that select or pace a fleet: a target's journal records its own
 // request, which names its one context and no fleet (its resume resumes that target).
-var fleetFlagNames = map[string]bool{"contexts": true, "fleet": true, "max-parallel": true, "canary": true, "fail-fast": true}
+var fleetFlagNames = map[string]bool{"contexts": true, "fleet": true, "max-parallel": true, "canary": true, "fail-fast": true,
+	"pause-between-clusters": true}
 
 // targetRun is one target's run of a mutating command: the command's options over the
 // target's context, with its output going to the fleet's stream through out and errOut.
@@ -120,7 +129,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	pacing := fleet.Pacing{MaxParallel: o.fleet.MaxParallel, Canary: o.fleet.Canary, FailFast: o.fleet.FailFast}
+	pacing := o.fleet.pacing(o.Factory)
 	if err := pacing.Validate(len(ts)); err != nil {
 		return err
 	}
@@ -282,13 +291,17 @@ type fleetSummaryTarget struct {
 // writeFleetSummary ends the fleet's output: a table (context, cluster, outcome, duration,
 // reason) on -o text, one NDJSON event of type fleet-summary on -o json.
 func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error {
-	outcome := func(r fleet.Result) string {
+	return writeFleetSummary(o.Runner, rs, func(r fleet.Result) string {
 		if dryRun && r.Started && r.Err == nil {
 			return ops.OutcomeDryRun
 		}
 		return r.Outcome()
-	}
-	if o.g.Output == "json" {
+	})
+}
+
+// writeFleetSummary writes the summary of rs to o's output, each target's outcome named by outcome.
+func writeFleetSummary(o *Runner, rs []fleet.Result, outcome func(fleet.Result) string) error {
+	if o.Clusters.outputFormat() == "json" {
 		ev := struct {
 			Type    string               `json:"type"`
 			Time    time.Time            `json:"time"`
@@ -310,7 +323,7 @@ func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error
 		_, err = o.Out.Write(append(ops.JSONPrintable(b), '\n'))
 		return err
 	}
-	if o.g.Output != "text" {
+	if o.Clusters.outputFormat() != "text" {
 		return nil
 	}
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)

@@ -81,6 +81,8 @@ type ResumeOptions struct {
 	// g are the shared flags that pick the cluster (Runner.Clusters) and the engines' flags.
 	g       *GlobalOptions
 	Cluster string
+	// fleet selects and paces a fleet of targets to resume (runFleet, fleet_resume.go).
+	fleet fleetMutationFlags
 }
 
 // NewResumeCmd builds `resume CLUSTER`.
@@ -97,16 +99,27 @@ It is the same as pasting the command printed when the run stopped. Like
 every operation it takes the cluster lock (as your lock ID: the message names
 the ID that started the run when it was someone else), plans from live state,
 and honours --dry-run, --yes, -o and --timeout of this invocation. With no
-unfinished operation it changes nothing and exits 0.`,
+unfinished operation it changes nothing and exits 0.
+
+Over a fleet (--contexts, --context A,B or --fleet; paced by --canary,
+--max-parallel, --fail-fast and --pause-between-clusters like restart) it
+resumes each target that has an unfinished operation, each from its own
+journal; a target whose last operation succeeded is reported as
+nothing-to-resume, and one with no operation recorded (never started by the
+fleet run) too, with exit 5: its command must be run again.`,
 		Example: `  # What would the resumed run do?
   kubectl dbops resume mycrate -n prod --dry-run
 
   # Finish an interrupted rolling restart from CI
-  kubectl dbops resume mycrate -n prod --yes`,
+  kubectl dbops resume mycrate -n prod --yes
+
+  # Finish a fleet restart that stopped on a failure, two targets at once
+  kubectl dbops resume mycrate -n prod --contexts 'prod-*' --max-parallel 2 --yes`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
+	o.fleet.addFlags(cmd, g)
 	return cmd
 }
 
@@ -123,11 +136,14 @@ func (o *ResumeOptions) Validate() error {
 	if o.DisableLocks {
 		return ops.Usagef("resume reads the journal on the cluster's lock; it cannot run with --disable-locks")
 	}
-	return nil
+	return o.fleet.validate(o.g)
 }
 
 // Run reads the journal and runs the recorded command.
 func (o *ResumeOptions) Run(cmd *cobra.Command) error {
+	if o.fleet.active(o.g) {
+		return o.runFleet(cmd)
+	}
 	ctx := commandContext(cmd)
 	cl, err := o.Clients()
 	if err != nil {

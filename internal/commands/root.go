@@ -25,7 +25,13 @@ var (
 // NewRootCmd builds the command tree. main passes real streams; tests pass
 // buffers and replace GlobalOptions dependencies through configure.
 func NewRootCmd(streams genericiooptions.IOStreams, configure ...func(*GlobalOptions)) *cobra.Command {
-	g, rf := NewGlobalOptions(streams), NewRunFlags()
+	return newRootCmd(streams, NewRunFlags(), configure...)
+}
+
+// newRootCmd is NewRootCmd over the run flags rf (a fleet target's resume gets a copy of the
+// fleet's).
+func newRootCmd(streams genericiooptions.IOStreams, rf *RunFlags, configure ...func(*GlobalOptions)) *cobra.Command {
+	g := NewGlobalOptions(streams)
 	for _, f := range configure {
 		f(g)
 	}

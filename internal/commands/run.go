@@ -292,7 +292,7 @@ func (g *Runner) execute(ctx context.Context, cl *Clients, c *ops.Cluster, plan 
 		Objects:     c.OwnerRefs(),
 		WaitForLock: g.WaitForLock,
 		Timeout:     timeout,
-		Pacing:      g.Pacing,
+		Pacing:      g.pacing(),
 		Confirmed:   g.Yes,
 	}
 	if g.DisableLocks {

@@ -109,3 +109,13 @@ func (r *Runner) ForTarget(f *Factory) *Runner {
 
 // resolveLockID is --lock-id, or the ID from the runner's kubeconfig.
 func (r *Runner) resolveLockID() (string, error) { return r.RunFlags.ResolveLockID(r.ConfigFlags) }
+
+// pacing is the executor's pacing: the runner's, stopped by the fleet target's stop when the
+// run is one target of a fleet that did not set it (resume --fleet).
+func (r *Runner) pacing() ops.Pacing {
+	p := r.Pacing
+	if p.Stop == nil {
+		p.Stop = r.fleetStop
+	}
+	return p
+}

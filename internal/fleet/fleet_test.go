@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -365,5 +366,54 @@ func TestPoolBuildsOncePerContext(t *testing.T) {
 		if n != 1 {
 			t.Errorf("context %s built %d times", c, n)
 		}
+	}
+}
+
+// PauseBetween waits before every start but the first (canary or not), on the pacing's timer:
+// each target starts only after the pause before it has elapsed; a stop during a pause starts
+// nothing more.
+func TestRunPauseBetween(t *testing.T) {
+	ts := targets(3)
+	var mu sync.Mutex
+	var log []string
+	record := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		log = append(log, s)
+	}
+	elapsed := func(d time.Duration) <-chan time.Time {
+		record("pause " + d.String())
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c
+	}
+	run := func(_ context.Context, t Target, _ <-chan struct{}) error {
+		record("run " + t.Context)
+		return nil
+	}
+	Run(context.Background(), ts, Pacing{MaxParallel: 1, Canary: 1, PauseBetween: time.Minute, After: elapsed}, run)
+	if want := "run c0,pause 1m0s,run c1,pause 1m0s,run c2"; strings.Join(log, ",") != want {
+		t.Errorf("log %v, want %s", log, want)
+	}
+
+	// A failure while the next pause runs (it never elapses) stops the fleet: c1 never starts.
+	log = nil
+	paused := make(chan struct{})
+	never := func(d time.Duration) <-chan time.Time {
+		record("pause " + d.String())
+		close(paused)
+		return nil
+	}
+	fail := func(_ context.Context, t Target, _ <-chan struct{}) error {
+		record("run " + t.Context)
+		if t.Context == "c0" {
+			<-paused
+			return errors.New("broke")
+		}
+		return nil
+	}
+	res := Run(context.Background(), ts, Pacing{MaxParallel: 2, FailFast: true, PauseBetween: time.Minute, After: never}, fail)
+	if !slices.Contains(log, "pause 1m0s") || res[1].Started || res[2].Started {
+		t.Errorf("log %v, results %+v", log, res)
 	}
 }

@@ -19,6 +19,8 @@ type Pacing struct {
 	Canary       int
 	FailFast     bool
 	PauseBetween time.Duration
+	// After is the pause's timer (nil: time's); tests give a clock of their own.
+	After func(time.Duration) <-chan time.Time
 }
 
 // Validate checks the pacing against the number of targets (usage errors, nothing run).
@@ -122,10 +124,16 @@ func Run(ctx context.Context, ts []Target, p Pacing, run RunFunc) []Result {
 	// pause waits PauseBetween before every start but the first; false: stop starting.
 	pause := func() bool {
 		if started > 0 && p.PauseBetween > 0 {
-			t := time.NewTimer(p.PauseBetween)
-			defer t.Stop()
+			var elapsed <-chan time.Time
+			if p.After != nil {
+				elapsed = p.After(p.PauseBetween)
+			} else {
+				t := time.NewTimer(p.PauseBetween)
+				defer t.Stop()
+				elapsed = t.C
+			}
 			select {
-			case <-t.C:
+			case <-elapsed:
 			case <-stop:
 			case <-ctx.Done():
 			}

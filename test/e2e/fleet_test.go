@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
@@ -345,7 +346,10 @@ func TestFleetRestart(t *testing.T) {
 // Ready: the template starts it in an hour) and, with --fail-fast (the default), no other target
 // starts: their pods and leases are untouched; the summary names the failed target and the
 // ones not started, stderr names the failed context, and the exit code is the failure's
-// (timeout, 4).
+// (timeout, 4). Then the pod is made able to start and `resume --fleet` over the same selection
+// finishes bed-a from its journal (every pod restarted), and reports the targets that never
+// started as nothing-to-resume (no journal: their restart must be run again), exit 5, still
+// without touching them.
 func TestFleetRestartFailFast(t *testing.T) {
 	bedB.get(t)
 	x := newFleetEnv(t, false)
@@ -363,6 +367,7 @@ func TestFleetRestartFailFast(t *testing.T) {
 		x.generic(c, ns, "web", 2)
 		untouched[c] = x.uids(c, ns, "web")
 	}
+	beforeA := x.uids("bed-a", x.ns, "web")
 	res := x.run("restart", "web", "--rolling", "--contexts", "bed-a,bed-a-2,bed-b", "--timeout", "30s", "--yes")
 	if res.Code != 4 {
 		t.Fatalf("want exit 4 (bed-a timed out): %s", res)
@@ -388,6 +393,126 @@ func TestFleetRestartFailFast(t *testing.T) {
 		}
 		if leases, err := x.client(c).CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
 			t.Errorf("%s: leases %v, %v: a target that never started wrote its lock", c, leases, err)
+		}
+	}
+
+	// The pod can start again: the template loses its delay and the stuck pod is deleted (its
+	// StatefulSet makes it again, Ready at once).
+	updateStatefulSet(t.Context(), t, x.ns, "web", func(s *appsv1.StatefulSet) { s.Spec.Template.Annotations = nil })
+	pods, err := x.client("bed-a").CoreV1().Pods(x.ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if _, stuck := p.Annotations[testbed.PodStartDelayAnnotation]; stuck {
+			if err := x.client("bed-a").CoreV1().Pods(x.ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	res = x.run("resume", "web", "--contexts", "bed-a,bed-a-2,bed-b", "--timeout", "2m", "--yes")
+	if res.Code != 5 {
+		t.Fatalf("resume: want exit 5 (two targets had nothing recorded): %s", res)
+	}
+	i = strings.Index(res.Stdout, "\nCONTEXT ")
+	if i < 0 {
+		t.Fatalf("resume: no summary table: %s", res)
+	}
+	rows = nil
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
+		f := strings.Fields(l)
+		rows = append(rows, f[0]+" "+f[3])
+	}
+	if strings.Join(rows, ",") != "bed-a succeeded,bed-a-2 nothing-to-resume,bed-b nothing-to-resume" {
+		t.Errorf("resume summary rows %v: %s", rows, res)
+	}
+	if !strings.Contains(res.Stderr, "ERROR: context bed-b, cluster "+x.ns+"/web: nothing-to-resume: nothing to resume: no operation is recorded") {
+		t.Errorf("resume stderr does not name bed-b: %s", res)
+	}
+	after := x.uids("bed-a", x.ns, "web")
+	for pod, uid := range beforeA {
+		if after[pod] == "" || after[pod] == uid {
+			t.Errorf("bed-a: pod %s not restarted (uid %s -> %q)", pod, uid, after[pod])
+		}
+	}
+	l, err := x.client("bed-a").CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName("web"), metav1.GetOptions{})
+	if err != nil || !strings.Contains(l.Annotations["dbops.io/journal"], `"state":"succeeded"`) {
+		t.Errorf("bed-a: journal %v, %v", l, err)
+	}
+	for c, ns := range map[string]string{"bed-a-2": ns2, "bed-b": x.ns} {
+		if got := x.uids(c, ns, "web"); fmt.Sprint(got) != fmt.Sprint(untouched[c]) {
+			t.Errorf("%s: pods changed by resume %v -> %v", c, untouched[c], got)
+		}
+		if leases, err := x.client(c).CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
+			t.Errorf("%s: leases %v, %v: resume wrote a lock where nothing was recorded", c, leases, err)
+		}
+	}
+}
+
+// TestFleetRestartLockedAndStopped: --max-parallel 2 over three targets. bed-b's lock is held
+// by someone else: it is reported as skipped at once (never waited on) and stops nothing;
+// bed-b-3 names a namespace without the cluster and fails; with --fail-fast (the default)
+// bed-a-2, running (its restarted pods take 15s to get Ready), stops before its next pod:
+// outcome stopped, its journal unfinished, and `resume` on its context finishes it.
+func TestFleetRestartLockedAndStopped(t *testing.T) {
+	bedB.get(t)
+	x := newFleetEnv(t, false)
+	ns2, ns3 := x.namespace(), x.namespace()
+	x.context("bed-a-2", "bed-a", ns2)
+	x.context("bed-b", "bed-b", x.ns)
+	x.context("bed-b-3", "bed-b", ns3)
+	x.generic("bed-a-2", ns2, "web", 3, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType })
+	updateStatefulSet(t.Context(), t, ns2, "web", func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "15s"}
+	})
+	x.generic("bed-b", x.ns, "web", 2)
+	if res := x.run("lock", "acquire", "web", "--context", "bed-b", "--id", "bob@elsewhere", "--reason", "INC-7"); res.Code != 0 {
+		t.Fatalf("lock acquire: %s", res)
+	}
+	beforeA2, beforeB := x.uids("bed-a-2", ns2, "web"), x.uids("bed-b", x.ns, "web")
+	res := x.run("restart", "web", "--rolling", "--contexts", "bed-a-2,bed-b,bed-b-3", "--max-parallel", "2", "--timeout", "5m", "--yes")
+	if res.Code == 0 {
+		t.Fatalf("want a failure (bed-b-3 has no cluster web): %s", res)
+	}
+	i := strings.Index(res.Stdout, "\nCONTEXT ")
+	if i < 0 {
+		t.Fatalf("no summary table: %s", res)
+	}
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
+		f := strings.Fields(l)
+		rows = append(rows, f[0]+" "+f[3])
+	}
+	if strings.Join(rows, ",") != "bed-a-2 stopped,bed-b skipped,bed-b-3 failed" {
+		t.Errorf("summary rows %v: %s", rows, res)
+	}
+	if !strings.Contains(res.Stderr, "ERROR: context bed-b, cluster "+x.ns+"/web: skipped: ") || !strings.Contains(res.Stderr, "bob@elsewhere") {
+		t.Errorf("stderr does not report bed-b's lock: %s", res)
+	}
+	if got := x.uids("bed-b", x.ns, "web"); fmt.Sprint(got) != fmt.Sprint(beforeB) {
+		t.Errorf("bed-b: pods changed under someone else's lock %v -> %v", beforeB, got)
+	}
+	kept := 0
+	for pod, uid := range x.uids("bed-a-2", ns2, "web") {
+		if beforeA2[pod] == uid {
+			kept++
+		}
+	}
+	if kept == 0 {
+		t.Errorf("bed-a-2: every pod restarted: it did not stop")
+	}
+	l, err := x.client("bed-a-2").CoordinationV1().Leases(ns2).Get(t.Context(), lock.LeaseName("web"), metav1.GetOptions{})
+	if err != nil || strings.Contains(l.Annotations["dbops.io/journal"], `"state":"succeeded"`) || !strings.Contains(l.Annotations["dbops.io/journal"], `"request"`) {
+		t.Fatalf("bed-a-2: journal not resumable %v, %v", l, err)
+	}
+	res = x.run("resume", "web", "--context", "bed-a-2", "--timeout", "3m", "--yes")
+	if res.Code != 0 {
+		t.Fatalf("resume bed-a-2: %s", res)
+	}
+	after := x.uids("bed-a-2", ns2, "web")
+	for pod, uid := range beforeA2 {
+		if after[pod] == "" || after[pod] == uid {
+			t.Errorf("bed-a-2: pod %s not restarted after resume (uid %s -> %q)", pod, uid, after[pod])
 		}
 	}
 }

@@ -1,0 +1,165 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
+)
+
+// outcomeNothingToResume is the summary's word for a target whose lock records no unfinished
+// operation: its last one succeeded, or none is recorded (a target a fleet run never started).
+const outcomeNothingToResume = "nothing-to-resume"
+
+// runFleet resumes every target of the fleet that has an unfinished operation (#39): each is
+// the single-cluster resume (its own journal on its own Lease, its own lock) over its context,
+// paced like a fleet restart (--canary, --max-parallel, --fail-fast). The journals are read
+// first: a target whose last operation succeeded is reported nothing-to-resume and counts as
+// done; a target with no operation recorded (a fleet run stopped before starting it) is
+// reported nothing-to-resume with a precondition error (exit 5), because nothing was done
+// there and the command that was meant for it has to be run again. Neither is run. A summary
+// table (or NDJSON fleet-summary) ends the run; the exit code is the worst target's.
+func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
+	ctx := commandContext(cmd)
+	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	if err != nil {
+		return err
+	}
+	pacing := o.fleet.pacing(o.Factory)
+	if err := pacing.Validate(len(ts)); err != nil {
+		return err
+	}
+	if o.g.Output == "yaml" {
+		return ops.Usagef("-o yaml is for status and --dry-run plans; resume --fleet streams -o text or -o json")
+	}
+	ndjson := o.g.Output == "json"
+	canAsk := o.IsTerminal() && !ndjson
+	if !o.DryRun && !o.Yes && !canAsk {
+		why := "no terminal to ask on"
+		if ndjson {
+			why = "-o json never asks"
+		}
+		return ops.Usagef("refusing to resume %s (%s) without confirmation: %s; pass --yes (see what each target would run with --dry-run)",
+			fleet.Describe(ts), targetList(ts), why)
+	}
+	pool := newClientsPool(o.g)
+	// Which targets have something to resume: each one's journal, read from its lock.
+	nothing := make([]bool, len(ts))
+	checks := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: o.fleet.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
+		cl, err := fleetTargetOptions(o.g, pool, t).Clients()
+		if err != nil {
+			return err
+		}
+		st, err := lock.NewManager(cl.Kube, t.Namespace, t.Cluster, "reader", cl.Clock).Status(ctx)
+		if err != nil {
+			return err
+		}
+		switch j := st.Journal; {
+		case j == nil:
+			nothing[indexOf(ts, t)] = true
+			return ops.Preconditionf("nothing to resume: no operation is recorded on its lock (a target the fleet run never started has none: run its command again for it)")
+		case j.State == ops.JournalSucceeded:
+			nothing[indexOf(ts, t)] = true
+		}
+		return nil
+	})
+	var todo []fleet.Target
+	for i, c := range checks {
+		if c.Err == nil && !nothing[i] {
+			todo = append(todo, ts[i])
+		}
+	}
+	if !o.DryRun && !o.Yes && len(todo) > 0 {
+		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("Resume the unfinished operations of %s (%s)?", fleet.Describe(todo), targetList(todo)))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
+		}
+	}
+	if pacing.Canary > len(todo) {
+		pacing.Canary = len(todo)
+	}
+	var mu sync.Mutex
+	rs := fleet.Run(ctx, todo, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
+		run := func() error { return o.resumeTarget(ctx, t, pool, &mu, stop) }
+		if o.WrapFleetTarget != nil {
+			return o.WrapFleetTarget(ctx, t, stop, run)
+		}
+		return run()
+	})
+	results := checks
+	for _, r := range rs {
+		results[indexOf(ts, r.Target)] = r
+	}
+	o.streamEnded = true
+	outcome := func(r fleet.Result) string {
+		switch {
+		case nothing[indexOf(ts, r.Target)]:
+			return outcomeNothingToResume
+		case o.DryRun && r.Started && r.Err == nil:
+			return ops.OutcomeDryRun
+		}
+		return r.Outcome()
+	}
+	for _, r := range results {
+		switch {
+		case r.Started && r.Err != nil:
+			ops.Fprintf(o.ErrOut, "ERROR: context %s, cluster %s/%s: %s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
+				outcome(r), oneLineErr(r.Err))
+		case outcome(r) == outcomeNothingToResume:
+			ops.Fprintf(o.ErrOut, "context %s, cluster %s/%s: nothing to resume: its last operation succeeded\n",
+				r.Target.Context, r.Target.Namespace, r.Target.Cluster)
+		}
+	}
+	if err := writeFleetSummary(o.Runner, results, outcome); err != nil {
+		return err
+	}
+	return fleetFailure(results)
+}
+
+// resumeTarget is the single-cluster resume of t: a command tree of its own over the target's
+// context (the resumed command's flags are parsed into that tree's commands, so targets running
+// at once share no flag set), its output prefixed with the target (NDJSON: with its context),
+// its executor stopped by stop.
+func (o *ResumeOptions) resumeTarget(ctx context.Context, t fleet.Target, pool *fleet.Pool[*Clients], mu *sync.Mutex, stop <-chan struct{}) error {
+	g := fleetTargetOptions(o.g, pool, t)
+	g.fleetStop = stop
+	out := &targetWriter{mu: mu, w: o.Out, prefix: "[" + t.String() + "] ", context: t.Context, ndjson: o.g.Output == "json"}
+	errOut := &targetWriter{mu: mu, w: o.ErrOut, prefix: "[" + t.String() + "] ", context: t.Context}
+	defer func() {
+		_ = out.flush()
+		_ = errOut.flush()
+	}()
+	g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: out, ErrOut: errOut}
+	given := maps.Clone(o.g.given)
+	// The target's resume is the single-cluster one: no fleet of its own.
+	for n := range fleetFlagNames {
+		delete(given, n)
+	}
+	// The target's own copy of the run flags: one line per event, prefixed by its target; the
+	// fleet was confirmed as a whole.
+	rf := *o.RunFlags
+	rf.NoTUI, rf.Yes = true, true
+	root := newRootCmd(g.IOStreams, &rf, func(ng *GlobalOptions) {
+		ng.Factory = g.Factory
+		ng.Output = o.g.Output
+		ng.Engine, ng.Selector, ng.IgnoreOperator = o.g.Engine, o.g.Selector, o.g.IgnoreOperator
+		ng.Verbosity, ng.ConfigFile = o.g.Verbosity, o.g.ConfigFile
+		ng.given = given
+	})
+	sub, _, err := root.Find([]string{"resume"})
+	if err != nil {
+		return fmt.Errorf("resume of %s: %w", t, err)
+	}
+	sub.SetContext(ctx)
+	return sub.RunE(sub, []string{t.Cluster})
+}
