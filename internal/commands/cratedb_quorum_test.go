@@ -97,7 +97,7 @@ func TestCrateMasterScaleDownOneAtATime(t *testing.T) {
 			if tc.wantDrain {
 				lastShards := -1
 				for i, c := range calls {
-					if strings.HasPrefix(c.SQL, "SELECT node['name'], count(*) FROM sys.shards") {
+					if strings.HasPrefix(c.SQL, "SELECT node['name'], count(*), sum(size) FROM sys.shards") {
 						lastShards = i
 					}
 				}

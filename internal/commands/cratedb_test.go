@@ -382,7 +382,7 @@ func TestCrateScale(t *testing.T) {
 			// The drain finished before the StatefulSet shrank.
 			lastShards := -1
 			for i, c := range e.db.Calls() {
-				if strings.HasPrefix(c.SQL, "SELECT node['name'], count(*) FROM sys.shards") {
+				if strings.HasPrefix(c.SQL, "SELECT node['name'], count(*), sum(size) FROM sys.shards") {
 					lastShards = i
 				}
 			}

@@ -800,7 +800,7 @@ func testCrateDBScale(t *testing.T, layout bedwire.Layout) {
 		switch {
 		case strings.HasPrefix(s.Statement, `SET GLOBAL "cluster.routing.allocation.exclude._name" = 'data-retired-0,`+cold1+`'`):
 			setExcl = s.Seq
-		case strings.HasPrefix(s.Statement, `SELECT node['name'], count(*) FROM sys.shards`):
+		case strings.HasPrefix(s.Statement, `SELECT node['name'], count(*), sum(size) FROM sys.shards`):
 			lastShards = s.Seq
 		case strings.HasPrefix(s.Statement, `SET GLOBAL "cluster.routing.allocation.exclude._name" = 'data-retired-0'`):
 			restore = s.Seq

@@ -3,6 +3,7 @@ package cratedb_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +32,29 @@ func (c *drainClock) Now() time.Time {
 	return c.t0.Add(time.Duration(c.start-left) * 10 * time.Second)
 }
 
-// A drain feeds the shards left on the node to the step's ETA: its waiting events carry the
-// step's part as shards left over the rate they leave at (unknown at the first reading).
+// A drain feeds the bytes left on the node (sum of sys.shards' size) to the step's ETA: its
+// waiting events carry the step's part as bytes left over the rate they leave at (unknown at
+// the first reading). When CrateDB knows no size (NULL), the shards left stand in.
 func TestDrainETAFromShardRate(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		shardBytes int64
+		first      string // the first waiting event's step ETA
+		progress   string // the first progress text
+	}{
+		{name: "bytes", shardBytes: 1 << 20, first: "unknown (6.0 MiB left, one reading so far",
+			progress: "6 shards (6.0 MiB) left on data-hot-2"},
+		{name: "no sizes: shards", first: "unknown (6 shards left, one reading so far",
+			progress: "6 shards left on data-hot-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testDrainETA(t, tc.shardBytes, tc.first, tc.progress) })
+	}
+}
+
+func testDrainETA(t *testing.T, shardBytes int64, first, progress string) {
 	client, c, db := setup(t, fakecluster.Group{Name: "master", Role: "master", Replicas: 3}, fakecluster.Group{Name: "hot", Role: "data", Order: 1, Replicas: 3})
 	fakecluster.Start(t, client, "prod")
-	db.Do(func(d *cratedbtest.DB) { d.Shards["data-hot-2"] = 6; d.DrainPerPoll = 1 })
+	db.Do(func(d *cratedbtest.DB) { d.Shards["data-hot-2"] = 6; d.DrainPerPoll = 1; d.ShardBytes = shardBytes })
 	e := engine(client, db, nil)
 	p, err := e.PlanScale(context.Background(), c, ops.ScaleRequest{Data: map[string]int32{"hot": 2}})
 	if err != nil {
@@ -77,7 +95,16 @@ func TestDrainETAFromShardRate(t *testing.T) {
 		ranged++
 	}
 	t.Logf("step ETAs %q", got)
-	if len(got) == 0 || !strings.HasPrefix(got[0], "unknown (6 shards left, one reading so far") || ranged == 0 {
-		t.Errorf("the drain's step ETAs: %q", got)
+	if len(got) == 0 || !strings.HasPrefix(got[0], first) || ranged == 0 {
+		t.Errorf("the drain's step ETAs: %q, want the first to start %q", got, first)
+	}
+	var texts []string
+	for _, ev := range rec.Events() {
+		if ev.Progress != nil {
+			texts = append(texts, ev.Message)
+		}
+	}
+	if !slices.Contains(texts, progress) {
+		t.Errorf("the drain's progress texts %q lack %q", texts, progress)
 	}
 }

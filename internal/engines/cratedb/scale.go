@@ -538,6 +538,7 @@ func (e *Engine) dropExclusions(ctx context.Context, sc *ops.StepContext, c *ops
 // back and the drain stops with that refusal instead of waiting out the timeout.
 func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cluster, nodes, avoid []string, what string, undo func(context.Context) error) error {
 	var first int64
+	sized := false // the last reading fed bytes to the ETA
 	sess := e.session(c)
 	list := strings.Join(nodes, ", ")
 	var stalled error
@@ -546,14 +547,28 @@ func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 		if err != nil {
 			return false, sqlErr(sqlShardsOn, err)
 		}
-		var left int64
+		var left, bytes int64
 		for _, row := range rows {
 			if len(row) > 1 {
 				left += toInt(row[1])
 			}
+			if len(row) > 2 {
+				bytes += toInt(row[2]) // NULL (no size known) counts 0
+			}
 		}
 		first = max(first, left)
-		sc.Remaining(left, ops.UnitShards) // the step's ETA: shards left over the rate they leave at
+		// The step's ETA: the bytes left over the rate they leave at, or the shards when
+		// CrateDB knows no size for any of them (then a small and a large shard count alike).
+		sized = sized && left == 0 || bytes > 0
+		if sized {
+			sc.Remaining(bytes, ops.UnitBytes)
+		} else {
+			sc.Remaining(left, ops.UnitShards)
+		}
+		size := ""
+		if bytes > 0 {
+			size = " (" + ops.FormatBytes(bytes) + ")"
+		}
 		if left > 0 {
 			// Named before the progress, so the views keep both (a progress ends a plain wait):
 			// the copy CrateDB will not move, when sys.allocations names one, else the count.
@@ -561,11 +576,11 @@ func (e *Engine) waitDrained(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 			if s, err := e.stuckShard(ctx, c, avoid, nodes); err == nil && s != nil {
 				sc.Block(ctx, ops.BlockedShard, s.on(), s.toUnblock(), fmt.Sprintf("shards to move off %s", list))
 			} else {
-				sc.Block(ctx, ops.BlockedShard, fmt.Sprintf("%d shard(s) on %s (sys.shards)", left, list),
+				sc.Block(ctx, ops.BlockedShard, fmt.Sprintf("%d shard(s)%s on %s (sys.shards)", left, size, list),
 					hintAllocations, fmt.Sprintf("shards to move off %s", list))
 			}
 		}
-		sc.Progress(first-left, first, "shards", fmt.Sprintf("%d shards left on %s", left, list))
+		sc.Progress(first-left, first, "shards", fmt.Sprintf("%d shards%s left on %s", left, size, list))
 		if len(rows) == 0 {
 			return true, nil
 		}

@@ -20,7 +20,9 @@ const (
 	sqlExclusions     = `SELECT settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`
 	sqlAllocEnable    = `SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`
 	sqlResetExclusion = `RESET GLOBAL "cluster.routing.allocation.exclude._name"`
-	sqlShardsOn       = `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`
+	// sqlShardsOn also sums the copies' size (bytes, docs/admin/system-information.rst of CrateDB):
+	// the drain's ETA comes from the rate the bytes leave at.
+	sqlShardsOn = `SELECT node['name'], count(*), sum(size) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1`
 	// Node checks 1 and 2 are CrateDB's expected-nodes and recover-after
 	// checks.
 	sqlAckNodeCheck    = `UPDATE sys.node_checks SET acknowledged = TRUE WHERE id = 1`

@@ -44,6 +44,9 @@ type DB struct {
 	// excluded node.
 	Shards       map[string]int
 	DrainPerPoll int
+	// ShardBytes is the size column of every started copy in sys.shards (Shards and
+	// Copies); 0 leaves it NULL, a size CrateDB does not know.
+	ShardBytes int64
 	// Replicas are the number_of_replicas values of information_schema.tables.
 	Replicas []string
 	// Copies are the started shard copies of sys.shards: schema, table,
@@ -374,13 +377,17 @@ func (d *DB) table(name string) (cratedbsim.Table, bool) {
 // shards is sys.shards: the started Copies, Shards[n] started copies on each node n, and
 // Busy copies being built (on no node the engine asks about).
 func (d *DB) shards() cratedbsim.Table {
-	t := cratedbsim.Table{Columns: []string{"schema_name", "table_name", "partition_ident", "id", "routing_state", "state", "node['name']"}}
+	t := cratedbsim.Table{Columns: []string{"schema_name", "table_name", "partition_ident", "id", "routing_state", "state", "node['name']", "size"}}
+	var size any
+	if d.ShardBytes > 0 {
+		size = d.ShardBytes
+	}
 	for _, c := range d.Copies {
-		t.Rows = append(t.Rows, []any{c[0], c[1], c[2], c[3], "STARTED", "STARTED", c[4]})
+		t.Rows = append(t.Rows, []any{c[0], c[1], c[2], c[3], "STARTED", "STARTED", c[4], size})
 	}
 	for _, n := range slices.Sorted(maps.Keys(d.Shards)) {
 		for i := range d.Shards[n] {
-			t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "STARTED", "STARTED", n})
+			t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "STARTED", "STARTED", n, size})
 		}
 	}
 	busy := d.Busy
@@ -388,7 +395,7 @@ func (d *DB) shards() cratedbsim.Table {
 		busy, d.BusyScript = d.BusyScript[0], d.BusyScript[1:]
 	}
 	for i := range busy {
-		t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "INITIALIZING", "RECOVERING", nil})
+		t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "INITIALIZING", "RECOVERING", nil, int64(0)})
 	}
 	// Shards move between reads, off excluded nodes only, while allocation is enabled.
 	excl := strings.Split(d.Exclusions, ",")

@@ -15,6 +15,7 @@ func TestFakeAnswersFromState(t *testing.T) {
 	d := New("n1", "n2")
 	d.Users["crate"] = ""
 	d.Shards["n1"], d.Shards["n2"] = 3, 1
+	d.ShardBytes = 10
 	d.DrainPerPoll = 0
 	c := &conn{d: d, pod: "n1"}
 	const grants = `SELECT count(DISTINCT type) FROM sys.privileges WHERE grantee = $1 AND class = 'CLUSTER' AND state = 'GRANT'`
@@ -40,12 +41,13 @@ func TestFakeAnswersFromState(t *testing.T) {
 		{`SELECT settings['cluster']['routing']['allocation']['enable'] FROM sys.cluster`, nil, "[[none]]"},
 		{`RESET GLOBAL "cluster.routing.allocation"`, nil, "ok"}, // new: a prefix
 		{`SELECT settings['cluster']['routing']['allocation']['enable'], settings['cluster']['routing']['allocation']['exclude']['_name'] FROM sys.cluster`, nil, "[[all ]]"},
-		{`SET GLOBAL "gateway.expected_data_nodes" = 3`, nil, "error: cannot be set/reset at runtime"},                                                            // new
-		{`SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1 ORDER BY 2 DESC`, []any{[]string{"n1", "n2"}}, "[[n1 3] [n2 1]]"}, // new: ORDER BY
-		{`SELECT count(*) FROM sys.shards WHERE node['name'] IN ('n2')`, nil, "[[1]]"},                                                                            // new
-		{`SELECT name FROM sys.nodes WHERE name <> 'n1'`, nil, "[[n2]]"},                                                                                          // new
-		{`SELECT nam FROM sys.nodes`, nil, "error: ColumnUnknownException[Column nam unknown]"},                                                                   // new
-		{`UPDATE sys.node_checks SET acknowledged = TRUE WHERE id IN (1, 2)`, nil, "ok"},                                                                          // new
+		{`SET GLOBAL "gateway.expected_data_nodes" = 3`, nil, "error: cannot be set/reset at runtime"},                                                                        // new
+		{`SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1 ORDER BY 2 DESC`, []any{[]string{"n1", "n2"}}, "[[n1 3] [n2 1]]"},             // new: ORDER BY
+		{`SELECT node['name'], count(*), sum(size) FROM sys.shards WHERE node['name'] = ANY($1) GROUP BY 1 ORDER BY 1`, []any{[]string{"n1", "n2"}}, "[[n1 3 30] [n2 1 10]]"}, // new: sizes
+		{`SELECT count(*) FROM sys.shards WHERE node['name'] IN ('n2')`, nil, "[[1]]"},                                                                                        // new
+		{`SELECT name FROM sys.nodes WHERE name <> 'n1'`, nil, "[[n2]]"},                                                                                                      // new
+		{`SELECT nam FROM sys.nodes`, nil, "error: ColumnUnknownException[Column nam unknown]"},                                                                               // new
+		{`UPDATE sys.node_checks SET acknowledged = TRUE WHERE id IN (1, 2)`, nil, "ok"},                                                                                      // new
 		{`SELECT id FROM sys.node_checks WHERE acknowledged ORDER BY id`, nil, "[[1] [2]]"},
 	} {
 		rows, err := c.Query(t.Context(), tc.stmt, tc.args...)

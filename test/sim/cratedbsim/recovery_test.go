@@ -224,10 +224,25 @@ func TestSysShardsRecoveryStates(t *testing.T) {
 	if sev, _ := sim.Health(); sev != severityYellow {
 		t.Fatalf("severity %d while replicas recover, want yellow", sev)
 	}
+	// size: ShardSize for a started copy, the bytes received so far for one being built.
+	const size = `SELECT sum(size) FROM sys.shards`
+	if got := exec(size).Rows[0][0]; got != int64(2<<20) {
+		t.Fatalf("sum(size) with 2 started primaries and 2 replicas that received nothing: %v, want %d", got, 2<<20)
+	}
 	now = now.Add(2 * time.Second) // 1 MiB at 1 MiB/s, whatever the node's share
 	sim.Tick()
 	if got := exec(busy).Rows[0][0]; got != int64(0) {
 		t.Fatalf("copies still recovering after 2 s: %v", got)
+	}
+	perNode := 0
+	for _, r := range exec(`SELECT node['name'], count(*), sum(size) FROM sys.shards GROUP BY 1`).Rows {
+		if r[2] != r[1].(int64)<<20 {
+			t.Errorf("node %v: %v copies of 1 MiB sum to %v bytes", r[0], r[1], r[2])
+		}
+		perNode++
+	}
+	if perNode == 0 {
+		t.Error("no node holds a copy")
 	}
 	if sev, _ := sim.Health(); sev != severityGreen {
 		t.Fatalf("severity %d once every copy started, want green", sev)

@@ -113,11 +113,13 @@ func clusterVirtualTable() virtualTable {
 // shardsVirtualTable is sys.shards: one row per assigned shard copy (docs/admin/system-information.rst
 // of crate/crate), routing_state STARTED, INITIALIZING (a copy being built, state RECOVERING)
 // or RELOCATING (a started copy whose replacement is being built elsewhere); partition_ident
-// is ” for a table that is not partitioned.
+// is ” for a table that is not partitioned. size (BIGINT, "the current size in bytes") is
+// Config.ShardSize for a started copy and the bytes received so far for a copy being built
+// (recovery.go); 0 when the model keeps no sizes (ShardSize unset: instant recoveries).
 func shardsVirtualTable() virtualTable {
 	cols := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"partition_ident", oidVarchar},
 		{"id", oidInt4}, {"primary", oidBool}, {"routing_state", oidVarchar}, {"state", oidVarchar},
-		{"node['id']", oidVarchar}, {"node['name']", oidVarchar}}
+		{"node['id']", oidVarchar}, {"node['name']", oidVarchar}, {"size", oidInt8}}
 	return virtualTable{cols: cols, rows: func(m *model) [][]any {
 		ids := map[string]string{}
 		for _, n := range m.upNodes() {
@@ -145,7 +147,11 @@ func shardsVirtualTable() virtualTable {
 					if v, ok := ids[c.node]; ok {
 						nodeID = v
 					}
-					out = append(out, []any{schema, name, t.ident, int32(id), c.primary, routing, state, nodeID, c.node})
+					size := m.shardSize
+					if !c.started {
+						size = int64(c.recovered)
+					}
+					out = append(out, []any{schema, name, t.ident, int32(id), c.primary, routing, state, nodeID, c.node, size})
 				}
 			}
 		}
