@@ -137,14 +137,8 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
 	ndjson := o.g.Output == "json"
-	canAsk := o.IsTerminal() && !ndjson
-	if !o.DryRun && !o.Yes && !canAsk {
-		why := "no terminal to ask on"
-		if ndjson {
-			why = "-o json never asks"
-		}
-		return ops.Usagef("refusing to restart %s (%s) without confirmation: %s; pass --yes (see every target's plan with --dry-run)",
-			fleet.Describe(ts), targetList(ts), why)
+	if err := fleetCanConfirm(o.Runner, ndjson, "restart", "see every target's plan with --dry-run", ts); err != nil {
+		return err
 	}
 	var mu, reqMu sync.Mutex
 	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
@@ -246,6 +240,19 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		return err
 	}
 	return fleetFailure(rs)
+}
+
+// fleetCanConfirm refuses (exit 2) a fleet run that must ask and cannot: no --yes, no
+// --dry-run, and no terminal to ask on (or NDJSON output, which never asks).
+func fleetCanConfirm(r *Runner, ndjson bool, verb, hint string, ts []fleet.Target) error {
+	if r.DryRun || r.Yes || (r.IsTerminal() && !ndjson) {
+		return nil
+	}
+	why := "no terminal to ask on"
+	if ndjson {
+		why = "-o json never asks"
+	}
+	return ops.Usagef("refusing to %s %s (%s) without confirmation: %s; pass --yes (%s)", verb, fleet.Describe(ts), targetList(ts), why, hint)
 }
 
 func indexOf(ts []fleet.Target, t fleet.Target) int {

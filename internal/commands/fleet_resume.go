@@ -39,15 +39,8 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	if o.g.Output == "yaml" {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; resume --fleet streams -o text or -o json")
 	}
-	ndjson := o.g.Output == "json"
-	canAsk := o.IsTerminal() && !ndjson
-	if !o.DryRun && !o.Yes && !canAsk {
-		why := "no terminal to ask on"
-		if ndjson {
-			why = "-o json never asks"
-		}
-		return ops.Usagef("refusing to resume %s (%s) without confirmation: %s; pass --yes (see what each target would run with --dry-run)",
-			fleet.Describe(ts), targetList(ts), why)
+	if err := fleetCanConfirm(o.Runner, o.g.Output == "json", "resume", "see what each target would run with --dry-run", ts); err != nil {
+		return err
 	}
 	pool := newClientsPool(o.g)
 	// Which targets have something to resume: each one's journal, read from its lock.
