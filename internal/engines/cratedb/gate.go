@@ -29,7 +29,15 @@ const (
 	gateFirstPoll = 25 * time.Millisecond
 	gateMaxPoll   = 250 * time.Millisecond
 
-	sqlShardsBusy = `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`
+	// hintRecovery is how to watch the recoveries the gate waits for.
+	hintRecovery = "watch them: SELECT table_name, id, node['name'], recovery['size']['percent'] FROM sys.shards WHERE routing_state = 'INITIALIZING'"
+
+	// sqlShardsBusy also reads, in the same round trip, how far the busy copies' recoveries
+	// are: recovery['size']['used'] is a shard's total bytes and ['recovered'] the bytes it
+	// has (existing and reused included), so their difference is what is still to copy
+	// (CrateDB's docs/admin/system-information.rst, "Shards"). NULL where CrateDB keeps no
+	// recovery state (sum skips it).
+	sqlShardsBusy = `SELECT count(*), sum(recovery['size']['used']), sum(recovery['size']['recovered']) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`
 )
 
 // evidence is one reading of what the gate waits for.
@@ -42,6 +50,8 @@ type evidence struct {
 	severity         int64
 	master           string
 	busy             int64
+	// recovering is the bytes the busy copies still have to recover (0 when unknown).
+	recovering int64
 }
 
 // missing lists what the reading lacks; empty when the pod counts as back.
@@ -103,7 +113,10 @@ func (e *Engine) readEvidence(ctx context.Context, c *ops.Cluster, pod string, e
 		{sqlAllocEnable, func(r [][]any) { v.alloc = strings.ToLower(cellString(r, 0)) }},
 		{sqlMaxSeverity, func(r [][]any) { v.severity = cellInt(r, 0) }},
 		{sqlMasterNode, func(r [][]any) { v.master = cellString(r, 0) }},
-		{sqlShardsBusy, func(r [][]any) { v.busy = cellInt(r, 0) }},
+		{sqlShardsBusy, func(r [][]any) {
+			v.busy = cellInt(r, 0)
+			v.recovering = max(cellInt(r, 1)-cellInt(r, 2), 0)
+		}},
 	} {
 		r, err := s.query(ctx, nil, q.sql)
 		if err != nil {
@@ -150,6 +163,15 @@ func (e *Engine) waitSettled(ctx context.Context, sc *ops.StepContext, c *ops.Cl
 			failures = 0
 			since = time.Time{}
 			msg = "waiting for " + pod + ": " + strings.Join(v.missing(), "; ")
+			if v.busy > 0 && v.recovering > 0 {
+				// Copies recover: the step's ETA is the bytes left over the rate they arrive at,
+				// published with the wait as the drain does (every reading, so the rate moves).
+				sc.Remaining(v.recovering, ops.UnitBytes)
+				last = msg
+				sc.Block(ctx, ops.BlockedShard,
+					fmt.Sprintf("%d shard copies recovering, %s left, after %s's restart (sys.shards)", v.busy, ops.FormatBytes(v.recovering), pod),
+					hintRecovery, msg)
+			}
 		default:
 			failures = 0
 			if v.id != id {

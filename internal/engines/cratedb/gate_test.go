@@ -12,7 +12,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/test/fakes/cratedbtest"
 )
 
-const sqlBusy = `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`
+const sqlBusy = `SELECT count(*), sum(recovery['size']['used']), sum(recovery['size']['recovered']) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`
 
 // The restart gate waits for the evidence, not for the first green reading: shards still
 // INITIALIZING or RELOCATING (a green cluster can have them), or a reading that breaks the

@@ -69,6 +69,11 @@ type DB struct {
 	// BusyScript is consumed, one value per read, before it.
 	Busy       int64
 	BusyScript []int64
+	// BusyBytes is each busy copy's recovery['size']['used'] (the shard's bytes) and
+	// BusyRecovered its recovery['size']['recovered'] (NULL both while BusyBytes is 0);
+	// each read of sys.shards adds RecoverPerPoll to BusyRecovered, and the busy copies
+	// start (Busy drops to 0) once it reaches BusyBytes.
+	BusyBytes, BusyRecovered, RecoverPerPoll int64
 	// Absent counts polls for which a node still misses from sys.nodes.
 	Absent map[string]int
 	// Hosts, IPs and IDs are sys.nodes' hostname, the host of rest_url
@@ -377,25 +382,37 @@ func (d *DB) table(name string) (cratedbsim.Table, bool) {
 // shards is sys.shards: the started Copies, Shards[n] started copies on each node n, and
 // Busy copies being built (on no node the engine asks about).
 func (d *DB) shards() cratedbsim.Table {
-	t := cratedbsim.Table{Columns: []string{"schema_name", "table_name", "partition_ident", "id", "routing_state", "state", "node['name']", "size"}}
+	t := cratedbsim.Table{Columns: []string{"schema_name", "table_name", "partition_ident", "id", "routing_state", "state", "node['name']", "size",
+		"recovery['size']['used']", "recovery['size']['recovered']"}}
 	var size any
 	if d.ShardBytes > 0 {
 		size = d.ShardBytes
 	}
+	// A started copy's recovery is done: all its bytes recovered.
 	for _, c := range d.Copies {
-		t.Rows = append(t.Rows, []any{c[0], c[1], c[2], c[3], "STARTED", "STARTED", c[4], size})
+		t.Rows = append(t.Rows, []any{c[0], c[1], c[2], c[3], "STARTED", "STARTED", c[4], size, size, size})
 	}
 	for _, n := range slices.Sorted(maps.Keys(d.Shards)) {
 		for i := range d.Shards[n] {
-			t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "STARTED", "STARTED", n, size})
+			t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "STARTED", "STARTED", n, size, size, size})
 		}
 	}
 	busy := d.Busy
 	if len(d.BusyScript) > 0 {
 		busy, d.BusyScript = d.BusyScript[0], d.BusyScript[1:]
 	}
+	var used, recovered any
+	if d.BusyBytes > 0 {
+		used, recovered = d.BusyBytes, min(d.BusyRecovered, d.BusyBytes)
+	}
 	for i := range busy {
-		t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "INITIALIZING", "RECOVERING", nil, int64(0)})
+		t.Rows = append(t.Rows, []any{"doc", "t", "", int32(i), "INITIALIZING", "RECOVERING", nil, int64(0), used, recovered})
+	}
+	// Busy copies recover between reads.
+	if d.BusyBytes > 0 && d.Busy > 0 {
+		if d.BusyRecovered += d.RecoverPerPoll; d.BusyRecovered >= d.BusyBytes {
+			d.Busy = 0
+		}
 	}
 	// Shards move between reads, off excluded nodes only, while allocation is enabled.
 	excl := strings.Split(d.Exclusions, ",")

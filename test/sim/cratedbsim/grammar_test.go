@@ -91,11 +91,12 @@ func TestGrammar(t *testing.T) {
 		{"crate", `SELECT node['name'], count(*) FROM sys.shards WHERE node['name'] = ANY($1) AND table_name = 't1' GROUP BY 1`, []any{[]string{"master-0"}}, "master-0 2"},
 		{"crate", `SELECT routing_state, count(*) AS n FROM sys.shards WHERE table_name = 't1' GROUP BY routing_state ORDER BY n DESC`, nil, "STARTED 2"}, // new
 		{"crate", `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`, nil, "0"},
-		{"crate", `SELECT count(*) FROM sys.shards WHERE routing_state NOT IN ('INITIALIZING') AND (id = 0 OR id = 1) AND NOT primary = false AND table_name = 't1'`, nil, "2"}, // new
-		{"crate", `SELECT name FROM sys.users WHERE name != 'crate' AND name <> 'jo' ORDER BY name`, nil, "riley"},                                                              // new
-		{"crate", `SELECT name, superuser FROM sys.users WHERE name = 'nobody' OR superuser`, nil, "crate true"},                                                                // new
-		{"crate", `SELECT count(*) FROM sys.cluster WHERE master_node IS NULL`, nil, "0"},                                                                                       // new
-		{"crate", `SELECT node FROM sys.shards WHERE id = 0 AND table_name = 't1'`, nil, "map[id:" + sim.m.upNodes()[0].id + " name:master-0]"},                                 // new: an object column
+		{"crate", `SELECT count(*), sum(recovery['size']['used']), sum(recovery['size']['recovered']) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`, nil, "0 <nil> <nil>"}, // new: recovery columns
+		{"crate", `SELECT count(*) FROM sys.shards WHERE routing_state NOT IN ('INITIALIZING') AND (id = 0 OR id = 1) AND NOT primary = false AND table_name = 't1'`, nil, "2"},                     // new
+		{"crate", `SELECT name FROM sys.users WHERE name != 'crate' AND name <> 'jo' ORDER BY name`, nil, "riley"},                                                                                  // new
+		{"crate", `SELECT name, superuser FROM sys.users WHERE name = 'nobody' OR superuser`, nil, "crate true"},                                                                                    // new
+		{"crate", `SELECT count(*) FROM sys.cluster WHERE master_node IS NULL`, nil, "0"},                                                                                                           // new
+		{"crate", `SELECT node FROM sys.shards WHERE id = 0 AND table_name = 't1'`, nil, "map[id:" + sim.m.upNodes()[0].id + " name:master-0]"},                                                     // new: an object column
 		{"crate", `SELECT version['number'] FROM sys.nodes`, nil, "5.10.3"},
 		{"crate", `SELECT current_user, current_schema, name FROM sys.cluster`, nil, "crate doc crate"},
 		{"crate", `SELECT 1`, nil, "1"},

@@ -208,6 +208,8 @@ func TestSysShardsRecoveryStates(t *testing.T) {
 		return res
 	}
 	const busy = `SELECT count(*) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`
+	// The restart gate's reading: busy copies and their recovery['size'] (used, recovered).
+	const gate = `SELECT count(*), sum(recovery['size']['used']), sum(recovery['size']['recovered']) FROM sys.shards WHERE routing_state IN ('INITIALIZING', 'RELOCATING')`
 	exec(`SET GLOBAL TRANSIENT "indices.recovery.max_bytes_per_sec" = '1mb'`)
 	exec(`CREATE TABLE doc.t (id INT) CLUSTERED INTO 2 SHARDS WITH (number_of_replicas = '1')`)
 	sim.Tick() // starts the clock
@@ -224,6 +226,9 @@ func TestSysShardsRecoveryStates(t *testing.T) {
 	if sev, _ := sim.Health(); sev != severityYellow {
 		t.Fatalf("severity %d while replicas recover, want yellow", sev)
 	}
+	if got := fmt.Sprint(exec(gate).Rows[0]); got != fmt.Sprint([]any{int64(2), int64(2 << 20), int64(0)}) {
+		t.Fatalf("recovery['size'] of 2 replicas of 1 MiB that received nothing: %v, want [2 2097152 0]", got)
+	}
 	// size: ShardSize for a started copy, the bytes received so far for one being built.
 	const size = `SELECT sum(size) FROM sys.shards`
 	if got := exec(size).Rows[0][0]; got != int64(2<<20) {
@@ -233,6 +238,10 @@ func TestSysShardsRecoveryStates(t *testing.T) {
 	sim.Tick()
 	if got := exec(busy).Rows[0][0]; got != int64(0) {
 		t.Fatalf("copies still recovering after 2 s: %v", got)
+	}
+	// A started copy's recovery is done: recovered = used = the shard's size.
+	if got := fmt.Sprint(exec(`SELECT sum(recovery['size']['used']), sum(recovery['size']['recovered']), sum(recovery['size']['reused']) FROM sys.shards`).Rows[0]); got != fmt.Sprint([]any{int64(4 << 20), int64(4 << 20), int64(0)}) {
+		t.Errorf("recovery['size'] of 4 started copies of 1 MiB: %v, want [4194304 4194304 0]", got)
 	}
 	perNode := 0
 	for _, r := range exec(`SELECT node['name'], count(*), sum(size) FROM sys.shards GROUP BY 1`).Rows {

@@ -116,10 +116,17 @@ func clusterVirtualTable() virtualTable {
 // is ” for a table that is not partitioned. size (BIGINT, "the current size in bytes") is
 // Config.ShardSize for a started copy and the bytes received so far for a copy being built
 // (recovery.go); 0 when the model keeps no sizes (ShardSize unset: instant recoveries).
+// recovery['size'] (same doc: "used": "Total number of bytes in the shard", "recovered":
+// "Number of bytes recovered. Includes both existing and re-used bytes", "reused": "Number
+// of bytes re-used from a local copy", all BIGINT) is the copy's last recovery: a copy
+// being built has used = ShardSize and recovered = the bytes received so far; a started
+// copy's recovery is done (recovered = used). reused is 0: the simulator recovers whole
+// shards (recovery.go).
 func shardsVirtualTable() virtualTable {
 	cols := []column{{"schema_name", oidVarchar}, {"table_name", oidVarchar}, {"partition_ident", oidVarchar},
 		{"id", oidInt4}, {"primary", oidBool}, {"routing_state", oidVarchar}, {"state", oidVarchar},
-		{"node['id']", oidVarchar}, {"node['name']", oidVarchar}, {"size", oidInt8}}
+		{"node['id']", oidVarchar}, {"node['name']", oidVarchar}, {"size", oidInt8},
+		{"recovery['size']['used']", oidInt8}, {"recovery['size']['recovered']", oidInt8}, {"recovery['size']['reused']", oidInt8}}
 	return virtualTable{cols: cols, rows: func(m *model) [][]any {
 		ids := map[string]string{}
 		for _, n := range m.upNodes() {
@@ -151,7 +158,8 @@ func shardsVirtualTable() virtualTable {
 					if !c.started {
 						size = int64(c.recovered)
 					}
-					out = append(out, []any{schema, name, t.ident, int32(id), c.primary, routing, state, nodeID, c.node, size})
+					out = append(out, []any{schema, name, t.ident, int32(id), c.primary, routing, state, nodeID, c.node, size,
+						m.shardSize, size, int64(0)})
 				}
 			}
 		}
