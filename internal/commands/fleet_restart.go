@@ -124,38 +124,62 @@ func (tw *targetWriter) emit(line []byte) error {
 // --dry-run prints every target's plan under its context and writes nothing. A summary table
 // (or NDJSON fleet-summary event) ends the run; the exit code is the worst target's.
 func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
-	ctx := commandContext(cmd)
 	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
 	if err != nil {
 		return err
 	}
-	pacing := o.fleet.pacing(o.Factory)
-	if err := pacing.Validate(len(ts)); err != nil {
-		return err
-	}
-	if o.g.Output == "yaml" && !o.DryRun {
+	var reqMu sync.Mutex
+	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "restart", question: "Restart",
+		run: func(r *Runner, g *GlobalOptions, t fleet.Target) error {
+			ro := *o
+			// The target's restart is the single-cluster one: no fleet of its own.
+			ro.Runner, ro.g, ro.Cluster, ro.fleet = r, g, t.Cluster, fleetMutationFlags{}
+			// cobra's flag sets change as they are read: one target at a time.
+			reqMu.Lock()
+			ro.targetRequest = ro.g.request(cmd, t.Cluster)
+			reqMu.Unlock()
+			return ro.endStream(cmd.Name(), t.Cluster, ro.Run(cmd))
+		}})
+}
+
+// fleetMutation is a mutating command over a fleet, for runMutationFleet: its words and its
+// single-cluster run of one target.
+type fleetMutation struct {
+	// verb names the command in the refusal to run unconfirmed ("refusing to VERB 2 clusters
+	// ..."); question starts the prompt ("QUESTION 2 clusters in ... ?").
+	verb, question string
+	// ndjson: -o json streams NDJSON events (each gets its target's context) and never asks.
+	ndjson bool
+	// documents: -o json|yaml is one document for the whole fleet that summary prints (lock,
+	// deny): no per-target headings or error lines go to stdout then; the preview before the
+	// question is text.
+	documents bool
+	// one runs the command on target t: plain output to out and errOut (prefixed by the
+	// target), stopped by stop, only planning (writing nothing) with dryRun. preview: the
+	// plans shown before the question.
+	one func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun, preview bool) error
+	// summary ends the output (dryRun: of a --dry-run).
+	summary func(rs []fleet.Result, dryRun bool) error
+	// run is a Runner command's single-cluster run of t with r and g, the target's own
+	// (runOperationFleet sets one from it).
+	run func(r *Runner, g *GlobalOptions, t fleet.Target) error
+}
+
+// runOperationFleet is runMutationFleet for a command run by a Runner (restart, scale): each
+// target's run is run with the target's own runner (Runner.ForTarget over its context, its
+// own copy of the run flags, plain lines) and options g; the summary is the table or NDJSON
+// fleet-summary event.
+func (o *Runner) runOperationFleet(cmd *cobra.Command, g *GlobalOptions, ff *fleetMutationFlags, ts []fleet.Target, m fleetMutation) error {
+	if g.Output == "yaml" && !o.DryRun {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
-	ndjson := o.g.Output == "json"
-	if err := fleetCanConfirm(o.Runner, ndjson, "restart", "see every target's plan with --dry-run", ts); err != nil {
-		return err
-	}
-	var mu, reqMu sync.Mutex
-	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
-	// not a dry run's, which is grouped under its context; NDJSON with its context).
-	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
+	run := m.run
+	m.ndjson = g.Output == "json"
+	m.one = func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun, _ bool) error {
 		// Each target its own clients: no run state is shared between targets.
-		g := fleetTargetOptions(o.g, newClientsPool(o.g), t)
-		prefix := "[" + t.String() + "] "
-		if dryRun {
-			prefix = ""
-		}
-		tr := &targetRun{
-			out:    &targetWriter{mu: &mu, w: out, prefix: prefix, context: t.Context, ndjson: ndjson},
-			errOut: &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context},
-		}
-		g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: tr.out, ErrOut: tr.errOut}
-		r := o.Runner.ForTarget(g.Factory)
+		tg := fleetTargetOptions(g, newClientsPool(g), t)
+		tg.IOStreams = genericiooptions.IOStreams{In: o.In, Out: out, ErrOut: errOut}
+		r := o.ForTarget(tg.Factory)
 		r.Pacing = o.Pacing
 		r.Pacing.Stop = stop
 		// The target's own copy of the run flags (ForTarget shares them, read-only).
@@ -166,60 +190,89 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		// The fleet was confirmed as a whole (or --yes was given).
 		rf.Yes = true
 		r.RunFlags = &rf
-		ro := *o
-		// The target's restart is the single-cluster one: no fleet of its own.
-		ro.Runner, ro.g, ro.Cluster, ro.fleet = r, g, t.Cluster, fleetMutationFlags{}
-		// cobra's flag sets change as they are read: one target at a time.
-		reqMu.Lock()
-		ro.targetRequest = ro.g.request(cmd, t.Cluster)
-		reqMu.Unlock()
-		return &ro, tr
+		return run(r, tg, t)
 	}
-	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) error {
-		ro, tr := target(t, out, errOut, stop, dryRun)
-		err := ro.endStream(cmd.Name(), t.Cluster, ro.Run(cmd))
-		_ = tr.out.flush()
-		_ = tr.errOut.flush()
+	m.summary = func(rs []fleet.Result, dryRun bool) error {
+		o.streamEnded = true
+		return writeFleetSummary(o, rs, func(r fleet.Result) string {
+			if dryRun && r.Started && r.Err == nil {
+				return ops.OutcomeDryRun
+			}
+			return r.Outcome()
+		})
+	}
+	return runMutationFleet(commandContext(cmd), o, g, ff, ts, m)
+}
+
+// runMutationFleet runs a mutating command over the targets ts (#39), each target the
+// command's single-cluster run (m.one), paced by ff through fleet.Run. --dry-run prints every
+// target's plan grouped under its context; otherwise, without --yes, the plans are shown and
+// one question names the contexts and clusters (fleetCanConfirm: none to ask on is exit 2,
+// nothing written). Each target that did not succeed gets a line naming its context; m.summary
+// ends the output; the error is fleetFailure's (the worst target's exit code).
+func runMutationFleet(ctx context.Context, o *Runner, g *GlobalOptions, ff *fleetMutationFlags, ts []fleet.Target, m fleetMutation) error {
+	pacing := ff.pacing(o.Factory)
+	if err := pacing.Validate(len(ts)); err != nil {
+		return err
+	}
+	if err := fleetCanConfirm(o, m.ndjson, m.verb, "see every target's plan with --dry-run", ts); err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	// runOne runs t, writing to out and errOut (lines prefixed by the target, but not a dry
+	// run's, which is grouped under its context; NDJSON with its context).
+	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun, preview bool) error {
+		prefix := "[" + t.String() + "] "
+		if dryRun {
+			prefix = ""
+		}
+		tw := &targetWriter{mu: &mu, w: out, prefix: prefix, context: t.Context, ndjson: m.ndjson}
+		tew := &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context}
+		err := m.one(ctx, t, tw, tew, stop, dryRun, preview)
+		_ = tw.flush()
+		_ = tew.flush()
 		return err
 	}
 	// plans runs every target's dry run (reads only), each into its own buffer.
-	plans := func(w io.Writer) []fleet.Result {
+	plans := func(w io.Writer, preview bool) []fleet.Result {
 		bufs := make([]*bytes.Buffer, len(ts))
 		for i := range bufs {
 			bufs[i] = &bytes.Buffer{}
 		}
-		rs := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: o.fleet.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
+		rs := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: ff.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 			i := indexOf(ts, t)
-			return runOne(ctx, t, bufs[i], bufs[i], nil, true)
+			return runOne(ctx, t, bufs[i], bufs[i], nil, true, preview)
 		})
+		if m.documents && !preview && g.Output != "text" {
+			return rs
+		}
 		for i, t := range ts {
-			switch o.g.Output {
+			switch g.Output {
 			case "text":
 				ops.Fprintf(w, "=== context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
 			case "yaml":
 				ops.Fprintf(w, "---\n# context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
 			}
 			_, _ = w.Write(bufs[i].Bytes())
-			if rs[i].Err != nil && !ndjson {
+			if rs[i].Err != nil && !m.ndjson {
 				ops.Fprintf(w, "ERROR: %s\n", oneLineErr(rs[i].Err))
 			}
 		}
 		return rs
 	}
 	if o.DryRun {
-		rs := plans(o.Out)
-		o.streamEnded = true
-		if err := o.writeFleetSummary(rs, true); err != nil {
+		rs := plans(o.Out, false)
+		if err := m.summary(rs, true); err != nil {
 			return err
 		}
 		return fleetFailure(rs)
 	}
 	if !o.Yes {
-		rs := plans(o.ErrOut)
+		rs := plans(o.ErrOut, true)
 		if err := fleetFailure(rs); err != nil {
 			return fmt.Errorf("not asking: %w", err)
 		}
-		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("Restart %s (%s)?", fleet.Describe(ts), targetList(ts)))
+		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("%s %s (%s)?", m.question, fleet.Describe(ts), targetList(ts)))
 		if err != nil {
 			return err
 		}
@@ -228,15 +281,14 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		}
 	}
 	rs := fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-		run := func() error { return runOne(ctx, t, o.Out, o.ErrOut, stop, false) }
+		run := func() error { return runOne(ctx, t, o.Out, o.ErrOut, stop, false, false) }
 		if o.WrapFleetTarget != nil {
 			return o.WrapFleetTarget(ctx, t, stop, run)
 		}
 		return run()
 	})
-	o.streamEnded = true
-	reportFleetTargets(o.g, rs)
-	if err := o.writeFleetSummary(rs, false); err != nil {
+	reportFleetTargets(g, rs)
+	if err := m.summary(rs, false); err != nil {
 		return err
 	}
 	return fleetFailure(rs)
@@ -293,17 +345,6 @@ type fleetSummaryTarget struct {
 	Duration   time.Duration `json:"durationNs"`
 	ReasonCode string        `json:"reasonCode,omitempty"`
 	Error      string        `json:"error,omitempty"`
-}
-
-// writeFleetSummary ends the fleet's output: a table (context, cluster, outcome, duration,
-// reason) on -o text, one NDJSON event of type fleet-summary on -o json.
-func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error {
-	return writeFleetSummary(o.Runner, rs, func(r fleet.Result) string {
-		if dryRun && r.Started && r.Err == nil {
-			return ops.OutcomeDryRun
-		}
-		return r.Outcome()
-	})
 }
 
 // writeFleetSummary writes the summary of rs to o's output, each target's outcome named by outcome.
