@@ -243,11 +243,15 @@ func runMutationFleet(ctx context.Context, o *Runner, g *GlobalOptions, ff *flee
 			i := indexOf(ts, t)
 			return runOne(ctx, t, bufs[i], bufs[i], nil, true, preview)
 		})
-		if m.documents && !preview && g.Output != "text" {
+		format := g.Output
+		switch {
+		case m.documents && preview:
+			format = "text"
+		case m.documents && format != "text":
 			return rs
 		}
 		for i, t := range ts {
-			switch g.Output {
+			switch format {
 			case "text":
 				ops.Fprintf(w, "=== context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
 			case "yaml":
