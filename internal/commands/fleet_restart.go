@@ -61,12 +61,6 @@ func (ff *fleetMutationFlags) validate(g *GlobalOptions) error {
 var fleetFlagNames = map[string]bool{"contexts": true, "fleet": true, "max-parallel": true, "canary": true, "fail-fast": true,
 	"pause-between-clusters": true}
 
-// targetRun is one target's run of a mutating command: the command's options over the
-// target's context, with its output going to the fleet's stream through out and errOut.
-type targetRun struct {
-	out, errOut *targetWriter
-}
-
 // targetWriter passes one target's output to the fleet's shared stream a whole line at a time:
 // plain lines prefixed with the target, NDJSON events with the target's "context" added.
 type targetWriter struct {

@@ -65,7 +65,9 @@ type ClearedFDBLock struct {
 
 // NewLockOptions returns options bound to the shared flags.
 func NewLockOptions(g *GlobalOptions, rf *RunFlags) *LockOptions {
-	return &LockOptions{GlobalOptions: g, RunFlags: rf}
+	// One target at a time unless --max-parallel says more (subcommands without fleet flags
+	// stay valid: no fleet).
+	return &LockOptions{GlobalOptions: g, RunFlags: rf, fleet: fleetMutationFlags{fleetFlags: fleetFlags{MaxParallel: 1}}}
 }
 
 // NewLockCmd builds `lock status|acquire|release`.
