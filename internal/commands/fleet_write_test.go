@@ -98,6 +98,15 @@ func TestFleetScaleDryRun(t *testing.T) {
 		t.Errorf("summary %s:\n%s", got, r.out)
 	}
 	fh.noWrites(t)
+
+	// On a terminal: every plan, then one question naming the contexts and clusters; no: nothing.
+	fh.terminal, fh.stdin = true, "n\n"
+	r = fh.runExec(exec, "scale", "app", "--replicas", "4", "--contexts", "ctx-a,ctx-b")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, "=== context ctx-b: db/app\nPlan: scale db/app") ||
+		!strings.Contains(r.err, "Scale 2 clusters in contexts ctx-a and ctx-b (ctx-a/db/app, ctx-b/db/app)?") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	fh.noWrites(t)
 }
 
 // Without a terminal and without --yes a fleet scale is refused (exit 2) naming the contexts
