@@ -116,7 +116,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	if err := writeFleetSummary(o.Runner, results, outcome); err != nil {
 		return err
 	}
-	return fleetFailure(results)
+	return fleetFailureBy(results, outcome)
 }
 
 // resumeTarget is the single-cluster resume of t: a command tree of its own over the target's
