@@ -179,6 +179,16 @@ func reportTargetErrors(g *GlobalOptions, rs []fleet.Result) {
 
 func oneLineErr(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
+// outcomeLine is "OUTCOME: error" on one line, the outcome's word once when the error starts
+// with it ("interrupted in step 2/3 ...").
+func outcomeLine(outcome string, err error) string {
+	msg := oneLineErr(err)
+	if strings.HasPrefix(msg, outcome+" ") {
+		return msg
+	}
+	return outcome + ": " + msg
+}
+
 // runFleetReads runs read, a read-only command's work for one target, over every target,
 // at most --max-parallel at once; a failing target stops nothing.
 func runFleetReads(ctx context.Context, ff *fleetFlags, ts []fleet.Target, read fleet.RunFunc) []fleet.Result {

@@ -278,8 +278,8 @@ func targetList(ts []fleet.Target) string {
 func reportFleetTargets(g *GlobalOptions, rs []fleet.Result) {
 	for _, r := range rs {
 		if r.Started && r.Err != nil {
-			ops.Fprintf(g.ErrOut, "ERROR: context %s, cluster %s/%s: %s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
-				r.Outcome(), oneLineErr(r.Err))
+			ops.Fprintf(g.ErrOut, "ERROR: context %s, cluster %s/%s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
+				outcomeLine(r.Outcome(), r.Err))
 		}
 	}
 }

@@ -106,8 +106,8 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	for _, r := range results {
 		switch {
 		case r.Started && r.Err != nil:
-			ops.Fprintf(o.ErrOut, "ERROR: context %s, cluster %s/%s: %s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
-				outcome(r), oneLineErr(r.Err))
+			ops.Fprintf(o.ErrOut, "ERROR: context %s, cluster %s/%s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
+				outcomeLine(outcome(r), r.Err))
 		case outcome(r) == outcomeNothingToResume:
 			ops.Fprintf(o.ErrOut, "context %s, cluster %s/%s: nothing to resume: its last operation succeeded\n",
 				r.Target.Context, r.Target.Namespace, r.Target.Cluster)

@@ -61,6 +61,9 @@ const (
 	OutcomeSkipped    = "skipped"
 	OutcomeStopped    = "stopped"
 	OutcomeNotStarted = "not-started"
+	// OutcomeInterrupted: Ctrl-C or SIGTERM stopped the target; its journal is kept and its
+	// action in flight was finished (ops.Executor), so resume continues it.
+	OutcomeInterrupted = ops.OutcomeInterrupted
 )
 
 // Outcome is the summary's word for r.
@@ -74,6 +77,8 @@ func (r Result) Outcome() string {
 		return OutcomeSkipped
 	case errors.Is(r.Err, ops.ErrAborted), errors.Is(r.Err, ops.ErrPaused):
 		return OutcomeStopped
+	case errors.Is(r.Err, ops.ErrInterrupted):
+		return OutcomeInterrupted
 	default:
 		return OutcomeFailed
 	}
