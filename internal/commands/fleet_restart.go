@@ -232,7 +232,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		}
 	}
 	view = newFleetView(o.Runner, "restart", ts, fleet.Result.Outcome)
-	rs, err := view.run(ctx, func(ctx context.Context) []fleet.Result {
+	rs, err := view.run(ctx, cmd, func(ctx context.Context) []fleet.Result {
 		return fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
 			out, errOut := view.streams(t, o.Out, o.ErrOut)
 			run := func() error { return runOne(ctx, t, out, errOut, stop, false) }

@@ -93,7 +93,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	}
 	var mu sync.Mutex
 	view := newFleetView(o.Runner, "resume", ts, outcome)
-	results, err := view.run(ctx, func(ctx context.Context) []fleet.Result {
+	results, err := view.run(ctx, cmd, func(ctx context.Context) []fleet.Result {
 		for i, c := range checks {
 			if !slices.Contains(todo, ts[i]) {
 				view.show(c)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/tui"
@@ -102,14 +104,19 @@ func (v *fleetView) target(t fleet.Target, run func() error) error {
 // run runs the fleet (body) and returns its results, one per target of the view. Under the
 // view body runs over a context that the view's q or ctrl+c cancels: the fleet's interrupt,
 // as a signal's (no new target starts, the running ones stop at a safe point and report);
-// every target's final state goes to the view, which exits when the fleet has ended; then
-// the held lines are printed. A forced quit returns at once, as the single-cluster view's.
-func (v *fleetView) run(ctx context.Context, body func(context.Context) []fleet.Result) ([]fleet.Result, error) {
+// cmd's context becomes that one too, since a target's run reads its context from cmd, as
+// a signal reaches it. Every target's final state goes to the view, which exits when the
+// fleet has ended; then the held lines are printed. A forced quit returns at once, as the
+// single-cluster view's.
+func (v *fleetView) run(ctx context.Context, cmd *cobra.Command, body func(context.Context) []fleet.Result) ([]fleet.Result, error) {
 	if v == nil {
 		return body(ctx), nil
 	}
 	opCtx, abort := context.WithCancel(ctx)
 	defer abort()
+	// Not set back: the command ends with the fleet (and a forced quit leaves targets
+	// running that read it).
+	cmd.SetContext(opCtx)
 	done := make(chan []fleet.Result, 1)
 	go func() {
 		rs := body(opCtx)

@@ -1,11 +1,14 @@
 package commands
 
 import (
+	"context"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -86,5 +89,44 @@ func TestFleetResumeView(t *testing.T) {
 	}
 	if !strings.Contains(r.err, "[ctx-a/db/orders] resuming restart") {
 		t.Errorf("the target's own line was not printed after the view:\n%s", r.err)
+	}
+}
+
+// q in the fleet view is the fleet's interrupt, the path a SIGINT takes (the fleet's context
+// cancelled): the running target's run ends interrupted before its first step (exit 130),
+// no other target starts, and the summary still follows the view.
+func TestFleetViewInterrupt(t *testing.T) {
+	fh := newFleetHarness(t)
+	fh.env["NO_COLOR"] = "1"
+	fh.terminal = true
+	ca := fakecluster.Start(t, fh.clients["ctx-a"], "db")
+	fakecluster.Start(t, fh.clients["ctx-b"], "db")
+	keys, press := io.Pipe()
+	r := fh.runWith(func(g *GlobalOptions) {
+		g.In = keys
+		g.ContextClients = func(c string) (*Clients, error) { return &Clients{Kube: fh.clients[c], Clock: fh.clock}, nil }
+		g.WrapFleetTarget = func(ctx context.Context, tg fleet.Target, _ <-chan struct{}, run func() error) error {
+			// The operator presses q while this target runs; its run goes on once the
+			// fleet's context is cancelled.
+			_, _ = press.Write([]byte("q"))
+			_ = press.Close()
+			<-ctx.Done()
+			return run()
+		}
+	}, "restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b", "--yes", "--lock-id", "ci@test")
+	if r.code != ops.ExitInterrupted {
+		t.Fatalf("exit %d, want 130: %s\n%s", r.code, r.err, r.out)
+	}
+	if got := fleetSummaryRows(t, r.out); got != "ctx-a failed,ctx-b not-started" {
+		t.Errorf("summary %s:\n%s", got, r.out)
+	}
+	if !strings.Contains(r.out, "fleet restart") {
+		t.Errorf("no fleet view:\n%s", r.out)
+	}
+	if len(ca.Deleted()) != 0 {
+		t.Errorf("ctx-a deleted %v after the interrupt", ca.Deleted())
+	}
+	if w := fakecluster.Writes(fh.clients["ctx-b"]); len(w) > 0 {
+		t.Errorf("ctx-b: wrote %v", w)
 	}
 }
