@@ -141,6 +141,9 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		return err
 	}
 	var mu, reqMu sync.Mutex
+	// view is the fleet's terminal UI (fleet_view.go), set once the plans were shown; nil: plain
+	// lines or NDJSON.
+	var view *fleetView
 	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
 	// not a dry run's, which is grouped under its context; NDJSON with its context).
 	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
@@ -155,12 +158,13 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			errOut: &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context},
 		}
 		g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: tr.out, ErrOut: tr.errOut}
+		g.fleetSink = view.sink(t)
 		r := o.Runner.ForTarget(g.Factory)
 		r.Pacing = o.Pacing
 		r.Pacing.Stop = stop
 		// The target's own copy of the run flags (ForTarget shares them, read-only).
 		rf := *o.RunFlags
-		// One line per event, prefixed by its target: the TUI shows one cluster.
+		// One line per event, prefixed by its target (or the fleet's view): the TUI shows one cluster.
 		rf.NoTUI = true
 		rf.DryRun = dryRun
 		// The fleet was confirmed as a whole (or --yes was given).
@@ -227,13 +231,22 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
 		}
 	}
-	rs := fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-		run := func() error { return runOne(ctx, t, o.Out, o.ErrOut, stop, false) }
-		if o.WrapFleetTarget != nil {
-			return o.WrapFleetTarget(ctx, t, stop, run)
-		}
-		return run()
+	view = newFleetView(o.Runner, "restart", ts, fleet.Result.Outcome)
+	rs, err := view.run(ctx, cmd, func(ctx context.Context) []fleet.Result {
+		return fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
+			out, errOut := view.streams(t, o.Out, o.ErrOut)
+			run := func() error { return runOne(ctx, t, out, errOut, stop, false) }
+			return view.target(t, func() error {
+				if o.WrapFleetTarget != nil {
+					return o.WrapFleetTarget(ctx, t, stop, run)
+				}
+				return run()
+			})
+		})
 	})
+	if err != nil {
+		return err
+	}
 	o.streamEnded = true
 	reportFleetTargets(o.g, rs)
 	if err := o.writeFleetSummary(rs, false); err != nil {
