@@ -146,7 +146,7 @@ func fleetFailureBy(rs []fleet.Result, outcome func(fleet.Result) string) error 
 	var order []string
 	byOutcome := map[string][]string{}
 	for _, r := range rs {
-		if !r.Started || r.Err == nil {
+		if r.Err == nil {
 			continue
 		}
 		oc := outcome(r)
