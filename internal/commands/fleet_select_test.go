@@ -10,6 +10,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
@@ -305,4 +309,49 @@ func TestFleetSelectRestartNoMatch(t *testing.T) {
 		t.Errorf("exit %d:\n%s%s", r.code, r.out, r.err)
 	}
 	fh.noWrites(t)
+}
+
+// A cluster's labels: those on all its StatefulSets (a label on one of them is not the
+// cluster's), or on its operator resource for a cluster without StatefulSets (a
+// FoundationDBCluster).
+func TestClusterLabels(t *testing.T) {
+	objs := append(fakecluster.Objects("prod", "multi", "", dbGroups()...), fakecluster.Objects("prod", "orders", "", webObjects()...)...)
+	kube := fake.NewClientset(uniqueObjects(objs)...)
+	for _, s := range []string{"multi-master", "multi-hot", "multi-cold"} {
+		labelSTS(t, kube, "prod", s, map[string]string{"tier": "db"})
+	}
+	labelSTS(t, kube, "prod", "multi-hot", map[string]string{"zone": "a"})
+	labelSTS(t, kube, "prod", "orders-web", map[string]string{"tier": "web"})
+	fdb := func(name string, ls map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
+			"metadata": map[string]any{"name": name, "namespace": "prod", "labels": ls}}}
+	}
+	rs := ops.ResourceRecognizers(builtinRecognizers())
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{rs[0].Resource(): "FoundationDBClusterList"},
+		fdb("myfdb", map[string]any{"tier": "db"}), fdb("otherfdb", map[string]any{"tier": "cache"}))
+	cl := &Clients{Kube: kube, Dynamic: dyn}
+	for _, tc := range []struct{ sel, want string }{
+		{"tier=db", "prod/multi,prod/myfdb"},
+		{"tier", "prod/multi,prod/myfdb,prod/orders,prod/otherfdb"},
+		{"zone=a", ""},
+		{"tier notin (db)", "prod/orders,prod/otherfdb"},
+	} {
+		sel, err := parseClusterSelector(tc.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found, err := selectClusters(t.Context(), cl, "prod", sel, "", rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range found {
+			got = append(got, n.Namespace+"/"+n.Name)
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("-l %s: %v, want %s", tc.sel, got, tc.want)
+		}
+	}
 }
