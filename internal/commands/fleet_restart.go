@@ -188,7 +188,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		ro.targetRequest = ro.g.request(cmd, t.Cluster)
 		reqMu.Unlock()
 		if o.sel.selecting() {
-			ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags)
+			ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags, o.Cluster == "")
 		}
 		return &ro, tr
 	}

@@ -298,12 +298,13 @@ func firstArg(args []string) string {
 }
 
 // selectedTargetFlags are the recorded flags of a target the selection found, without the
-// selection's: its journal names the cluster and its namespace, and a resume with -l would
-// pick StatefulSets by it (-l's meaning with a CLUSTER), -A every namespace.
-func selectedTargetFlags(fs []ops.RequestFlag) []ops.RequestFlag {
+// selection's: its journal names the cluster and its namespace, and a resume with -A would take
+// every namespace, with -l (when it selected: bySelector) pick StatefulSets by it (-l's meaning
+// with a CLUSTER).
+func selectedTargetFlags(fs []ops.RequestFlag, bySelector bool) []ops.RequestFlag {
 	var out []ops.RequestFlag
 	for _, f := range fs {
-		if f.Name != "selector" && f.Name != "all-namespaces" {
+		if (!bySelector || f.Name != "selector") && f.Name != "all-namespaces" {
 			out = append(out, f)
 		}
 	}

@@ -355,3 +355,31 @@ func TestClusterLabels(t *testing.T) {
 		}
 	}
 }
+
+// restart CLUSTER -A over a fleet: the clusters of that name in every namespace of each
+// context, each restarted as itself; its journal records no -A (its resume takes its own
+// namespace), but keeps -l, which with a CLUSTER picks the cluster's StatefulSets.
+func TestFleetRestartAllNamespaces(t *testing.T) {
+	fh := newSelectHarness(t)
+	fakecluster.Start(t, fh.clients["ctx-a"], "db")
+	cb := fakecluster.Start(t, fh.clients["ctx-b"], "db")
+	r := fh.run("restart", "orders", "--rolling", "--contexts", "ctx-a,ctx-b", "-A", "-l", "dbops.io/cluster=orders", "--yes", "--lock-id", "ci@test")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	for _, d := range cb.Deleted() {
+		if !strings.HasPrefix(d, "orders-") {
+			t.Errorf("ctx-b: %s deleted", d)
+		}
+	}
+	for _, c := range []string{"ctx-a", "ctx-b"} {
+		l, err := fh.clients[c].CoordinationV1().Leases("db").Get(t.Context(), lock.LeaseName("orders"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j := l.Annotations["dbops.io/journal"]; !strings.Contains(j, `"state":"succeeded"`) || strings.Contains(j, "all-namespaces") ||
+			!strings.Contains(j, `"selector"`) || !strings.Contains(j, `"namespace":"db"`) {
+			t.Errorf("%s: journal %s", c, j)
+		}
+	}
+}
