@@ -125,9 +125,15 @@ func (tw *targetWriter) emit(line []byte) error {
 // (or NDJSON fleet-summary event) ends the run; the exit code is the worst target's.
 func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	ts, err := o.sel.targets(o.g, &o.fleet.fleetFlags, o.Cluster)
 	if err != nil {
 		return err
+	}
+	if o.sel.selecting() {
+		// -l (or -A): each target's matching clusters, every target answering, before anything starts.
+		if ts, err = selectFleetClusters(ctx, o.g, &o.fleet.fleetFlags, ts, o.sel.sel); err != nil {
+			return err
+		}
 	}
 	pacing := o.fleet.pacing(o.Factory)
 	if err := pacing.Validate(len(ts)); err != nil {
@@ -149,6 +155,10 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
 		// Each target its own clients: no run state is shared between targets.
 		g := fleetTargetOptions(o.g, newClientsPool(o.g), t)
+		if o.Cluster == "" {
+			// -l selected the cluster: discovery finds it by name, not by the selector.
+			g.Selector = ""
+		}
 		prefix := "[" + t.String() + "] "
 		if dryRun {
 			prefix = ""
@@ -160,6 +170,10 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: tr.out, ErrOut: tr.errOut}
 		g.fleetSink = view.sink(t)
 		r := o.Runner.ForTarget(g.Factory)
+		if o.Cluster == "" {
+			// The target's flags as g has them: without the selector (ForTarget copies o's).
+			r = NewRunner(g.Factory, r.RunFlags, g)
+		}
 		r.Pacing = o.Pacing
 		r.Pacing.Stop = stop
 		// The target's own copy of the run flags (ForTarget shares them, read-only).
@@ -177,6 +191,9 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		reqMu.Lock()
 		ro.targetRequest = ro.g.request(cmd, t.Cluster)
 		reqMu.Unlock()
+		if o.sel.selecting() {
+			ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags, o.Cluster == "")
+		}
 		return &ro, tr
 	}
 	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) error {
