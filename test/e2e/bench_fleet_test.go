@@ -190,7 +190,9 @@ func benchNamespace(tb testing.TB, c kubernetes.Interface, name string) {
 	tb.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
 
-func benchName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000) }
+func benchName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
+}
 
 // Cluster size of the 1,000-pod benchmarks: 10 node groups of 100 pods.
 const (
