@@ -347,6 +347,13 @@ func BenchmarkFleetList(b *testing.B) {
 		}
 		return n
 	}
+	if testing.Verbose() {
+		// Where a single context's time goes: its requests, and how many client-go's rate
+		// limiter held back (internal/commands/factory.go: QPS 20, burst 40 per context).
+		r := runBenchCLI(b, env, 2*time.Minute, "list", "-n", ns, "--context", beds[0].Name, "-v", "6")
+		b.Logf("list of one context (-v 6): %s, %d requests, %d delayed by client-side throttling", r.Elapsed.Round(time.Millisecond),
+			strings.Count(r.Stderr, `"Response" verb=`), strings.Count(r.Stderr, "client-side throttling"))
+	}
 	var fleetTook, slowestTook time.Duration
 	n := 0
 	for b.Loop() {
