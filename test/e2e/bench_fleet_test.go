@@ -246,7 +246,8 @@ func BenchmarkStatus1000(b *testing.B) {
 // of TestRollingRestartAPIRequests and reports the API requests per restarted pod
 // (requests/pod: from the first pod DELETE to the last, per pod in between; fixed costs
 // outside) and all of the run's requests per pod (total-requests/pod). Issue 39 item 5 holds
-// the first to at most 4, asserted here: a count, not a time.
+// the first to at most 4, asserted here: a count, not a time. DBOPS_BENCH_RESTART_ARGS adds
+// restart flags (e.g. "--pause-after 40": the first 40 pods only, exit 7).
 func BenchmarkRestartRequests1000(b *testing.B) {
 	ns := bigBenchCluster(b)
 	kubeconfig, counter := delayingKubeconfig(b, 0)
