@@ -35,7 +35,9 @@ import (
 //     fake clientsets, about what a target's read of its pods holds while it runs.
 //
 // A target that kept its pod objects (or its clients' caches) would keep several KiB per pod;
-// list keeps one row per cluster (flat in P), status the lines it prints per pod.
+// list keeps one row per cluster (flat in P), status the lines it prints per pod. (Checked
+// 2026-11-29: list made to keep each cluster's discovery result reports 56 KB per target at
+// 200 pods instead of 2.4 KB.)
 func BenchmarkFleetMemory(b *testing.B) {
 	for _, command := range []string{"list", "status"} {
 		for _, pods := range []int{10, 200} {
