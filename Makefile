@@ -157,7 +157,7 @@ docs:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
-## bench-fleet: the scale benchmarks of issue 39 item 5 on the test bed (a third control plane; about 6 minutes)
+## bench-fleet: the scale benchmarks of issue 39 item 5 on the test bed (a third control plane; about 7 minutes)
 # Not part of make test: a fleet list over 3 control planes, status of a 1,000-pod cluster,
 # the API requests of a 1,000-pod restart (e2e build tag), and a fleet's memory per target.
 # BENCH_FLEET_TIME=5x repeats each e2e benchmark (the restart takes about 3 minutes a run).
