@@ -47,7 +47,7 @@ SANDBOX_UP := ./hack/sandbox up$(if $(REAL), --real-nodes)
 FIND_GO := find . -name '*.go' -not -path './.git/*' -not -path './vendor/*' -not -path './dist/*' -not -path '*/testdata/*'
 
 .PHONY: all build install test unit e2e testbed vet fmtcheck fmt lint staticcheck \
-        docs completions man bench sandbox sandbox-down demo clean help mutate mutate-sample
+        docs completions man bench bench-fleet sandbox sandbox-down demo clean help mutate mutate-sample
 
 all: build
 
@@ -158,6 +158,16 @@ docs:
 ## bench: run the benchmarks of internal/...
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+## bench-fleet: the scale benchmarks of issue 39 item 5 on the test bed (a third control plane; about 7 minutes)
+# Not part of make test: a fleet list over 3 control planes, status of a 1,000-pod cluster,
+# the API requests of a 1,000-pod restart (e2e build tag), and a fleet's memory per target.
+# BENCH_FLEET_TIME=5x repeats each e2e benchmark (the restart takes about 3 minutes a run).
+BENCH_FLEET_TIME ?= 1x
+bench-fleet:
+	$(TESTBED_BUILD)
+	$(GO) test -tags e2e -run '^$$' -bench 'BenchmarkFleetList|BenchmarkStatus1000|BenchmarkRestartRequests1000' -benchtime $(BENCH_FLEET_TIME) -timeout 40m ./test/e2e
+	$(GO) test -run '^$$' -bench BenchmarkFleetMemory -benchtime 3x ./internal/commands
 
 ## sandbox: start a local control plane with demo clusters in the background (REAL=1: with real nodes); prints export KUBECONFIG=...
 sandbox:
