@@ -118,12 +118,20 @@ func (tw *targetWriter) emit(line []byte) error {
 // --dry-run prints every target's plan under its context and writes nothing. A summary table
 // (or NDJSON fleet-summary event) ends the run; the exit code is the worst target's.
 func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
-	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	ctx := commandContext(cmd)
+	ts, err := o.sel.targets(o.g, &o.fleet.fleetFlags, o.Cluster)
 	if err != nil {
 		return err
 	}
+	if o.sel.selecting() {
+		// -l (or -A): each target's matching clusters, every target answering, before anything starts.
+		if ts, err = selectFleetClusters(ctx, o.g, &o.fleet.fleetFlags, ts, o.sel.sel); err != nil {
+			return err
+		}
+	}
 	var reqMu sync.Mutex
-	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "restart", question: "Restart",
+	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "restart", question: "Restart", title: "restart",
+		bySelector: o.Cluster == "",
 		run: func(r *Runner, g *GlobalOptions, t fleet.Target) error {
 			ro := *o
 			// The target's restart is the single-cluster one: no fleet of its own.
@@ -132,6 +140,9 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			reqMu.Lock()
 			ro.targetRequest = ro.g.request(cmd, t.Cluster)
 			reqMu.Unlock()
+			if o.sel.selecting() {
+				ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags, o.Cluster == "")
+			}
 			return ro.endStream(cmd.Name(), t.Cluster, ro.Run(cmd))
 		}})
 }
@@ -142,6 +153,8 @@ type fleetMutation struct {
 	// verb names the command in the refusal to run unconfirmed ("refusing to VERB 2 clusters
 	// ..."); question starts the prompt ("QUESTION 2 clusters in ... ?").
 	verb, question string
+	// title is the fleet view's (fleet_view.go); "": no view (the command sends no events).
+	title string
 	// ndjson: -o json streams NDJSON events (each gets its target's context) and never asks.
 	ndjson bool
 	// documents: -o json|yaml is one document for the whole fleet that summary prints (lock,
@@ -149,36 +162,48 @@ type fleetMutation struct {
 	// question is text.
 	documents bool
 	// one runs the command on target t: plain output to out and errOut (prefixed by the
-	// target), stopped by stop, only planning (writing nothing) with dryRun. preview: the
-	// plans shown before the question.
-	one func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun, preview bool) error
+	// target), events also to sink (the view's; nil without it), stopped by stop, only
+	// planning (writing nothing) with dryRun. preview: the plans shown before the question.
+	one func(ctx context.Context, t fleet.Target, out, errOut io.Writer, sink ops.Sink, stop <-chan struct{}, dryRun, preview bool) error
 	// summary ends the output (dryRun: of a --dry-run).
 	summary func(rs []fleet.Result, dryRun bool) error
-	// run is a Runner command's single-cluster run of t with r and g, the target's own
-	// (runOperationFleet sets one from it).
-	run func(r *Runner, g *GlobalOptions, t fleet.Target) error
+
+	// For runOperationFleet: run is a Runner command's single-cluster run of t with r and g,
+	// the target's own; bySelector: -l selected the targets' clusters (a target's discovery
+	// finds its cluster by name, not by the selector).
+	run        func(r *Runner, g *GlobalOptions, t fleet.Target) error
+	bySelector bool
 }
 
 // runOperationFleet is runMutationFleet for a command run by a Runner (restart, scale): each
 // target's run is run with the target's own runner (Runner.ForTarget over its context, its
-// own copy of the run flags, plain lines) and options g; the summary is the table or NDJSON
-// fleet-summary event.
+// own copy of the run flags, plain lines or the fleet's view) and options g; the summary is the
+// table or NDJSON fleet-summary event.
 func (o *Runner) runOperationFleet(cmd *cobra.Command, g *GlobalOptions, ff *fleetMutationFlags, ts []fleet.Target, m fleetMutation) error {
 	if g.Output == "yaml" && !o.DryRun {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
 	run := m.run
 	m.ndjson = g.Output == "json"
-	m.one = func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun, _ bool) error {
+	m.one = func(_ context.Context, t fleet.Target, out, errOut io.Writer, sink ops.Sink, stop <-chan struct{}, dryRun, _ bool) error {
 		// Each target its own clients: no run state is shared between targets.
 		tg := fleetTargetOptions(g, newClientsPool(g), t)
+		if m.bySelector {
+			// -l selected the cluster: discovery finds it by name, not by the selector.
+			tg.Selector = ""
+		}
 		tg.IOStreams = genericiooptions.IOStreams{In: o.In, Out: out, ErrOut: errOut}
+		tg.fleetSink = sink
 		r := o.ForTarget(tg.Factory)
+		if m.bySelector {
+			// The target's flags as tg has them: without the selector (ForTarget copies o's).
+			r = NewRunner(tg.Factory, r.RunFlags, tg)
+		}
 		r.Pacing = o.Pacing
 		r.Pacing.Stop = stop
 		// The target's own copy of the run flags (ForTarget shares them, read-only).
 		rf := *o.RunFlags
-		// One line per event, prefixed by its target: the TUI shows one cluster.
+		// One line per event, prefixed by its target (or the fleet's view): the TUI shows one cluster.
 		rf.NoTUI = true
 		rf.DryRun = dryRun
 		// The fleet was confirmed as a whole (or --yes was given).
@@ -195,7 +220,7 @@ func (o *Runner) runOperationFleet(cmd *cobra.Command, g *GlobalOptions, ff *fle
 			return r.Outcome()
 		})
 	}
-	return runMutationFleet(commandContext(cmd), o, g, ff, ts, m)
+	return runMutationFleet(commandContext(cmd), cmd, o, g, ff, ts, m)
 }
 
 // runMutationFleet runs a mutating command over the targets ts (#39), each target the
@@ -204,7 +229,7 @@ func (o *Runner) runOperationFleet(cmd *cobra.Command, g *GlobalOptions, ff *fle
 // one question names the contexts and clusters (fleetCanConfirm: none to ask on is exit 2,
 // nothing written). Each target that did not succeed gets a line naming its context; m.summary
 // ends the output; the error is fleetFailure's (the worst target's exit code).
-func runMutationFleet(ctx context.Context, o *Runner, g *GlobalOptions, ff *fleetMutationFlags, ts []fleet.Target, m fleetMutation) error {
+func runMutationFleet(ctx context.Context, cmd *cobra.Command, o *Runner, g *GlobalOptions, ff *fleetMutationFlags, ts []fleet.Target, m fleetMutation) error {
 	pacing := ff.pacing(o.Factory)
 	if err := pacing.Validate(len(ts)); err != nil {
 		return err
@@ -213,6 +238,9 @@ func runMutationFleet(ctx context.Context, o *Runner, g *GlobalOptions, ff *flee
 		return err
 	}
 	var mu sync.Mutex
+	// view is the fleet's terminal UI (fleet_view.go), set once the plans were shown; nil: plain
+	// lines or NDJSON.
+	var view *fleetView
 	// runOne runs t, writing to out and errOut (lines prefixed by the target, but not a dry
 	// run's, which is grouped under its context; NDJSON with its context).
 	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun, preview bool) error {
@@ -222,7 +250,7 @@ func runMutationFleet(ctx context.Context, o *Runner, g *GlobalOptions, ff *flee
 		}
 		tw := &targetWriter{mu: &mu, w: out, prefix: prefix, context: t.Context, ndjson: m.ndjson}
 		tew := &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context}
-		err := m.one(ctx, t, tw, tew, stop, dryRun, preview)
+		err := m.one(ctx, t, tw, tew, view.sink(t), stop, dryRun, preview)
 		_ = tw.flush()
 		_ = tew.flush()
 		return err
@@ -278,13 +306,24 @@ func runMutationFleet(ctx context.Context, o *Runner, g *GlobalOptions, ff *flee
 			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
 		}
 	}
-	rs := fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-		run := func() error { return runOne(ctx, t, o.Out, o.ErrOut, stop, false, false) }
-		if o.WrapFleetTarget != nil {
-			return o.WrapFleetTarget(ctx, t, stop, run)
-		}
-		return run()
+	if m.title != "" {
+		view = newFleetView(o, m.title, ts, fleet.Result.Outcome)
+	}
+	rs, err := view.run(ctx, cmd, func(ctx context.Context) []fleet.Result {
+		return fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
+			out, errOut := view.streams(t, o.Out, o.ErrOut)
+			run := func() error { return runOne(ctx, t, out, errOut, stop, false, false) }
+			return view.target(t, func() error {
+				if o.WrapFleetTarget != nil {
+					return o.WrapFleetTarget(ctx, t, stop, run)
+				}
+				return run()
+			})
+		})
 	})
+	if err != nil {
+		return err
+	}
 	reportFleetTargets(g, rs)
 	if err := m.summary(rs, false); err != nil {
 		return err
@@ -328,8 +367,8 @@ func targetList(ts []fleet.Target) string {
 func reportFleetTargets(g *GlobalOptions, rs []fleet.Result) {
 	for _, r := range rs {
 		if r.Started && r.Err != nil {
-			ops.Fprintf(g.ErrOut, "ERROR: context %s, cluster %s/%s: %s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
-				r.Outcome(), oneLineErr(r.Err))
+			ops.Fprintf(g.ErrOut, "ERROR: context %s, cluster %s/%s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
+				outcomeLine(r.Outcome(), r.Err))
 		}
 	}
 }

@@ -92,8 +92,8 @@ func (o *LockOptions) runFleet(cmd *cobra.Command, w *fleetWrite, one func(lo *L
 	// The documents of the dry run and of the run, per target.
 	var docMu sync.Mutex
 	docs := map[bool][]runtime.Object{true: make([]runtime.Object, len(ts)), false: make([]runtime.Object, len(ts))}
-	return runMutationFleet(ctx, r, o.GlobalOptions, &o.fleet, ts, fleetMutation{verb: w.verb, question: w.question, documents: true,
-		one: func(_ context.Context, t fleet.Target, out, errOut io.Writer, _ <-chan struct{}, dryRun, preview bool) error {
+	return runMutationFleet(ctx, cmd, r, o.GlobalOptions, &o.fleet, ts, fleetMutation{verb: w.verb, question: w.question, documents: true,
+		one: func(_ context.Context, t fleet.Target, out, errOut io.Writer, _ ops.Sink, _ <-chan struct{}, dryRun, preview bool) error {
 			i := indexOf(ts, t)
 			lo := o.forTarget(pool, t, out, errOut, dryRun, func(obj runtime.Object) {
 				docMu.Lock()

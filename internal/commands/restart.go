@@ -37,6 +37,8 @@ type RestartOptions struct {
 	groupGiven bool
 	// fleet selects and paces a fleet of targets (runFleet).
 	fleet fleetMutationFlags
+	// sel is -l without CLUSTER (and -A) over a fleet: the clusters restarted (fleet_select.go).
+	sel clusterSelect
 	// targetRequest is a fleet target's request, built before its run (cobra's flag sets
 	// are not safe to read from parallel targets); nil: built from the command.
 	targetRequest *ops.Request
@@ -81,8 +83,11 @@ Bounded by --timeout, else 4 h.`,
 
   # Fleet: the cluster orders in every context named prod-*, the first alone as a canary,
   # then two at a time; a failure stops the rest
-  kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes`,
-		Args:              clusterArg,
+  kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes
+
+  # Fleet, no CLUSTER: every cluster labelled tier=db in every namespace of the contexts prod-*
+  kubectl dbops restart --rolling --contexts 'prod-*' -A -l tier=db --dry-run`,
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
@@ -96,13 +101,14 @@ Bounded by --timeout, else 4 h.`,
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
 	o.fleet.addFlags(cmd, g)
+	o.sel.addFlags(cmd)
 	g.addEngineFlags("restart", cmd.Flags())
 	return cmd
 }
 
 // Complete fills in arguments.
 func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	o.groupGiven = cmd.Flags().Changed("group")
 	o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
 	return nil
@@ -134,6 +140,9 @@ func (o *RestartOptions) Validate() error {
 		return ops.Usagef("unknown --mode %q; allowed: %s", o.Mode, strings.Join(ops.RestartModes, ", "))
 	}
 	if err := o.fleet.validate(o.g); err != nil {
+		return err
+	}
+	if err := o.sel.validate(o.g, &o.fleet.fleetFlags, o.Cluster); err != nil {
 		return err
 	}
 	if o.zonesGiven {

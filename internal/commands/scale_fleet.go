@@ -20,7 +20,7 @@ func (o *ScaleOptions) runFleet(cmd *cobra.Command) error {
 		return err
 	}
 	var reqMu sync.Mutex
-	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "scale", question: "Scale",
+	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "scale", question: "Scale", title: "scale",
 		run: func(r *Runner, g *GlobalOptions, t fleet.Target) error {
 			so := *o
 			// The target's scale is the single-cluster one: no fleet of its own.
