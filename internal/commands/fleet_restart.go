@@ -237,6 +237,9 @@ func runMutationFleet(ctx context.Context, cmd *cobra.Command, o *Runner, g *Glo
 	if err := fleetCanConfirm(o, m.ndjson, m.verb, "see every target's plan with --dry-run", ts); err != nil {
 		return err
 	}
+	if err := checkDistinctTargets(ctx, g, ts); err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	// view is the fleet's terminal UI (fleet_view.go), set once the plans were shown; nil: plain
 	// lines or NDJSON.

@@ -43,6 +43,9 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	if err := fleetCanConfirm(o.Runner, o.g.Output == "json", "resume", "see what each target would run with --dry-run", ts); err != nil {
 		return err
 	}
+	if err := checkDistinctTargets(ctx, o.g, ts); err != nil {
+		return err
+	}
 	pool := newClientsPool(o.g)
 	// Which targets have something to resume: each one's journal, read from its lock.
 	nothing := make([]bool, len(ts))
