@@ -125,8 +125,11 @@ func (tw *targetWriter) emit(line []byte) error {
 // (or NDJSON fleet-summary event) ends the run; the exit code is the worst target's.
 func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	ts, err := o.fleet.targets(o.g, argClusters(o.Cluster), false)
 	if err != nil {
+		return err
+	}
+	if err := requireClusters(o.fleet.File, ts); err != nil {
 		return err
 	}
 	pacing := o.fleet.pacing(o.Factory)

@@ -28,8 +28,11 @@ const outcomeNothingToResume = "nothing-to-resume"
 // table (or NDJSON fleet-summary) ends the run; the exit code is the worst target's.
 func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	ts, err := o.fleet.targets(o.g, argClusters(o.Cluster), false)
 	if err != nil {
+		return err
+	}
+	if err := requireClusters(o.fleet.File, ts); err != nil {
 		return err
 	}
 	pacing := o.fleet.pacing(o.Factory)

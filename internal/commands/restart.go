@@ -82,7 +82,7 @@ Bounded by --timeout, else 4 h.`,
   # Fleet: the cluster orders in every context named prod-*, the first alone as a canary,
   # then two at a time; a failure stops the rest
   kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes`,
-		Args:              clusterArg,
+		Args:              fleetClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
@@ -102,7 +102,8 @@ Bounded by --timeout, else 4 h.`,
 
 // Complete fills in arguments.
 func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	// No argument only with --fleet FILE naming the clusters (fleetClusterArg).
+	o.Cluster = firstArg(args)
 	o.groupGiven = cmd.Flags().Changed("group")
 	o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
 	return nil

@@ -115,7 +115,7 @@ fleet run) too, with exit 5: its command must be run again.`,
 
   # Finish a fleet restart that stopped on a failure, two targets at once
   kubectl dbops resume mycrate -n prod --contexts 'prod-*' --max-parallel 2 --yes`,
-		Args:              clusterArg,
+		Args:              fleetClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
@@ -125,7 +125,8 @@ fleet run) too, with exit 5: its command must be run again.`,
 
 // Complete takes the cluster argument.
 func (o *ResumeOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	// No argument only with --fleet FILE naming the clusters (fleetClusterArg).
+	o.Cluster = firstArg(args)
 	return nil
 }
 
