@@ -81,7 +81,10 @@ Bounded by --timeout, else 4 h.`,
 
   # Fleet: the cluster orders in every context named prod-*, the first alone as a canary,
   # then two at a time; a failure stops the rest
-  kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes`,
+  kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes
+
+  # Fleet file without a CLUSTER argument: the clusters (of any engine) it names per context
+  kubectl dbops restart --rolling --fleet fleet.yaml --canary 1 --max-parallel 2 --yes`,
 		Args:              fleetClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),

@@ -106,7 +106,8 @@ Over a fleet (--contexts, --context A,B or --fleet; paced by --canary,
 resumes each target that has an unfinished operation, each from its own
 journal; a target whose last operation succeeded is reported as
 nothing-to-resume, and one with no operation recorded (never started by the
-fleet run) too, with exit 5: its command must be run again.`,
+fleet run) too, with exit 5: its command must be run again. With --fleet FILE
+and no CLUSTER argument, the targets are the clusters the file names.`,
 		Example: `  # What would the resumed run do?
   kubectl dbops resume mycrate -n prod --dry-run
 
