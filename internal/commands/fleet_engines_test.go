@@ -1,14 +1,17 @@
 package commands
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -223,5 +226,63 @@ func TestFleetRestartRBACRefusal(t *testing.T) {
 		if len(ca.Deleted()) != deleted {
 			t.Errorf("fail-fast %v: ctx-a deleted %v, want %d pods", failFast, ca.Deleted(), deleted)
 		}
+	}
+}
+
+// TestFleetResumeNotStartedByTheRun: ctx-b's last operation is an older restart that
+// succeeded; a fleet restart over ctx-a and ctx-b stops at ctx-a (paused after one pod) and,
+// with --fail-fast, never starts ctx-b. `resume --fleet` then resumes ctx-a (still paused after
+// one more pod) and reports ctx-b not-started, naming the fleet run, exit 5, with no write
+// there: before, ctx-b counted as nothing-to-resume (its older operation succeeded) and the
+// fleet looked finished without ever restarting it. ctx-a's resumed journal stays in the run.
+func TestFleetResumeNotStartedByTheRun(t *testing.T) {
+	fh := newFleetHarness(t)
+	ca := fakecluster.Start(t, fh.clients["ctx-a"], "db")
+	cb := fakecluster.Start(t, fh.clients["ctx-b"], "db")
+	// The older operation: an earlier fleet run's restart of ctx-b, an hour ago.
+	if r := fh.run("restart", "orders", "--rolling", "--contexts", "ctx-b", "--yes"); r.code != 0 {
+		t.Fatalf("restart ctx-b alone: exit %d: %s", r.code, r.err)
+	}
+	leases := fh.clients["ctx-b"].CoordinationV1().Leases("db")
+	l, err := leases.Get(t.Context(), lock.LeaseName("orders"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j ops.Journal
+	if err := json.Unmarshal([]byte(l.Annotations["dbops.io/journal"]), &j); err != nil || j.State != ops.JournalSucceeded {
+		t.Fatalf("ctx-b journal %+v, %v", j, err)
+	}
+	j.Started = j.Started.Add(-time.Hour)
+	b, _ := json.Marshal(j)
+	l.Annotations["dbops.io/journal"] = string(b)
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	older := len(cb.Deleted())
+	r := fh.run("restart", "orders", "--rolling", "--context", "ctx-a,ctx-b", "--pause-after", "1", "--yes", "--lock-id", "ci@test")
+	if r.code != ops.ExitPaused || fleetSummaryRows(t, r.out) != "ctx-a stopped,ctx-b not-started" {
+		t.Fatalf("fleet restart: exit %d: %s\n%s", r.code, r.err, r.out)
+	}
+	fh.clients["ctx-b"].ClearActions()
+	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--yes", "--lock-id", "ci@test")
+	if r.code != ops.ExitPrecondition {
+		t.Fatalf("resume: exit %d, want 5: %s\n%s", r.code, r.err, r.out)
+	}
+	if got := fleetSummaryRows(t, r.out); got != "ctx-a stopped,ctx-b not-started" {
+		t.Errorf("summary %s:\n%s", got, r.out)
+	}
+	if !strings.Contains(r.err, "ERROR: context ctx-b, cluster db/orders: not-started: the fleet run ") ||
+		!strings.Contains(r.err, "(started on ctx-a/db/orders at ") || !strings.Contains(r.err, "never started it: its last operation (restart, succeeded,") {
+		t.Errorf("stderr:\n%s", r.err)
+	}
+	if len(cb.Deleted()) != older || len(fakecluster.Writes(fh.clients["ctx-b"])) > 0 {
+		t.Errorf("ctx-b touched by the resume: deleted %v, writes %v", cb.Deleted(), fakecluster.Writes(fh.clients["ctx-b"]))
+	}
+	if len(ca.Deleted()) != 2 {
+		t.Errorf("ctx-a deleted %v", ca.Deleted())
+	}
+	l, err = fh.clients["ctx-a"].CoordinationV1().Leases("db").Get(t.Context(), lock.LeaseName("orders"), metav1.GetOptions{})
+	if err != nil || !strings.Contains(l.Annotations["dbops.io/journal"], `"fleet":{"id":"`) {
+		t.Errorf("ctx-a: resumed journal left the fleet run: %v, %v", l, err)
 	}
 }

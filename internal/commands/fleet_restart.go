@@ -144,6 +144,8 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		return err
 	}
 	var mu, reqMu sync.Mutex
+	// Every target's journal names this run (resume --fleet tells the targets it never started).
+	run := newFleetRun(ts)
 	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
 	// not a dry run's, which is grouped under its context; NDJSON with its context).
 	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
@@ -175,6 +177,7 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		// cobra's flag sets change as they are read: one target at a time.
 		reqMu.Lock()
 		ro.targetRequest = ro.g.request(cmd, t.Cluster)
+		ro.targetRequest.Fleet = run
 		reqMu.Unlock()
 		return &ro, tr
 	}

@@ -48,6 +48,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	pool := newClientsPool(o.g)
 	// Which targets have something to resume: each one's journal, read from its lock.
 	nothing := make([]bool, len(ts))
+	journals := make([]*ops.Journal, len(ts))
 	checks := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: o.fleet.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		cl, err := fleetTargetOptions(o.g, pool, t).Clients()
 		if err != nil {
@@ -57,6 +58,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
+		journals[indexOf(ts, t)] = st.Journal
 		switch j := st.Journal; {
 		case j == nil:
 			nothing[indexOf(ts, t)] = true
@@ -66,6 +68,13 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		}
 		return nil
 	})
+	// A target the latest fleet run named but never started is neither resumed nor done.
+	notStarted := notStartedByRun(ts, journals)
+	for i, err := range notStarted {
+		if err != nil && checks[i].Err == nil {
+			checks[i].Err, nothing[i] = err, false
+		}
+	}
 	var todo []fleet.Target
 	for i, c := range checks {
 		if c.Err == nil && !nothing[i] {
@@ -101,6 +110,8 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		switch {
 		case nothing[indexOf(ts, r.Target)]:
 			return outcomeNothingToResume
+		case notStarted[indexOf(ts, r.Target)] != nil:
+			return fleet.OutcomeNotStarted
 		case o.DryRun && r.Started && r.Err == nil:
 			return ops.OutcomeDryRun
 		}
