@@ -127,6 +127,11 @@ type Factory struct {
 	// fleetStop is a fleet target's stop (fleet.RunFunc) for a command run inside it that
 	// does not take its runner from the fleet (resume --fleet): its executor's Pacing.Stop.
 	fleetStop <-chan struct{}
+	// fleetRun is the fleet run a command run inside a fleet target belongs to: the journal's
+	// request records it (GlobalOptions.request). fleetStart, when set, is the fleet run's
+	// command that resume --fleet starts on a target the run never started (fleet_run.go).
+	fleetRun   *ops.FleetRun
+	fleetStart *ops.Request
 
 	clients *Clients
 }

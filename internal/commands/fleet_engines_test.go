@@ -230,11 +230,12 @@ func TestFleetRestartRBACRefusal(t *testing.T) {
 }
 
 // TestFleetResumeNotStartedByTheRun: ctx-b's last operation is an older restart that
-// succeeded; a fleet restart over ctx-a and ctx-b stops at ctx-a (paused after one pod) and,
-// with --fail-fast, never starts ctx-b. `resume --fleet` then resumes ctx-a (still paused after
-// one more pod) and reports ctx-b not-started, naming the fleet run, exit 5, with no write
-// there: before, ctx-b counted as nothing-to-resume (its older operation succeeded) and the
-// fleet looked finished without ever restarting it. ctx-a's resumed journal stays in the run.
+// succeeded (an earlier fleet run's); a fleet restart over ctx-a and ctx-b stops at ctx-a
+// (paused after one pod) and, with --fail-fast, never starts ctx-b. `resume --fleet
+// --fail-fast=false` then resumes ctx-a from its journal and starts the fleet run's command on
+// ctx-b (both pause after one pod, as the command asks): before, ctx-b counted as nothing-to-resume (its older
+// operation succeeded) and the fleet looked finished without ever restarting it. Both journals
+// record the fleet run; two more resumes finish both, and a last one has nothing to do.
 func TestFleetResumeNotStartedByTheRun(t *testing.T) {
 	fh := newFleetHarness(t)
 	ca := fakecluster.Start(t, fh.clients["ctx-a"], "db")
@@ -263,26 +264,45 @@ func TestFleetResumeNotStartedByTheRun(t *testing.T) {
 	if r.code != ops.ExitPaused || fleetSummaryRows(t, r.out) != "ctx-a stopped,ctx-b not-started" {
 		t.Fatalf("fleet restart: exit %d: %s\n%s", r.code, r.err, r.out)
 	}
-	fh.clients["ctx-b"].ClearActions()
-	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--yes", "--lock-id", "ci@test")
-	if r.code != ops.ExitPrecondition {
-		t.Fatalf("resume: exit %d, want 5: %s\n%s", r.code, r.err, r.out)
+	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--lock-id", "ci@test")
+	if r.code != ops.ExitPaused {
+		t.Fatalf("resume: exit %d, want 7: %s\n%s", r.code, r.err, r.out)
 	}
-	if got := fleetSummaryRows(t, r.out); got != "ctx-a stopped,ctx-b not-started" {
+	if got := fleetSummaryRows(t, r.out); got != "ctx-a stopped,ctx-b stopped" {
 		t.Errorf("summary %s:\n%s", got, r.out)
 	}
-	if !strings.Contains(r.err, "ERROR: context ctx-b, cluster db/orders: not-started: the fleet run ") ||
-		!strings.Contains(r.err, "(started on ctx-a/db/orders at ") || !strings.Contains(r.err, "never started it: its last operation (restart, succeeded,") {
+	if !strings.Contains(r.err, "[ctx-b/db/orders] starting the fleet run ") || !strings.Contains(r.err, "which that run never started: kubectl dbops restart orders -n db --context ctx-b") {
 		t.Errorf("stderr:\n%s", r.err)
 	}
-	if len(cb.Deleted()) != older || len(fakecluster.Writes(fh.clients["ctx-b"])) > 0 {
-		t.Errorf("ctx-b touched by the resume: deleted %v, writes %v", cb.Deleted(), fakecluster.Writes(fh.clients["ctx-b"]))
+	if len(cb.Deleted()) != older+1 || len(ca.Deleted()) != 2 {
+		t.Errorf("deleted: ctx-a %v, ctx-b %v (before the fleet run: %d)", ca.Deleted(), cb.Deleted(), older)
 	}
-	if len(ca.Deleted()) != 2 {
-		t.Errorf("ctx-a deleted %v", ca.Deleted())
+	fleetID := func(c string) string {
+		t.Helper()
+		l, err := fh.clients[c].CoordinationV1().Leases("db").Get(t.Context(), lock.LeaseName("orders"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j ops.Journal
+		if err := json.Unmarshal([]byte(l.Annotations["dbops.io/journal"]), &j); err != nil || j.Request == nil || j.Request.Fleet == nil {
+			t.Fatalf("%s: journal without its fleet run: %s, %v", c, l.Annotations["dbops.io/journal"], err)
+		}
+		return j.Request.Fleet.ID
 	}
-	l, err = fh.clients["ctx-a"].CoordinationV1().Leases("db").Get(t.Context(), lock.LeaseName("orders"), metav1.GetOptions{})
-	if err != nil || !strings.Contains(l.Annotations["dbops.io/journal"], `"fleet":{"id":"`) {
-		t.Errorf("ctx-a: resumed journal left the fleet run: %v, %v", l, err)
+	if a, b := fleetID("ctx-a"), fleetID("ctx-b"); a != b {
+		t.Errorf("fleet runs: ctx-a %s, ctx-b %s", a, b)
+	}
+	for range 2 {
+		r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--lock-id", "ci@test")
+	}
+	if got := fleetSummaryRows(t, r.out); r.code != 0 || got != "ctx-a nothing-to-resume,ctx-b succeeded" {
+		t.Errorf("resume to the end: exit %d, summary %s:\n%s%s", r.code, got, r.out, r.err)
+	}
+	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--lock-id", "ci@test")
+	if got := fleetSummaryRows(t, r.out); r.code != 0 || got != "ctx-a nothing-to-resume,ctx-b nothing-to-resume" {
+		t.Errorf("last resume: exit %d, summary %s:\n%s%s", r.code, got, r.out, r.err)
+	}
+	if len(cb.Deleted()) != older+3 || len(ca.Deleted()) != 3 {
+		t.Errorf("deleted: ctx-a %v, ctx-b %v (before the fleet run: %d)", ca.Deleted(), cb.Deleted(), older)
 	}
 }

@@ -49,6 +49,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	// Which targets have something to resume: each one's journal, read from its lock.
 	nothing := make([]bool, len(ts))
 	journals := make([]*ops.Journal, len(ts))
+	read := make([]bool, len(ts))
 	checks := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: o.fleet.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		cl, err := fleetTargetOptions(o.g, pool, t).Clients()
 		if err != nil {
@@ -58,7 +59,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
-		journals[indexOf(ts, t)] = st.Journal
+		journals[indexOf(ts, t)], read[indexOf(ts, t)] = st.Journal, true
 		switch j := st.Journal; {
 		case j == nil:
 			nothing[indexOf(ts, t)] = true
@@ -68,16 +69,15 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		}
 		return nil
 	})
-	// A target the latest fleet run named but never started is neither resumed nor done.
-	notStarted := notStartedByRun(ts, journals)
-	for i, err := range notStarted {
-		if err != nil && checks[i].Err == nil {
-			checks[i].Err, nothing[i] = err, false
-		}
-	}
+	// A target the latest fleet run named but never started (no journal, or one of another
+	// operation) is neither resumed nor done: that run's command is started there.
+	lastRun, runCmd, notStarted := fleetRunOf(ts, journals)
 	var todo []fleet.Target
-	for i, c := range checks {
-		if c.Err == nil && !nothing[i] {
+	for i := range checks {
+		if notStarted[i] && read[i] {
+			checks[i].Err, nothing[i] = nil, false
+		}
+		if checks[i].Err == nil && !nothing[i] {
 			todo = append(todo, ts[i])
 		}
 	}
@@ -95,7 +95,11 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	}
 	var mu sync.Mutex
 	rs := fleet.Run(ctx, todo, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-		run := func() error { return o.resumeTarget(ctx, t, pool, &mu, stop) }
+		var start *ops.Request
+		if notStarted[indexOf(ts, t)] {
+			start = runCmd
+		}
+		run := func() error { return o.resumeTarget(ctx, t, pool, &mu, stop, lastRun, start) }
 		if o.WrapFleetTarget != nil {
 			return o.WrapFleetTarget(ctx, t, stop, run)
 		}
@@ -110,8 +114,6 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		switch {
 		case nothing[indexOf(ts, r.Target)]:
 			return outcomeNothingToResume
-		case notStarted[indexOf(ts, r.Target)] != nil:
-			return fleet.OutcomeNotStarted
 		case o.DryRun && r.Started && r.Err == nil:
 			return ops.OutcomeDryRun
 		}
@@ -136,10 +138,15 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 // resumeTarget is the single-cluster resume of t: a command tree of its own over the target's
 // context (the resumed command's flags are parsed into that tree's commands, so targets running
 // at once share no flag set), its output prefixed with the target (NDJSON: with its context),
-// its executor stopped by stop.
-func (o *ResumeOptions) resumeTarget(ctx context.Context, t fleet.Target, pool *fleet.Pool[*Clients], mu *sync.Mutex, stop <-chan struct{}) error {
+// its executor stopped by stop. With start, the target is one the fleet run never started:
+// start, that run's command, runs there instead of the target's journal.
+func (o *ResumeOptions) resumeTarget(ctx context.Context, t fleet.Target, pool *fleet.Pool[*Clients], mu *sync.Mutex, stop <-chan struct{},
+	run *ops.FleetRun, start *ops.Request) error {
 	g := fleetTargetOptions(o.g, pool, t)
 	g.fleetStop = stop
+	if start != nil {
+		g.fleetRun, g.fleetStart = run, start
+	}
 	out := &targetWriter{mu: mu, w: o.Out, prefix: "[" + t.String() + "] ", context: t.Context, ndjson: o.g.Output == "json"}
 	errOut := &targetWriter{mu: mu, w: o.ErrOut, prefix: "[" + t.String() + "] ", context: t.Context}
 	defer func() {

@@ -3,7 +3,10 @@ package commands
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"slices"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -21,34 +24,32 @@ func newFleetRun(ts []fleet.Target) *ops.FleetRun {
 	return run
 }
 
-// notStartedByRun finds, from the targets' journals (nil: none recorded), the targets the
-// latest fleet run named but never started: their journal is of another operation (an older
-// one, finished or not), so resuming it, or calling it done, would misreport that run. The
-// result is each target's refusal (exit 5), nil where the journal is the run's, absent, or no
-// fleet run names the target.
-func notStartedByRun(ts []fleet.Target, journals []*ops.Journal) []error {
-	var run *ops.FleetRun
-	var started *ops.Journal
+// fleetRunOf is the latest fleet run recorded in the targets' journals (nil: none), with the
+// command it gave its targets (the request of that run's latest journal, without what is the
+// target's own: cluster, namespace, context, engine, picked pods). notStarted marks the
+// targets that run names but never started: no journal, or one of another operation (an
+// older one, finished or not), which must be neither resumed nor called done for that run.
+func fleetRunOf(ts []fleet.Target, journals []*ops.Journal) (run *ops.FleetRun, cmd *ops.Request, notStarted []bool) {
+	notStarted = make([]bool, len(ts))
+	var latest *ops.Journal
 	for _, j := range journals {
-		if f := fleetOf(j); f != nil && (started == nil || j.Started.After(started.Started)) {
-			run, started = f, j
+		if f := fleetOf(j); f != nil && (latest == nil || j.Started.After(latest.Started)) {
+			run, latest = f, j
 		}
 	}
-	out := make([]error, len(ts))
 	if run == nil {
-		return out
+		return nil, nil, notStarted
 	}
+	r := *latest.Request
+	r.Cluster, r.Namespace, r.Context, r.Engine, r.Picked = "", "", "", "", nil
 	for i, j := range journals {
-		if j == nil || !slices.Contains(run.Targets, ts[i].String()) {
-			continue
-		}
-		if f := fleetOf(j); f == nil || f.ID != run.ID {
-			out[i] = ops.Preconditionf("the fleet run %s (started on %s at %s) never started it: its last operation (%s, %s, started %s) is not that run's; run the fleet's command for it",
-				ops.PrintableArgs(run.ID, fleetOfTarget(started), started.Started.UTC().Format("2006-01-02T15:04:05Z"), j.Operation, j.State,
-					j.Started.UTC().Format("2006-01-02T15:04:05Z"))...)
+		if slices.Contains(run.Targets, ts[i].String()) {
+			if f := fleetOf(j); f == nil || f.ID != run.ID {
+				notStarted[i] = true
+			}
 		}
 	}
-	return out
+	return run, &r, notStarted
 }
 
 func fleetOf(j *ops.Journal) *ops.FleetRun {
@@ -58,9 +59,27 @@ func fleetOf(j *ops.Journal) *ops.FleetRun {
 	return j.Request.Fleet
 }
 
-// fleetOfTarget names the target whose journal is j, from its request.
-func fleetOfTarget(j *ops.Journal) string {
-	r := j.Request
-	t := fleet.Target{Context: r.Context, Namespace: r.Namespace, Cluster: r.Cluster}
-	return t.String()
+// startForFleet runs the fleet run's command (fleetStart) on this target, which the run never
+// started: as resume runs a journal's request, checked the same way, the journal it starts
+// recording the run.
+func (o *ResumeOptions) startForFleet(cmd *cobra.Command) error {
+	ns, err := o.Namespace()
+	if err != nil {
+		return err
+	}
+	r := *o.fleetStart
+	r.Cluster, r.Namespace = o.Cluster, ns
+	if c := o.g.ConfigFlags.Context; c != nil {
+		r.Context = *c
+	}
+	sub, args, err := o.resumeCommand(cmd, &r, ns)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(o.ErrOut, "starting the fleet run %s's command on %s/%s, which that run never started: %s\n",
+		ops.PrintableArgs(o.fleetRun.ID, ns, o.Cluster, r.CommandLine())...); err != nil {
+		return err
+	}
+	sub.SetContext(commandContext(cmd))
+	return sub.RunE(sub, args)
 }

@@ -64,6 +64,7 @@ func (g *GlobalOptions) request(cmd *cobra.Command, cluster string, args ...stri
 		}
 	}
 	slices.SortStableFunc(r.Flags, func(a, b ops.RequestFlag) int { return strings.Compare(a.Name, b.Name) })
+	r.Fleet = g.fleetRun
 	return r
 }
 
@@ -145,6 +146,9 @@ func (o *ResumeOptions) Validate() error {
 func (o *ResumeOptions) Run(cmd *cobra.Command) error {
 	if o.fleet.active(o.g) {
 		return o.runFleet(cmd)
+	}
+	if o.fleetStart != nil {
+		return o.startForFleet(cmd)
 	}
 	ctx := commandContext(cmd)
 	cl, err := o.Clients()
