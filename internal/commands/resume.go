@@ -105,10 +105,12 @@ unfinished operation it changes nothing and exits 0.
 Over a fleet (--contexts, --context A,B or --fleet; paced by --canary,
 --max-parallel, --fail-fast and --pause-between-clusters like restart) it
 resumes each target that has an unfinished operation, each from its own
-journal; a target whose last operation succeeded is reported as
-nothing-to-resume, and one with no operation recorded (never started by the
-fleet run) too, with exit 5: its command must be run again. With --fleet FILE
-and no CLUSTER argument, the targets are the clusters the file names.`,
+journal, and starts the fleet run's command on the targets that run never
+started (its journals record the run and its targets); a target whose last
+operation succeeded is reported as nothing-to-resume, and one with no
+operation recorded and no fleet run naming it too, with exit 5: its command
+must be run again. With --fleet FILE and no CLUSTER argument, the targets
+are the clusters the file names.`,
 		Example: `  # What would the resumed run do?
   kubectl dbops resume mycrate -n prod --dry-run
 
