@@ -264,6 +264,18 @@ func TestFleetResumeNotStartedByTheRun(t *testing.T) {
 	if r.code != ops.ExitPaused || fleetSummaryRows(t, r.out) != "ctx-a stopped,ctx-b not-started" {
 		t.Fatalf("fleet restart: exit %d: %s\n%s", r.code, r.err, r.out)
 	}
+	// On a terminal the question names the command started where the run never started; no:
+	// nothing written.
+	fh.terminal, fh.stdin = true, "n\n"
+	fh.clients["ctx-a"].ClearActions()
+	fh.clients["ctx-b"].ClearActions()
+	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--lock-id", "ci@test")
+	if q := "Resume the unfinished operations of 1 cluster in context ctx-a (ctx-a/db/orders), and start the fleet run "; r.code != ops.ExitUsage ||
+		!strings.Contains(r.err, q) || !strings.Contains(r.err, "'s command kubectl dbops restart CLUSTER --pause-after=1 --rolling on 1 cluster in context ctx-b it never started (ctx-b/db/orders)?") {
+		t.Errorf("question: exit %d:\n%s", r.code, r.err)
+	}
+	fh.noWrites(t)
+	fh.terminal, fh.stdin = false, ""
 	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--lock-id", "ci@test")
 	if r.code != ops.ExitPaused {
 		t.Fatalf("resume: exit %d, want 7: %s\n%s", r.code, r.err, r.out)

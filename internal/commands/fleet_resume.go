@@ -82,7 +82,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		}
 	}
 	if !o.DryRun && !o.Yes && len(todo) > 0 {
-		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("Resume the unfinished operations of %s (%s)?", fleet.Describe(todo), targetList(todo)))
+		ok, err := confirm(o.In, o.ErrOut, resumeQuestion(todo, notStarted, ts, lastRun, runCmd))
 		if err != nil {
 			return err
 		}

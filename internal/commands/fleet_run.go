@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -82,4 +83,32 @@ func (o *ResumeOptions) startForFleet(cmd *cobra.Command) error {
 	}
 	sub.SetContext(commandContext(cmd))
 	return sub.RunE(sub, args)
+}
+
+// resumeQuestion is resume --fleet's confirmation: the targets resumed from their journals and,
+// apart, those the fleet run never started with the command that will be started there (it
+// comes from another target's journal, so the user sees it before saying yes).
+func resumeQuestion(todo []fleet.Target, notStarted []bool, ts []fleet.Target, run *ops.FleetRun, cmd *ops.Request) string {
+	var resumed, started []fleet.Target
+	for _, t := range todo {
+		if notStarted[indexOf(ts, t)] {
+			started = append(started, t)
+		} else {
+			resumed = append(resumed, t)
+		}
+	}
+	var parts []string
+	if len(resumed) > 0 {
+		parts = append(parts, fmt.Sprintf("resume the unfinished operations of %s (%s)", fleet.Describe(resumed), targetList(resumed)))
+	}
+	if len(started) > 0 {
+		// Each target's own cluster, namespace and context replace CLUSTER; resume acts as
+		// this invocation's lock ID.
+		line := *cmd
+		line.Cluster = "CLUSTER"
+		parts = append(parts, fmt.Sprintf("start the fleet run %s's command %s on %s it never started (%s)",
+			ops.PrintableArgs(run.ID, ops.ShellLine(line.Argv(map[string]bool{"lock-id": true})), fleet.Describe(started), targetList(started))...))
+	}
+	q := strings.Join(parts, ", and ")
+	return strings.ToUpper(q[:1]) + q[1:] + "?"
 }
