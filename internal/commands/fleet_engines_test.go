@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fakecluster"
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 )
@@ -316,5 +318,42 @@ func TestFleetResumeNotStartedByTheRun(t *testing.T) {
 	}
 	if len(cb.Deleted()) != older+3 || len(ca.Deleted()) != 3 {
 		t.Errorf("deleted: ctx-a %v, ctx-b %v (before the fleet run: %d)", ca.Deleted(), cb.Deleted(), older)
+	}
+}
+
+// fleetRunOf trusts a fleet record only when it names its own target and every journal of the
+// run records the same command: a record edited on one cluster cannot start another command
+// elsewhere.
+func TestFleetRunOfConsistency(t *testing.T) {
+	ts := []fleet.Target{{Context: "a", Namespace: "db", Cluster: "x"}, {Context: "b", Namespace: "db", Cluster: "y"}, {Context: "c", Namespace: "db", Cluster: "z"}}
+	all := []string{"a/db/x", "b/db/y", "c/db/z"}
+	req := func(cluster string, flags []ops.RequestFlag, f *ops.FleetRun) *ops.Journal {
+		return &ops.Journal{Operation: "restart", Request: &ops.Request{Command: []string{"restart"}, Cluster: cluster, Namespace: "db", Flags: flags, Fleet: f}}
+	}
+	rolling := []ops.RequestFlag{{Name: "rolling", Values: []string{"true"}, Bool: true}}
+	zone := append(slices.Clone(rolling), ops.RequestFlag{Name: "mode", Values: []string{"zone"}})
+	run := &ops.FleetRun{ID: "r1", Targets: all}
+	for _, tc := range []struct {
+		name     string
+		journals []*ops.Journal
+		want     string
+	}{
+		{"one journal of the run", []*ops.Journal{req("x", rolling, run), nil, nil}, "[false true true] restart"},
+		{"agreeing journals", []*ops.Journal{req("x", rolling, run), req("y", rolling, run), nil}, "[false false true] restart"},
+		{"record not naming its own target", []*ops.Journal{req("x", rolling, &ops.FleetRun{ID: "r1", Targets: []string{"b/db/y"}}), nil, nil}, "[false false false] none"},
+		{"journals of the run disagree", []*ops.Journal{req("x", rolling, run), req("y", zone, run), nil}, "[false false false] none"},
+		{"no fleet record", []*ops.Journal{req("x", rolling, nil), nil, nil}, "[false false false] none"},
+	} {
+		_, cmd, ns := fleetRunOf(ts, tc.journals)
+		got := fmt.Sprint(ns) + " none"
+		if cmd != nil {
+			got = fmt.Sprint(ns) + " " + strings.Join(cmd.Command, " ")
+			if cmd.Cluster != "" || cmd.Namespace != "" {
+				t.Errorf("%s: command keeps its target %s/%s", tc.name, cmd.Namespace, cmd.Cluster)
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

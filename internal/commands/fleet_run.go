@@ -33,13 +33,21 @@ func newFleetRun(ts []fleet.Target) *ops.FleetRun {
 func fleetRunOf(ts []fleet.Target, journals []*ops.Journal) (run *ops.FleetRun, cmd *ops.Request, notStarted []bool) {
 	notStarted = make([]bool, len(ts))
 	var latest *ops.Journal
-	for _, j := range journals {
-		if f := fleetOf(j); f != nil && (latest == nil || j.Started.After(latest.Started)) {
+	for i, j := range journals {
+		// A record that does not name its own target is not a fleet run's (the journal comes
+		// from the cluster, where anyone allowed to write the Lease could edit it).
+		if f := fleetOf(j); f != nil && slices.Contains(f.Targets, ts[i].String()) && (latest == nil || j.Started.After(latest.Started)) {
 			run, latest = f, j
 		}
 	}
 	if run == nil {
 		return nil, nil, notStarted
+	}
+	// Every journal of the run must record the same command: otherwise none is started.
+	for _, j := range journals {
+		if f := fleetOf(j); f != nil && f.ID == run.ID && !sameFleetCommand(j.Request, latest.Request) {
+			return nil, nil, notStarted
+		}
 	}
 	r := *latest.Request
 	r.Cluster, r.Namespace, r.Context, r.Engine, r.Picked = "", "", "", "", nil
@@ -51,6 +59,15 @@ func fleetRunOf(ts []fleet.Target, journals []*ops.Journal) (run *ops.FleetRun, 
 		}
 	}
 	return run, &r, notStarted
+}
+
+// sameFleetCommand reports whether two targets' requests are the same fleet command: the same
+// command, arguments and flags (but the lock ID), whatever the target.
+func sameFleetCommand(a, b *ops.Request) bool {
+	x, y := *a, *b
+	x.Cluster, x.Namespace, x.Context, x.Engine = "", "", "", ""
+	y.Cluster, y.Namespace, y.Context, y.Engine = "", "", "", ""
+	return x.Same(&y)
 }
 
 func fleetOf(j *ops.Journal) *ops.FleetRun {
