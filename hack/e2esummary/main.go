@@ -1,7 +1,8 @@
 // Command e2esummary reads `go test -json` on stdin and prints what a plain `go test` run
 // prints — each package's closing line (ok / FAIL / ---) and the whole output of every test
 // that failed — and then one summary line per run: how many tests ran, passed, failed and were
-// skipped, with each skip's reason, so that a green `make e2e` says what it did not run.
+// skipped, with each skip's reason, so that a green `make e2e` says what it did not run, and
+// the slowest tests.
 // It also echoes the lines a test marks for the log of every run (the kill matrix's seed and
 // retries). It exits 1 when a test or package failed or the input was not test2json, else 0.
 //
@@ -24,6 +25,16 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on a test's pass/fail/skip
+}
+
+// slowestShown is how many of the slowest tests the summary names: where the package's time
+// goes, for the next trim of its -timeout budget.
+const slowestShown = 10
+
+type timing struct {
+	test string
+	secs float64
 }
 
 // alwaysShown reports whether a line of test output is printed even when the test passed:
@@ -38,6 +49,7 @@ type summary struct {
 	ran, passed, failed int
 	skipped             map[string][]string // reason -> tests
 	pkgFailed           bool
+	times               []timing
 }
 
 func main() {
@@ -101,6 +113,9 @@ func run(in io.Reader, out io.Writer) (bool, error) {
 				delete(outputs, k)
 				continue
 			}
+			if e.Action != "skip" {
+				s.times = append(s.times, timing{e.Test, e.Elapsed})
+			}
 			switch e.Action {
 			case "pass":
 				s.ran++
@@ -154,6 +169,18 @@ func run(in io.Reader, out io.Writer) (bool, error) {
 		ts := s.skipped[r]
 		sort.Strings(ts)
 		fmt.Fprintf(out, "  skipped %d: %s (%s)\n", len(ts), r, strings.Join(ts, ", "))
+	}
+	if len(s.times) > 0 {
+		sort.SliceStable(s.times, func(i, j int) bool { return s.times[i].secs > s.times[j].secs })
+		var total float64
+		for _, t := range s.times {
+			total += t.secs
+		}
+		var top []string
+		for _, t := range s.times[:min(slowestShown, len(s.times))] {
+			top = append(top, fmt.Sprintf("%s %.0fs", t.test, t.secs))
+		}
+		fmt.Fprintf(out, "  slowest of %.0fs: %s\n", total, strings.Join(top, ", "))
 	}
 	return s.failed == 0 && !s.pkgFailed, nil
 }

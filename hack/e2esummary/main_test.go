@@ -20,7 +20,7 @@ func TestRun(t *testing.T) {
 		return b.String() + "}\n"
 	}
 	passing := ev("run", "TestA", "") + ev("output", "TestA", "=== RUN   TestA\n") +
-		ev("output", "TestA", "    a_test.go:3: chatter\n") + ev("output", "TestA", "--- PASS: TestA (0.01s)\n") + ev("pass", "TestA", "")
+		ev("output", "TestA", "    a_test.go:3: chatter\n") + ev("output", "TestA", "--- PASS: TestA (0.01s)\n") + strings.Replace(ev("pass", "TestA", ""), "}", `,"Elapsed":12.5}`, 1)
 	killmatrix := ev("run", "TestKill", "") + ev("output", "TestKill", "    k_test.go:9: kill matrix: seed 42, 10 kill points\n") +
 		ev("output", "TestKill", "    k_test.go:99:   RETRY 1 after the kill: exit 3: locked\n") + ev("pass", "TestKill", "")
 	skipped := ev("run", "TestRealNodeX", "") + ev("output", "TestRealNodeX", "=== RUN   TestRealNodeX\n") +
@@ -42,7 +42,8 @@ func TestRun(t *testing.T) {
 				"TestKill: k_test.go:9: kill matrix: seed 42",
 				"TestKill: k_test.go:99:   RETRY 1",
 				"e2e summary: 2 tests ran (2 passed, 0 failed), 2 skipped\n",
-				"  skipped 2: real nodes unavailable: not root (TestRealNodeX, TestRealNodeY)\n"},
+				"  skipped 2: real nodes unavailable: not root (TestRealNodeX, TestRealNodeY)\n",
+				"  slowest of 12s: TestA 12s, TestKill 0s\n"},
 			[]string{"chatter", "PASS\n"}},
 		{"a failure", passing + failing + ev("output", "", "FAIL\n") + ev("output", "", "FAIL\t"+pkg+"\t1.2s\n") + ev("fail", "", ""), false,
 			[]string{"b_test.go:7: boom", "--- FAIL: TestB", "FAIL\t" + pkg + "\t1.2s\n", "e2e summary: 2 tests ran (1 passed, 1 failed), 0 skipped\n"},

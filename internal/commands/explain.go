@@ -6,9 +6,12 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
@@ -18,6 +21,8 @@ var explainProcedures = []string{"restart", "scale", "replace"}
 
 // Explanation is the documented `explain -o json|yaml` schema.
 type Explanation struct {
+	// Context is the kubeconfig context of the cluster (fleet mode only).
+	Context   string `json:"context,omitempty"`
 	Cluster   string `json:"cluster"`
 	Namespace string `json:"namespace"`
 	Engine    string `json:"engine"`
@@ -34,7 +39,9 @@ type ExplainOptions struct {
 	RunFlags *RunFlags
 	Cluster  string
 	// For is the procedure whose preconditions are checked (--for).
-	For string
+	For   string
+	fleet fleetFlags
+	sel   clusterSelect
 }
 
 // NewExplainOptions returns options bound to the shared flags.
@@ -59,21 +66,32 @@ Nothing is written and no lock is taken. For restart the procedure's own
 preflight runs on a dry plan (the default pod mode); scale and replace depend
 on the request, so see their --dry-run for the checks that need it.
 
-Exit 0 when the procedure could start now, 5 when a check fails.`,
+Exit 0 when the procedure could start now, 5 when a check fails.
+
+Over a fleet (--contexts, --context A,B or --fleet) each target's checklist is
+printed under its context (-o json|yaml: an ExplanationList whose items carry
+their context, and "errors"); each target that would refuse is named on one
+ERROR line and the exit code is the worst target's. Without CLUSTER, -l
+selects the clusters of each target by their labels (-A: in every namespace).`,
 		Example: `  kubectl dbops explain myfdb -n prod
-  kubectl dbops explain mycrate --for scale -o json | jq '.checks[] | select(.ok|not)'`,
-		Args:              clusterArg,
+  kubectl dbops explain mycrate --for scale -o json | jq '.checks[] | select(.ok|not)'
+
+  # Could a fleet restart start now, on every cluster labelled tier=db in the contexts prod-*?
+  kubectl dbops explain --contexts 'prod-*' -n db -l tier=db`,
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.For, "for", o.For, "The procedure to check: "+strings.Join(explainProcedures, "|"))
 	_ = cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions(explainProcedures, cobra.ShellCompDirectiveNoFileComp))
+	o.fleet.addFlags(cmd, g)
+	o.sel.addFlags(cmd)
 	return cmd
 }
 
 // Complete fills in arguments.
 func (o *ExplainOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	return nil
 }
 
@@ -91,12 +109,18 @@ func (o *ExplainOptions) Validate() error {
 	if o.RunFlags.DryRun {
 		return ops.Usagef("--dry-run does not apply to explain (it never changes anything)")
 	}
-	return nil
+	if err := o.fleet.validate(o.GlobalOptions); err != nil {
+		return err
+	}
+	return o.sel.validate(o.GlobalOptions, &o.fleet, o.Cluster)
 }
 
 // Run checks and prints; a failed check is exit 5 after the checklist.
 func (o *ExplainOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(ctx)
+	}
 	ex, err := o.explain(ctx)
 	if err != nil {
 		return err
@@ -108,6 +132,11 @@ func (o *ExplainOptions) Run(cmd *cobra.Command) error {
 	if err := o.printDocument(o.Out, doc, func(w io.Writer) error { return writeExplanation(w, ex) }); err != nil {
 		return err
 	}
+	return ex.refusal()
+}
+
+// refusal is the error of an explanation some check of which failed (nil when it can start).
+func (ex *Explanation) refusal() error {
 	if ex.CanStart {
 		return nil
 	}
@@ -117,7 +146,65 @@ func (o *ExplainOptions) Run(cmd *cobra.Command) error {
 			failed = append(failed, c.Name)
 		}
 	}
-	return ops.Refusef(ops.ReasonPreconditionFailed, "%s cannot start on %s/%s now: failed %s", o.For, ex.Namespace, ex.Cluster, strings.Join(failed, ", "))
+	return ops.Refusef(ops.ReasonPreconditionFailed, "%s cannot start on %s/%s now: failed %s", ex.For, ex.Namespace, ex.Cluster, strings.Join(failed, ", "))
+}
+
+// runFleet checks every cluster of the fleet's targets, --max-parallel targets at once: text,
+// each checklist under a Context: line; -o json|yaml, an ExplanationList whose items carry their
+// context. A target that would refuse, or cannot be read, is named on its own ERROR line (and
+// in "errors"); the exit code is the worst target's.
+func (o *ExplainOptions) runFleet(ctx context.Context) error {
+	ts, err := o.sel.targets(o.GlobalOptions, &o.fleet, o.Cluster)
+	if err != nil {
+		return err
+	}
+	per := make([][]*Explanation, len(ts))
+	var mu sync.Mutex
+	rs := runFleetClusterReads(ctx, o.GlobalOptions, &o.fleet, ts, o.sel.sel, func(ctx context.Context, i int, cg *GlobalOptions, ct fleet.Target) error {
+		eo := &ExplainOptions{GlobalOptions: cg, RunFlags: o.RunFlags, Cluster: ct.Cluster, For: o.For}
+		ex, err := eo.explain(ctx)
+		if err != nil {
+			return err
+		}
+		ex.Context = ct.Context
+		mu.Lock()
+		per[i] = append(per[i], ex)
+		mu.Unlock()
+		return ex.refusal()
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var items []*Explanation
+	for _, p := range per {
+		items = append(items, p...)
+	}
+	doc, err := documentList(items, "ExplanationList", "Explanation", o.Cluster, "", func(ex *Explanation) string { return ex.Cluster })
+	if err != nil {
+		return err
+	}
+	if errs := fleetErrors(rs); len(errs) > 0 {
+		doc.Object["errors"] = errs
+	}
+	err = o.printDocument(o.Out, doc, func(w io.Writer) error {
+		for _, ex := range items {
+			if _, err := ops.Fprintf(w, "Context:  %s\n", ex.Context); err != nil {
+				return err
+			}
+			if err := writeExplanation(w, ex); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	reportTargetErrors(o.GlobalOptions, rs)
+	return fleetFailure(rs)
 }
 
 func writeExplanation(w io.Writer, ex *Explanation) error {

@@ -132,6 +132,10 @@ type Factory struct {
 	// command that resume --fleet starts on a target the run never started (fleet_run.go).
 	fleetRun   *ops.FleetRun
 	fleetStart *ops.Request
+	// fleetSink is a fleet target's sink when the fleet is shown in its terminal UI
+	// (fleet_view.go): the target's run sends its events there, tagged with the target,
+	// instead of to a printer of its own. nil: the run's own view.
+	fleetSink ops.Sink
 
 	clients *Clients
 }

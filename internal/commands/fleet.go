@@ -135,14 +135,25 @@ func newClientsPool(g *GlobalOptions) *fleet.Pool[*Clients] {
 // carries the worst target's error, so the exit code is the worst of the targets
 // (fleet.WorstExit). Each failure was reported on its own line before.
 func fleetFailure(rs []fleet.Result) error {
-	var failed []string
+	return fleetFailureBy(rs, fleet.Result.Outcome)
+}
+
+// fleetFailureBy is fleetFailure naming the targets by their outcome (outcome of the summary),
+// so a stopped, skipped or nothing-to-resume target is not counted as failed.
+func fleetFailureBy(rs []fleet.Result, outcome func(fleet.Result) string) error {
 	var worst error
 	code := fleet.WorstExit(rs)
+	var order []string
+	byOutcome := map[string][]string{}
 	for _, r := range rs {
-		if !r.Started || r.Err == nil {
+		if r.Err == nil {
 			continue
 		}
-		failed = append(failed, r.Target.String())
+		oc := outcome(r)
+		if _, ok := byOutcome[oc]; !ok {
+			order = append(order, oc)
+		}
+		byOutcome[oc] = append(byOutcome[oc], r.Target.String())
 		if worst == nil && ops.ExitCode(r.Err) == code {
 			worst = r.Err
 		}
@@ -150,7 +161,11 @@ func fleetFailure(rs []fleet.Result) error {
 	if worst == nil {
 		return nil
 	}
-	return fmt.Errorf("fleet: %d of %d targets failed (%s): %w", len(failed), len(rs), strings.Join(failed, ", "), worst)
+	parts := make([]string, 0, len(order))
+	for _, oc := range order {
+		parts = append(parts, fmt.Sprintf("%d of %d targets %s (%s)", len(byOutcome[oc]), len(rs), oc, strings.Join(byOutcome[oc], ", ")))
+	}
+	return fmt.Errorf("fleet: %s: %w", strings.Join(parts, "; "), worst)
 }
 
 // reportTargetErrors writes one line per failed target, naming its context.
@@ -163,6 +178,16 @@ func reportTargetErrors(g *GlobalOptions, rs []fleet.Result) {
 }
 
 func oneLineErr(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// outcomeLine is "OUTCOME: error" on one line, the outcome's word once when the error starts
+// with it ("interrupted in step 2/3 ...").
+func outcomeLine(outcome string, err error) string {
+	msg := oneLineErr(err)
+	if strings.HasPrefix(msg, outcome+" ") {
+		return msg
+	}
+	return outcome + ": " + msg
+}
 
 // runFleetReads runs read, a read-only command's work for one target, over every target,
 // at most --max-parallel at once; a failing target stops nothing.

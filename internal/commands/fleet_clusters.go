@@ -7,7 +7,7 @@ import (
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
-// fleetClusterArg is the CLUSTER argument of restart and resume: required, except with a fleet
+// fleetClusterArg is the CLUSTER argument of resume: required, except with a fleet
 // file (--fleet), whose clusters (clusters:, targets[].clusters) then name each target's
 // cluster, so that one fleet can hold clusters of different names (and engines) per context.
 func fleetClusterArg(cmd *cobra.Command, args []string) error {
@@ -15,14 +15,6 @@ func fleetClusterArg(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	return clusterArg(cmd, args)
-}
-
-// firstArg is the CLUSTER argument ("" without one: a fleet file names the clusters).
-func firstArg(args []string) string {
-	if len(args) == 0 {
-		return ""
-	}
-	return args[0]
 }
 
 // argClusters is the argument's cluster for fleetFlags.targets: none when the fleet file

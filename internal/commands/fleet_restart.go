@@ -125,11 +125,16 @@ func (tw *targetWriter) emit(line []byte) error {
 // (or NDJSON fleet-summary event) ends the run; the exit code is the worst target's.
 func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	ts, err := o.fleet.targets(o.g, argClusters(o.Cluster), false)
+	ts, err := o.sel.targets(o.g, &o.fleet.fleetFlags, o.Cluster)
 	if err != nil {
 		return err
 	}
-	if err := requireClusters(o.fleet.File, ts); err != nil {
+	if o.sel.selecting() {
+		// -l (or -A): each target's matching clusters, every target answering, before anything starts.
+		if ts, err = selectFleetClusters(ctx, o.g, &o.fleet.fleetFlags, ts, o.sel.sel); err != nil {
+			return err
+		}
+	} else if err := requireClusters(o.fleet.File, ts); err != nil {
 		return err
 	}
 	pacing := o.fleet.pacing(o.Factory)
@@ -146,11 +151,18 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	var mu, reqMu sync.Mutex
 	// Every target's journal names this run (resume --fleet tells the targets it never started).
 	run := newFleetRun(ts)
+	// view is the fleet's terminal UI (fleet_view.go), set once the plans were shown; nil: plain
+	// lines or NDJSON.
+	var view *fleetView
 	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
 	// not a dry run's, which is grouped under its context; NDJSON with its context).
 	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
 		// Each target its own clients: no run state is shared between targets.
 		g := fleetTargetOptions(o.g, newClientsPool(o.g), t)
+		if o.Cluster == "" {
+			// -l selected the cluster: discovery finds it by name, not by the selector.
+			g.Selector = ""
+		}
 		prefix := "[" + t.String() + "] "
 		if dryRun {
 			prefix = ""
@@ -160,12 +172,17 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			errOut: &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context},
 		}
 		g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: tr.out, ErrOut: tr.errOut}
+		g.fleetSink = view.sink(t)
 		r := o.Runner.ForTarget(g.Factory)
+		if o.Cluster == "" {
+			// The target's flags as g has them: without the selector (ForTarget copies o's).
+			r = NewRunner(g.Factory, r.RunFlags, g)
+		}
 		r.Pacing = o.Pacing
 		r.Pacing.Stop = stop
 		// The target's own copy of the run flags (ForTarget shares them, read-only).
 		rf := *o.RunFlags
-		// One line per event, prefixed by its target: the TUI shows one cluster.
+		// One line per event, prefixed by its target (or the fleet's view): the TUI shows one cluster.
 		rf.NoTUI = true
 		rf.DryRun = dryRun
 		// The fleet was confirmed as a whole (or --yes was given).
@@ -179,6 +196,9 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		ro.targetRequest = ro.g.request(cmd, t.Cluster)
 		ro.targetRequest.Fleet = run
 		reqMu.Unlock()
+		if o.sel.selecting() {
+			ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags, o.Cluster == "")
+		}
 		return &ro, tr
 	}
 	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) error {
@@ -233,13 +253,22 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
 		}
 	}
-	rs := fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-		run := func() error { return runOne(ctx, t, o.Out, o.ErrOut, stop, false) }
-		if o.WrapFleetTarget != nil {
-			return o.WrapFleetTarget(ctx, t, stop, run)
-		}
-		return run()
+	view = newFleetView(o.Runner, "restart", ts, fleet.Result.Outcome)
+	rs, err := view.run(ctx, cmd, func(ctx context.Context) []fleet.Result {
+		return fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
+			out, errOut := view.streams(t, o.Out, o.ErrOut)
+			run := func() error { return runOne(ctx, t, out, errOut, stop, false) }
+			return view.target(t, func() error {
+				if o.WrapFleetTarget != nil {
+					return o.WrapFleetTarget(ctx, t, stop, run)
+				}
+				return run()
+			})
+		})
 	})
+	if err != nil {
+		return err
+	}
 	o.streamEnded = true
 	reportFleetTargets(o.g, rs)
 	if err := o.writeFleetSummary(rs, false); err != nil {
@@ -284,8 +313,8 @@ func targetList(ts []fleet.Target) string {
 func reportFleetTargets(g *GlobalOptions, rs []fleet.Result) {
 	for _, r := range rs {
 		if r.Started && r.Err != nil {
-			ops.Fprintf(g.ErrOut, "ERROR: context %s, cluster %s/%s: %s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
-				r.Outcome(), oneLineErr(r.Err))
+			ops.Fprintf(g.ErrOut, "ERROR: context %s, cluster %s/%s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
+				outcomeLine(r.Outcome(), r.Err))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -93,23 +94,6 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	if pacing.Canary > len(todo) {
 		pacing.Canary = len(todo)
 	}
-	var mu sync.Mutex
-	rs := fleet.Run(ctx, todo, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-		var start *ops.Request
-		if notStarted[indexOf(ts, t)] {
-			start = runCmd
-		}
-		run := func() error { return o.resumeTarget(ctx, t, pool, &mu, stop, lastRun, start) }
-		if o.WrapFleetTarget != nil {
-			return o.WrapFleetTarget(ctx, t, stop, run)
-		}
-		return run()
-	})
-	results := checks
-	for _, r := range rs {
-		results[indexOf(ts, r.Target)] = r
-	}
-	o.streamEnded = true
 	outcome := func(r fleet.Result) string {
 		switch {
 		case nothing[indexOf(ts, r.Target)]:
@@ -119,11 +103,42 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		}
 		return r.Outcome()
 	}
+	var mu sync.Mutex
+	view := newFleetView(o.Runner, "resume", ts, outcome)
+	results, err := view.run(ctx, cmd, func(ctx context.Context) []fleet.Result {
+		for i, c := range checks {
+			if !slices.Contains(todo, ts[i]) {
+				view.show(c)
+			}
+		}
+		rs := fleet.Run(ctx, todo, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
+			var start *ops.Request
+			if notStarted[indexOf(ts, t)] {
+				start = runCmd
+			}
+			run := func() error { return o.resumeTarget(ctx, t, pool, &mu, stop, view, lastRun, start) }
+			return view.target(t, func() error {
+				if o.WrapFleetTarget != nil {
+					return o.WrapFleetTarget(ctx, t, stop, run)
+				}
+				return run()
+			})
+		})
+		results := checks
+		for _, r := range rs {
+			results[indexOf(ts, r.Target)] = r
+		}
+		return results
+	})
+	if err != nil {
+		return err
+	}
+	o.streamEnded = true
 	for _, r := range results {
 		switch {
 		case r.Started && r.Err != nil:
-			ops.Fprintf(o.ErrOut, "ERROR: context %s, cluster %s/%s: %s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
-				outcome(r), oneLineErr(r.Err))
+			ops.Fprintf(o.ErrOut, "ERROR: context %s, cluster %s/%s: %s\n", r.Target.Context, r.Target.Namespace, r.Target.Cluster,
+				outcomeLine(outcome(r), r.Err))
 		case outcome(r) == outcomeNothingToResume:
 			ops.Fprintf(o.ErrOut, "context %s, cluster %s/%s: nothing to resume: its last operation succeeded\n",
 				r.Target.Context, r.Target.Namespace, r.Target.Cluster)
@@ -132,23 +147,26 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	if err := writeFleetSummary(o.Runner, results, outcome); err != nil {
 		return err
 	}
-	return fleetFailure(results)
+	return fleetFailureBy(results, outcome)
 }
 
 // resumeTarget is the single-cluster resume of t: a command tree of its own over the target's
 // context (the resumed command's flags are parsed into that tree's commands, so targets running
-// at once share no flag set), its output prefixed with the target (NDJSON: with its context),
-// its executor stopped by stop. With start, the target is one the fleet run never started:
-// start, that run's command, runs there instead of the target's journal.
-func (o *ResumeOptions) resumeTarget(ctx context.Context, t fleet.Target, pool *fleet.Pool[*Clients], mu *sync.Mutex, stop <-chan struct{},
+// at once share no flag set), its output prefixed with the target (NDJSON: with its context)
+// or, under the fleet's view, its events there, its executor stopped by stop. With start, the
+// target is one the fleet run never started: start, that run's command, runs there instead of
+// the target's journal.
+func (o *ResumeOptions) resumeTarget(ctx context.Context, t fleet.Target, pool *fleet.Pool[*Clients], mu *sync.Mutex, stop <-chan struct{}, view *fleetView,
 	run *ops.FleetRun, start *ops.Request) error {
 	g := fleetTargetOptions(o.g, pool, t)
 	g.fleetStop = stop
+	g.fleetSink = view.sink(t)
 	if start != nil {
 		g.fleetRun, g.fleetStart = run, start
 	}
-	out := &targetWriter{mu: mu, w: o.Out, prefix: "[" + t.String() + "] ", context: t.Context, ndjson: o.g.Output == "json"}
-	errOut := &targetWriter{mu: mu, w: o.ErrOut, prefix: "[" + t.String() + "] ", context: t.Context}
+	w, errW := view.streams(t, o.Out, o.ErrOut)
+	out := &targetWriter{mu: mu, w: w, prefix: "[" + t.String() + "] ", context: t.Context, ndjson: o.g.Output == "json"}
+	errOut := &targetWriter{mu: mu, w: errW, prefix: "[" + t.String() + "] ", context: t.Context}
 	defer func() {
 		_ = out.flush()
 		_ = errOut.flush()

@@ -601,7 +601,7 @@ func TestFleetRestartPacing(t *testing.T) {
 			t.Errorf("summary %v, want %v", got, want)
 		}
 		if !strings.Contains(r.err, "ERROR: context ctx-a, cluster n1/orders: failed: cluster unhealthy") ||
-			!strings.Contains(r.err, "ERROR: context ctx-a, cluster n2/orders: stopped: ") {
+			!strings.Contains(r.err, "ERROR: context ctx-a, cluster n2/orders: stopped at a batch boundary") {
 			t.Errorf("stderr:\n%s", r.err)
 		}
 	})

@@ -80,7 +80,7 @@ func (o *GlobalOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ConfigFlags.AddFlags(fs)
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: text|json|yaml; status, lock, deny and version also name|jsonpath=...|go-template=... (json streams NDJSON events for operations)")
 	fs.StringVar(&o.Engine, "engine", o.Engine, "Database engine, overriding detection: "+strings.Join(ops.KnownEngines, "|"))
-	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector picking the cluster's StatefulSets explicitly")
+	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector: with a CLUSTER argument, picks the cluster's StatefulSets explicitly; without one (list, fleet commands), selects the clusters whose labels match")
 	fs.BoolVar(&o.IgnoreOperator, "ignore-operator", o.IgnoreOperator, "Act on StatefulSets owned by an operator (it may fight the changes)")
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "Log level of client-go's messages on stderr (6 shows API requests; 0 = none)")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Config file (default $XDG_CONFIG_HOME/kubectl-dbops/config.yaml)")

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
@@ -58,6 +59,8 @@ type ListOptions struct {
 	AllNamespaces bool
 	NoHeaders     bool
 	fleet         fleetFlags
+	// clusterSel is -l: only the clusters whose labels match (fleet_select.go).
+	clusterSel labels.Selector
 }
 
 // NewListOptions returns options bound to the shared flags.
@@ -77,7 +80,10 @@ func NewListCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
   kubectl dbops list -A -o json | jq -r '.items[] | select(.lockHolder != "") | .name'
 
   # Every cluster of every namespace in the contexts prod-eu and prod-us, two at a time
-  kubectl dbops list -A --contexts 'prod-*' --max-parallel 2`,
+  kubectl dbops list -A --contexts 'prod-*' --max-parallel 2
+
+  # Only the clusters labelled tier=db (the labels on all their StatefulSets, or their operator resource)
+  kubectl dbops list -A --contexts 'prod-*' -l tier=db`,
 		Args: noArgs,
 		RunE: runOptions(o),
 	}
@@ -100,6 +106,13 @@ func (o *ListOptions) Validate() error {
 	}
 	if o.RunFlags.DryRun {
 		return ops.Usagef("--dry-run does not apply to list (it never changes anything)")
+	}
+	if o.Selector != "" {
+		sel, err := parseClusterSelector(o.Selector)
+		if err != nil {
+			return err
+		}
+		o.clusterSel = sel
 	}
 	return o.fleet.validate(o.GlobalOptions)
 }
@@ -134,11 +147,20 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 	if err != nil {
 		return nil, err
 	}
-	found, err := clusterNames(ctx, cl.Kube, ns)
-	if err != nil {
-		return nil, err
+	var found []namespacedName
+	if o.clusterSel != nil {
+		if found, err = selectClusters(ctx, cl, ns, o.clusterSel, "", ops.ResourceRecognizers(o.recognizers())); err != nil {
+			return nil, err
+		}
+		if len(found) == 0 {
+			return nil, noClusterSelected(ns, "", o.Selector)
+		}
+	} else {
+		if found, err = clusterNames(ctx, cl.Kube, ns); err != nil {
+			return nil, err
+		}
+		found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
 	}
-	found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
 	// Read once for every row: who the lock status is judged for.
 	id, err := o.RunFlags.ResolveLockID(o.ConfigFlags)
 	if err != nil {
@@ -168,7 +190,7 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 	per := make([][]ClusterSummary, len(ts))
 	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		i := slices.Index(ts, t)
-		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == ""}
+		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == "", clusterSel: o.clusterSel}
 		rows, err := lo.rows(ctx, t.Namespace)
 		if err != nil {
 			return err

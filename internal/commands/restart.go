@@ -37,6 +37,8 @@ type RestartOptions struct {
 	groupGiven bool
 	// fleet selects and paces a fleet of targets (runFleet).
 	fleet fleetMutationFlags
+	// sel is -l without CLUSTER (and -A) over a fleet: the clusters restarted (fleet_select.go).
+	sel clusterSelect
 	// targetRequest is a fleet target's request, built before its run (cobra's flag sets
 	// are not safe to read from parallel targets); nil: built from the command.
 	targetRequest *ops.Request
@@ -83,9 +85,12 @@ Bounded by --timeout, else 4 h.`,
   # then two at a time; a failure stops the rest
   kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes
 
+  # Fleet, no CLUSTER: every cluster labelled tier=db in every namespace of the contexts prod-*
+  kubectl dbops restart --rolling --contexts 'prod-*' -A -l tier=db --dry-run
+
   # Fleet file without a CLUSTER argument: the clusters (of any engine) it names per context
   kubectl dbops restart --rolling --fleet fleet.yaml --canary 1 --max-parallel 2 --yes`,
-		Args:              fleetClusterArg,
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
@@ -99,13 +104,13 @@ Bounded by --timeout, else 4 h.`,
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(ops.RestartModes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups(g))
 	o.fleet.addFlags(cmd, g)
+	o.sel.addFlags(cmd)
 	g.addEngineFlags("restart", cmd.Flags())
 	return cmd
 }
 
 // Complete fills in arguments.
 func (o *RestartOptions) Complete(cmd *cobra.Command, args []string) error {
-	// No argument only with --fleet FILE naming the clusters (fleetClusterArg).
 	o.Cluster = firstArg(args)
 	o.groupGiven = cmd.Flags().Changed("group")
 	o.zonesGiven = cmd.Flags().Changed("max-unavailable-zones")
@@ -138,6 +143,9 @@ func (o *RestartOptions) Validate() error {
 		return ops.Usagef("unknown --mode %q; allowed: %s", o.Mode, strings.Join(ops.RestartModes, ", "))
 	}
 	if err := o.fleet.validate(o.g); err != nil {
+		return err
+	}
+	if err := o.sel.validate(o.g, &o.fleet.fleetFlags, o.Cluster); err != nil {
 		return err
 	}
 	if o.zonesGiven {

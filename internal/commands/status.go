@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -48,6 +49,7 @@ type StatusOptions struct {
 	// wide: -o wide, the text view with more columns (pod UIDs, IPs, PVCs).
 	wide  bool
 	fleet fleetFlags
+	sel   clusterSelect
 }
 
 // NewStatusOptions returns options bound to the shared flags.
@@ -72,20 +74,24 @@ func NewStatusCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
   kubectl dbops status mycrate --watch -o json --timeout 30m
 
   # The cluster orders in every context named prod-*
-  kubectl dbops status orders --contexts 'prod-*' -n db`,
-		Args:              clusterArg,
+  kubectl dbops status orders --contexts 'prod-*' -n db
+
+  # Every cluster labelled tier=db in any namespace of the contexts prod-* (no CLUSTER)
+  kubectl dbops status --contexts 'prod-*' -A -l tier=db`,
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the tables' column headers (-o text)")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the status, print it again each time it changes (watches pods, StatefulSets, the lock and operator resources; FoundationDB health is re-read every 2s) until Ctrl-C or --timeout; exit 0")
 	o.fleet.addFlags(cmd, g)
+	o.sel.addFlags(cmd)
 	return cmd
 }
 
 // Complete fills in arguments.
 func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	return nil
 }
 
@@ -105,6 +111,9 @@ func (o *StatusOptions) Validate() error {
 		return ops.Usagef("--dry-run does not apply to status (it never changes anything)")
 	}
 	if err := o.fleet.validate(o.GlobalOptions); err != nil {
+		return err
+	}
+	if err := o.sel.validate(o.GlobalOptions, &o.fleet, o.Cluster); err != nil {
 		return err
 	}
 	if o.Watch && o.fleet.active(o.GlobalOptions) {
@@ -145,33 +154,37 @@ func (o *StatusOptions) print(st *ClusterStatus) error {
 // context, the others are printed (text: one status each, headed by its context; -o json|yaml:
 // a ClusterStatusList whose items carry their context), and the exit code is the worst target's.
 func (o *StatusOptions) runFleet(ctx context.Context) error {
-	ts, err := o.fleet.targets(o.GlobalOptions, []string{o.Cluster}, false)
+	ts, err := o.sel.targets(o.GlobalOptions, &o.fleet, o.Cluster)
 	if err != nil {
 		return err
 	}
-	pool := newClientsPool(o.GlobalOptions)
-	per := make([]*StatusOptions, len(ts))
-	sts := make([]*ClusterStatus, len(ts))
-	for i, t := range ts {
-		per[i] = &StatusOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, Cluster: t.Cluster, NoHeaders: o.NoHeaders, wide: o.wide}
+	type item struct {
+		st  *ClusterStatus
+		now time.Time
 	}
-	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
-		i := slices.Index(ts, t)
-		st, err := per[i].collect(ctx)
+	per := make([][]item, len(ts))
+	var mu sync.Mutex
+	rs := runFleetClusterReads(ctx, o.GlobalOptions, &o.fleet, ts, o.sel.sel, func(ctx context.Context, i int, cg *GlobalOptions, ct fleet.Target) error {
+		so := &StatusOptions{GlobalOptions: cg, RunFlags: o.RunFlags, Cluster: ct.Cluster, NoHeaders: o.NoHeaders, wide: o.wide}
+		st, err := so.collect(ctx)
 		if err != nil {
 			return err
 		}
-		st.Context = t.Context
-		sts[i] = st
+		st.Context = ct.Context
+		mu.Lock()
+		per[i] = append(per[i], item{st, so.clockNow()})
+		mu.Unlock()
 		return nil
 	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var items []*ClusterStatus
-	for _, st := range sts {
-		if st != nil {
-			items = append(items, st)
+	var all []item
+	for _, p := range per {
+		for _, it := range p {
+			items = append(items, it.st)
+			all = append(all, it)
 		}
 	}
 	doc, err := documentList(items, "ClusterStatusList", "ClusterStatus", o.Cluster, "", func(st *ClusterStatus) string { return st.Cluster.Name })
@@ -182,14 +195,11 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 		doc.Object["errors"] = errs
 	}
 	err = o.printDocument(o.Out, doc, func(w io.Writer) error {
-		for i, st := range sts {
-			if st == nil {
-				continue
-			}
-			if _, err := ops.Fprintf(w, "Context:  %s\n", st.Context); err != nil {
+		for _, it := range all {
+			if _, err := ops.Fprintf(w, "Context:  %s\n", it.st.Context); err != nil {
 				return err
 			}
-			if err := writeStatusText(w, st, per[i].clockNow(), o.NoHeaders, o.wide); err != nil {
+			if err := writeStatusText(w, it.st, it.now, o.NoHeaders, o.wide); err != nil {
 				return err
 			}
 			if _, err := io.WriteString(w, "\n"); err != nil {

@@ -54,6 +54,14 @@ func (g *Runner) runWithView(ctx context.Context, exec *ops.Executor, plan *ops.
 		g.streamEnded = true
 		stopPods()
 		return withSinkErr(err, js.Err())
+	case g.fleetSink != nil:
+		// One target of a fleet shown in the fleet's terminal UI: the same events, to the
+		// fleet's view.
+		exec.Sink = g.fleetSink
+		stopPods := withPods(ctx, g.fleetSink)
+		err := exec.Run(ctx, plan)
+		stopPods()
+		return shownInterruption(err)
 	case g.NoTUI || !g.IsTerminal():
 		ps := tui.NewPlain(g.Out, tui.PlainOptions{})
 		exec.Sink = ps

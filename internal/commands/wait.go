@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 )
 
@@ -46,13 +49,22 @@ func NewWaitCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
   unlocked  nobody holds the cluster's lock (a lock that expired counts as free)
 
 Kubernetes changes are watched (pods, StatefulSets, the lock's Lease); the
-database's health, which changes without one, is read again with backoff.`,
+database's health, which changes without one, is read again with backoff.
+
+Over a fleet (--contexts, --context A,B or --fleet) every target is waited for,
+--max-parallel at once, each bounded by --timeout; lines are prefixed with the
+target, and each target that did not reach the condition is named on one
+ERROR line (the exit code is the worst target's). Without CLUSTER, -l selects
+the clusters of each target by their labels (-A: in every namespace).`,
 		Example: `  # In a pipeline, after a deploy
   kubectl dbops wait mycrate --for=healthy --timeout 15m
 
   # Before starting maintenance: wait for someone else's operation to end
-  kubectl dbops wait mycrate --for=unlocked`,
-		Args:              clusterArg,
+  kubectl dbops wait mycrate --for=unlocked
+
+  # Every cluster labelled tier=db in the contexts prod-*, two contexts at a time
+  kubectl dbops wait --for=healthy --contexts 'prod-*' -l tier=db --max-parallel 2`,
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
@@ -60,12 +72,14 @@ database's health, which changes without one, is read again with backoff.`,
 	_ = cmd.RegisterFlagCompletionFunc("for", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return waitConditions, cobra.ShellCompDirectiveNoFileComp
 	})
+	o.fleet.addFlags(cmd, g)
+	o.sel.addFlags(cmd)
 	return cmd
 }
 
 // Complete fills in arguments.
 func (o *WaitOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	return nil
 }
 
@@ -86,12 +100,51 @@ func (o *WaitOptions) Validate() error {
 		}
 		return ops.Usagef("unknown --for %q; allowed: %s", o.For, strings.Join(waitConditions, ", "))
 	}
-	return nil
+	if err := o.fleet.validate(o.GlobalOptions); err != nil {
+		return err
+	}
+	return o.sel.validate(o.GlobalOptions, &o.fleet, o.Cluster)
 }
 
-// Run waits for the condition.
+// Run waits for the condition (over a fleet, for every target).
 func (o *WaitOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(ctx)
+	}
+	return o.waitFor(ctx)
+}
+
+// runFleet waits for the condition on every cluster of the fleet's targets, --max-parallel
+// targets at once, each cluster's wait bounded by --timeout on its own. Its lines are
+// prefixed with the cluster's target; each target that did not reach the condition (or could
+// not be read) is named on its own ERROR line, and the exit code is the worst target's.
+func (o *WaitOptions) runFleet(ctx context.Context) error {
+	ts, err := o.sel.targets(o.GlobalOptions, &o.fleet, o.Cluster)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	rs := runFleetClusterReads(ctx, o.GlobalOptions, &o.fleet, ts, o.sel.sel, func(ctx context.Context, _ int, cg *GlobalOptions, ct fleet.Target) error {
+		prefix := "[" + ct.String() + "] "
+		out := &targetWriter{mu: &mu, w: o.Out, prefix: prefix}
+		errOut := &targetWriter{mu: &mu, w: o.ErrOut, prefix: prefix}
+		cg.IOStreams = genericiooptions.IOStreams{In: o.In, Out: out, ErrOut: errOut}
+		wo := &WaitOptions{StatusOptions: &StatusOptions{GlobalOptions: cg, RunFlags: o.RunFlags, Cluster: ct.Cluster}, For: o.For}
+		err := wo.waitFor(ctx)
+		_ = out.flush()
+		_ = errOut.flush()
+		return err
+	})
+	if ctx.Err() != nil {
+		return &ops.CodedError{Kind: ops.ErrInterrupted, Msg: fmt.Sprintf("interrupted while waiting for the fleet's clusters to be %s", o.For)}
+	}
+	reportTargetErrors(o.GlobalOptions, rs)
+	return fleetFailure(rs)
+}
+
+// waitFor waits for the condition on the one cluster.
+func (o *WaitOptions) waitFor(ctx context.Context) error {
 	timeout := o.RunFlags.Timeout
 	if timeout == 0 {
 		timeout = DefaultWaitTimeout

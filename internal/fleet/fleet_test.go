@@ -317,6 +317,20 @@ func TestRunCancelledStartsNothing(t *testing.T) {
 	if res[0].Started || res[1].Started {
 		t.Fatal("started after cancel")
 	}
+	// Interrupted before anything ran is not a success: exit 130, the targets not-started.
+	if WorstExit(res) != ops.ExitInterrupted || res[0].Outcome() != OutcomeNotStarted || res[1].Reason() != ops.ReasonInterrupted {
+		t.Fatalf("exit %d, outcome %s, reason %s", WorstExit(res), res[0].Outcome(), res[1].Reason())
+	}
+	// So is a canary phase cut short: the canary's own result and the rest interrupted.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	res = Run(ctx, targets(2), Pacing{MaxParallel: 2, Canary: 1}, func(context.Context, Target, <-chan struct{}) error {
+		cancel()
+		return nil
+	})
+	if !res[0].Started || res[1].Started || WorstExit(res) != ops.ExitInterrupted {
+		t.Fatalf("canary started %v, second started %v, exit %d", res[0].Started, res[1].Started, WorstExit(res))
+	}
 }
 
 func TestWorstExit(t *testing.T) {

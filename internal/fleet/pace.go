@@ -61,6 +61,9 @@ const (
 	OutcomeSkipped    = "skipped"
 	OutcomeStopped    = "stopped"
 	OutcomeNotStarted = "not-started"
+	// OutcomeInterrupted: Ctrl-C or SIGTERM stopped the target; its journal is kept and its
+	// action in flight was finished (ops.Executor), so resume continues it.
+	OutcomeInterrupted = ops.OutcomeInterrupted
 )
 
 // Outcome is the summary's word for r.
@@ -74,14 +77,17 @@ func (r Result) Outcome() string {
 		return OutcomeSkipped
 	case errors.Is(r.Err, ops.ErrAborted), errors.Is(r.Err, ops.ErrPaused):
 		return OutcomeStopped
+	case errors.Is(r.Err, ops.ErrInterrupted):
+		return OutcomeInterrupted
 	default:
 		return OutcomeFailed
 	}
 }
 
-// Reason is r's reason code ("" when it succeeded or never started).
+// Reason is r's reason code ("" when it succeeded, or never started for want of a failure
+// elsewhere).
 func (r Result) Reason() string {
-	if !r.Started || r.Err == nil {
+	if r.Err == nil {
 		return ""
 	}
 	return ops.ReasonOf(r.Err)
@@ -142,6 +148,7 @@ func Run(ctx context.Context, ts []Target, p Pacing, run RunFunc) []Result {
 	}
 	for i := 0; i < p.Canary && i < len(ts); i++ {
 		if !pause() {
+			notStartedBy(ctx, res)
 			return res
 		}
 		started++
@@ -168,7 +175,26 @@ func Run(ctx context.Context, ts []Target, p Pacing, run RunFunc) []Result {
 		})
 	}
 	wg.Wait()
+	notStartedBy(ctx, res)
 	return res
+}
+
+// notStartedBy gives the targets a cancelled ctx kept from starting its error (Ctrl-C:
+// interrupted), so that a fleet interrupted before a target ran does not exit 0 as if nothing
+// had been asked of it. They stay not-started.
+func notStartedBy(ctx context.Context, res []Result) {
+	if ctx.Err() == nil {
+		return
+	}
+	kind, reason := ops.ErrInterrupted, ops.ReasonInterrupted
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		kind, reason = ops.ErrTimeout, ops.ReasonTimeout
+	}
+	for i := range res {
+		if !res[i].Started {
+			res[i].Err = &ops.CodedError{Kind: kind, Msg: kind.Error() + " before it started", Reason: reason}
+		}
+	}
 }
 
 // exitRank orders exit codes from best to worst, for the fleet's exit code (README "Fleets"):
@@ -178,11 +204,12 @@ var exitRank = []int{ops.ExitOK, ops.ExitPaused, ops.ExitLocked, ops.ExitPrecond
 	ops.ExitTimeout, ops.ExitFailed, ops.ExitUsage, ops.ExitInterrupted}
 
 // WorstExit is the exit code of a fleet run: the worst of its targets' (exitRank); targets
-// that never started add nothing (the failure that stopped them is counted).
+// that never started add nothing (the failure that stopped them is counted), unless an
+// interrupt kept them from starting (notStartedBy).
 func WorstExit(rs []Result) int {
 	worst, rank := ops.ExitOK, 0
 	for _, r := range rs {
-		if !r.Started {
+		if r.Err == nil {
 			continue
 		}
 		c := ops.ExitCode(r.Err)

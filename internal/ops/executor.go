@@ -334,7 +334,8 @@ func (e *Executor) runSteps(ctx context.Context, j *Journal) error {
 			continue
 		}
 		if err := context.Cause(ctx); err != nil {
-			return err
+			// Stopped at the boundary: say before which step, not the context's own words.
+			return &stepError{where: fmt.Sprintf("step %d/%d (%s: %s)", ref.Index, total, s.Target, s.Description), err: err, before: true}
 		}
 		// A pause or abort written on the lock is honoured here, before the next step
 		// touches anything (honourControl).
@@ -668,7 +669,9 @@ func classify(ctx context.Context, err error) error {
 		// Without the cancelled context's own words; what the step undid (allocation
 		// re-enabled, say) stays.
 		msg := "interrupted: " + withoutCancel(err.Error())
-		if se, ok := errors.AsType[*stepError](err); ok {
+		if se, ok := errors.AsType[*stepError](err); ok && se.before {
+			msg = "interrupted before " + se.where + ", at a step boundary"
+		} else if ok {
 			msg = "interrupted in " + se.where
 			if inner := withoutCancel(se.err.Error()); inner != "interrupted" && inner != "" {
 				msg += ": " + inner
@@ -678,10 +681,12 @@ func classify(ctx context.Context, err error) error {
 	}
 }
 
-// stepError is a step's failure, naming the step.
+// stepError is a step's failure, naming the step; before: the run stopped before the step
+// began (nothing of it was done).
 type stepError struct {
-	where string
-	err   error
+	where  string
+	err    error
+	before bool
 }
 
 func (e *stepError) Error() string { return e.where + ": " + e.err.Error() }

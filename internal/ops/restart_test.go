@@ -1123,3 +1123,39 @@ func TestResumedRunDoesNotPauseBeforeSkippedSteps(t *testing.T) {
 		t.Errorf("deleted %v, want only db-hot-2", got)
 	}
 }
+
+// Ctrl-C between two steps: the run stops at the boundary and says before which step, once
+// (it said "interrupted: interrupted"); the first step is journaled done, the second never
+// began.
+func TestExecutorInterruptAtStepBoundary(t *testing.T) {
+	c, client := testCluster(map[string]int{"web": 2}, []string{"web"}, "")
+	ctrl := fakecluster.Start(t, client, "prod")
+	p, _ := (&RollingRestart{Client: client}).Plan(c, EngineGeneric, RestartOptions{})
+	locker := &memLocker{id: "me"}
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := &Recorder{}
+	sink := SinkFunc(func(e Event) {
+		rec.Emit(e)
+		if e.Type == EventStepDone {
+			cancel() // Ctrl-C right after the first step finished
+		}
+	})
+	err := (&Executor{Locker: locker, Sink: sink}).Run(ctx, p)
+	if ExitCode(err) != ExitInterrupted {
+		t.Fatalf("err = %v (exit %d)", err, ExitCode(err))
+	}
+	want := "interrupted before step 2/2 (pod/db-web-1: "
+	if !strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "interrupted") != 1 {
+		t.Errorf("err %q, want it to start %q and say interrupted once", err, want)
+	}
+	evs := rec.Events()
+	if last := evs[len(evs)-1]; last.Type != EventDone || !strings.HasPrefix(last.Error, want) {
+		t.Errorf("last event %+v", last)
+	}
+	if j := locker.stored(t); j.State != JournalInterrupted || len(j.Done) != 1 {
+		t.Errorf("journal = %+v", j)
+	}
+	if got := ctrl.Deleted(); !slices.Equal(got, []string{"db-web-0"}) {
+		t.Errorf("deleted %v", got)
+	}
+}

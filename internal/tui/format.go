@@ -147,7 +147,7 @@ func outcomeText(e ops.Event) string {
 		}
 	}
 	switch {
-	case e.Error != "" && strings.HasPrefix(e.Error, outcome+" in "):
+	case e.Error != "" && (strings.HasPrefix(e.Error, outcome+" in ") || strings.HasPrefix(e.Error, outcome+" before ")):
 		// "interrupted in step 3/4 (...)": the outcome's word once.
 		s += strings.TrimPrefix(e.Error, outcome)
 	case e.Error != "":

@@ -236,7 +236,7 @@ func countingKubeconfig(t *testing.T) (string, *apiRequestCounter) {
 
 // delayingKubeconfig is countingKubeconfig with delay added to every request before the proxy
 // forwards it: an API server one round trip of delay away.
-func delayingKubeconfig(t *testing.T, delay time.Duration) (string, *apiRequestCounter) {
+func delayingKubeconfig(t testing.TB, delay time.Duration) (string, *apiRequestCounter) {
 	t.Helper()
 	target, err := url.Parse(bed.APIServerURL)
 	if err != nil {

@@ -31,7 +31,7 @@ type secondBed struct {
 // bedB is set once, by the first fleet test that needs it.
 var bedB secondBed
 
-func (s *secondBed) get(t *testing.T) *testbed.Testbed {
+func (s *secondBed) get(t testing.TB) *testbed.Testbed {
 	t.Helper()
 	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -275,6 +276,64 @@ func TestFleetList(t *testing.T) {
 	if st.Kind != "ClusterStatusList" || strings.Join(got, ",") != "bed-a/repl/replicated,bed-b/repl/replicated" ||
 		len(st.Errors) != 1 || st.Errors[0].Context != "bed-gone" || !strings.Contains(res.Stderr, "ERROR: context bed-gone: ") {
 		t.Errorf("status: kind %s items %v errors %v: %s", st.Kind, got, st.Errors, res)
+	}
+
+	fleetSelect(t, x)
+}
+
+// fleetSelect (on TestFleetList's clusters): the web StatefulSets labelled tier=db in both
+// beds; `list -l tier=db` lists the web clusters only; `history` and `wait` without CLUSTER
+// answer for web in each context (items carrying their context, lines prefixed by the
+// target); `wait repl` over bed-* names the dead context on one line.
+func fleetSelect(t *testing.T, x *fleetEnv) {
+	t.Helper()
+	for _, c := range []string{"bed-a", "bed-b"} {
+		if _, err := x.client(c).AppsV1().StatefulSets(x.ns).Patch(t.Context(), "web", types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"tier":"db"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%s: label web: %v", c, err)
+		}
+	}
+	res := x.run("list", "--contexts", "bed-a,bed-b", "-n", x.ns, "-l", "tier=db", "-o", "json")
+	var doc struct {
+		Items []struct{ Context, Name string } `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &doc); res.Code != 0 || err != nil {
+		t.Fatalf("list -l tier=db: %v: %s", err, res)
+	}
+	var got []string
+	for _, it := range doc.Items {
+		got = append(got, it.Context+"/"+it.Name)
+	}
+	if strings.Join(got, ",") != "bed-a/web,bed-b/web" {
+		t.Errorf("list -l tier=db: items %v: %s", got, res)
+	}
+
+	res = x.run("history", "--contexts", "bed-a,bed-b", "-n", x.ns, "-l", "tier=db", "-o", "json")
+	var h struct {
+		Kind  string                              `json:"kind"`
+		Items []struct{ Context, Cluster string } `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &h); res.Code != 0 || err != nil {
+		t.Fatalf("history -l tier=db: %v: %s", err, res)
+	}
+	got = got[:0]
+	for _, it := range h.Items {
+		got = append(got, it.Context+"/"+it.Cluster)
+	}
+	if h.Kind != "HistoryList" || strings.Join(got, ",") != "bed-a/web,bed-b/web" {
+		t.Errorf("history: kind %s items %v: %s", h.Kind, got, res)
+	}
+
+	res = x.run("wait", "--for=ready", "--context", "bed-a,bed-b", "-n", x.ns, "-l", "tier=db", "--max-parallel", "2", "--timeout", "2m")
+	for _, c := range []string{"bed-a", "bed-b"} {
+		if want := fmt.Sprintf("[%s/%s/web] %s/web is ready", c, x.ns, x.ns); res.Code != 0 || !strings.Contains(res.Stdout, want) {
+			t.Errorf("wait -l: want %q: %s", want, res)
+		}
+	}
+	res = x.run("wait", "repl", "--for=ready", "--contexts", "bed-*", "-n", x.ns, "--timeout", "2m")
+	if res.Code == 0 || strings.Count(res.Stdout, "/repl is ready") != 2 || strings.Count(res.Stderr, "ERROR: context ") != 1 ||
+		!strings.Contains(res.Stderr, "ERROR: context bed-gone: ") {
+		t.Errorf("wait repl over bed-*: %s", res)
 	}
 }
 

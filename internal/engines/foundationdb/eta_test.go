@@ -21,7 +21,7 @@ import (
 func TestExclusionWaitETAFromDrainRate(t *testing.T) {
 	c, model, clock, ex := simCluster(t)
 	e := newEngine(t, ex)
-	e.deps.Clock = clock // the reason's own rate (moveRate) reads the same clock
+	e.deps.Clock = clock
 	e.afterFunc = func(time.Duration) <-chan time.Time {
 		clock.Advance(time.Second)
 		ch := make(chan time.Time, 1)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -528,7 +527,6 @@ func int64Of(v any) int64 {
 func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch []string) error {
 	var total int64
 	lastLeft := int64(-1)
-	var rate moveRate
 	var moving *blocker
 	return r.pollBlocked(ctx, sc, func(u *unstructured.Unstructured) (bool, string, error) {
 		moving = nil
@@ -576,7 +574,7 @@ func (r *removal) waitExcluded(ctx context.Context, sc *ops.StepContext, batch [
 			ids := strings.Join(slices.Compact(waiting), ",")
 			moving = &blocker{kind: ops.BlockedProcess, on: "the data on excluded process group(s) " + ids,
 				toUnblock: "nothing while it moves: FoundationDB's data distribution moves it to the other storage processes (fdbcli --exec 'status' shows the data moving)"}
-			return false, fmt.Sprintf("the exclusion of %s: %s left to move%s", ids, ops.FormatBytes(left), rate.observe(r.e.deps.Now(), left)), nil
+			return false, fmt.Sprintf("the exclusion of %s: %s left to move", ids, ops.FormatBytes(left)), nil
 		}
 		return true, "", nil
 	}, func() *blocker { return moving })
@@ -772,26 +770,4 @@ func (r *removal) waitHealthy(ctx context.Context, sc *ops.StepContext) error {
 		}
 		return true, "", nil
 	})
-}
-
-// moveRate is the rate data leaves excluded processes, from the first reading of this wait to
-// the latest: FoundationDB reports bytes stored, not a rate.
-type moveRate struct {
-	since     time.Time
-	firstLeft int64
-	started   bool
-}
-
-// observe notes left bytes at now and says ", at 12.0 MiB/s" once some moved ("" before).
-func (m *moveRate) observe(now time.Time, left int64) string {
-	if !m.started || left > m.firstLeft {
-		// A larger figure (a process reporting late) starts the measurement again.
-		m.since, m.firstLeft, m.started = now, left, true
-		return ""
-	}
-	secs := now.Sub(m.since).Seconds()
-	if secs <= 0 || left == m.firstLeft {
-		return ""
-	}
-	return ", at " + ops.FormatBytes(int64(float64(m.firstLeft-left)/secs)) + "/s"
 }

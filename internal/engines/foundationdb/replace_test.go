@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,29 +242,5 @@ func TestNotExcludedReasonNamesTheOperatorsPacing(t *testing.T) {
 	}
 	if got := notExcludedReason(&Status{}, []string{"storage-10"}); !strings.HasSuffix(got, "120s by default)") {
 		t.Fatalf("without a recovery state: %q", got)
-	}
-}
-
-// TestMoveRate: the exclusion wait says how fast data leaves, once some has left, from its
-// own readings (status json has no rate); a larger figure starts again.
-func TestMoveRate(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var m moveRate
-	steps := []struct {
-		at   time.Duration
-		left int64
-		want string
-	}{
-		{0, 100 << 20, ""},
-		{10 * time.Second, 100 << 20, ""},
-		{10 * time.Second, 80 << 20, ", at 2.0 MiB/s"},
-		{20 * time.Second, 60 << 20, ", at 2.0 MiB/s"},
-		{21 * time.Second, 200 << 20, ""},
-		{31 * time.Second, 190 << 20, ", at 1.0 MiB/s"},
-	}
-	for _, s := range steps {
-		if got := m.observe(t0.Add(s.at), s.left); got != s.want {
-			t.Errorf("at %s with %d left: %q, want %q", s.at, s.left, got, s.want)
-		}
 	}
 }
