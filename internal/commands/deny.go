@@ -58,7 +58,9 @@ func newDenyAddCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 		Short:       "Deny a lock ID",
 		Example: `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"
   # FoundationDB: keep the operator instance dc2 from taking the operator's lock
-  kubectl dbops deny add myfdb --operator-instance dc2`,
+  kubectl dbops deny add myfdb --operator-instance dc2
+  # Fleet: stop a runaway pipeline on orders in every context named prod-*
+  kubectl dbops deny add orders ci-bot@api.example:6443 --contexts 'prod-*' -n db --reason "runaway pipeline" --yes`,
 		Args: rangeArgs(1, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
@@ -73,6 +75,7 @@ func newDenyAddCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is denied (recorded)")
 	cmd.Flags().StringVar(&o.OperatorInstance, "operator-instance", "", "FoundationDB: deny this operator instance in the FoundationDBCluster's spec.lockOptions.denyList instead of a lock ID")
+	o.addWriteFleetFlags(cmd, g)
 	return cmd
 }
 
@@ -90,6 +93,7 @@ func newDenyAllowCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is allowed again (recorded)")
 	cmd.Flags().StringVar(&o.OperatorInstance, "operator-instance", "", "FoundationDB: allow this operator instance ({id, allow: true} in spec.lockOptions.denyList; entries are never removed)")
+	o.addWriteFleetFlags(cmd, g)
 	return cmd
 }
 
@@ -119,6 +123,18 @@ func (o *DenyOptions) Validate() error {
 
 // Run denies or allows the ID, or says what it would do (--dry-run).
 func (o *DenyOptions) Run(cmd *cobra.Command) error {
+	if o.fleet.active(o.GlobalOptions) {
+		what := o.Target
+		if o.OperatorInstance != "" {
+			what = "operator instance " + o.OperatorInstance
+		}
+		verb := o.Action + " " + what + " on"
+		return o.runFleet(cmd, &fleetWrite{verb, titleCase(verb)}, func(lo *LockOptions) error {
+			d := *o
+			d.LockOptions = lo
+			return d.Run(cmd)
+		})
+	}
 	ctx := commandContext(cmd)
 	if o.OperatorInstance != "" {
 		return o.runOperatorInstance(ctx)
@@ -204,6 +220,7 @@ func newDenyListCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Leave out the table's column headers (-o text)")
+	o.addReadFleetFlags(cmd, g)
 	return cmd
 }
 
@@ -215,6 +232,9 @@ func (o *DenyListOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Run reads and prints the deny list.
 func (o *DenyListOptions) Run(cmd *cobra.Command) error {
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(cmd, nil, func(lo *LockOptions) error { return (&DenyListOptions{lo}).Run(cmd) })
+	}
 	ctx := commandContext(cmd)
 	m, err := o.manager(ctx)
 	if err != nil {

@@ -61,12 +61,6 @@ func (ff *fleetMutationFlags) validate(g *GlobalOptions) error {
 var fleetFlagNames = map[string]bool{"contexts": true, "fleet": true, "max-parallel": true, "canary": true, "fail-fast": true,
 	"pause-between-clusters": true}
 
-// targetRun is one target's run of a mutating command: the command's options over the
-// target's context, with its output going to the fleet's stream through out and errOut.
-type targetRun struct {
-	out, errOut *targetWriter
-}
-
 // targetWriter passes one target's output to the fleet's shared stream a whole line at a time:
 // plain lines prefixed with the target, NDJSON events with the target's "context" added.
 type targetWriter struct {
@@ -137,46 +131,78 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	} else if err := requireClusters(o.fleet.File, ts); err != nil {
 		return err
 	}
-	pacing := o.fleet.pacing(o.Factory)
-	if err := pacing.Validate(len(ts)); err != nil {
-		return err
-	}
-	if o.g.Output == "yaml" && !o.DryRun {
+	var reqMu sync.Mutex
+	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "restart", question: "Restart", title: "restart",
+		bySelector: o.Cluster == "",
+		run: func(r *Runner, g *GlobalOptions, t fleet.Target) error {
+			ro := *o
+			// The target's restart is the single-cluster one: no fleet of its own.
+			ro.Runner, ro.g, ro.Cluster, ro.fleet = r, g, t.Cluster, fleetMutationFlags{}
+			// cobra's flag sets change as they are read: one target at a time.
+			reqMu.Lock()
+			ro.targetRequest = ro.g.request(cmd, t.Cluster)
+			reqMu.Unlock()
+			if o.sel.selecting() {
+				ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags, o.Cluster == "")
+			}
+			return ro.endStream(cmd.Name(), t.Cluster, ro.Run(cmd))
+		}})
+}
+
+// fleetMutation is a mutating command over a fleet, for runMutationFleet: its words and its
+// single-cluster run of one target.
+type fleetMutation struct {
+	// verb names the command in the refusal to run unconfirmed ("refusing to VERB 2 clusters
+	// ..."); question starts the prompt ("QUESTION 2 clusters in ... ?").
+	verb, question string
+	// title is the fleet view's (fleet_view.go); "": no view (the command sends no events).
+	title string
+	// ndjson: -o json streams NDJSON events (each gets its target's context) and never asks.
+	ndjson bool
+	// documents: -o json|yaml is one document for the whole fleet that summary prints (lock,
+	// deny): no per-target headings or error lines go to stdout then; the preview before the
+	// question is text.
+	documents bool
+	// one runs the command on target t: plain output to out and errOut (prefixed by the
+	// target), events also to sink (the view's; nil without it), stopped by stop, only
+	// planning (writing nothing) with dryRun. preview: the plans shown before the question.
+	one func(ctx context.Context, t fleet.Target, out, errOut io.Writer, sink ops.Sink, stop <-chan struct{}, dryRun, preview bool) error
+	// summary ends the output (dryRun: of a --dry-run).
+	summary func(rs []fleet.Result, dryRun bool) error
+
+	// For runOperationFleet: run is a Runner command's single-cluster run of t with r and g,
+	// the target's own; bySelector: -l selected the targets' clusters (a target's discovery
+	// finds its cluster by name, not by the selector).
+	run        func(r *Runner, g *GlobalOptions, t fleet.Target) error
+	bySelector bool
+}
+
+// runOperationFleet is runMutationFleet for a command run by a Runner (restart, scale): each
+// target's run is run with the target's own runner (Runner.ForTarget over its context, its
+// own copy of the run flags, plain lines or the fleet's view) and options g; the summary is the
+// table or NDJSON fleet-summary event.
+func (o *Runner) runOperationFleet(cmd *cobra.Command, g *GlobalOptions, ff *fleetMutationFlags, ts []fleet.Target, m fleetMutation) error {
+	if g.Output == "yaml" && !o.DryRun {
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
-	ndjson := o.g.Output == "json"
-	if err := fleetCanConfirm(o.Runner, ndjson, "restart", "see every target's plan with --dry-run", ts); err != nil {
-		return err
-	}
-	var mu, reqMu sync.Mutex
+	run := m.run
 	// Every target's journal names this run (resume --fleet tells the targets it never started).
-	run := newFleetRun(ts)
-	// view is the fleet's terminal UI (fleet_view.go), set once the plans were shown; nil: plain
-	// lines or NDJSON.
-	var view *fleetView
-	// target is the restart of t, writing to out and errOut (lines prefixed by the target, but
-	// not a dry run's, which is grouped under its context; NDJSON with its context).
-	target := func(t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) (*RestartOptions, *targetRun) {
+	fleetRun := newFleetRun(ts)
+	m.ndjson = g.Output == "json"
+	m.one = func(_ context.Context, t fleet.Target, out, errOut io.Writer, sink ops.Sink, stop <-chan struct{}, dryRun, _ bool) error {
 		// Each target its own clients: no run state is shared between targets.
-		g := fleetTargetOptions(o.g, newClientsPool(o.g), t)
-		if o.Cluster == "" {
+		tg := fleetTargetOptions(g, newClientsPool(g), t)
+		if m.bySelector {
 			// -l selected the cluster: discovery finds it by name, not by the selector.
-			g.Selector = ""
+			tg.Selector = ""
 		}
-		prefix := "[" + t.String() + "] "
-		if dryRun {
-			prefix = ""
-		}
-		tr := &targetRun{
-			out:    &targetWriter{mu: &mu, w: out, prefix: prefix, context: t.Context, ndjson: ndjson},
-			errOut: &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context},
-		}
-		g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: tr.out, ErrOut: tr.errOut}
-		g.fleetSink = view.sink(t)
-		r := o.Runner.ForTarget(g.Factory)
-		if o.Cluster == "" {
-			// The target's flags as g has them: without the selector (ForTarget copies o's).
-			r = NewRunner(g.Factory, r.RunFlags, g)
+		tg.IOStreams = genericiooptions.IOStreams{In: o.In, Out: out, ErrOut: errOut}
+		tg.fleetSink = sink
+		tg.fleetRun = fleetRun
+		r := o.ForTarget(tg.Factory)
+		if m.bySelector {
+			// The target's flags as tg has them: without the selector (ForTarget copies o's).
+			r = NewRunner(tg.Factory, r.RunFlags, tg)
 		}
 		r.Pacing = o.Pacing
 		r.Pacing.Stop = stop
@@ -188,64 +214,96 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		// The fleet was confirmed as a whole (or --yes was given).
 		rf.Yes = true
 		r.RunFlags = &rf
-		ro := *o
-		// The target's restart is the single-cluster one: no fleet of its own.
-		ro.Runner, ro.g, ro.Cluster, ro.fleet = r, g, t.Cluster, fleetMutationFlags{}
-		// cobra's flag sets change as they are read: one target at a time.
-		reqMu.Lock()
-		ro.targetRequest = ro.g.request(cmd, t.Cluster)
-		ro.targetRequest.Fleet = run
-		reqMu.Unlock()
-		if o.sel.selecting() {
-			ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags, o.Cluster == "")
-		}
-		return &ro, tr
+		return run(r, tg, t)
 	}
-	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun bool) error {
-		ro, tr := target(t, out, errOut, stop, dryRun)
-		err := ro.endStream(cmd.Name(), t.Cluster, ro.Run(cmd))
-		_ = tr.out.flush()
-		_ = tr.errOut.flush()
+	m.summary = func(rs []fleet.Result, dryRun bool) error {
+		o.streamEnded = true
+		return writeFleetSummary(o, rs, func(r fleet.Result) string {
+			if dryRun && r.Started && r.Err == nil {
+				return ops.OutcomeDryRun
+			}
+			return r.Outcome()
+		})
+	}
+	return runMutationFleet(commandContext(cmd), cmd, o, g, ff, ts, m)
+}
+
+// runMutationFleet runs a mutating command over the targets ts (#39), each target the
+// command's single-cluster run (m.one), paced by ff through fleet.Run. --dry-run prints every
+// target's plan grouped under its context; otherwise, without --yes, the plans are shown and
+// one question names the contexts and clusters (fleetCanConfirm: none to ask on is exit 2,
+// nothing written). Each target that did not succeed gets a line naming its context; m.summary
+// ends the output; the error is fleetFailure's (the worst target's exit code).
+func runMutationFleet(ctx context.Context, cmd *cobra.Command, o *Runner, g *GlobalOptions, ff *fleetMutationFlags, ts []fleet.Target, m fleetMutation) error {
+	pacing := ff.pacing(o.Factory)
+	if err := pacing.Validate(len(ts)); err != nil {
+		return err
+	}
+	if err := fleetCanConfirm(o, m.ndjson, m.verb, "see every target's plan with --dry-run", ts); err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	// view is the fleet's terminal UI (fleet_view.go), set once the plans were shown; nil: plain
+	// lines or NDJSON.
+	var view *fleetView
+	// runOne runs t, writing to out and errOut (lines prefixed by the target, but not a dry
+	// run's, which is grouped under its context; NDJSON with its context).
+	runOne := func(ctx context.Context, t fleet.Target, out, errOut io.Writer, stop <-chan struct{}, dryRun, preview bool) error {
+		prefix := "[" + t.String() + "] "
+		if dryRun {
+			prefix = ""
+		}
+		tw := &targetWriter{mu: &mu, w: out, prefix: prefix, context: t.Context, ndjson: m.ndjson}
+		tew := &targetWriter{mu: &mu, w: errOut, prefix: prefix, context: t.Context}
+		err := m.one(ctx, t, tw, tew, view.sink(t), stop, dryRun, preview)
+		_ = tw.flush()
+		_ = tew.flush()
 		return err
 	}
 	// plans runs every target's dry run (reads only), each into its own buffer.
-	plans := func(w io.Writer) []fleet.Result {
+	plans := func(w io.Writer, preview bool) []fleet.Result {
 		bufs := make([]*bytes.Buffer, len(ts))
 		for i := range bufs {
 			bufs[i] = &bytes.Buffer{}
 		}
-		rs := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: o.fleet.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
+		rs := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: ff.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 			i := indexOf(ts, t)
-			return runOne(ctx, t, bufs[i], bufs[i], nil, true)
+			return runOne(ctx, t, bufs[i], bufs[i], nil, true, preview)
 		})
+		format := g.Output
+		switch {
+		case m.documents && preview:
+			format = "text"
+		case m.documents && format != "text":
+			return rs
+		}
 		for i, t := range ts {
-			switch o.g.Output {
+			switch format {
 			case "text":
 				ops.Fprintf(w, "=== context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
 			case "yaml":
 				ops.Fprintf(w, "---\n# context %s: %s/%s\n", t.Context, t.Namespace, t.Cluster)
 			}
 			_, _ = w.Write(bufs[i].Bytes())
-			if rs[i].Err != nil && !ndjson {
+			if rs[i].Err != nil && !m.ndjson {
 				ops.Fprintf(w, "ERROR: %s\n", oneLineErr(rs[i].Err))
 			}
 		}
 		return rs
 	}
 	if o.DryRun {
-		rs := plans(o.Out)
-		o.streamEnded = true
-		if err := o.writeFleetSummary(rs, true); err != nil {
+		rs := plans(o.Out, false)
+		if err := m.summary(rs, true); err != nil {
 			return err
 		}
 		return fleetFailure(rs)
 	}
 	if !o.Yes {
-		rs := plans(o.ErrOut)
+		rs := plans(o.ErrOut, true)
 		if err := fleetFailure(rs); err != nil {
 			return fmt.Errorf("not asking: %w", err)
 		}
-		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("Restart %s (%s)?", fleet.Describe(ts), targetList(ts)))
+		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("%s %s (%s)?", m.question, fleet.Describe(ts), targetList(ts)))
 		if err != nil {
 			return err
 		}
@@ -253,11 +311,13 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			return ops.Usagef("aborted at the confirmation prompt; nothing was changed")
 		}
 	}
-	view = newFleetView(o.Runner, "restart", ts, fleet.Result.Outcome)
+	if m.title != "" {
+		view = newFleetView(o, m.title, ts, fleet.Result.Outcome)
+	}
 	rs, err := view.run(ctx, cmd, func(ctx context.Context) []fleet.Result {
 		return fleet.Run(ctx, ts, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
 			out, errOut := view.streams(t, o.Out, o.ErrOut)
-			run := func() error { return runOne(ctx, t, out, errOut, stop, false) }
+			run := func() error { return runOne(ctx, t, out, errOut, stop, false, false) }
 			return view.target(t, func() error {
 				if o.WrapFleetTarget != nil {
 					return o.WrapFleetTarget(ctx, t, stop, run)
@@ -269,9 +329,8 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	o.streamEnded = true
-	reportFleetTargets(o.g, rs)
-	if err := o.writeFleetSummary(rs, false); err != nil {
+	reportFleetTargets(g, rs)
+	if err := m.summary(rs, false); err != nil {
 		return err
 	}
 	return fleetFailure(rs)
@@ -328,17 +387,6 @@ type fleetSummaryTarget struct {
 	Duration   time.Duration `json:"durationNs"`
 	ReasonCode string        `json:"reasonCode,omitempty"`
 	Error      string        `json:"error,omitempty"`
-}
-
-// writeFleetSummary ends the fleet's output: a table (context, cluster, outcome, duration,
-// reason) on -o text, one NDJSON event of type fleet-summary on -o json.
-func (o *RestartOptions) writeFleetSummary(rs []fleet.Result, dryRun bool) error {
-	return writeFleetSummary(o.Runner, rs, func(r fleet.Result) string {
-		if dryRun && r.Started && r.Err == nil {
-			return ops.OutcomeDryRun
-		}
-		return r.Outcome()
-	})
 }
 
 // writeFleetSummary writes the summary of rs to o's output, each target's outcome named by outcome.

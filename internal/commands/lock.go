@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -36,6 +37,11 @@ type LockOptions struct {
 	// the clients that found it.
 	found   *ops.Cluster
 	clients *Clients
+
+	// fleet selects (and, for the writing subcommands, paces) a fleet of targets
+	// (lock_fleet.go); collect takes a fleet target's -o json|yaml document.
+	fleet   fleetMutationFlags
+	collect func(runtime.Object)
 }
 
 // LockAction is the `lock acquire|release -o json|yaml` document.
@@ -59,7 +65,9 @@ type ClearedFDBLock struct {
 
 // NewLockOptions returns options bound to the shared flags.
 func NewLockOptions(g *GlobalOptions, rf *RunFlags) *LockOptions {
-	return &LockOptions{GlobalOptions: g, RunFlags: rf}
+	// One target at a time unless --max-parallel says more (subcommands without fleet flags
+	// stay valid: no fleet).
+	return &LockOptions{GlobalOptions: g, RunFlags: rf, fleet: fleetMutationFlags{fleetFlags: fleetFlags{MaxParallel: 1}}}
 }
 
 // NewLockCmd builds `lock status|acquire|release`.
@@ -94,15 +102,17 @@ func NewLockStatusOptions(g *GlobalOptions, rf *RunFlags) *LockStatusOptions {
 
 func newLockStatusCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	o := NewLockStatusOptions(g, rf)
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:               "status CLUSTER",
 		Annotations:       documentAnnotations(),
 		Short:             "Show the lock holder, expiry, deny list and any unfinished operation",
-		Example:           "  kubectl dbops lock status mycrate\n  kubectl dbops lock status mycrate -o json",
+		Example:           "  kubectl dbops lock status mycrate\n  kubectl dbops lock status mycrate -o json\n\n  # Fleet: the lock of orders in every context named prod-*\n  kubectl dbops lock status orders --contexts 'prod-*' -n db",
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
+	o.addReadFleetFlags(cmd, g)
+	return cmd
 }
 
 // Complete fills in arguments.
@@ -113,6 +123,9 @@ func (o *LockStatusOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Run reads and prints the lock's state.
 func (o *LockStatusOptions) Run(cmd *cobra.Command) error {
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(cmd, nil, func(lo *LockOptions) error { return (&LockStatusOptions{lo}).Run(cmd) })
+	}
 	ctx := commandContext(cmd)
 	m, err := o.manager(ctx)
 	if err != nil {
@@ -156,7 +169,10 @@ func newLockAcquireCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
   kubectl dbops lock acquire mycrate --duration 1h --reason "INC-1234: investigating"
 
   # Take the lock from whoever holds it (their running command stops before its next change)
-  kubectl dbops lock acquire mycrate --force --reason "INC-1234: stopping the restart"`,
+  kubectl dbops lock acquire mycrate --force --reason "INC-1234: stopping the restart"
+
+  # Fleet: hold the lock of orders in every context named prod-* (one question for all)
+  kubectl dbops lock acquire orders --contexts 'prod-*' -n db --duration 1h --reason "INC-1234: freeze"`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
@@ -166,6 +182,7 @@ func newLockAcquireCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why you hold the lock (shown to others)")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Take the lock over from someone else who holds it (their running command stops before its next change)")
 	cmd.Flags().BoolVar(&o.PauseOperator, "pause-operator", false, "FoundationDB: also set the FoundationDBCluster's spec.skip (the operator leaves the cluster alone); lock release clears it only if this tool set it")
+	o.addWriteFleetFlags(cmd, g)
 	return cmd
 }
 
@@ -177,6 +194,10 @@ func (o *LockAcquireOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Run takes (or extends) the lock, or says what it would do (--dry-run).
 func (o *LockAcquireOptions) Run(cmd *cobra.Command) error {
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(cmd, &fleetWrite{"acquire the lock of", "Acquire the lock of"},
+			func(lo *LockOptions) error { return (&LockAcquireOptions{lo}).Run(cmd) })
+	}
 	ctx := commandContext(cmd)
 	m, err := o.manager(ctx)
 	if err != nil {
@@ -244,7 +265,7 @@ func newLockReleaseCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 		Use:               "release CLUSTER [--id ID]",
 		Annotations:       documentAnnotations(),
 		Short:             "Give up the cluster lock (someone else's only with --force)",
-		Example:           "  kubectl dbops lock release mycrate\n\n  # Free a lock someone else holds (their running command stops before its next change)\n  kubectl dbops lock release mycrate --force --reason \"INC-1234: owner unreachable\"",
+		Example:           "  kubectl dbops lock release mycrate\n\n  # Free a lock someone else holds (their running command stops before its next change)\n  kubectl dbops lock release mycrate --force --reason \"INC-1234: owner unreachable\"\n\n  # Fleet: give up the locks taken with lock acquire --contexts\n  kubectl dbops lock release orders --contexts 'prod-*' -n db --yes",
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
@@ -253,6 +274,7 @@ func newLockReleaseCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Release the lock although someone else holds it (their running command stops before its next change)")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why you release it (recorded in the Event)")
 	_ = cmd.RegisterFlagCompletionFunc("id", completeHolder(g, rf))
+	o.addWriteFleetFlags(cmd, g)
 	return cmd
 }
 
@@ -264,6 +286,10 @@ func (o *LockReleaseOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Run releases the lock, or says what it would do (--dry-run).
 func (o *LockReleaseOptions) Run(cmd *cobra.Command) error {
+	if o.fleet.active(o.GlobalOptions) {
+		return o.runFleet(cmd, &fleetWrite{"release the lock of", "Release the lock of"},
+			func(lo *LockOptions) error { return (&LockReleaseOptions{lo}).Run(cmd) })
+	}
 	ctx := commandContext(cmd)
 	m, err := o.manager(ctx)
 	if err != nil {
@@ -393,7 +419,7 @@ func (o *LockOptions) Validate() error {
 	if o.Duration < 0 || (o.Duration > 0 && o.Duration < 10*time.Second) {
 		return ops.Usagef("--duration must be at least 10s (got %s)", o.Duration)
 	}
-	return nil
+	return o.fleet.validate(o.GlobalOptions)
 }
 
 // manager finds the cluster (so an unknown one is refused with exit 2)

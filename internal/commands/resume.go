@@ -68,12 +68,6 @@ func (g *GlobalOptions) request(cmd *cobra.Command, cluster string, args ...stri
 	return r
 }
 
-// commandLine renders the request as the user can paste it again: the
-// resume hint after an interruption.
-func (g *GlobalOptions) commandLine(cmd *cobra.Command, cluster string, args ...string) string {
-	return g.request(cmd, cluster, args...).CommandLine()
-}
-
 // ResumeOptions holds `resume` arguments.
 type ResumeOptions struct {
 	// Runner runs the operation (plan, dry-run, confirm, lock, execute) with the shared

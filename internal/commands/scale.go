@@ -25,6 +25,11 @@ type ScaleOptions struct {
 	mastersGiven  bool
 	replicasGiven bool
 	data          map[string]int32
+
+	// fleet selects and paces a fleet of targets (runFleet, scale_fleet.go).
+	fleet fleetMutationFlags
+	// targetRequest is a fleet target's request (as RestartOptions'); nil: from the command.
+	targetRequest *ops.Request
 }
 
 // NewScaleOptions returns options bound to the shared flags.
@@ -110,7 +115,10 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   kubectl dbops scale myfdb --processes storage=4 --remove storage-5
 
   # FoundationDB StatefulSet: three pods (exclude, coordinators, replicas, PVCs, include)
-  kubectl dbops scale fdb-kubernetes-example --replicas 3`,
+  kubectl dbops scale fdb-kubernetes-example --replicas 3
+
+  # Fleet: the same change in every context named prod-*, the first alone as a canary
+  kubectl dbops scale orders --replicas 5 --contexts 'prod-*' -n db --canary 1 --dry-run`,
 		Args:              clusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
@@ -119,6 +127,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().StringArrayVar(&o.Data, "data", nil, "Wanted size of a data node group as GROUP=N (repeatable or comma separated)")
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
+	o.fleet.addFlags(cmd, g)
 	g.addEngineFlags("scale", cmd.Flags())
 	return cmd
 }
@@ -169,6 +178,9 @@ func (o *ScaleOptions) Validate() error {
 	}
 	if !o.mastersGiven && len(o.Data) == 0 && !o.replicasGiven && !asked {
 		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
+	}
+	if err := o.fleet.validate(o.g); err != nil {
+		return err
 	}
 	if o.mastersGiven && (o.Masters < 3 || o.Masters%2 == 0) {
 		return ops.Usagef("--master %d: masters must be an odd number of at least 3 (allowed: 3, 5, 7, ...)", o.Masters)
@@ -236,7 +248,14 @@ func (o *ScaleOptions) ownRequest() ops.ScaleRequest {
 
 // Run discovers, plans and executes the scaling.
 func (o *ScaleOptions) Run(cmd *cobra.Command) error {
-	return o.runOperation(commandContext(cmd), operation{req: o.g.request(cmd, o.Cluster),
+	if o.fleet.active(o.g) {
+		return o.runFleet(cmd)
+	}
+	req := o.targetRequest
+	if req == nil {
+		req = o.g.request(cmd, o.Cluster)
+	}
+	return o.runOperation(commandContext(cmd), operation{req: req,
 		timeoutEnv: "SCALING_TIMEOUT", defaultTimeout: defaultScalingTimeout,
 		plan: func(ctx context.Context, cl *Clients, c *ops.Cluster, eng ops.Engine, _ *ops.Request) (*ops.Plan, error) {
 			s, ok := eng.(ops.Scaler)

@@ -105,10 +105,6 @@ func crateLabelsE2E(cluster, group string) map[string]string {
 	return bedwire.Labels(cluster, group)
 }
 
-func crateStatefulSetE2E(cluster string, g crateE2EGroup, dataNodes int32) *appsv1.StatefulSet {
-	return bedwire.StatefulSet("", cluster, g.sts(cluster), g.name, g.order, g.replicas, dataNodes)
-}
-
 func randomHex(t *testing.T, n int) string {
 	t.Helper()
 	b := make([]byte, n)

@@ -109,16 +109,16 @@ func (x *fleetEnv) generic(context, ns, name string, replicas int32, mutate ...f
 }
 
 // replicated creates a cluster of the replicated engine (as newReplApp, with its script as the
-// application) in the bed of context.
-func (x *fleetEnv) replicated(context, name string, replicas int32) {
+// application) in the bed of context, with exec mappings for one pod more (a scale up).
+func (x *fleetEnv) replicated(context, name string, replicas int32) *replApp {
 	x.t.Helper()
-	x.replicatedIn(context, x.ns, name, replicas, false)
+	return x.replicatedIn(context, x.ns, name, replicas, false)
 }
 
 // replicatedIn creates a replicated cluster in namespace ns of context's bed; with bootstrap,
 // its pods get sequence numbers and `bootstrap` gives them their roles (one primary), so that
 // it can be restarted.
-func (x *fleetEnv) replicatedIn(context, ns, name string, replicas int32, bootstrap bool, mutate ...func(*appsv1.StatefulSet)) {
+func (x *fleetEnv) replicatedIn(context, ns, name string, replicas int32, bootstrap bool, mutate ...func(*appsv1.StatefulSet)) *replApp {
 	x.t.Helper()
 	dir := x.t.TempDir()
 	a := &replApp{t: x.t, ns: ns, name: name, state: filepath.Join(dir, "state"), bin: filepath.Join(dir, "app.sh")}
@@ -126,7 +126,7 @@ func (x *fleetEnv) replicatedIn(context, ns, name string, replicas int32, bootst
 		x.t.Fatal(err)
 	}
 	writeFile(x.t, a.bin, replScript)
-	for o := range replicas {
+	for o := range replicas + 1 {
 		pod := fmt.Sprintf("%s-%d", name, o)
 		if err := x.beds[context].SetExec(x.t.Context(), ns, pod, testbed.ExecTarget{Env: map[string]string{"REPL_POD": pod, "REPL_STATE": a.state}}); err != nil {
 			x.t.Fatalf("exec mapping for %s: %v", pod, err)
@@ -143,7 +143,7 @@ func (x *fleetEnv) replicatedIn(context, ns, name string, replicas int32, bootst
 	}
 	x.createIn(context, ns, sts)
 	if !bootstrap {
-		return
+		return a
 	}
 	for o := range int(replicas) {
 		a.setSeq(o, fmt.Sprint(o+1))
@@ -151,6 +151,7 @@ func (x *fleetEnv) replicatedIn(context, ns, name string, replicas int32, bootst
 	if res := x.run("bootstrap", name, "--context", context, "-n", ns, "--yes", "--no-tui"); res.Code != 0 {
 		x.t.Fatalf("%s: bootstrap %s: %s", context, name, res)
 	}
+	return a
 }
 
 // fleetFile writes a fleet file and returns its path.
@@ -631,6 +632,80 @@ func TestFleetRestartLockedAndStopped(t *testing.T) {
 	for pod, uid := range beforeA2 {
 		if after[pod] == "" || after[pod] == uid {
 			t.Errorf("bed-a-2: pod %s not restarted after resume (uid %s -> %q)", pod, uid, after[pod])
+		}
+	}
+}
+
+// TestFleetLockAndScale: the writing commands over two control planes. `lock acquire` over
+// bed-a and bed-b takes each cluster's Lease in its own API server and `lock release` gives both
+// up; then `scale --replicas 3` of a replicated cluster (two pods in each bed) runs the
+// single-cluster scale in each context: both StatefulSets have three Ready pods, the new pod
+// got its role, and the summary says two successes.
+func TestFleetLockAndScale(t *testing.T) {
+	bedB.get(t)
+	x := newFleetEnv(t, false)
+	apps := map[string]*replApp{}
+	for _, c := range []string{"bed-a", "bed-b"} {
+		apps[c] = x.replicated(c, "repl", 2)
+		for o, v := range []string{"5", "3", "1"} {
+			apps[c].setSeq(o, v)
+		}
+	}
+	rows := func(res cliResult) string {
+		t.Helper()
+		i := strings.Index(res.Stdout, "CONTEXT ")
+		if i < 0 {
+			t.Fatalf("no summary table: %s", res)
+		}
+		var out []string
+		for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i:]), "\n")[1:] {
+			f := strings.Fields(l)
+			out = append(out, f[0]+" "+f[3])
+		}
+		return strings.Join(out, ",")
+	}
+	holder := func(c string) string {
+		t.Helper()
+		l, err := x.client(c).CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName("repl"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: lease: %v", c, err)
+		}
+		if l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	res := x.run("lock", "acquire", "repl", "--contexts", "bed-a,bed-b", "-n", x.ns, "--lock-id", "ci@fleet", "--reason", "e2e", "--yes")
+	if res.Code != 0 || rows(res) != "bed-a succeeded,bed-b succeeded" {
+		t.Fatalf("lock acquire: %s", res)
+	}
+	if holder("bed-a") != "ci@fleet" || holder("bed-b") != "ci@fleet" {
+		t.Fatalf("holders after acquire: bed-a %q, bed-b %q", holder("bed-a"), holder("bed-b"))
+	}
+	res = x.run("lock", "release", "repl", "--contexts", "bed-a,bed-b", "-n", x.ns, "--lock-id", "ci@fleet", "--yes")
+	if res.Code != 0 || rows(res) != "bed-a succeeded,bed-b succeeded" {
+		t.Fatalf("lock release: %s", res)
+	}
+	if holder("bed-a") != "" || holder("bed-b") != "" {
+		t.Fatalf("holders after release: bed-a %q, bed-b %q", holder("bed-a"), holder("bed-b"))
+	}
+
+	res = x.run("scale", "repl", "--replicas", "3", "--contexts", "bed-a,bed-b", "-n", x.ns, "--max-parallel", "2", "--timeout", "3m", "--yes")
+	if res.Code != 0 || rows(res) != "bed-a succeeded,bed-b succeeded" {
+		t.Fatalf("fleet scale: %s", res)
+	}
+	for _, c := range []string{"bed-a", "bed-b"} {
+		sts, err := x.client(c).AppsV1().StatefulSets(x.ns).Get(t.Context(), "repl", metav1.GetOptions{})
+		if err != nil || *sts.Spec.Replicas != 3 {
+			t.Errorf("%s: statefulset %v, %v", c, sts, err)
+		}
+		pods := waitPodsIn(t, x.client(c), x.ns, labels.SelectorFromSet(labels.Set{"app": "repl"}), 3, func(p *corev1.Pod) bool {
+			return testbed.PodReady(p) && p.DeletionTimestamp == nil
+		})
+		for _, p := range pods {
+			if p.Name == "repl-2" && p.Labels["dbops.io/role"] == "" {
+				t.Errorf("%s: the new pod has no role: %v", c, p.Labels)
+			}
 		}
 	}
 }

@@ -1,0 +1,34 @@
+package commands
+
+import (
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
+)
+
+// runFleet runs the same scale over every target of the fleet (#39), as a fleet restart
+// (runOperationFleet): each target is the normal single-cluster scale in its own cluster (its
+// own lock, a plan from its live state, its engine's gates, journal and Events). The change was
+// checked once, without the API (Validate: bad input is exit 2 before any target is read); a
+// target whose shape makes it invalid (a group it does not have, masters of an engine without
+// them) fails with its engine's reason, named in the summary.
+func (o *ScaleOptions) runFleet(cmd *cobra.Command) error {
+	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	if err != nil {
+		return err
+	}
+	var reqMu sync.Mutex
+	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "scale", question: "Scale", title: "scale",
+		run: func(r *Runner, g *GlobalOptions, t fleet.Target) error {
+			so := *o
+			// The target's scale is the single-cluster one: no fleet of its own.
+			so.Runner, so.g, so.Cluster, so.fleet = r, g, t.Cluster, fleetMutationFlags{}
+			// cobra's flag sets change as they are read: one target at a time.
+			reqMu.Lock()
+			so.targetRequest = so.g.request(cmd, t.Cluster)
+			reqMu.Unlock()
+			return so.endStream(cmd.Name(), t.Cluster, so.Run(cmd))
+		}})
+}
