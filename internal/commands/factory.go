@@ -127,6 +127,11 @@ type Factory struct {
 	// fleetStop is a fleet target's stop (fleet.RunFunc) for a command run inside it that
 	// does not take its runner from the fleet (resume --fleet): its executor's Pacing.Stop.
 	fleetStop <-chan struct{}
+	// fleetRun is the fleet run a command run inside a fleet target belongs to: the journal's
+	// request records it (GlobalOptions.request). fleetStart, when set, is the fleet run's
+	// command that resume --fleet starts on a target the run never started (fleet_run.go).
+	fleetRun   *ops.FleetRun
+	fleetStart *ops.Request
 	// fleetSink is a fleet target's sink when the fleet is shown in its terminal UI
 	// (fleet_view.go): the target's run sends its events there, tagged with the target,
 	// instead of to a printer of its own. nil: the run's own view.

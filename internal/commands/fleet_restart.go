@@ -128,6 +128,8 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 		if ts, err = selectFleetClusters(ctx, o.g, &o.fleet.fleetFlags, ts, o.sel.sel); err != nil {
 			return err
 		}
+	} else if err := requireClusters(o.fleet.File, ts); err != nil {
+		return err
 	}
 	var reqMu sync.Mutex
 	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "restart", question: "Restart", title: "restart",
@@ -184,6 +186,8 @@ func (o *Runner) runOperationFleet(cmd *cobra.Command, g *GlobalOptions, ff *fle
 		return ops.Usagef("-o yaml is for status and --dry-run plans; operations stream -o text or -o json")
 	}
 	run := m.run
+	// Every target's journal names this run (resume --fleet tells the targets it never started).
+	fleetRun := newFleetRun(ts)
 	m.ndjson = g.Output == "json"
 	m.one = func(_ context.Context, t fleet.Target, out, errOut io.Writer, sink ops.Sink, stop <-chan struct{}, dryRun, _ bool) error {
 		// Each target its own clients: no run state is shared between targets.
@@ -194,6 +198,7 @@ func (o *Runner) runOperationFleet(cmd *cobra.Command, g *GlobalOptions, ff *fle
 		}
 		tg.IOStreams = genericiooptions.IOStreams{In: o.In, Out: out, ErrOut: errOut}
 		tg.fleetSink = sink
+		tg.fleetRun = fleetRun
 		r := o.ForTarget(tg.Factory)
 		if m.bySelector {
 			// The target's flags as tg has them: without the selector (ForTarget copies o's).

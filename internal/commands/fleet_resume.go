@@ -29,8 +29,11 @@ const outcomeNothingToResume = "nothing-to-resume"
 // table (or NDJSON fleet-summary) ends the run; the exit code is the worst target's.
 func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	ts, err := o.fleet.targets(o.g, argClusters(o.Cluster), false)
 	if err != nil {
+		return err
+	}
+	if err := requireClusters(o.fleet.File, ts); err != nil {
 		return err
 	}
 	pacing := o.fleet.pacing(o.Factory)
@@ -49,6 +52,8 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	pool := newClientsPool(o.g)
 	// Which targets have something to resume: each one's journal, read from its lock.
 	nothing := make([]bool, len(ts))
+	journals := make([]*ops.Journal, len(ts))
+	read := make([]bool, len(ts))
 	checks := fleet.Run(ctx, ts, fleet.Pacing{MaxParallel: o.fleet.MaxParallel}, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		cl, err := fleetTargetOptions(o.g, pool, t).Clients()
 		if err != nil {
@@ -58,6 +63,7 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
+		journals[indexOf(ts, t)], read[indexOf(ts, t)] = st.Journal, true
 		switch j := st.Journal; {
 		case j == nil:
 			nothing[indexOf(ts, t)] = true
@@ -67,14 +73,20 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		}
 		return nil
 	})
+	// A target the latest fleet run named but never started (no journal, or one of another
+	// operation) is neither resumed nor done: that run's command is started there.
+	lastRun, runCmd, notStarted := fleetRunOf(ts, journals)
 	var todo []fleet.Target
-	for i, c := range checks {
-		if c.Err == nil && !nothing[i] {
+	for i := range checks {
+		if notStarted[i] && read[i] {
+			checks[i].Err, nothing[i] = nil, false
+		}
+		if checks[i].Err == nil && !nothing[i] {
 			todo = append(todo, ts[i])
 		}
 	}
 	if !o.DryRun && !o.Yes && len(todo) > 0 {
-		ok, err := confirm(o.In, o.ErrOut, fmt.Sprintf("Resume the unfinished operations of %s (%s)?", fleet.Describe(todo), targetList(todo)))
+		ok, err := confirm(o.In, o.ErrOut, resumeQuestion(todo, notStarted, ts, lastRun, runCmd))
 		if err != nil {
 			return err
 		}
@@ -103,7 +115,11 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 			}
 		}
 		rs := fleet.Run(ctx, todo, pacing, func(ctx context.Context, t fleet.Target, stop <-chan struct{}) error {
-			run := func() error { return o.resumeTarget(ctx, t, pool, &mu, stop, view) }
+			var start *ops.Request
+			if notStarted[indexOf(ts, t)] {
+				start = runCmd
+			}
+			run := func() error { return o.resumeTarget(ctx, t, pool, &mu, stop, view, lastRun, start) }
 			return view.target(t, func() error {
 				if o.WrapFleetTarget != nil {
 					return o.WrapFleetTarget(ctx, t, stop, run)
@@ -140,11 +156,17 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 // resumeTarget is the single-cluster resume of t: a command tree of its own over the target's
 // context (the resumed command's flags are parsed into that tree's commands, so targets running
 // at once share no flag set), its output prefixed with the target (NDJSON: with its context)
-// or, under the fleet's view, its events there, its executor stopped by stop.
-func (o *ResumeOptions) resumeTarget(ctx context.Context, t fleet.Target, pool *fleet.Pool[*Clients], mu *sync.Mutex, stop <-chan struct{}, view *fleetView) error {
+// or, under the fleet's view, its events there, its executor stopped by stop. With start, the
+// target is one the fleet run never started: start, that run's command, runs there instead of
+// the target's journal.
+func (o *ResumeOptions) resumeTarget(ctx context.Context, t fleet.Target, pool *fleet.Pool[*Clients], mu *sync.Mutex, stop <-chan struct{}, view *fleetView,
+	run *ops.FleetRun, start *ops.Request) error {
 	g := fleetTargetOptions(o.g, pool, t)
 	g.fleetStop = stop
 	g.fleetSink = view.sink(t)
+	if start != nil {
+		g.fleetRun, g.fleetStart = run, start
+	}
 	w, errW := view.streams(t, o.Out, o.ErrOut)
 	out := &targetWriter{mu: mu, w: w, prefix: "[" + t.String() + "] ", context: t.Context, ndjson: o.g.Output == "json"}
 	errOut := &targetWriter{mu: mu, w: errW, prefix: "[" + t.String() + "] ", context: t.Context}

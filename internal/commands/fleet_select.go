@@ -62,7 +62,8 @@ func (cs *clusterSelect) validate(g *GlobalOptions, ff *fleetFlags, cluster stri
 	}
 	fleetOn := ff.active(g)
 	switch {
-	case cluster == "" && (!fleetOn || sel == nil):
+	// A fleet file may name the clusters instead (requireClusters checks it names every target's).
+	case cluster == "" && (!fleetOn || sel == nil) && ff.File == "":
 		return ops.Usagef("missing CLUSTER argument: usage: %s (over a fleet, -l SELECTOR selects the clusters instead: --contexts 'prod-*' -l tier=db)", cs.cmd.UseLine())
 	case cs.AllNamespaces && !fleetOn:
 		return ops.Usagef("-A applies to a fleet (--context A,B, --contexts or --fleet); in one context name the namespace with -n")

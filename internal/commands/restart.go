@@ -86,7 +86,10 @@ Bounded by --timeout, else 4 h.`,
   kubectl dbops restart orders --rolling --contexts 'prod-*' -n db --canary 1 --max-parallel 2 --yes
 
   # Fleet, no CLUSTER: every cluster labelled tier=db in every namespace of the contexts prod-*
-  kubectl dbops restart --rolling --contexts 'prod-*' -A -l tier=db --dry-run`,
+  kubectl dbops restart --rolling --contexts 'prod-*' -A -l tier=db --dry-run
+
+  # Fleet file without a CLUSTER argument: the clusters (of any engine) it names per context
+  kubectl dbops restart --rolling --fleet fleet.yaml --canary 1 --max-parallel 2 --yes`,
 		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),

@@ -64,6 +64,7 @@ func (g *GlobalOptions) request(cmd *cobra.Command, cluster string, args ...stri
 		}
 	}
 	slices.SortStableFunc(r.Flags, func(a, b ops.RequestFlag) int { return strings.Compare(a.Name, b.Name) })
+	r.Fleet = g.fleetRun
 	return r
 }
 
@@ -98,9 +99,12 @@ unfinished operation it changes nothing and exits 0.
 Over a fleet (--contexts, --context A,B or --fleet; paced by --canary,
 --max-parallel, --fail-fast and --pause-between-clusters like restart) it
 resumes each target that has an unfinished operation, each from its own
-journal; a target whose last operation succeeded is reported as
-nothing-to-resume, and one with no operation recorded (never started by the
-fleet run) too, with exit 5: its command must be run again.`,
+journal, and starts the fleet run's command on the targets that run never
+started (its journals record the run and its targets); a target whose last
+operation succeeded is reported as nothing-to-resume, and one with no
+operation recorded and no fleet run naming it too, with exit 5: its command
+must be run again. With --fleet FILE and no CLUSTER argument, the targets
+are the clusters the file names.`,
 		Example: `  # What would the resumed run do?
   kubectl dbops resume mycrate -n prod --dry-run
 
@@ -109,7 +113,7 @@ fleet run) too, with exit 5: its command must be run again.`,
 
   # Finish a fleet restart that stopped on a failure, two targets at once
   kubectl dbops resume mycrate -n prod --contexts 'prod-*' --max-parallel 2 --yes`,
-		Args:              clusterArg,
+		Args:              fleetClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
@@ -119,7 +123,8 @@ fleet run) too, with exit 5: its command must be run again.`,
 
 // Complete takes the cluster argument.
 func (o *ResumeOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	// No argument only with --fleet FILE naming the clusters (fleetClusterArg).
+	o.Cluster = firstArg(args)
 	return nil
 }
 
@@ -137,6 +142,9 @@ func (o *ResumeOptions) Validate() error {
 func (o *ResumeOptions) Run(cmd *cobra.Command) error {
 	if o.fleet.active(o.g) {
 		return o.runFleet(cmd)
+	}
+	if o.fleetStart != nil {
+		return o.startForFleet(cmd)
 	}
 	ctx := commandContext(cmd)
 	cl, err := o.Clients()

@@ -75,6 +75,8 @@ func TestResolve(t *testing.T) {
 		{name: "selector", spec: Spec{Contexts: []string{"prod-*"}, Selector: "tier=db"}, want: []string{"prod-eu/db[tier=db]", "prod-us/default[tier=db]"}},
 		{name: "bad selector", spec: Spec{Contexts: []string{"staging"}, Selector: "tier==="}, wantErr: `bad cluster selector -l "tier==="`},
 		{name: "selector and names", spec: Spec{Contexts: []string{"staging"}, Selector: "tier=db", Clusters: []string{"c"}}, wantErr: "not both"},
+		{name: "targets only", spec: Spec{Overrides: []Override{{Context: "staging", Clusters: []string{"s", "t"}}, {Context: "prod-eu", Clusters: []string{"e"}}}},
+			want: []string{"staging/stage/s", "staging/stage/t", "prod-eu/db/e"}},
 		{name: "override of unknown context", spec: Spec{Contexts: []string{"staging"}, Overrides: []Override{{Context: "nope"}}}, wantErr: `context "nope"`},
 	}
 	for _, tt := range tests {

@@ -124,9 +124,13 @@ func ResolveContexts(cfg *clientcmdapi.Config, patterns []string) ([]string, err
 // cluster (none given: one target with Cluster "" for the caller to list). Overrides replace
 // the namespaces and clusters of their context.
 func Resolve(cfg *clientcmdapi.Config, s Spec) ([]Target, error) {
-	ctxs, err := ResolveContexts(cfg, s.Contexts)
-	if err != nil {
-		return nil, err
+	var ctxs []string
+	// A fleet file may name its contexts by its targets alone (ParseFile).
+	if len(s.Contexts) > 0 || len(s.Overrides) == 0 {
+		var err error
+		if ctxs, err = ResolveContexts(cfg, s.Contexts); err != nil {
+			return nil, err
+		}
 	}
 	if s.Selector != "" {
 		if _, err := labels.Parse(s.Selector); err != nil {

@@ -84,7 +84,14 @@ func (e *Executor) decideFirst(ctx context.Context, prev *Journal, holder string
 		prev.Holder = holder
 		prev.Steps = len(p.Steps)
 		if p.Request != nil {
-			prev.Request = p.Request
+			req := p.Request
+			// A resumed operation stays in the fleet run that started it.
+			if req.Fleet == nil && prev.Request != nil && prev.Request.Fleet != nil {
+				cp := *req
+				cp.Fleet = prev.Request.Fleet
+				req = &cp
+			}
+			prev.Request = req
 		}
 		return &firstJournal{j: prev, resumed: resumed, resumedBy: by}
 	}

@@ -75,6 +75,16 @@ type Request struct {
 	// --failed's pods): a resumed run keeps them rather than choosing again,
 	// since a replaced pod looks healthy and would not be chosen twice.
 	Picked []string `json:"picked,omitempty"`
+	// Fleet is the fleet run (#39) the operation was started by, if any: resume --fleet tells
+	// a target that run never started (its journal is of another operation) from one it did.
+	Fleet *FleetRun `json:"fleet,omitempty"`
+}
+
+// FleetRun names one fleet run and its targets.
+type FleetRun struct {
+	ID string `json:"id"`
+	// Targets are every target of the run, as context/namespace/cluster.
+	Targets []string `json:"targets"`
 }
 
 // Same reports whether o asks for what r asks: the same command, cluster,

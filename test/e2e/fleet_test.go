@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,15 +112,23 @@ func (x *fleetEnv) generic(context, ns, name string, replicas int32, mutate ...f
 // application) in the bed of context, with exec mappings for one pod more (a scale up).
 func (x *fleetEnv) replicated(context, name string, replicas int32) *replApp {
 	x.t.Helper()
+	return x.replicatedIn(context, x.ns, name, replicas, false)
+}
+
+// replicatedIn creates a replicated cluster in namespace ns of context's bed; with bootstrap,
+// its pods get sequence numbers and `bootstrap` gives them their roles (one primary), so that
+// it can be restarted.
+func (x *fleetEnv) replicatedIn(context, ns, name string, replicas int32, bootstrap bool, mutate ...func(*appsv1.StatefulSet)) *replApp {
+	x.t.Helper()
 	dir := x.t.TempDir()
-	a := &replApp{t: x.t, ns: x.ns, name: name, state: filepath.Join(dir, "state"), bin: filepath.Join(dir, "app.sh")}
+	a := &replApp{t: x.t, ns: ns, name: name, state: filepath.Join(dir, "state"), bin: filepath.Join(dir, "app.sh")}
 	if err := os.MkdirAll(a.state, 0o755); err != nil {
 		x.t.Fatal(err)
 	}
 	writeFile(x.t, a.bin, replScript)
 	for o := range replicas + 1 {
 		pod := fmt.Sprintf("%s-%d", name, o)
-		if err := x.beds[context].SetExec(x.t.Context(), x.ns, pod, testbed.ExecTarget{Env: map[string]string{"REPL_POD": pod, "REPL_STATE": a.state}}); err != nil {
+		if err := x.beds[context].SetExec(x.t.Context(), ns, pod, testbed.ExecTarget{Env: map[string]string{"REPL_POD": pod, "REPL_STATE": a.state}}); err != nil {
 			x.t.Fatalf("exec mapping for %s: %v", pod, err)
 		}
 	}
@@ -129,8 +138,28 @@ func (x *fleetEnv) replicated(context, name string, replicas int32) *replApp {
 	sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 	sts.Spec.Template.Spec.TopologySpreadConstraints = nil
 	sts.Annotations = map[string]string{"dbops.io/replicated-config": a.config(1)}
-	x.create(context, sts)
+	for _, m := range mutate {
+		m(sts)
+	}
+	x.createIn(context, ns, sts)
+	if !bootstrap {
+		return a
+	}
+	for o := range int(replicas) {
+		a.setSeq(o, fmt.Sprint(o+1))
+	}
+	if res := x.run("bootstrap", name, "--context", context, "-n", ns, "--yes", "--no-tui"); res.Code != 0 {
+		x.t.Fatalf("%s: bootstrap %s: %s", context, name, res)
+	}
 	return a
+}
+
+// fleetFile writes a fleet file and returns its path.
+func (x *fleetEnv) fleetFile(content string) string {
+	x.t.Helper()
+	p := filepath.Join(x.t.TempDir(), "fleet.yaml")
+	writeFile(x.t, p, content)
+	return p
 }
 
 func (x *fleetEnv) create(context string, sts *appsv1.StatefulSet) { x.createIn(context, "", sts) }
@@ -313,8 +342,12 @@ func fleetSelect(t *testing.T, x *fleetEnv) {
 // fleet-summary).
 type fleetEvent struct {
 	Context string `json:"context"`
+	Cluster string `json:"cluster"`
 	Type    string `json:"type"`
 	Outcome string `json:"outcome"`
+	Plan    *struct {
+		Engine string `json:"engine"`
+	} `json:"plan"`
 	Targets []struct {
 		Context, Namespace, Cluster, Outcome, ReasonCode string
 	} `json:"targets"`
@@ -333,50 +366,65 @@ func fleetEvents(t *testing.T, res cliResult) []fleetEvent {
 	return evs
 }
 
-// TestFleetRestart: a rolling restart of generic clusters over four contexts on the two
-// control planes (two namespaces in each), --canary 1 --max-parallel 2: the canary target
-// (bed-a) runs alone and ends before any other target writes a line; then at most two targets
-// run at once; every pod of every cluster comes back with a new UID; every NDJSON event names
-// its context and the stream ends with a fleet-summary of four successes.
+// TestFleetRestart: a rolling restart over the two control planes, each with clusters of two
+// engines (a generic and a replicated one), named per context by a fleet file without a
+// CLUSTER argument, --canary 1 --max-parallel 2: the canary target (bed-a's replicated
+// cluster) runs alone and ends before any other target writes a line; then at most two
+// targets run at once; every pod of every cluster comes back with a new UID; every NDJSON
+// event names its context and cluster and each target's plan is its own cluster's engine; the
+// stream ends with a fleet-summary of four successes.
 func TestFleetRestart(t *testing.T) {
 	bedB.get(t)
 	x := newFleetEnv(t, false)
-	ns2 := x.namespace()
-	x.context("bed-a", "bed-a", x.ns)
-	x.context("bed-b", "bed-b", x.ns)
-	x.context("bed-a-2", "bed-a", ns2)
-	x.context("bed-b-2", "bed-b", ns2)
-	nsOf := map[string]string{"bed-a": x.ns, "bed-b": x.ns, "bed-a-2": ns2, "bed-b-2": ns2}
+	engines := map[string]string{"web": "generic", "repl": "replicated"}
 	before := map[string]map[string]string{}
-	for c, ns := range nsOf {
-		x.generic(c, ns, "web", 2)
-		before[c] = x.uids(c, ns, "web")
+	for _, c := range []string{"bed-a", "bed-b"} {
+		x.generic(c, x.ns, "web", 2)
+		x.replicatedIn(c, x.ns, "repl", 2, true)
+		for cl := range engines {
+			before[c+"/"+cl] = x.uids(c, x.ns, cl)
+		}
 	}
-	res := x.run("restart", "web", "--rolling", "--contexts", "bed-*", "--canary", "1", "--max-parallel", "2", "--yes", "-o", "json")
+	file := x.fleetFile(fmt.Sprintf("namespaces: [%s]\ntargets:\n- context: bed-a\n  clusters: [repl, web]\n- context: bed-b\n  clusters: [web, repl]\n", x.ns))
+	res := x.run("restart", "--rolling", "--fleet", file, "--canary", "1", "--max-parallel", "2", "--yes", "-o", "json")
 	if res.Code != 0 {
 		t.Fatalf("fleet restart: want exit 0: %s", res)
 	}
 	evs := fleetEvents(t, res)
-	first, last := map[string]int{}, map[string]int{}
+	first, last, planned := map[string]int{}, map[string]int{}, map[string]string{}
 	for i, ev := range evs[:len(evs)-1] {
-		if _, ok := nsOf[ev.Context]; !ok {
-			t.Fatalf("event %d without a context of the fleet: %+v", i, ev)
+		tg := ev.Context + "/" + ev.Cluster
+		if _, ok := before[tg]; !ok {
+			t.Fatalf("event %d without a target of the fleet (context %q, cluster %q): %+v", i, ev.Context, ev.Cluster, ev)
 		}
-		if _, seen := first[ev.Context]; !seen {
-			first[ev.Context] = i
+		if ev.Plan != nil {
+			planned[tg] = ev.Plan.Engine
 		}
-		last[ev.Context] = i
+		if _, seen := first[tg]; !seen {
+			first[tg] = i
+		}
+		last[tg] = i
 	}
-	for c := range nsOf {
-		if c != "bed-a" && first[c] < last["bed-a"] {
-			t.Errorf("%s wrote its first event (line %d) before the canary bed-a ended (line %d)", c, first[c], last["bed-a"])
+	if len(first) != len(before) {
+		t.Fatalf("events of %d targets, want %d", len(first), len(before))
+	}
+	for tg := range before {
+		_, cl, _ := strings.Cut(tg, "/")
+		if planned[tg] != engines[cl] {
+			t.Errorf("%s planned by engine %q, want %s", tg, planned[tg], engines[cl])
+		}
+	}
+	const canary = "bed-a/repl"
+	for tg := range before {
+		if tg != canary && first[tg] < last[canary] {
+			t.Errorf("%s wrote its first event (line %d) before the canary %s ended (line %d)", tg, first[tg], canary, last[canary])
 		}
 	}
 	// A target runs from its first line to its last (done): never more than two at once.
 	for i := range evs {
 		running := 0
-		for c := range nsOf {
-			if first[c] <= i && i <= last[c] {
+		for tg := range before {
+			if first[tg] <= i && i <= last[tg] {
 				running++
 			}
 		}
@@ -387,48 +435,68 @@ func TestFleetRestart(t *testing.T) {
 	sum := evs[len(evs)-1]
 	var got []string
 	for _, tg := range sum.Targets {
-		got = append(got, tg.Context+" "+tg.Outcome)
+		got = append(got, tg.Context+"/"+tg.Cluster+" "+tg.Outcome)
 	}
-	if sum.Type != "fleet-summary" || strings.Join(got, ",") != "bed-a succeeded,bed-a-2 succeeded,bed-b succeeded,bed-b-2 succeeded" {
-		t.Errorf("summary %s %v", sum.Type, got)
+	if want := "bed-a/repl succeeded,bed-a/web succeeded,bed-b/web succeeded,bed-b/repl succeeded"; sum.Type != "fleet-summary" || strings.Join(got, ",") != want {
+		t.Errorf("summary %s %v, want %s", sum.Type, got, want)
 	}
-	for c, ns := range nsOf {
-		after := x.uids(c, ns, "web")
-		for pod, uid := range before[c] {
+	for tg, uids := range before {
+		c, cl, _ := strings.Cut(tg, "/")
+		after := x.uids(c, x.ns, cl)
+		for pod, uid := range uids {
 			if after[pod] == "" || after[pod] == uid {
-				t.Errorf("%s: pod %s/%s not restarted (uid %s -> %q)", c, ns, pod, uid, after[pod])
+				t.Errorf("%s: pod %s/%s not restarted (uid %s -> %q)", c, x.ns, pod, uid, after[pod])
 			}
 		}
 	}
 }
 
-// TestFleetRestartFailFast: the first target's restart fails (its restarted pod never gets
-// Ready: the template starts it in an hour) and, with --fail-fast (the default), no other target
-// starts: their pods and leases are untouched; the summary names the failed target and the
-// ones not started, stderr names the failed context, and the exit code is the failure's
-// (timeout, 4). Then the pod is made able to start and `resume --fleet` over the same selection
-// finishes bed-a from its journal (every pod restarted), and reports the targets that never
-// started as nothing-to-resume (no journal: their restart must be run again), exit 5, still
-// without touching them.
+// TestFleetRestartFailFast: a fleet file names a generic and a replicated cluster on each
+// control plane; the first target's restart (bed-a's generic cluster) fails: its restarted pod
+// never gets Ready (the template starts it in an hour). With --fail-fast (the default) no other
+// target starts: their pods and locks are untouched; the summary names the failed target and
+// the ones not started, stderr names the failed context, and the exit code is the failure's
+// (timeout, 4). Then the pod is made able to start and `resume --fleet FILE` finishes the rest:
+// bed-a's generic cluster from its journal, and the three targets the run never started with
+// the run's command (their journals then record that run); every pod of every cluster is
+// restarted, exit 0.
 func TestFleetRestartFailFast(t *testing.T) {
 	bedB.get(t)
 	x := newFleetEnv(t, false)
-	ns2 := x.namespace()
-	x.context("bed-a", "bed-a", x.ns)
-	x.context("bed-a-2", "bed-a", ns2)
-	x.context("bed-b", "bed-b", x.ns)
 	x.generic("bed-a", x.ns, "web", 2, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType })
 	// Pods made from now on start in an hour: the first one the restart deletes never comes back Ready.
 	updateStatefulSet(t.Context(), t, x.ns, "web", func(s *appsv1.StatefulSet) {
 		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "1h"}
 	})
+	x.generic("bed-b", x.ns, "web", 2)
+	rest := []string{"bed-a/repl", "bed-b/repl", "bed-b/web"}
 	untouched := map[string]map[string]string{}
-	for c, ns := range map[string]string{"bed-a-2": ns2, "bed-b": x.ns} {
-		x.generic(c, ns, "web", 2)
-		untouched[c] = x.uids(c, ns, "web")
+	for _, tg := range rest {
+		c, cl, _ := strings.Cut(tg, "/")
+		if cl == "repl" {
+			x.replicatedIn(c, x.ns, cl, 2, true)
+			// As a cluster set up by other means than dbops: no lock, no journal.
+			if err := x.client(c).CoordinationV1().Leases(x.ns).Delete(t.Context(), lock.LeaseName(cl), metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		untouched[tg] = x.uids(c, x.ns, cl)
 	}
+	untouchedCheck := func(when string) {
+		t.Helper()
+		for _, tg := range rest {
+			c, cl, _ := strings.Cut(tg, "/")
+			if got := x.uids(c, x.ns, cl); fmt.Sprint(got) != fmt.Sprint(untouched[tg]) {
+				t.Errorf("%s: %s: pods changed %v -> %v", when, tg, untouched[tg], got)
+			}
+			if _, err := x.client(c).CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName(cl), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("%s: %s: lease read %v: a target that never started wrote its lock", when, tg, err)
+			}
+		}
+	}
+	file := x.fleetFile(fmt.Sprintf("namespaces: [%s]\ntargets:\n- context: bed-a\n  clusters: [web, repl]\n- context: bed-b\n  clusters: [repl, web]\n", x.ns))
 	beforeA := x.uids("bed-a", x.ns, "web")
-	res := x.run("restart", "web", "--rolling", "--contexts", "bed-a,bed-a-2,bed-b", "--timeout", "30s", "--yes")
+	res := x.run("restart", "--rolling", "--fleet", file, "--timeout", "30s", "--yes")
 	if res.Code != 4 {
 		t.Fatalf("want exit 4 (bed-a timed out): %s", res)
 	}
@@ -439,22 +507,15 @@ func TestFleetRestartFailFast(t *testing.T) {
 	var rows []string
 	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i:]), "\n")[1:] {
 		f := strings.Fields(l)
-		rows = append(rows, f[0]+" "+f[3])
+		rows = append(rows, f[0]+"/"+f[2]+" "+f[3])
 	}
-	if strings.Join(rows, ",") != "bed-a failed,bed-a-2 not-started,bed-b not-started" {
+	if strings.Join(rows, ",") != "bed-a/web failed,bed-a/repl not-started,bed-b/repl not-started,bed-b/web not-started" {
 		t.Errorf("summary rows %v: %s", rows, res)
 	}
 	if !strings.Contains(res.Stderr, "ERROR: context bed-a, cluster "+x.ns+"/web: failed: ") {
 		t.Errorf("stderr does not name bed-a: %s", res)
 	}
-	for c, ns := range map[string]string{"bed-a-2": ns2, "bed-b": x.ns} {
-		if got := x.uids(c, ns, "web"); fmt.Sprint(got) != fmt.Sprint(untouched[c]) {
-			t.Errorf("%s: pods changed %v -> %v", c, untouched[c], got)
-		}
-		if leases, err := x.client(c).CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
-			t.Errorf("%s: leases %v, %v: a target that never started wrote its lock", c, leases, err)
-		}
-	}
+	untouchedCheck("restart")
 
 	// The pod can start again: the template loses its delay and the stuck pod is deleted (its
 	// StatefulSet makes it again, Ready at once).
@@ -470,9 +531,9 @@ func TestFleetRestartFailFast(t *testing.T) {
 			}
 		}
 	}
-	res = x.run("resume", "web", "--contexts", "bed-a,bed-a-2,bed-b", "--timeout", "2m", "--yes")
-	if res.Code != 5 {
-		t.Fatalf("resume: want exit 5 (two targets had nothing recorded): %s", res)
+	res = x.run("resume", "--fleet", file, "--timeout", "2m", "--yes")
+	if res.Code != 0 {
+		t.Fatalf("resume: want exit 0 (the rest finished): %s", res)
 	}
 	i = strings.Index(res.Stdout, "\nCONTEXT ")
 	if i < 0 {
@@ -481,38 +542,35 @@ func TestFleetRestartFailFast(t *testing.T) {
 	rows = nil
 	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
 		f := strings.Fields(l)
-		rows = append(rows, f[0]+" "+f[3])
+		rows = append(rows, f[0]+"/"+f[2]+" "+f[3])
 	}
-	if strings.Join(rows, ",") != "bed-a succeeded,bed-a-2 nothing-to-resume,bed-b nothing-to-resume" {
+	if strings.Join(rows, ",") != "bed-a/web succeeded,bed-a/repl succeeded,bed-b/repl succeeded,bed-b/web succeeded" {
 		t.Errorf("resume summary rows %v: %s", rows, res)
 	}
-	if !strings.Contains(res.Stderr, "ERROR: context bed-b, cluster "+x.ns+"/web: nothing-to-resume: nothing to resume: no operation is recorded") {
-		t.Errorf("resume stderr does not name bed-b: %s", res)
+	if !strings.Contains(res.Stderr, "[bed-b/"+x.ns+"/repl] starting the fleet run ") {
+		t.Errorf("resume stderr does not say it starts the run's command on bed-b's replicated cluster: %s", res)
 	}
-	after := x.uids("bed-a", x.ns, "web")
-	for pod, uid := range beforeA {
-		if after[pod] == "" || after[pod] == uid {
-			t.Errorf("bed-a: pod %s not restarted (uid %s -> %q)", pod, uid, after[pod])
+	untouched["bed-a/web"] = beforeA
+	for tg, uids := range untouched {
+		c, cl, _ := strings.Cut(tg, "/")
+		after := x.uids(c, x.ns, cl)
+		for pod, uid := range uids {
+			if after[pod] == "" || after[pod] == uid {
+				t.Errorf("%s: pod %s not restarted (uid %s -> %q)", tg, pod, uid, after[pod])
+			}
 		}
-	}
-	l, err := x.client("bed-a").CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName("web"), metav1.GetOptions{})
-	if err != nil || !strings.Contains(l.Annotations["dbops.io/journal"], `"state":"succeeded"`) {
-		t.Errorf("bed-a: journal %v, %v", l, err)
-	}
-	for c, ns := range map[string]string{"bed-a-2": ns2, "bed-b": x.ns} {
-		if got := x.uids(c, ns, "web"); fmt.Sprint(got) != fmt.Sprint(untouched[c]) {
-			t.Errorf("%s: pods changed by resume %v -> %v", c, untouched[c], got)
-		}
-		if leases, err := x.client(c).CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(leases.Items) > 0 {
-			t.Errorf("%s: leases %v, %v: resume wrote a lock where nothing was recorded", c, leases, err)
+		l, err := x.client(c).CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName(cl), metav1.GetOptions{})
+		if err != nil || !strings.Contains(l.Annotations["dbops.io/journal"], `"state":"succeeded"`) || !strings.Contains(l.Annotations["dbops.io/journal"], `"fleet":{"id":"`) {
+			t.Errorf("%s: journal %v, %v", tg, l, err)
 		}
 	}
 }
 
-// TestFleetRestartLockedAndStopped: --max-parallel 2 over three targets. bed-b's lock is held
-// by someone else: it is reported as skipped at once (never waited on) and stops nothing;
-// bed-b-3 names a namespace without the cluster and fails; with --fail-fast (the default)
-// bed-a-2, running (its restarted pods take 15s to get Ready), stops before its next pod:
+// TestFleetRestartLockedAndStopped: --max-parallel 2 over three targets. bed-b's lock (of a
+// generic cluster) is held by someone else: it is reported as skipped at once (never waited
+// on) and stops nothing; bed-b-3 names a namespace without the cluster and fails; with
+// --fail-fast (the default) bed-a-2 (a replicated cluster), running (its restarted pods take
+// 15s to get Ready), stops before its next pod:
 // outcome stopped, its journal unfinished, and `resume` on its context finishes it.
 func TestFleetRestartLockedAndStopped(t *testing.T) {
 	bedB.get(t)
@@ -521,7 +579,8 @@ func TestFleetRestartLockedAndStopped(t *testing.T) {
 	x.context("bed-a-2", "bed-a", ns2)
 	x.context("bed-b", "bed-b", x.ns)
 	x.context("bed-b-3", "bed-b", ns3)
-	x.generic("bed-a-2", ns2, "web", 3, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType })
+	// bed-a-2's cluster is of the replicated engine, bed-b's generic.
+	x.replicatedIn("bed-a-2", ns2, "web", 3, true, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType })
 	updateStatefulSet(t.Context(), t, ns2, "web", func(s *appsv1.StatefulSet) {
 		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "15s"}
 	})
