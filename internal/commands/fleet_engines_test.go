@@ -271,14 +271,32 @@ func TestFleetResumeNotStartedByTheRun(t *testing.T) {
 	fh.terminal, fh.stdin = true, "n\n"
 	fh.clients["ctx-a"].ClearActions()
 	fh.clients["ctx-b"].ClearActions()
-	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--lock-id", "ci@test")
+	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--start-not-started", "--lock-id", "ci@test")
 	if q := "Resume the unfinished operations of 1 cluster in context ctx-a (ctx-a/db/orders), and start the fleet run "; r.code != ops.ExitUsage ||
 		!strings.Contains(r.err, q) || !strings.Contains(r.err, "'s command kubectl dbops restart CLUSTER --pause-after=1 --rolling on 1 cluster in context ctx-b it never started (ctx-b/db/orders)?") {
 		t.Errorf("question: exit %d:\n%s", r.code, r.err)
 	}
 	fh.noWrites(t)
 	fh.terminal, fh.stdin = false, ""
-	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--lock-id", "ci@test")
+	// Without --start-not-started the command read from ctx-a's journal is not run on ctx-b
+	// (anyone who may write Leases in ctx-a could have edited it): ctx-b is reported
+	// not-started with the command to run there, exit 5, nothing written in ctx-b.
+	fh.clients["ctx-b"].ClearActions()
+	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--dry-run", "--lock-id", "ci@test")
+	if len(ca.Deleted()) != 1 {
+		t.Fatalf("a dry run deleted %v", ca.Deleted())
+	}
+	if r.code != ops.ExitPrecondition || fleetSummaryRows(t, r.out) != "ctx-a dry-run,ctx-b not-started" ||
+		!strings.Contains(r.err, "start it with --start-not-started") || !strings.Contains(r.err, "or run: kubectl dbops restart orders -n db --context ctx-b") {
+		t.Errorf("resume without --start-not-started: exit %d:\n%s\n%s", r.code, r.out, r.err)
+	}
+	if w := fakecluster.Writes(fh.clients["ctx-b"]); len(w) > 0 {
+		t.Errorf("ctx-b written without --start-not-started: %v", w)
+	}
+	if r := fh.run("resume", "orders", "--start-not-started", "--yes"); r.code != ops.ExitUsage || !strings.Contains(r.err, "--start-not-started applies to a fleet") {
+		t.Errorf("--start-not-started without a fleet: exit %d: %s", r.code, r.err)
+	}
+	r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--start-not-started", "--lock-id", "ci@test")
 	if r.code != ops.ExitPaused {
 		t.Fatalf("resume: exit %d, want 7: %s\n%s", r.code, r.err, r.out)
 	}
@@ -307,7 +325,7 @@ func TestFleetResumeNotStartedByTheRun(t *testing.T) {
 		t.Errorf("fleet runs: ctx-a %s, ctx-b %s", a, b)
 	}
 	for range 2 {
-		r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--lock-id", "ci@test")
+		r = fh.run("resume", "orders", "--context", "ctx-a,ctx-b", "--fail-fast=false", "--yes", "--start-not-started", "--lock-id", "ci@test")
 	}
 	if got := fleetSummaryRows(t, r.out); r.code != 0 || got != "ctx-a nothing-to-resume,ctx-b succeeded" {
 		t.Errorf("resume to the end: exit %d, summary %s:\n%s%s", r.code, got, r.out, r.err)

@@ -77,9 +77,17 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 	// operation) is neither resumed nor done: that run's command is started there.
 	lastRun, runCmd, notStarted := fleetRunOf(ts, journals)
 	var todo []fleet.Target
+	held := make([]bool, len(ts))
 	for i := range checks {
-		if notStarted[i] && read[i] {
+		switch {
+		case notStarted[i] && read[i] && o.StartNotStarted:
 			checks[i].Err, nothing[i] = nil, false
+		case notStarted[i] && read[i]:
+			// The command comes from another cluster's journal: not run unless asked for.
+			line := *runCmd
+			line.Cluster, line.Namespace, line.Context = ts[i].Cluster, ts[i].Namespace, ts[i].Context
+			checks[i].Err, nothing[i], held[i] = ops.Preconditionf("the fleet run %s never started this target; start it with --start-not-started (it runs that run's command, read from another target's journal), or run: %s",
+				ops.Printable(lastRun.ID), line.CommandLine()), false, true
 		}
 		if checks[i].Err == nil && !nothing[i] {
 			todo = append(todo, ts[i])
@@ -101,6 +109,8 @@ func (o *ResumeOptions) runFleet(cmd *cobra.Command) error {
 		switch {
 		case nothing[indexOf(ts, r.Target)]:
 			return outcomeNothingToResume
+		case held[indexOf(ts, r.Target)]:
+			return fleet.OutcomeNotStarted
 		case o.DryRun && r.Started && r.Err == nil:
 			return ops.OutcomeDryRun
 		}

@@ -78,6 +78,10 @@ type ResumeOptions struct {
 	Cluster string
 	// fleet selects and paces a fleet of targets to resume (runFleet, fleet_resume.go).
 	fleet fleetMutationFlags
+	// StartNotStarted (--start-not-started): start the fleet run's command on the targets it
+	// never started. That command comes from another target's journal, in another cluster,
+	// which anyone allowed to write Leases there can edit: it runs only when asked for.
+	StartNotStarted bool
 }
 
 // NewResumeCmd builds `resume CLUSTER`.
@@ -99,8 +103,9 @@ unfinished operation it changes nothing and exits 0.
 Over a fleet (--contexts, --context A,B or --fleet; paced by --canary,
 --max-parallel, --fail-fast and --pause-between-clusters like restart) it
 resumes each target that has an unfinished operation, each from its own
-journal, and starts the fleet run's command on the targets that run never
-started (its journals record the run and its targets); a target whose last
+journal, and with --start-not-started starts the fleet run's command on the
+targets that run never started (its journals record the run and its targets;
+without the flag they are reported not-started with that command); a target whose last
 operation succeeded is reported as nothing-to-resume, and one with no
 operation recorded and no fleet run naming it too, with exit 5: its command
 must be run again. With --fleet FILE and no CLUSTER argument, the targets
@@ -118,6 +123,8 @@ are the clusters the file names.`,
 		RunE:              o.Runner.runE(o),
 	}
 	o.fleet.addFlags(cmd, g)
+	cmd.Flags().BoolVar(&o.StartNotStarted, "start-not-started", false,
+		"Fleet: also start the fleet run's command on the targets that run never started (the command is read from another target's journal: review it with --dry-run or at the question)")
 	return cmd
 }
 
@@ -134,6 +141,9 @@ func (o *ResumeOptions) Complete(_ *cobra.Command, args []string) error {
 func (o *ResumeOptions) Validate() error {
 	if o.DisableLocks {
 		return ops.Usagef("resume reads the journal on the cluster's lock; it cannot run with --disable-locks")
+	}
+	if o.StartNotStarted && !o.fleet.active(o.g) {
+		return ops.Usagef("--start-not-started applies to a fleet (--context A,B, --contexts or --fleet)")
 	}
 	return o.fleet.validate(o.g)
 }

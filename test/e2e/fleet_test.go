@@ -531,7 +531,7 @@ func TestFleetRestartFailFast(t *testing.T) {
 			}
 		}
 	}
-	res = x.run("resume", "--fleet", file, "--timeout", "2m", "--yes")
+	res = x.run("resume", "--fleet", file, "--timeout", "2m", "--yes", "--start-not-started")
 	if res.Code != 0 {
 		t.Fatalf("resume: want exit 0 (the rest finished): %s", res)
 	}
