@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
 	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
@@ -451,107 +452,146 @@ func TestFleetRestart(t *testing.T) {
 	}
 }
 
-// TestFleetRestartFailFast: a fleet file names a generic and a replicated cluster on each
-// control plane; the first target's restart (bed-a's generic cluster) fails: its restarted pod
-// never gets Ready (the template starts it in an hour). With --fail-fast (the default) no other
-// target starts: their pods and locks are untouched; the summary names the failed target and
-// the ones not started, stderr names the failed context, and the exit code is the failure's
-// (timeout, 4). Then the pod is made able to start and `resume --fleet FILE` finishes the rest:
-// bed-a's generic cluster from its journal, and the three targets the run never started with
-// the run's command (their journals then record that run); every pod of every cluster is
-// restarted, exit 0.
+// TestFleetRestartFailFast (issue #39's Done when): a fleet file names a generic and a
+// replicated cluster on each control plane, restarted with --canary 1 --max-parallel 2. The
+// canary (bed-b's generic cluster) succeeds; then bed-b's replicated cluster (its restarted
+// pods take 20s to get Ready) and bed-a's generic cluster run at once. bed-a's generic cluster
+// has a pod that never gets Ready (the template starts it in an hour): its restart is refused
+// (exit 5, PodNotReady). With --fail-fast (the default) no new target starts (bed-a's
+// replicated cluster: pods and lock untouched) and the running one finishes its pod in flight
+// and stops at the boundary (outcome stopped, its journal unfinished). The summary says which,
+// stderr names the failed context, the exit code is the worst (5). Then the pod is made able
+// to start and `resume --fleet FILE --start-not-started` finishes the rest: bed-b's replicated
+// cluster from its journal, and the two targets the run never started (bed-a's) with the run's
+// command; every pod of every cluster is restarted, exit 0.
 func TestFleetRestartFailFast(t *testing.T) {
 	bedB.get(t)
 	x := newFleetEnv(t, false)
-	x.generic("bed-a", x.ns, "web", 2, func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType })
-	// Pods made from now on start in an hour: the first one the restart deletes never comes back Ready.
-	updateStatefulSet(t.Context(), t, x.ns, "web", func(s *appsv1.StatefulSet) {
-		s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: "1h"}
-	})
+	onDelete := func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType }
 	x.generic("bed-b", x.ns, "web", 2)
-	rest := []string{"bed-a/repl", "bed-b/repl", "bed-b/web"}
-	untouched := map[string]map[string]string{}
-	for _, tg := range rest {
-		c, cl, _ := strings.Cut(tg, "/")
-		if cl == "repl" {
-			x.replicatedIn(c, x.ns, cl, 2, true)
-			// As a cluster set up by other means than dbops: no lock, no journal.
-			if err := x.client(c).CoordinationV1().Leases(x.ns).Delete(t.Context(), lock.LeaseName(cl), metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
+	x.replicatedIn("bed-b", x.ns, "repl", 2, true, onDelete)
+	x.generic("bed-a", x.ns, "web", 2, onDelete)
+	x.replicatedIn("bed-a", x.ns, "repl", 2, true)
+	for _, c := range []string{"bed-a", "bed-b"} {
+		// As a cluster set up by other means than dbops: no lock, no journal.
+		if err := x.client(c).CoordinationV1().Leases(x.ns).Delete(t.Context(), lock.LeaseName("repl"), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		untouched[tg] = x.uids(c, x.ns, cl)
 	}
-	untouchedCheck := func(when string) {
+	// bed-b's replicated pods made from now on take 20s to get Ready: its first restarted pod is
+	// still in flight when bed-a's generic cluster is refused.
+	setDelay := func(c, name, delay string) {
 		t.Helper()
-		for _, tg := range rest {
-			c, cl, _ := strings.Cut(tg, "/")
-			if got := x.uids(c, x.ns, cl); fmt.Sprint(got) != fmt.Sprint(untouched[tg]) {
-				t.Errorf("%s: %s: pods changed %v -> %v", when, tg, untouched[tg], got)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := x.client(c).AppsV1().StatefulSets(x.ns).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-			if _, err := x.client(c).CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName(cl), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				t.Errorf("%s: %s: lease read %v: a target that never started wrote its lock", when, tg, err)
+			s.Spec.Template.Annotations = nil
+			if delay != "" {
+				s.Spec.Template.Annotations = map[string]string{testbed.PodStartDelayAnnotation: delay}
 			}
+			_, err = x.client(c).AppsV1().StatefulSets(x.ns).Update(t.Context(), s, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
-	file := x.fleetFile(fmt.Sprintf("namespaces: [%s]\ntargets:\n- context: bed-a\n  clusters: [web, repl]\n- context: bed-b\n  clusters: [repl, web]\n", x.ns))
-	beforeA := x.uids("bed-a", x.ns, "web")
-	res := x.run("restart", "--rolling", "--fleet", file, "--timeout", "30s", "--yes")
-	if res.Code != 4 {
-		t.Fatalf("want exit 4 (bed-a timed out): %s", res)
+	setDelay("bed-b", "repl", "20s")
+	// bed-a's web-1 is made again with an hour's start delay: never Ready during the test.
+	setDelay("bed-a", "web", "1h")
+	old := x.uids("bed-a", x.ns, "web")["web-1"]
+	if err := x.client("bed-a").CoreV1().Pods(x.ns).Delete(t.Context(), "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	i := strings.Index(res.Stdout, "CONTEXT ")
-	if i < 0 {
-		t.Fatalf("no summary table: %s", res)
+	waitPodsIn(t, x.client("bed-a"), x.ns, labels.Everything(), 1, func(p *corev1.Pod) bool {
+		return p.Name == "web-1" && string(p.UID) != old && p.DeletionTimestamp == nil
+	})
+	before := map[string]map[string]string{}
+	for _, tg := range []string{"bed-b/web", "bed-b/repl", "bed-a/web", "bed-a/repl"} {
+		c, cl, _ := strings.Cut(tg, "/")
+		before[tg] = x.uids(c, x.ns, cl)
 	}
-	var rows []string
-	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i:]), "\n")[1:] {
-		f := strings.Fields(l)
-		rows = append(rows, f[0]+"/"+f[2]+" "+f[3])
+	rowsOf := func(res cliResult) string {
+		t.Helper()
+		i := strings.Index(res.Stdout, "CONTEXT ")
+		if i < 0 {
+			t.Fatalf("no summary table: %s", res)
+		}
+		var rows []string
+		for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i:]), "\n")[1:] {
+			f := strings.Fields(l)
+			rows = append(rows, f[0]+"/"+f[2]+" "+f[3])
+		}
+		return strings.Join(rows, ",")
 	}
-	if strings.Join(rows, ",") != "bed-a/web failed,bed-a/repl not-started,bed-b/repl not-started,bed-b/web not-started" {
-		t.Errorf("summary rows %v: %s", rows, res)
+	file := x.fleetFile(fmt.Sprintf("namespaces: [%s]\ntargets:\n- context: bed-b\n  clusters: [web, repl]\n- context: bed-a\n  clusters: [web, repl]\n", x.ns))
+	// --pause-between-clusters gives bed-b's replicated cluster a head start: its first pod is
+	// normally in flight when bed-a's generic cluster is refused.
+	res := x.run("restart", "--rolling", "--fleet", file, "--canary", "1", "--max-parallel", "2", "--pause-between-clusters", "5s", "--timeout", "3m", "--yes")
+	if res.Code != 5 {
+		t.Fatalf("want exit 5 (bed-a's web refused: a pod not Ready): %s", res)
 	}
-	if !strings.Contains(res.Stderr, "ERROR: context bed-a, cluster "+x.ns+"/web: failed: ") {
-		t.Errorf("stderr does not name bed-a: %s", res)
+	if got := rowsOf(res); got != "bed-b/web succeeded,bed-b/repl stopped,bed-a/web failed,bed-a/repl not-started" {
+		t.Errorf("summary rows %s: %s", got, res)
 	}
-	untouchedCheck("restart")
+	if !strings.Contains(res.Stderr, "ERROR: context bed-a, cluster "+x.ns+"/web: failed: ") || !strings.Contains(res.Stderr, "is not Ready") {
+		t.Errorf("stderr does not name bed-a and its pod: %s", res)
+	}
+	// The running target stopped at a boundary: its pod in flight was restarted, the other not.
+	changed := 0
+	after := x.uids("bed-b", x.ns, "repl")
+	for pod, uid := range before["bed-b/repl"] {
+		if after[pod] != uid {
+			changed++
+		}
+	}
+	// Its second pod is not touched: the stop comes at the boundary after the pod in flight
+	// (20s to get Ready), or before the first if the refusal came first.
+	if changed > 1 {
+		t.Errorf("bed-b/repl: %d pods restarted, want at most the one in flight: %v -> %v", changed, before["bed-b/repl"], after)
+	}
+	t.Logf("bed-b/repl: %d pod(s) restarted before the stop", changed)
+	l, err := x.client("bed-b").CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName("repl"), metav1.GetOptions{})
+	if err != nil || !strings.Contains(l.Annotations["dbops.io/journal"], `"state":"paused"`) {
+		t.Errorf("bed-b/repl journal after the stop: %v, %v", l, err)
+	}
+	// Nothing new started: bed-a's replicated cluster untouched, no lock written; bed-a's web
+	// refused before any change.
+	if got := x.uids("bed-a", x.ns, "repl"); fmt.Sprint(got) != fmt.Sprint(before["bed-a/repl"]) {
+		t.Errorf("bed-a/repl: pods changed %v -> %v", before["bed-a/repl"], got)
+	}
+	if _, err := x.client("bed-a").CoordinationV1().Leases(x.ns).Get(t.Context(), lock.LeaseName("repl"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("bed-a/repl: lease read %v: a target that never started wrote its lock", err)
+	}
+	if got := x.uids("bed-a", x.ns, "web"); fmt.Sprint(got) != fmt.Sprint(before["bed-a/web"]) {
+		t.Errorf("bed-a/web: pods changed by a refused restart %v -> %v", before["bed-a/web"], got)
+	}
 
 	// The pod can start again: the template loses its delay and the stuck pod is deleted (its
 	// StatefulSet makes it again, Ready at once).
-	updateStatefulSet(t.Context(), t, x.ns, "web", func(s *appsv1.StatefulSet) { s.Spec.Template.Annotations = nil })
-	pods, err := x.client("bed-a").CoreV1().Pods(x.ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
+	setDelay("bed-a", "web", "")
+	if err := x.client("bed-a").CoreV1().Pods(x.ns).Delete(t.Context(), "web-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range pods.Items {
-		if _, stuck := p.Annotations[testbed.PodStartDelayAnnotation]; stuck {
-			if err := x.client("bed-a").CoreV1().Pods(x.ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
+	waitPodsIn(t, x.client("bed-a"), x.ns, labels.Everything(), 2, func(p *corev1.Pod) bool {
+		return strings.HasPrefix(p.Name, "web-") && testbed.PodReady(p) && p.DeletionTimestamp == nil
+	})
+	for pod, uid := range x.uids("bed-a", x.ns, "web") {
+		before["bed-a/web"][pod] = uid
 	}
-	res = x.run("resume", "--fleet", file, "--timeout", "2m", "--yes", "--start-not-started")
+	res = x.run("resume", "--fleet", file, "--timeout", "3m", "--yes", "--start-not-started")
 	if res.Code != 0 {
 		t.Fatalf("resume: want exit 0 (the rest finished): %s", res)
 	}
-	i = strings.Index(res.Stdout, "\nCONTEXT ")
-	if i < 0 {
-		t.Fatalf("resume: no summary table: %s", res)
+	if got := rowsOf(res); got != "bed-b/web nothing-to-resume,bed-b/repl succeeded,bed-a/web succeeded,bed-a/repl succeeded" {
+		t.Errorf("resume summary rows %s: %s", got, res)
 	}
-	rows = nil
-	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
-		f := strings.Fields(l)
-		rows = append(rows, f[0]+"/"+f[2]+" "+f[3])
+	if !strings.Contains(res.Stderr, "[bed-a/"+x.ns+"/repl] starting the fleet run ") {
+		t.Errorf("resume stderr does not say it starts the run's command on bed-a's replicated cluster: %s", res)
 	}
-	if strings.Join(rows, ",") != "bed-a/web succeeded,bed-a/repl succeeded,bed-b/repl succeeded,bed-b/web succeeded" {
-		t.Errorf("resume summary rows %v: %s", rows, res)
-	}
-	if !strings.Contains(res.Stderr, "[bed-b/"+x.ns+"/repl] starting the fleet run ") {
-		t.Errorf("resume stderr does not say it starts the run's command on bed-b's replicated cluster: %s", res)
-	}
-	untouched["bed-a/web"] = beforeA
-	for tg, uids := range untouched {
+	for tg, uids := range before {
 		c, cl, _ := strings.Cut(tg, "/")
 		after := x.uids(c, x.ns, cl)
 		for pod, uid := range uids {
