@@ -61,6 +61,8 @@ type ListOptions struct {
 	fleet         fleetFlags
 	// clusterSel is -l: only the clusters whose labels match (fleet_select.go).
 	clusterSel labels.Selector
+	// reads memoizes this command's StatefulSet and Node lists (list_memo.go); set by Run.
+	reads *listReads
 }
 
 // NewListOptions returns options bound to the shared flags.
@@ -120,6 +122,7 @@ func (o *ListOptions) Validate() error {
 // Run lists the clusters.
 func (o *ListOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
+	o.reads = newListReads()
 	if o.fleet.active(o.GlobalOptions) {
 		return o.runFleet(ctx)
 	}
@@ -156,7 +159,7 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 			return nil, noClusterSelected(ns, "", o.Selector)
 		}
 	} else {
-		if found, err = clusterNames(ctx, cl.Kube, ns); err != nil {
+		if found, err = clusterNames(ctx, o.reads.kube(cl), ns); err != nil {
 			return nil, err
 		}
 		found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
@@ -190,7 +193,7 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 	per := make([][]ClusterSummary, len(ts))
 	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		i := slices.Index(ts, t)
-		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == "", clusterSel: o.clusterSel}
+		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == "", clusterSel: o.clusterSel, reads: o.reads}
 		rows, err := lo.rows(ctx, t.Namespace)
 		if err != nil {
 			return err
@@ -232,7 +235,8 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 // summarize reads one cluster's row; what cannot be read goes to Error.
 func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name string) ClusterSummary {
 	row := ClusterSummary{Namespace: ns, Name: name}
-	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
+	// Discovery's reads are shared by the command's clusters; the lock and health read live.
+	c, err := discovery.Discover(ctx, o.reads.kube(cl), discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
 		Engines: o.engineNames(), Recognizers: o.recognizers(), Dynamic: cl.Dynamic})
 	if err != nil {
 		row.Error = err.Error()
