@@ -61,8 +61,6 @@ type ListOptions struct {
 	fleet         fleetFlags
 	// clusterSel is -l: only the clusters whose labels match (fleet_select.go).
 	clusterSel labels.Selector
-	// reads memoizes this command's StatefulSet and Node lists (list_memo.go); set by Run.
-	reads *listReads
 }
 
 // NewListOptions returns options bound to the shared flags.
@@ -122,7 +120,6 @@ func (o *ListOptions) Validate() error {
 // Run lists the clusters.
 func (o *ListOptions) Run(cmd *cobra.Command) error {
 	ctx := commandContext(cmd)
-	o.reads = newListReads()
 	if o.fleet.active(o.GlobalOptions) {
 		return o.runFleet(ctx)
 	}
@@ -150,6 +147,8 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 	if err != nil {
 		return nil, err
 	}
+	// The namespace's StatefulSets and the nodes, read once for all its clusters (list_memo.go).
+	kube := memoizeLists(cl.Kube)
 	var found []namespacedName
 	if o.clusterSel != nil {
 		if found, err = selectClusters(ctx, cl, ns, o.clusterSel, "", ops.ResourceRecognizers(o.recognizers())); err != nil {
@@ -159,7 +158,7 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 			return nil, noClusterSelected(ns, "", o.Selector)
 		}
 	} else {
-		if found, err = clusterNames(ctx, o.reads.kube(cl), ns); err != nil {
+		if found, err = clusterNames(ctx, kube, ns); err != nil {
 			return nil, err
 		}
 		found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
@@ -172,7 +171,7 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 	rows := make([]ClusterSummary, len(found))
 	var wg sync.WaitGroup
 	for i, f := range found {
-		wg.Go(func() { rows[i] = o.summarize(ctx, cl, id, f.Namespace, f.Name) })
+		wg.Go(func() { rows[i] = o.summarize(ctx, cl, kube, id, f.Namespace, f.Name) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -193,7 +192,7 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 	per := make([][]ClusterSummary, len(ts))
 	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		i := slices.Index(ts, t)
-		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == "", clusterSel: o.clusterSel, reads: o.reads}
+		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == "", clusterSel: o.clusterSel}
 		rows, err := lo.rows(ctx, t.Namespace)
 		if err != nil {
 			return err
@@ -232,11 +231,11 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 	return fleetFailure(rs)
 }
 
-// summarize reads one cluster's row; what cannot be read goes to Error.
-func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name string) ClusterSummary {
+// summarize reads one cluster's row; what cannot be read goes to Error. Discovery reads
+// through kube (rows' memoized lists); the lock and health read live through cl.
+func (o *ListOptions) summarize(ctx context.Context, cl *Clients, kube kubernetes.Interface, id, ns, name string) ClusterSummary {
 	row := ClusterSummary{Namespace: ns, Name: name}
-	// Discovery's reads are shared by the command's clusters; the lock and health read live.
-	c, err := discovery.Discover(ctx, o.reads.kube(cl), discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
+	c, err := discovery.Discover(ctx, kube, discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
 		Engines: o.engineNames(), Recognizers: o.recognizers(), Dynamic: cl.Dynamic})
 	if err != nil {
 		row.Error = err.Error()

@@ -13,38 +13,19 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// listReads are the collections one `list` command has read, per context's clients: each
-// cluster's discovery lists the namespace's StatefulSets and every node, the same request
-// for every cluster, so all but the first are answered from the first answer (a namespace of
-// 20 clusters sent 40 such lists, most of them held back by the client's rate limit).
+// memoizeLists returns k with its StatefulSet and Node lists memoized: each cluster's
+// discovery lists the namespace's StatefulSets and every node, the same request for every
+// cluster, so all but the first are answered from the first answer (a namespace of 20
+// clusters sent 40 such lists, most of them held back by the client's rate limit).
 //
 // A kubernetes.Interface wrapper rather than a snapshot passed through discovery.Options:
-// discovery stays as every other command uses it, and only `list` builds one, in Run, so a
-// memo never outlives one command and never reaches a command that writes or waits (those
-// must read live state). Only discovery's reads and clusterNames go through it; health,
-// lock and journal reads stay live.
-type listReads struct {
-	mu    sync.Mutex
-	kubes map[*Clients]kubernetes.Interface
-}
-
-func newListReads() *listReads { return &listReads{kubes: map[*Clients]kubernetes.Interface{}} }
-
-// kube returns cl's clientset with StatefulSet and Node lists memoized for this command
-// (cl.Kube itself when r is nil).
-func (r *listReads) kube(cl *Clients) kubernetes.Interface {
-	if r == nil {
-		return cl.Kube
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k, ok := r.kubes[cl]
-	if !ok {
-		m := &listMemo{entries: map[listKey]*listEntry{}}
-		k = memoKube{Interface: cl.Kube, m: m}
-		r.kubes[cl] = k
-	}
-	return k
+// discovery stays as every other command uses it. Only ListOptions.rows builds one, for one
+// read of one context's namespace (a fleet target), so a memo never outlives it, keeps no
+// list once a target is done (a fleet's memory stays per target, not per node), and never
+// reaches a command that writes or waits (those must read live state). Only discovery's reads
+// and clusterNames go through it; health, lock and journal reads stay live.
+func memoizeLists(k kubernetes.Interface) kubernetes.Interface {
+	return memoKube{Interface: k, m: &listMemo{entries: map[listKey]*listEntry{}}}
 }
 
 // listKey is what makes two list requests the same: the resource, the namespace and the

@@ -65,7 +65,7 @@ func TestListReadsEachCollectionOnce(t *testing.T) {
 	}
 }
 
-// A fleet `list`: the targets of one context share its reads; each context reads its own.
+// A fleet `list`: each target reads its namespace's StatefulSets and the nodes once.
 func TestFleetListReadsEachCollectionOncePerContext(t *testing.T) {
 	fh := newFleetHarness(t)
 	r := fh.run("list", "--context", "ctx-a,ctx-b")
@@ -103,7 +103,7 @@ func TestListMemoKeepsOnlyCompleteAnswers(t *testing.T) {
 		}
 		return true, &appsv1.StatefulSetList{ListMeta: metav1.ListMeta{Continue: cont}}, nil
 	})
-	k := newListReads().kube(&Clients{Kube: c})
+	k := memoizeLists(c)
 	list := func(o metav1.ListOptions) error {
 		_, err := k.AppsV1().StatefulSets("ns").List(context.Background(), o)
 		return err
