@@ -16,7 +16,7 @@ import (
 // memoizeLists returns k with its StatefulSet and Node lists memoized: each cluster's
 // discovery lists the namespace's StatefulSets and every node, the same request for every
 // cluster, so all but the first are answered from the first answer (a namespace of 20
-// clusters sent 40 such lists, most of them held back by the client's rate limit).
+// clusters sent 41 such lists, most of them held back by the client's rate limit).
 //
 // A kubernetes.Interface wrapper rather than a snapshot passed through discovery.Options:
 // discovery stays as every other command uses it. Only ListOptions.rows builds one, for one
