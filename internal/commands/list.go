@@ -147,6 +147,8 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 	if err != nil {
 		return nil, err
 	}
+	// The namespace's StatefulSets and the nodes, read once for all its clusters (list_memo.go).
+	kube := memoizeLists(cl.Kube)
 	var found []namespacedName
 	if o.clusterSel != nil {
 		if found, err = selectClusters(ctx, cl, ns, o.clusterSel, "", ops.ResourceRecognizers(o.recognizers())); err != nil {
@@ -156,7 +158,7 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 			return nil, noClusterSelected(ns, "", o.Selector)
 		}
 	} else {
-		if found, err = clusterNames(ctx, cl.Kube, ns); err != nil {
+		if found, err = clusterNames(ctx, kube, ns); err != nil {
 			return nil, err
 		}
 		found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
@@ -169,7 +171,7 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 	rows := make([]ClusterSummary, len(found))
 	var wg sync.WaitGroup
 	for i, f := range found {
-		wg.Go(func() { rows[i] = o.summarize(ctx, cl, id, f.Namespace, f.Name) })
+		wg.Go(func() { rows[i] = o.summarize(ctx, cl, kube, id, f.Namespace, f.Name) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -229,10 +231,11 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 	return fleetFailure(rs)
 }
 
-// summarize reads one cluster's row; what cannot be read goes to Error.
-func (o *ListOptions) summarize(ctx context.Context, cl *Clients, id, ns, name string) ClusterSummary {
+// summarize reads one cluster's row; what cannot be read goes to Error. Discovery reads
+// through kube (rows' memoized lists); the lock and health read live through cl.
+func (o *ListOptions) summarize(ctx context.Context, cl *Clients, kube kubernetes.Interface, id, ns, name string) ClusterSummary {
 	row := ClusterSummary{Namespace: ns, Name: name}
-	c, err := discovery.Discover(ctx, cl.Kube, discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
+	c, err := discovery.Discover(ctx, kube, discovery.Options{Namespace: ns, Name: name, Engine: o.Engine,
 		Engines: o.engineNames(), Recognizers: o.recognizers(), Dynamic: cl.Dynamic})
 	if err != nil {
 		row.Error = err.Error()
