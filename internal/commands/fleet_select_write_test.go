@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -141,5 +142,175 @@ func TestFleetSelectScaleNoMatch(t *testing.T) {
 	fh.noWrites(t)
 	if len(exec.get()) > 0 {
 		t.Errorf("exec %v", exec.get())
+	}
+}
+
+// notSelected are the writes in c that touch cluster users or multi (not tier=db in the
+// select harness).
+func notSelected(c *fake.Clientset) []string {
+	var out []string
+	for _, n := range writtenNames(c) {
+		if strings.Contains(n, "users") || strings.Contains(n, "multi") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// lock acquire and lock status over a fleet with -l and no CLUSTER: only the matching
+// clusters' Leases are written (orders in ctx-a and ctx-b; ctx-b's users and multi are not
+// tier=db), the dry-run writes nothing, a target with no match stops the run before any write,
+// and lock status reads only the matching clusters. Before the selection, lock refused a
+// missing CLUSTER (exit 2).
+func TestFleetSelectLock(t *testing.T) {
+	fh := newSelectHarness(t)
+	r := fh.run("lock", "acquire", "--contexts", "ctx-a,ctx-b", "-l", "tier=db", "--dry-run", "--lock-id", "ci@test")
+	if r.code != 0 || !strings.Contains(r.out, "=== context ctx-a: db/orders\nwould acquire the lock on db/orders as ci@test") ||
+		!strings.Contains(r.out, "=== context ctx-b: db/orders\nwould acquire the lock on db/orders as ci@test") ||
+		strings.Contains(r.out, "users") || strings.Contains(r.out, "multi") {
+		t.Errorf("dry-run: exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	if got := strings.Join(summaryRows(t, r.out), ","); got != "ctx-a dry-run,ctx-b dry-run" {
+		t.Errorf("summary %s", got)
+	}
+	fh.noWrites(t)
+
+	// tier=web: ctx-b's users matches, ctx-a has none: nothing is written anywhere.
+	r = fh.run("lock", "acquire", "--contexts", "ctx-a,ctx-b", "-l", "tier=web", "--yes", "--lock-id", "ci@test")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, `ERROR: context ctx-a: no database cluster in namespace "db" whose labels match -l "tier=web"`) ||
+		!strings.Contains(r.err, "nothing was started") {
+		t.Errorf("no match: exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	fh.noWrites(t)
+
+	r = fh.run("lock", "acquire", "--contexts", "ctx-a,ctx-b", "-A", "-l", "tier=db", "--yes", "--lock-id", "ci@test", "--reason", "INC-9")
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	if got := strings.Join(summaryRows(t, r.out), ","); got != "ctx-a succeeded,ctx-b succeeded" {
+		t.Errorf("summary %s:\n%s", got, r.out)
+	}
+	if fh.holder("ctx-a") != "ci@test" || fh.holder("ctx-b") != "ci@test" {
+		t.Errorf("holders: ctx-a %q, ctx-b %q", fh.holder("ctx-a"), fh.holder("ctx-b"))
+	}
+	for _, c := range []string{"ctx-a", "ctx-b"} {
+		if w := notSelected(fh.clients[c]); len(w) > 0 {
+			t.Errorf("%s: clusters not selected written: %v", c, w)
+		}
+		fh.clients[c].ClearActions()
+	}
+	for _, n := range []string{"users", "multi"} {
+		if _, err := fh.clients["ctx-b"].CoordinationV1().Leases("db").Get(t.Context(), lock.LeaseName(n), metav1.GetOptions{}); err == nil {
+			t.Errorf("ctx-b: %s's Lease exists", n)
+		}
+	}
+
+	// lock status -l: the matching clusters' locks, read only; a target with no match is
+	// named, the others still read.
+	r = fh.run("lock", "status", "--contexts", "ctx-a,ctx-b", "-l", "tier=db")
+	if r.code != 0 || strings.Count(r.out, "ci@test") < 2 || !strings.Contains(r.out, "Context:  ctx-a\nLease:    db/dbops-orders") ||
+		!strings.Contains(r.out, "Context:  ctx-b\nLease:    db/dbops-orders") || strings.Contains(r.out, "users") || strings.Contains(r.out, "multi") {
+		t.Errorf("lock status -l: exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	r = fh.run("lock", "status", "--contexts", "ctx-a,ctx-b", "-l", "tier=web")
+	if r.code != ops.ExitUsage || !strings.Contains(r.out, "Context:  ctx-b\nLease:    db/dbops-users") ||
+		!strings.Contains(r.err, `ERROR: context ctx-a: no database cluster in namespace "db" whose labels match -l "tier=web"`) {
+		t.Errorf("lock status -l tier=web: exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	fh.noWrites(t)
+}
+
+// deny add and deny list over a fleet with -l and no CLUSTER (the ID the one argument): only
+// the matching clusters' deny lists are written; the dry-run writes nothing; a target with no
+// match stops the run before any write; deny list -l reads the matching clusters only. Before
+// the selection, deny add took the ID for the CLUSTER and asked for an ID (exit 2).
+func TestFleetSelectDeny(t *testing.T) {
+	fh := newSelectHarness(t)
+	r := fh.run("deny", "add", "bad@x", "--contexts", "ctx-a,ctx-b", "-l", "tier=db", "--dry-run")
+	if r.code != 0 || !strings.Contains(r.out, "=== context ctx-a: db/orders\nwould deny bad@x on db/orders") ||
+		!strings.Contains(r.out, "=== context ctx-b: db/orders\nwould deny bad@x on db/orders") || strings.Contains(r.out, "users") {
+		t.Errorf("dry-run: exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	fh.noWrites(t)
+
+	r = fh.run("deny", "add", "bad@x", "--contexts", "ctx-a,ctx-b", "-l", "tier=web", "--yes")
+	if r.code != ops.ExitUsage || !strings.Contains(r.err, `ERROR: context ctx-a: no database cluster in namespace "db" whose labels match -l "tier=web"`) ||
+		!strings.Contains(r.err, "nothing was started") {
+		t.Errorf("no match: exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	fh.noWrites(t)
+
+	r = fh.run("deny", "add", "bad@x", "--contexts", "ctx-a,ctx-b", "-l", "tier=db", "--yes", "--reason", "runaway")
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	if got := strings.Join(summaryRows(t, r.out), ","); got != "ctx-a succeeded,ctx-b succeeded" {
+		t.Errorf("summary %s:\n%s", got, r.out)
+	}
+	for _, c := range []string{"ctx-a", "ctx-b"} {
+		if w := notSelected(fh.clients[c]); len(w) > 0 {
+			t.Errorf("%s: clusters not selected written: %v", c, w)
+		}
+		fh.clients[c].ClearActions()
+	}
+
+	r = fh.run("deny", "list", "--contexts", "ctx-a,ctx-b", "-A", "-l", "tier=db", "-o", "json")
+	var doc struct {
+		Items []struct {
+			Kind, Context, Cluster string
+			Items                  []struct{ Metadata struct{ Name string } }
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || r.code != 0 || len(doc.Items) != 2 {
+		t.Fatalf("deny list -l: exit %d, %v:\n%s%s", r.code, err, r.out, r.err)
+	}
+	for i, c := range []string{"ctx-a", "ctx-b"} {
+		it := doc.Items[i]
+		if it.Context != c || it.Kind != "DenyList" || it.Cluster != "orders" || len(it.Items) != 1 || it.Items[0].Metadata.Name != "bad@x" {
+			t.Errorf("item %d: %+v\n%s", i, it, r.out)
+		}
+	}
+	r = fh.run("deny", "list", "--contexts", "ctx-b", "-l", "tier in (db,web)")
+	if r.code != 0 || !strings.Contains(r.out, "Context:  ctx-b\nID") || !strings.Contains(r.out, "no denied IDs on db/users") {
+		t.Errorf("deny list -l: exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	fh.noWrites(t)
+}
+
+// Bad selection input for scale, lock and deny: exit 2 with one line, before any API call;
+// with a CLUSTER argument -l keeps its meaning (no selection), and deny's one argument is the
+// ID only over a fleet with -l.
+func TestFleetSelectWriteUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"scale", "--replicas", "4", "--yes", "--contexts", "ctx-*", "-l", "a b"}, "bad selector"},
+		{[]string{"lock", "acquire", "--contexts", "ctx-*", "-l", "tier in (db", "--yes"}, `bad selector -l "tier in (db"`},
+		{[]string{"lock", "status", "--contexts", "ctx-*", "-l", "tier==="}, "bad selector"},
+		{[]string{"deny", "add", "bad@x", "--contexts", "ctx-*", "-l", "tier===", "--yes"}, "bad selector"},
+		{[]string{"deny", "list", "--contexts", "ctx-*", "-l", "a b"}, "bad selector"},
+		{[]string{"scale", "--replicas", "4", "--yes", "-l", "tier=db"}, "missing CLUSTER argument"},
+		{[]string{"lock", "release", "-l", "tier=db", "--yes"}, "missing CLUSTER argument"},
+		{[]string{"lock", "acquire", "--contexts", "ctx-*", "--yes"}, "missing CLUSTER argument"},
+		{[]string{"deny", "add", "bad@x", "-l", "tier=db", "--yes"}, "expects CLUSTER and ID"},
+		{[]string{"deny", "add", "bad@x", "--contexts", "ctx-*", "--yes"}, "expects CLUSTER and ID"},
+		{[]string{"scale", "orders", "--replicas", "4", "-A", "--yes"}, "-A applies to a fleet"},
+		{[]string{"lock", "status", "orders", "-A"}, "-A applies to a fleet"},
+		{[]string{"deny", "add", "orders", "bad@x", "-A", "--yes"}, "-A applies to a fleet"},
+		{[]string{"lock", "acquire", "--contexts", "ctx-*", "-A", "-n", "db", "-l", "tier=db", "--yes"}, "give -n or -A, not both"},
+		{[]string{"deny", "list", "--contexts", "ctx-*", "-A", "-n", "db", "-l", "tier=db"}, "give -n or -A, not both"},
+	} {
+		fh := newFleetHarness(t)
+		r := fh.run(tc.args...)
+		if r.code != ops.ExitUsage || !strings.Contains(r.err, tc.want) || strings.Count(strings.TrimSpace(r.err), "\n") > 0 {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, r.code, r.err, tc.want)
+		}
+		for c, n := range fh.built {
+			if n > 0 {
+				t.Errorf("%v: %s clients built", tc.args, c)
+			}
+		}
+		fh.noWrites(t)
 	}
 }
