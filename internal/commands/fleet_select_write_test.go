@@ -8,7 +8,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -312,5 +315,29 @@ func TestFleetSelectWriteUsage(t *testing.T) {
 			}
 		}
 		fh.noWrites(t)
+	}
+}
+
+// A cluster an operator runs without StatefulSets (a FoundationDBCluster), selected by its
+// resource's labels, is found by name when its lock is taken: -l picks no StatefulSet of it, so
+// a target that kept -l for its discovery would find nothing and fail.
+func TestFleetSelectLockOperatorResource(t *testing.T) {
+	fh := newSelectHarness(t)
+	cr := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
+		"metadata": map[string]any{"name": "myfdb", "namespace": "db", "labels": map[string]any{"tier": "fdb"}},
+	}}
+	gvr := schema.GroupVersionResource{Group: "apps.foundationdb.org", Version: "v1beta2", Resource: "foundationdbclusters"}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "FoundationDBClusterList"}, cr)
+	r := fh.runWith(func(g *GlobalOptions) {
+		g.ContextClients = func(c string) (*Clients, error) {
+			return &Clients{Kube: fh.clients[c], Dynamic: dyn, Clock: fh.clock}, nil
+		}
+	}, "lock", "acquire", "--contexts", "ctx-b", "-l", "tier=fdb", "--yes", "--lock-id", "ci@test")
+	if r.code != 0 || !strings.Contains(r.out, "[ctx-b/db/myfdb] lock on db/myfdb acquired by ci@test") {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+	if _, err := fh.clients["ctx-b"].CoordinationV1().Leases("db").Get(t.Context(), lock.LeaseName("myfdb"), metav1.GetOptions{}); err != nil {
+		t.Error(err)
 	}
 }
