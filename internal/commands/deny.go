@@ -53,15 +53,17 @@ func NewDenyOptions(g *GlobalOptions, rf *RunFlags, action string) *DenyOptions 
 func newDenyAddCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	o := NewDenyOptions(g, rf, "deny")
 	cmd := &cobra.Command{
-		Use:         "add CLUSTER ID [--reason R] | add CLUSTER --operator-instance ID",
+		Use:         "add CLUSTER ID [--reason R] | add CLUSTER --operator-instance ID | add ID -l SELECTOR (fleet)",
 		Annotations: documentAnnotations(),
 		Short:       "Deny a lock ID",
 		Example: `  kubectl dbops deny add mycrate ci-bot@api.example:6443 --reason "runaway pipeline"
   # FoundationDB: keep the operator instance dc2 from taking the operator's lock
   kubectl dbops deny add myfdb --operator-instance dc2
   # Fleet: stop a runaway pipeline on orders in every context named prod-*
-  kubectl dbops deny add orders ci-bot@api.example:6443 --contexts 'prod-*' -n db --reason "runaway pipeline" --yes`,
-		Args: rangeArgs(1, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
+  kubectl dbops deny add orders ci-bot@api.example:6443 --contexts 'prod-*' -n db --reason "runaway pipeline" --yes
+  # Fleet, no CLUSTER: on every cluster labelled tier=db in every namespace of the contexts prod-*
+  kubectl dbops deny add ci-bot@api.example:6443 --contexts 'prod-*' -A -l tier=db --reason "runaway pipeline" --yes`,
+		Args: rangeArgs(0, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return completeClusters(g)(cmd, args, toComplete)
@@ -82,12 +84,14 @@ func newDenyAddCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 func newDenyAllowCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	o := NewDenyOptions(g, rf, "allow")
 	cmd := &cobra.Command{
-		Use:         "allow CLUSTER ID [--reason R] | allow CLUSTER --operator-instance ID",
+		Use:         "allow CLUSTER ID [--reason R] | allow CLUSTER --operator-instance ID | allow ID -l SELECTOR (fleet)",
 		Annotations: documentAnnotations(),
 		Short:       "Remove a lock ID from the deny list",
 		Example: `  kubectl dbops deny allow mycrate ci-bot@api.example:6443 --reason "pipeline fixed"
-  kubectl dbops deny allow myfdb --operator-instance dc2`,
-		Args:              rangeArgs(1, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
+  kubectl dbops deny allow myfdb --operator-instance dc2
+  # Fleet, no CLUSTER: on every cluster labelled tier=db of the contexts prod-*
+  kubectl dbops deny allow ci-bot@api.example:6443 --contexts 'prod-*' -l tier=db --reason "pipeline fixed" --yes`,
+		Args:              rangeArgs(0, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
 		ValidArgsFunction: completeDenied(g, rf),
 		RunE:              runOptions(o),
 	}
@@ -97,13 +101,26 @@ func newDenyAllowCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 	return cmd
 }
 
-// Complete fills in arguments.
+// Complete fills in arguments: CLUSTER and ID, or CLUSTER with --operator-instance; over a
+// fleet with -l the clusters may be selected instead of named (lock_fleet.go), leaving ID
+// alone (or nothing, with --operator-instance).
 func (o *DenyOptions) Complete(cmd *cobra.Command, args []string) error {
+	instance := o.OperatorInstance != "" || cmd.Flags().Changed("operator-instance")
+	// Without a CLUSTER: a fleet whose clusters -l selects (clusterSelect.validate checks the rest).
+	selecting := o.fleet.active(o.GlobalOptions) && o.Selector != ""
+	want := 2
+	if instance {
+		want = 1
+	}
+	if selecting && len(args) == want-1 {
+		args = append([]string{""}, args...)
+	}
+	if len(args) < want || len(args) > 2 {
+		return ops.Usagef("%s expects CLUSTER and ID (or CLUSTER with --operator-instance; over a fleet, ID with -l SELECTOR selecting the clusters): usage: %s", cmd.CommandPath(), cmd.UseLine())
+	}
 	o.Cluster, o.Target = args[0], ""
 	if len(args) > 1 {
 		o.Target = strings.TrimSpace(args[1])
-	} else if o.OperatorInstance == "" && !cmd.Flags().Changed("operator-instance") {
-		return ops.Usagef("%s expects CLUSTER and ID (or CLUSTER with --operator-instance): usage: %s", cmd.CommandPath(), cmd.UseLine())
 	}
 	return nil
 }
@@ -214,8 +231,8 @@ func newDenyListCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 		Use:               "list CLUSTER",
 		Annotations:       documentAnnotations(),
 		Short:             "List denied lock IDs with who denied them, when and why",
-		Example:           "  kubectl dbops deny list mycrate -o yaml",
-		Args:              clusterArg,
+		Example:           "  kubectl dbops deny list mycrate -o yaml\n\n  # Fleet, no CLUSTER: the deny lists of the clusters labelled tier=db in every namespace\n  kubectl dbops deny list --contexts 'prod-*' -A -l tier=db",
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
@@ -226,7 +243,7 @@ func newDenyListCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 
 // Complete fills in arguments.
 func (o *DenyListOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	return nil
 }
 

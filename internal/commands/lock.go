@@ -42,6 +42,9 @@ type LockOptions struct {
 	// (lock_fleet.go); collect takes a fleet target's -o json|yaml document.
 	fleet   fleetMutationFlags
 	collect func(runtime.Object)
+	// clusterSel is -l without CLUSTER (and -A) over a fleet: the clusters acted on
+	// (fleet_select.go); bound only by the lock and deny subcommands (cmd nil otherwise).
+	clusterSel clusterSelect
 }
 
 // LockAction is the `lock acquire|release -o json|yaml` document.
@@ -106,8 +109,8 @@ func newLockStatusCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 		Use:               "status CLUSTER",
 		Annotations:       documentAnnotations(),
 		Short:             "Show the lock holder, expiry, deny list and any unfinished operation",
-		Example:           "  kubectl dbops lock status mycrate\n  kubectl dbops lock status mycrate -o json\n\n  # Fleet: the lock of orders in every context named prod-*\n  kubectl dbops lock status orders --contexts 'prod-*' -n db",
-		Args:              clusterArg,
+		Example:           "  kubectl dbops lock status mycrate\n  kubectl dbops lock status mycrate -o json\n\n  # Fleet: the lock of orders in every context named prod-*\n  kubectl dbops lock status orders --contexts 'prod-*' -n db\n\n  # Fleet, no CLUSTER: the locks of the clusters labelled tier=db in every namespace\n  kubectl dbops lock status --contexts 'prod-*' -A -l tier=db",
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
@@ -117,7 +120,7 @@ func newLockStatusCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 
 // Complete fills in arguments.
 func (o *LockStatusOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	return nil
 }
 
@@ -172,8 +175,11 @@ func newLockAcquireCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
   kubectl dbops lock acquire mycrate --force --reason "INC-1234: stopping the restart"
 
   # Fleet: hold the lock of orders in every context named prod-* (one question for all)
-  kubectl dbops lock acquire orders --contexts 'prod-*' -n db --duration 1h --reason "INC-1234: freeze"`,
-		Args:              clusterArg,
+  kubectl dbops lock acquire orders --contexts 'prod-*' -n db --duration 1h --reason "INC-1234: freeze"
+
+  # Fleet, no CLUSTER: every cluster labelled tier=db in every namespace of the contexts prod-*
+  kubectl dbops lock acquire --contexts 'prod-*' -A -l tier=db --duration 1h --reason "INC-1234: freeze" --dry-run`,
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
@@ -188,7 +194,7 @@ func newLockAcquireCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 
 // Complete fills in arguments.
 func (o *LockAcquireOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	return nil
 }
 
@@ -265,8 +271,8 @@ func newLockReleaseCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 		Use:               "release CLUSTER [--id ID]",
 		Annotations:       documentAnnotations(),
 		Short:             "Give up the cluster lock (someone else's only with --force)",
-		Example:           "  kubectl dbops lock release mycrate\n\n  # Free a lock someone else holds (their running command stops before its next change)\n  kubectl dbops lock release mycrate --force --reason \"INC-1234: owner unreachable\"\n\n  # Fleet: give up the locks taken with lock acquire --contexts\n  kubectl dbops lock release orders --contexts 'prod-*' -n db --yes",
-		Args:              clusterArg,
+		Example:           "  kubectl dbops lock release mycrate\n\n  # Free a lock someone else holds (their running command stops before its next change)\n  kubectl dbops lock release mycrate --force --reason \"INC-1234: owner unreachable\"\n\n  # Fleet: give up the locks taken with lock acquire --contexts\n  kubectl dbops lock release orders --contexts 'prod-*' -n db --yes\n  kubectl dbops lock release --contexts 'prod-*' -A -l tier=db --yes",
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              runOptions(o),
 	}
@@ -280,7 +286,7 @@ func newLockReleaseCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 
 // Complete fills in arguments.
 func (o *LockReleaseOptions) Complete(_ *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	return nil
 }
 
@@ -419,7 +425,14 @@ func (o *LockOptions) Validate() error {
 	if o.Duration < 0 || (o.Duration > 0 && o.Duration < 10*time.Second) {
 		return ops.Usagef("--duration must be at least 10s (got %s)", o.Duration)
 	}
-	return o.fleet.validate(o.GlobalOptions)
+	if err := o.fleet.validate(o.GlobalOptions); err != nil {
+		return err
+	}
+	if o.clusterSel.cmd == nil {
+		// pause, continue, abort and history: no cluster selection here.
+		return nil
+	}
+	return o.clusterSel.validate(o.GlobalOptions, &o.fleet.fleetFlags, o.Cluster)
 }
 
 // manager finds the cluster (so an unknown one is refused with exit 2)

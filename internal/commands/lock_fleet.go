@@ -32,16 +32,24 @@ import (
 // pipeline) wants every target it can get, with the ones refused (a lock someone else holds,
 // RBAC, no such cluster) reported by context; --fail-fast stops starting targets after the
 // first failure, --canary N writes the first N targets first.
+//
+// Without a CLUSTER, -l SELECTOR (-A: in every namespace) selects each target's clusters by
+// their labels (fleet_select.go), each cluster then a target of its own: the reading ones read
+// every matching cluster (a target with none is reported, the others are read); the writing
+// ones find every target's clusters before anything starts (selectFleetClusters: a target with
+// none, or that cannot be listed, stops the run before any write).
 
 // addReadFleetFlags binds the fleet flags of a reading subcommand (lock status, deny list).
 func (o *LockOptions) addReadFleetFlags(cmd *cobra.Command, g *GlobalOptions) {
 	o.fleet.fleetFlags.addFlags(cmd, g)
+	o.clusterSel.addFlags(cmd)
 }
 
 // addWriteFleetFlags binds the fleet flags of a writing subcommand: restart's, with
 // --fail-fast off by default (above).
 func (o *LockOptions) addWriteFleetFlags(cmd *cobra.Command, g *GlobalOptions) {
 	o.fleet.addFlags(cmd, g)
+	o.clusterSel.addFlags(cmd)
 	f := cmd.Flags().Lookup("fail-fast")
 	o.fleet.FailFast = false
 	f.DefValue = "false"
@@ -58,16 +66,19 @@ func (o *LockOptions) printDocument(w io.Writer, obj runtime.Object, text func(i
 	return o.GlobalOptions.printDocument(w, obj, text)
 }
 
-// forTarget is o over target t: its context's clients (from pool) and namespace, the cluster
-// t names, output to out and errOut, its own run flags with --dry-run as dryRun, -o json|yaml
-// documents to collect (nil: printed), and no fleet of its own.
-func (o *LockOptions) forTarget(pool *fleet.Pool[*Clients], t fleet.Target, out, errOut io.Writer, dryRun bool, collect func(runtime.Object)) *LockOptions {
-	g := fleetTargetOptions(o.GlobalOptions, pool, t)
+// forTarget is o over target t with g, its options (fleetTargetOptions: its context's clients
+// and namespace): the cluster t names, output to out and errOut, its own run flags with
+// --dry-run as dryRun, -o json|yaml documents to collect (nil: printed), and no fleet of its own.
+func (o *LockOptions) forTarget(g *GlobalOptions, t fleet.Target, out, errOut io.Writer, dryRun bool, collect func(runtime.Object)) *LockOptions {
+	if o.Cluster == "" {
+		// -l selected the cluster: its discovery finds it by name, not by the selector.
+		g.Selector = ""
+	}
 	g.IOStreams = genericiooptions.IOStreams{In: o.In, Out: out, ErrOut: errOut}
 	lo := *o
 	rf := *o.RunFlags
 	rf.DryRun = dryRun
-	lo.GlobalOptions, lo.RunFlags, lo.Cluster, lo.fleet = g, &rf, t.Cluster, fleetMutationFlags{}
+	lo.GlobalOptions, lo.RunFlags, lo.Cluster, lo.fleet, lo.clusterSel = g, &rf, t.Cluster, fleetMutationFlags{}, clusterSelect{}
 	lo.found, lo.clients, lo.collect = nil, nil, collect
 	return &lo
 }
@@ -80,14 +91,20 @@ type fleetWrite struct{ verb, question string }
 // target's options; w names a writing subcommand (nil: a reading one).
 func (o *LockOptions) runFleet(cmd *cobra.Command, w *fleetWrite, one func(lo *LockOptions) error) error {
 	ctx := commandContext(cmd)
-	ts, err := o.fleet.targets(o.GlobalOptions, []string{o.Cluster}, false)
+	ts, err := o.clusterSel.targets(o.GlobalOptions, &o.fleet.fleetFlags, o.Cluster)
 	if err != nil {
 		return err
 	}
-	pool := newClientsPool(o.GlobalOptions)
 	if w == nil {
-		return o.readFleet(ctx, ts, pool, one)
+		return o.readFleet(ctx, ts, one)
 	}
+	if o.clusterSel.selecting() {
+		// Every target's clusters, every target answering, before anything is written.
+		if ts, err = selectFleetClusters(ctx, o.GlobalOptions, &o.fleet.fleetFlags, ts, o.clusterSel.sel); err != nil {
+			return err
+		}
+	}
+	pool := newClientsPool(o.GlobalOptions)
 	r := NewRunner(o.Factory, o.RunFlags, o.GlobalOptions)
 	// The documents of the dry run and of the run, per target.
 	var docMu sync.Mutex
@@ -95,7 +112,7 @@ func (o *LockOptions) runFleet(cmd *cobra.Command, w *fleetWrite, one func(lo *L
 	return runMutationFleet(ctx, cmd, r, o.GlobalOptions, &o.fleet, ts, fleetMutation{verb: w.verb, question: w.question, documents: true,
 		one: func(_ context.Context, t fleet.Target, out, errOut io.Writer, _ ops.Sink, _ <-chan struct{}, dryRun, preview bool) error {
 			i := indexOf(ts, t)
-			lo := o.forTarget(pool, t, out, errOut, dryRun, func(obj runtime.Object) {
+			lo := o.forTarget(fleetTargetOptions(o.GlobalOptions, pool, t), t, out, errOut, dryRun, func(obj runtime.Object) {
 				docMu.Lock()
 				defer docMu.Unlock()
 				docs[dryRun][i] = obj
@@ -120,37 +137,53 @@ func (o *LockOptions) runFleet(cmd *cobra.Command, w *fleetWrite, one func(lo *L
 		}})
 }
 
-// readFleet reads every target (lock status, deny list) at most --max-parallel at once: on
-// -o text each target's output under a "Context:" line, else one list of the targets'
-// documents; a target that cannot be read is named on its own line of stderr, and the exit
-// code is the worst target's.
-func (o *LockOptions) readFleet(ctx context.Context, ts []fleet.Target, pool *fleet.Pool[*Clients], one func(lo *LockOptions) error) error {
+// readFleet reads every cluster of every target (lock status, deny list), at most
+// --max-parallel targets at once (runFleetClusterReads: a target's own cluster, or those -l or
+// -A select): on -o text each cluster's output under a "Context:" line, else one list of the
+// clusters' documents; a target that cannot be read (or selects no cluster) is named on its
+// own line of stderr, and the exit code is the worst target's.
+func (o *LockOptions) readFleet(ctx context.Context, ts []fleet.Target, one func(lo *LockOptions) error) error {
+	type read struct {
+		t   fleet.Target
+		out bytes.Buffer
+		doc runtime.Object
+	}
 	var mu sync.Mutex
-	bufs := make([]bytes.Buffer, len(ts))
-	docs := make([]runtime.Object, len(ts))
-	rs := runFleetReads(ctx, &o.fleet.fleetFlags, ts, func(_ context.Context, t fleet.Target, _ <-chan struct{}) error {
-		i := indexOf(ts, t)
-		errOut := &targetWriter{mu: &mu, w: o.ErrOut, prefix: "[" + t.String() + "] ", context: t.Context}
+	per := make([][]*read, len(ts))
+	rs := runFleetClusterReads(ctx, o.GlobalOptions, &o.fleet.fleetFlags, ts, o.clusterSel.sel, func(_ context.Context, i int, cg *GlobalOptions, ct fleet.Target) error {
+		r := &read{t: ct}
+		errOut := &targetWriter{mu: &mu, w: o.ErrOut, prefix: "[" + ct.String() + "] ", context: ct.Context}
 		defer func() { _ = errOut.flush() }()
-		return one(o.forTarget(pool, t, &bufs[i], errOut, o.RunFlags.DryRun, func(obj runtime.Object) { docs[i] = obj }))
+		if err := one(o.forTarget(cg, ct, &r.out, errOut, o.RunFlags.DryRun, func(obj runtime.Object) { r.doc = obj })); err != nil {
+			return err
+		}
+		mu.Lock()
+		per[i] = append(per[i], r)
+		mu.Unlock()
+		return nil
 	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if o.Output == "text" || o.Output == "" {
-		for i, t := range ts {
-			if rs[i].Err != nil {
-				continue
+	var cts []fleet.Target
+	var docs []runtime.Object
+	for _, p := range per {
+		for _, r := range p {
+			if o.Output == "text" || o.Output == "" {
+				if _, err := ops.Fprintf(o.Out, "Context:  %s\n", r.t.Context); err != nil {
+					return err
+				}
+				if _, err := o.Out.Write(append(r.out.Bytes(), '\n')); err != nil {
+					return err
+				}
 			}
-			if _, err := ops.Fprintf(o.Out, "Context:  %s\n", t.Context); err != nil {
-				return err
-			}
-			if _, err := o.Out.Write(append(bufs[i].Bytes(), '\n')); err != nil {
-				return err
-			}
+			cts, docs = append(cts, r.t), append(docs, r.doc)
 		}
-	} else if err := o.printFleetList(ts, docs, rs, fleet.Result.Outcome); err != nil {
-		return err
+	}
+	if o.Output != "text" && o.Output != "" {
+		if err := o.printFleetList(cts, docs, rs, fleet.Result.Outcome); err != nil {
+			return err
+		}
 	}
 	reportTargetErrors(o.GlobalOptions, rs)
 	return fleetFailure(rs)

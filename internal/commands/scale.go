@@ -28,6 +28,8 @@ type ScaleOptions struct {
 
 	// fleet selects and paces a fleet of targets (runFleet, scale_fleet.go).
 	fleet fleetMutationFlags
+	// sel is -l without CLUSTER (and -A) over a fleet: the clusters scaled (fleet_select.go).
+	sel clusterSelect
 	// targetRequest is a fleet target's request (as RestartOptions'); nil: from the command.
 	targetRequest *ops.Request
 }
@@ -118,8 +120,11 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
   kubectl dbops scale fdb-kubernetes-example --replicas 3
 
   # Fleet: the same change in every context named prod-*, the first alone as a canary
-  kubectl dbops scale orders --replicas 5 --contexts 'prod-*' -n db --canary 1 --dry-run`,
-		Args:              clusterArg,
+  kubectl dbops scale orders --replicas 5 --contexts 'prod-*' -n db --canary 1 --dry-run
+
+  # Fleet, no CLUSTER: every cluster labelled tier=db in every namespace of the contexts prod-*
+  kubectl dbops scale --replicas 5 --contexts 'prod-*' -A -l tier=db --dry-run`,
+		Args:              optionalClusterArg,
 		ValidArgsFunction: completeClusters(g),
 		RunE:              o.Runner.runE(o),
 	}
@@ -128,6 +133,7 @@ Bounded by --timeout, else SCALING_TIMEOUT seconds, else 3600 s.`,
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "Wanted size of a single-group cluster (etcd, replicated apps, a FoundationDB StatefulSet), at least 1")
 	_ = cmd.RegisterFlagCompletionFunc("data", completeGroupSizes(g))
 	o.fleet.addFlags(cmd, g)
+	o.sel.addFlags(cmd)
 	g.addEngineFlags("scale", cmd.Flags())
 	return cmd
 }
@@ -150,7 +156,7 @@ func completeGroupSizes(g *GlobalOptions) func(*cobra.Command, []string, string)
 
 // Complete fills in arguments.
 func (o *ScaleOptions) Complete(cmd *cobra.Command, args []string) error {
-	o.Cluster = args[0]
+	o.Cluster = firstArg(args)
 	o.mastersGiven = cmd.Flags().Changed("master")
 	o.replicasGiven = cmd.Flags().Changed("replicas")
 	return nil
@@ -180,6 +186,9 @@ func (o *ScaleOptions) Validate() error {
 		return ops.Usagef("nothing to scale: give --replicas N, or --master N and/or --data GROUP=N")
 	}
 	if err := o.fleet.validate(o.g); err != nil {
+		return err
+	}
+	if err := o.sel.validate(o.g, &o.fleet.fleetFlags, o.Cluster); err != nil {
 		return err
 	}
 	if o.mastersGiven && (o.Masters < 3 || o.Masters%2 == 0) {

@@ -13,14 +13,22 @@ import (
 // own lock, a plan from its live state, its engine's gates, journal and Events). The change was
 // checked once, without the API (Validate: bad input is exit 2 before any target is read); a
 // target whose shape makes it invalid (a group it does not have, masters of an engine without
-// them) fails with its engine's reason, named in the summary.
+// them) fails with its engine's reason, named in the summary. With -l and no CLUSTER (or -A),
+// each target's matching clusters are targets of their own, found before anything starts
+// (selectFleetClusters, as restart's).
 func (o *ScaleOptions) runFleet(cmd *cobra.Command) error {
-	ts, err := o.fleet.targets(o.g, []string{o.Cluster}, false)
+	ts, err := o.sel.targets(o.g, &o.fleet.fleetFlags, o.Cluster)
 	if err != nil {
 		return err
 	}
+	if o.sel.selecting() {
+		if ts, err = selectFleetClusters(commandContext(cmd), o.g, &o.fleet.fleetFlags, ts, o.sel.sel); err != nil {
+			return err
+		}
+	}
 	var reqMu sync.Mutex
 	return o.Runner.runOperationFleet(cmd, o.g, &o.fleet, ts, fleetMutation{verb: "scale", question: "Scale", title: "scale",
+		bySelector: o.Cluster == "",
 		run: func(r *Runner, g *GlobalOptions, t fleet.Target) error {
 			so := *o
 			// The target's scale is the single-cluster one: no fleet of its own.
@@ -29,6 +37,10 @@ func (o *ScaleOptions) runFleet(cmd *cobra.Command) error {
 			reqMu.Lock()
 			so.targetRequest = so.g.request(cmd, t.Cluster)
 			reqMu.Unlock()
+			if o.sel.selecting() {
+				// Its journal names its cluster and namespace, not the selection (as restart's).
+				so.targetRequest.Flags = selectedTargetFlags(so.targetRequest.Flags, o.Cluster == "")
+			}
 			return so.endStream(cmd.Name(), t.Cluster, so.Run(cmd))
 		}})
 }
