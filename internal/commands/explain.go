@@ -172,39 +172,14 @@ func (o *ExplainOptions) runFleet(ctx context.Context) error {
 		mu.Unlock()
 		return ex.refusal()
 	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	var items []*Explanation
-	for _, p := range per {
-		items = append(items, p...)
-	}
-	doc, err := documentList(items, "ExplanationList", "Explanation", o.Cluster, "", func(ex *Explanation) string { return ex.Cluster })
-	if err != nil {
-		return err
-	}
-	if errs := fleetErrors(rs); len(errs) > 0 {
-		doc.Object["errors"] = errs
-	}
-	err = o.printDocument(o.Out, doc, func(w io.Writer) error {
-		for _, ex := range items {
+	return printFleetItems(ctx, o.GlobalOptions, per, rs, "ExplanationList", "Explanation", o.Cluster,
+		func(ex *Explanation) *Explanation { return ex }, func(ex *Explanation) string { return ex.Cluster },
+		func(w io.Writer, ex *Explanation) error {
 			if _, err := ops.Fprintf(w, "Context:  %s\n", ex.Context); err != nil {
 				return err
 			}
-			if err := writeExplanation(w, ex); err != nil {
-				return err
-			}
-			if _, err := io.WriteString(w, "\n"); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	reportTargetErrors(o.GlobalOptions, rs)
-	return fleetFailure(rs)
+			return writeExplanation(w, ex)
+		})
 }
 
 func writeExplanation(w io.Writer, ex *Explanation) error {

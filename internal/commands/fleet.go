@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -205,4 +206,46 @@ func fleetErrors(rs []fleet.Result) []any {
 		}
 	}
 	return out
+}
+
+// printFleetItems ends a fleet read: every target's items in the targets' order, printed as one
+// kind document of itemKind items (doc of each; -o json|yaml, the failed targets under
+// "errors") or as text (write of each, a blank line after it); then one ERROR line per failed
+// target, and the worst target's error.
+func printFleetItems[T, D any](ctx context.Context, g *GlobalOptions, per [][]T, rs []fleet.Result, kind, itemKind, cluster string,
+	doc func(T) D, name func(D) string, write func(io.Writer, T) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var items []T
+	var docs []D
+	for _, p := range per {
+		for _, it := range p {
+			items = append(items, it)
+			docs = append(docs, doc(it))
+		}
+	}
+	list, err := documentList(docs, kind, itemKind, cluster, "", name)
+	if err != nil {
+		return err
+	}
+	if errs := fleetErrors(rs); len(errs) > 0 {
+		list.Object["errors"] = errs
+	}
+	err = g.printDocument(g.Out, list, func(w io.Writer) error {
+		for _, it := range items {
+			if err := write(w, it); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	reportTargetErrors(g, rs)
+	return fleetFailure(rs)
 }

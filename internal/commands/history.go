@@ -143,39 +143,14 @@ func (o *HistoryOptions) runFleet(ctx context.Context) error {
 		mu.Unlock()
 		return nil
 	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	var items []*History
-	for _, p := range per {
-		items = append(items, p...)
-	}
-	doc, err := documentList(items, "HistoryList", "History", o.Cluster, "", func(h *History) string { return h.Cluster })
-	if err != nil {
-		return err
-	}
-	if errs := fleetErrors(rs); len(errs) > 0 {
-		doc.Object["errors"] = errs
-	}
-	err = o.printDocument(o.Out, doc, func(w io.Writer) error {
-		for _, h := range items {
+	return printFleetItems(ctx, o.GlobalOptions, per, rs, "HistoryList", "History", o.Cluster,
+		func(h *History) *History { return h }, func(h *History) string { return h.Cluster },
+		func(w io.Writer, h *History) error {
 			if _, err := ops.Fprintf(w, "Context:  %s\nCluster:  %s/%s\n", h.Context, h.Namespace, h.Cluster); err != nil {
 				return err
 			}
-			if err := writeHistoryText(w, h, o.NoHeaders); err != nil {
-				return err
-			}
-			if _, err := io.WriteString(w, "\n"); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	reportTargetErrors(o.GlobalOptions, rs)
-	return fleetFailure(rs)
+			return writeHistoryText(w, h, o.NoHeaders)
+		})
 }
 
 // writeHistoryText prints one cluster's history as a table.

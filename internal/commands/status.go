@@ -176,43 +176,14 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 		mu.Unlock()
 		return nil
 	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	var items []*ClusterStatus
-	var all []item
-	for _, p := range per {
-		for _, it := range p {
-			items = append(items, it.st)
-			all = append(all, it)
-		}
-	}
-	doc, err := documentList(items, "ClusterStatusList", "ClusterStatus", o.Cluster, "", func(st *ClusterStatus) string { return st.Cluster.Name })
-	if err != nil {
-		return err
-	}
-	if errs := fleetErrors(rs); len(errs) > 0 {
-		doc.Object["errors"] = errs
-	}
-	err = o.printDocument(o.Out, doc, func(w io.Writer) error {
-		for _, it := range all {
+	return printFleetItems(ctx, o.GlobalOptions, per, rs, "ClusterStatusList", "ClusterStatus", o.Cluster,
+		func(it item) *ClusterStatus { return it.st }, func(st *ClusterStatus) string { return st.Cluster.Name },
+		func(w io.Writer, it item) error {
 			if _, err := ops.Fprintf(w, "Context:  %s\n", it.st.Context); err != nil {
 				return err
 			}
-			if err := writeStatusText(w, it.st, it.now, o.NoHeaders, o.wide); err != nil {
-				return err
-			}
-			if _, err := io.WriteString(w, "\n"); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	reportTargetErrors(o.GlobalOptions, rs)
-	return fleetFailure(rs)
+			return writeStatusText(w, it.st, it.now, o.NoHeaders, o.wide)
+		})
 }
 
 func (o *StatusOptions) clockNow() time.Time {
