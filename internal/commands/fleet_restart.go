@@ -138,15 +138,22 @@ func (o *RestartOptions) runFleet(cmd *cobra.Command) error {
 			ro := *o
 			// The target's restart is the single-cluster one: no fleet of its own.
 			ro.Runner, ro.g, ro.Cluster, ro.fleet = r, g, t.Cluster, fleetMutationFlags{}
-			// cobra's flag sets change as they are read: one target at a time.
-			reqMu.Lock()
-			ro.targetRequest = ro.g.request(cmd, t.Cluster)
-			reqMu.Unlock()
-			if o.sel.selecting() {
-				ro.targetRequest.Flags = selectedTargetFlags(ro.targetRequest.Flags, o.Cluster == "")
-			}
+			ro.targetRequest = fleetTargetRequest(&reqMu, cmd, g, t, &o.sel, o.Cluster)
 			return ro.endStream(cmd.Name(), t.Cluster, ro.Run(cmd))
 		}})
+}
+
+// fleetTargetRequest is the request target t's journal records: cmd's for t's cluster (cobra's
+// flag sets change as they are read: one target at a time, under mu), naming its cluster and
+// namespace rather than the selection that found it (arg: the command's CLUSTER argument).
+func fleetTargetRequest(mu *sync.Mutex, cmd *cobra.Command, g *GlobalOptions, t fleet.Target, sel *clusterSelect, arg string) *ops.Request {
+	mu.Lock()
+	req := g.request(cmd, t.Cluster)
+	mu.Unlock()
+	if sel.selecting() {
+		req.Flags = selectedTargetFlags(req.Flags, arg == "")
+	}
+	return req
 }
 
 // fleetMutation is a mutating command over a fleet, for runMutationFleet: its words and its

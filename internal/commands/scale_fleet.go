@@ -33,14 +33,7 @@ func (o *ScaleOptions) runFleet(cmd *cobra.Command) error {
 			so := *o
 			// The target's scale is the single-cluster one: no fleet of its own.
 			so.Runner, so.g, so.Cluster, so.fleet = r, g, t.Cluster, fleetMutationFlags{}
-			// cobra's flag sets change as they are read: one target at a time.
-			reqMu.Lock()
-			so.targetRequest = so.g.request(cmd, t.Cluster)
-			reqMu.Unlock()
-			if o.sel.selecting() {
-				// Its journal names its cluster and namespace, not the selection (as restart's).
-				so.targetRequest.Flags = selectedTargetFlags(so.targetRequest.Flags, o.Cluster == "")
-			}
+			so.targetRequest = fleetTargetRequest(&reqMu, cmd, g, t, &o.sel, o.Cluster)
 			return so.endStream(cmd.Name(), t.Cluster, so.Run(cmd))
 		}})
 }
