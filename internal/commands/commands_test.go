@@ -229,6 +229,9 @@ func TestRestartRefusesOperatorOwned(t *testing.T) {
 	if w := fakecluster.Writes(h.client); len(w) > 0 {
 		t.Errorf("wrote: %v", w)
 	}
+	// A harness of its own: the refused run's RBAC prefetch may still be asking its client
+	// (askAhead), and the controller's reactor must not be added under it.
+	h = newHarness(t, objs...)
 	fakecluster.Start(t, h.client, "prod")
 	if r := h.run("restart", "db", "--rolling", "--yes", "--ignore-operator"); r.code != 0 {
 		t.Errorf("with --ignore-operator: exit %d: %s", r.code, r.err)
