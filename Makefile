@@ -72,8 +72,11 @@ test:
 # -race costs little here (measured 2026-11-27 on the 2-core dev machine, load ~8: go test
 # ./... -count=1 1m21s warm; with -race 2m03s warm, 13m31s with a cold build cache), so
 # the unit tests stay a small part of make test (whose e2e tests dominate: see e2e below).
+# Through e2esummary (as e2e): a package that hangs until go test's -timeout prints a goroutine
+# dump longer than a CI log's tail; the summary's last lines name the tests that did not finish.
 unit:
-	$(GO) test -race ./... -count=1
+	@$(GO) build -o $(BIN_DIR)/e2esummary ./hack/e2esummary
+	$(GO) test -race -json ./... -count=1 | $(BIN_DIR)/e2esummary -label unit
 
 ## e2e: build the test bed binaries (first time: several minutes), then the e2e tests; the CLI under the race detector
 # go test -json through hack/e2esummary: prints go test's own ok/FAIL lines and failed tests'

@@ -6,12 +6,16 @@
 // It also echoes the lines a test marks for the log of every run (the kill matrix's seed and
 // retries). It exits 1 when a test or package failed or the input was not test2json, else 0.
 //
+// With -label unit it names the summary line "unit summary" (make unit pipes its tests through
+// it too, so that a package that hangs names the tests that did not finish on its last lines).
+//
 //	go test -json -tags e2e ./test/e2e/... | go run ./hack/e2esummary
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -53,7 +57,9 @@ type summary struct {
 }
 
 func main() {
-	ok, err := run(os.Stdin, os.Stdout)
+	label := flag.String("label", "e2e", "the summary line's first word")
+	flag.Parse()
+	ok, err := run(os.Stdin, os.Stdout, *label)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2esummary:", err)
 		os.Exit(1)
@@ -64,7 +70,7 @@ func main() {
 }
 
 // run copies the interesting output of in to out and returns whether everything passed.
-func run(in io.Reader, out io.Writer) (bool, error) {
+func run(in io.Reader, out io.Writer, label string) (bool, error) {
 	s := summary{skipped: map[string][]string{}}
 	outputs := map[testKey][]string{}
 	sc := bufio.NewScanner(in)
@@ -159,7 +165,7 @@ func run(in io.Reader, out io.Writer) (bool, error) {
 	for _, ts := range s.skipped {
 		skipped += len(ts)
 	}
-	fmt.Fprintf(out, "e2e summary: %d tests ran (%d passed, %d failed), %d skipped\n", s.ran, s.passed, s.failed, skipped)
+	fmt.Fprintf(out, "%s summary: %d tests ran (%d passed, %d failed), %d skipped\n", label, s.ran, s.passed, s.failed, skipped)
 	reasons := make([]string, 0, len(s.skipped))
 	for r := range s.skipped {
 		reasons = append(reasons, r)
@@ -181,6 +187,10 @@ func run(in io.Reader, out io.Writer) (bool, error) {
 			top = append(top, fmt.Sprintf("%s %.0fs", t.test, t.secs))
 		}
 		fmt.Fprintf(out, "  slowest of %.0fs: %s\n", total, strings.Join(top, ", "))
+	}
+	// Last, so that a log's tail names them: a hung test's goroutine dump is long.
+	for _, k := range unfinished {
+		fmt.Fprintf(out, "  did not finish: %s (%s)\n", k.test, k.pkg)
 	}
 	return s.failed == 0 && !s.pkgFailed, nil
 }

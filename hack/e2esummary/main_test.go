@@ -50,14 +50,14 @@ func TestRun(t *testing.T) {
 			[]string{"chatter"}},
 		{"a test the binary died under", passing + ev("run", "TestC", "") + ev("output", "TestC", "    c_test.go:1: waiting\n") +
 			ev("output", "", "panic: test timed out after 40m0s\n") + ev("output", "", "FAIL\t"+pkg+"\t2400s\n") + ev("fail", "", ""), false,
-			[]string{"panic: test timed out", "--- TestC (" + pkg + ") did not finish", "c_test.go:1: waiting", "e2e summary: 2 tests ran (1 passed, 1 failed)"}, nil},
+			[]string{"panic: test timed out", "--- TestC (" + pkg + ") did not finish", "c_test.go:1: waiting", "e2e summary: 2 tests ran (1 passed, 1 failed)", "  did not finish: TestC (" + pkg + ")\n"}, nil},
 		{"build failure", "# " + pkg + "\nx_test.go:1: syntax error\n" + ev("output", "", "FAIL\t"+pkg+" [build failed]\n") + ev("fail", "", ""), false,
 			[]string{"syntax error", "[build failed]"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			ok, err := run(strings.NewReader(tt.in), &out)
+			ok, err := run(strings.NewReader(tt.in), &out, "e2e")
 			if err != nil || ok != tt.wantOK {
 				t.Fatalf("run = %v, %v; want %v:\n%s", ok, err, tt.wantOK, out.String())
 			}
@@ -73,7 +73,7 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
-	if ok, err := run(strings.NewReader(""), &bytes.Buffer{}); ok || err == nil {
+	if ok, err := run(strings.NewReader(""), &bytes.Buffer{}, "e2e"); ok || err == nil {
 		t.Errorf("empty input: %v, %v; want an error", ok, err)
 	}
 }

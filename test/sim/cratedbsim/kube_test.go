@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -23,6 +26,50 @@ type fakeCluster struct {
 	t      *testing.T
 	client *fake.Clientset
 	uids   int
+
+	mu      sync.Mutex
+	watches map[string]int // resource -> watches registered
+}
+
+// newFakeCluster is a fake API server whose watches a test can wait for. The fake's tracker
+// replays objects created or updated between an informer's List and its Watch, but not
+// deletions (client-go testing/fixture.go, tracker.Watch): a pod deleted before the
+// simulator's pod watch is registered is never seen, and a test waiting for that node to stop
+// times out (1 run in about 70 under load). Tests call waitWatches after Start.
+func newFakeCluster(t *testing.T) *fakeCluster {
+	f := &fakeCluster{t: t, client: fake.NewClientset(), watches: map[string]int{}}
+	tracker := f.client.Tracker()
+	f.client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		// Registered with the tracker before it is counted: once counted, no event is lost.
+		w, err := tracker.Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		f.mu.Lock()
+		f.watches[a.GetResource().Resource]++
+		f.mu.Unlock()
+		return true, w, nil
+	})
+	return f
+}
+
+// waitWatches waits until the simulator watches every resource it follows.
+func (f *fakeCluster) waitWatches() {
+	f.t.Helper()
+	waitFor(f.t, "the simulator's watches", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, r := range []string{"statefulsets", "pods", "persistentvolumeclaims", "services"} {
+			if f.watches[r] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func (f *fakeCluster) uid() types.UID {
@@ -124,7 +171,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestFollowsKubernetes(t *testing.T) {
-	f := &fakeCluster{t: t, client: fake.NewClientset()}
+	f := newFakeCluster(t)
 	gw := []string{"-Cgateway.expected_data_nodes=3", "-Cgateway.recover_after_data_nodes=2"}
 	// The operator's naming for the master, the official guide's (pod name) for data nodes.
 	f.sts("crate-master-c", 1, append([]string{"-Cnode.name=master-$(hostname | awk -F- '{print $NF}')", "-Cnode.master=true", "-Cnode.data=false"}, gw...)...)
@@ -140,6 +187,7 @@ func TestFollowsKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sim.Close)
+	f.waitWatches()
 	nodeCount := func(want int) func() bool {
 		return func() bool { _, n := sim.Health(); return n == want }
 	}
@@ -207,7 +255,7 @@ func TestFollowsKubernetes(t *testing.T) {
 // TestShutdownGraceFollowsTerminatingPods: with chaos on, a node whose pod starts
 // terminating stops serving at once but stays listed in sys.nodes for the grace time.
 func TestShutdownGraceFollowsTerminatingPods(t *testing.T) {
-	f := &fakeCluster{t: t, client: fake.NewClientset()}
+	f := newFakeCluster(t)
 	f.sts("crate-data-hot-c", 2, "-Cnode.name=$(POD_NAME)")
 	for _, p := range []string{"crate-data-hot-c-0", "crate-data-hot-c-1"} {
 		f.pvc(p)
@@ -219,6 +267,7 @@ func TestShutdownGraceFollowsTerminatingPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sim.Close)
+	f.waitWatches()
 	waitFor(t, "2 nodes", func() bool { _, n := sim.Health(); return n == 2 })
 	p, err := f.client.CoreV1().Pods(testNS).Get(context.Background(), "crate-data-hot-c-1", metav1.GetOptions{})
 	if err != nil {
@@ -248,7 +297,7 @@ func TestMembershipFromClusterName(t *testing.T) {
 		{"another cluster", "prod", "[[db-one-0] [db-one-1]]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeCluster{t: t, client: fake.NewClientset()}
+			f := newFakeCluster(t)
 			f.sts("db-one", 2, "-Cnode.name=$(POD_NAME)", "-Ccluster.name="+tc.cluster)
 			f.sts("crate-master-"+tc.cluster, 1, "-Ccluster.name=someone-else", "-Cnode.name=$(POD_NAME)")
 			for _, p := range []string{"db-one-0", "db-one-1", "crate-master-" + tc.cluster + "-0"} {
@@ -260,6 +309,7 @@ func TestMembershipFromClusterName(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(sim.Close)
+			f.waitWatches()
 			waitFor(t, "2 nodes", func() bool { _, n := sim.Health(); return n == 2 })
 			res, err := sim.Exec("test", "crate", "SELECT name FROM sys.nodes ORDER BY name")
 			if err != nil || fmt.Sprint(res.Rows) != tc.want {
@@ -321,7 +371,7 @@ func TestMembershipNeedsDiscovery(t *testing.T) {
 			svc("others", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "web"} }), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeCluster{t: t, client: fake.NewClientset()}
+			f := newFakeCluster(t)
 			if tc.extra != nil {
 				if _, err := f.client.CoreV1().Services(testNS).Create(t.Context(), tc.extra, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
@@ -337,6 +387,7 @@ func TestMembershipNeedsDiscovery(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(sim.Close)
+			f.waitWatches()
 			want := 0
 			if tc.member {
 				want = 2

@@ -180,8 +180,11 @@ type nodeServer struct {
 	httpsOn  bool
 	pgTLS    bool
 	running  bool
-	pgL      net.Listener
-	httpSrv  *http.Server
+	// closed is set once by the simulator's shutdown: a resync that raced it must not start
+	// listeners again that nothing would stop.
+	closed  bool
+	pgL     net.Listener
+	httpSrv *http.Server
 	// pgGW, httpGW and expGW receive the pod gateway's connections (nil without one);
 	// expSrv serves the exporter's readiness endpoint.
 	pgGW, httpGW, expGW *chanListener
@@ -195,7 +198,7 @@ func (ns *nodeServer) start() error {
 	settings := ns.sim.nodeSettingsOf(ns.name)
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.running {
+	if ns.running || ns.closed {
 		return nil
 	}
 	pgL, err := net.Listen("tcp", net.JoinHostPort(ns.host, strconv.Itoa(ns.pgPort)))
@@ -285,8 +288,16 @@ func (ns *nodeServer) acceptLoop(l net.Listener) {
 }
 
 // stop closes the listeners and every open connection, as a stopped node would.
-func (ns *nodeServer) stop() {
+func (ns *nodeServer) stop() { ns.halt(false) }
+
+// close stops the node for good: the simulator shuts down.
+func (ns *nodeServer) close() { ns.halt(true) }
+
+func (ns *nodeServer) halt(final bool) {
 	ns.mu.Lock()
+	if final {
+		ns.closed = true
+	}
 	if !ns.running {
 		ns.mu.Unlock()
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -306,5 +307,25 @@ func TestPGXTypedParameters(t *testing.T) {
 				t.Fatalf("count = %d, %v", n, err)
 			}
 		})
+	}
+}
+
+// TestClosedSimStartsNoListener: a resync that raced the simulator's shutdown (the Kubernetes
+// loop starting a node while Close stops them all) must not leave a node listening that
+// nothing would ever stop. Before nodeServer.closed, the late start listened again.
+func TestClosedSimStartsNoListener(t *testing.T) {
+	sim := startStatic(t)
+	info := nodeInfo(t, sim, "data-hot-0")
+	sim.Close()
+	sim.mu.Lock()
+	ns := sim.servers["data-hot-0"]
+	sim.mu.Unlock()
+	if err := ns.start(); err != nil {
+		t.Fatalf("late start: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", info.PGAddr, 2*time.Second); err == nil {
+		_ = c.Close()
+		ns.stop()
+		t.Fatalf("node data-hot-0 listens on %s after Close", info.PGAddr)
 	}
 }

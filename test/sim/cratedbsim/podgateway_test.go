@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dbops/kubectl-dbops/test/sim/cratedbsim/podgw"
 )
@@ -57,7 +56,7 @@ func gatewayGet(t *testing.T, gw string, h podgw.Hello, path string) (string, er
 }
 
 func TestPodGateway(t *testing.T) {
-	f := &fakeCluster{t: t, client: fake.NewClientset()}
+	f := newFakeCluster(t)
 	f.sts("crate-data-hot-c", 2, "-Cnode.name=$(POD_NAME)", "-Cgateway.expected_data_nodes=2", "-Cgateway.recover_after_data_nodes=2",
 		"-Cauth.host_based.enabled=true", "-Cauth.host_based.config.0.user=crate", "-Cauth.host_based.config.0.address=_local_",
 		"-Cauth.host_based.config.0.method=trust", "-Cauth.host_based.config.99.method=password")
@@ -72,6 +71,7 @@ func TestPodGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sim.Close)
+	f.waitWatches()
 	waitFor(t, "2 nodes run before their pods are Ready", func() bool { _, n := sim.Health(); return n == 2 })
 	gw := sim.PodGatewayAddr()
 	local := "127.0.0.1:40000"

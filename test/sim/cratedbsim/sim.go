@@ -313,7 +313,7 @@ func (s *Sim) shutdown() {
 	servers := s.servers
 	s.mu.Unlock()
 	for _, ns := range servers {
-		ns.stop()
+		ns.close()
 	}
 	if s.debug != nil {
 		_ = s.debug.Close()

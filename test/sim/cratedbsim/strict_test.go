@@ -23,7 +23,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestPodSettings(t *testing.T) {
@@ -551,7 +550,7 @@ func TestDuplicateSettingRefusesStart(t *testing.T) {
 			if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
 				t.Fatalf("podSettingsChecked: %v, want %q", err, tc.want)
 			}
-			f := &fakeCluster{t: t, client: fake.NewClientset()}
+			f := newFakeCluster(t)
 			f.sts("crate-data-hot-c", 1, append([]string{"-Cnode.name=$(POD_NAME)"}, tc.args...)...)
 			f.pvc("crate-data-hot-c-0")
 			f.pod("crate-data-hot-c-0", true)
@@ -566,6 +565,7 @@ func TestDuplicateSettingRefusesStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(sim.Close)
+			f.waitWatches()
 			up := false
 			for _, n := range sim.Nodes() {
 				up = up || n.Up

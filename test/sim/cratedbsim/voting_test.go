@@ -8,14 +8,13 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 )
 
 // masterScaleCluster starts a simulator on 7 dedicated masters and 2 data nodes.
 func masterScaleCluster(t *testing.T) (*fakeCluster, *Sim) {
 	t.Helper()
-	f := &fakeCluster{t: t, client: fake.NewClientset()}
+	f := newFakeCluster(t)
 	f.sts("crate-master-c", 7, "-Cnode.name=$(POD_NAME)", "-Cnode.master=true", "-Cnode.data=false")
 	f.sts("crate-data-hot-c", 2, "-Cnode.name=$(POD_NAME)", "-Cnode.master=false", "-Cnode.data=true")
 	for i := range 7 {
@@ -31,6 +30,7 @@ func masterScaleCluster(t *testing.T) (*fakeCluster, *Sim) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sim.Close)
+	f.waitWatches()
 	waitFor(t, "9 nodes", func() bool { _, n := sim.Health(); return n == 9 })
 	return f, sim
 }
