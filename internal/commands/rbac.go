@@ -87,7 +87,9 @@ func (g *Runner) checkPlanPermissions(ctx context.Context, cl *Clients, c *ops.C
 		needs = append(needs, ops.NeedFor{Permission: p, For: "planning from live state"})
 	}
 	if !g.DryRun && operation != "" {
-		cl.access().Prefetch(ctx, c.Namespace, likelyRunNeeds(g.DisableLocks, g.runNeeds(c.Engine, operation)))
+		// Asked at the same time as needs, so waiting costs no round trip of its own; joined
+		// here so that no review outlives the command (they used its client after it ended).
+		defer cl.access().Prefetch(ctx, c.Namespace, likelyRunNeeds(g.DisableLocks, g.runNeeds(c.Engine, operation)))()
 	}
 	return ops.CheckPermissions(ctx, cl.access(), c.Namespace, needs)
 }

@@ -438,7 +438,7 @@ func (g *Runner) askAhead(ctx context.Context, name, operation string) (stop fun
 		access, needs := cl.access(), append(g.Clusters.planNeeds(""), likelyRunNeeds(g.DisableLocks, g.runNeeds("", operation))...)
 		wg.Go(func() {
 			cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
-			access.Prefetch(ctx, ns, needs)
+			access.Prefetch(ctx, ns, needs)() // joined by stop
 		})
 	}
 	return stop

@@ -239,10 +239,15 @@ func (c *CachedAccess) Allowed(ctx context.Context, namespace string, p Permissi
 
 // Prefetch asks the questions a later check will probably ask, without waiting for the
 // answers (ctx bounds them); a later Allowed waits for the one on its way.
-func (c *CachedAccess) Prefetch(ctx context.Context, namespace string, perms []Permission) {
+// The returned wait returns once these questions are answered or given up (ctx ended): call
+// it before the command ends, so that none outlives the command that asked (they use its
+// client).
+func (c *CachedAccess) Prefetch(ctx context.Context, namespace string, perms []Permission) (wait func()) {
+	var wg sync.WaitGroup
 	for _, p := range perms {
-		go func() { _, _ = c.Allowed(ctx, namespace, p) }()
+		wg.Go(func() { _, _ = c.Allowed(ctx, namespace, p) })
 	}
+	return wg.Wait
 }
 
 // CheckPermissions refuses, with one line naming every missing verb and

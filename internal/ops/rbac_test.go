@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -126,5 +127,38 @@ func TestCachedAccess(t *testing.T) {
 	defer cc.mu.Unlock()
 	if !maps.Equal(cc.asked, want) {
 		t.Errorf("asked %v, want %v", cc.asked, want)
+	}
+}
+
+// prefetchGate answers once its gate opens and counts the answers it gave.
+type prefetchGate struct {
+	gate     chan struct{}
+	answered atomic.Int32
+}
+
+func (g *prefetchGate) Allowed(ctx context.Context, _ string, _ Permission) (bool, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	g.answered.Add(1)
+	return true, nil
+}
+
+// TestPrefetchWaitJoins: Prefetch's wait returns only once its questions are answered, so no
+// review outlives the command that asked (they raced a test's fake client after the command
+// had returned).
+func TestPrefetchWaitJoins(t *testing.T) {
+	g := &prefetchGate{gate: make(chan struct{})}
+	a := &CachedAccess{Checker: g}
+	wait := a.Prefetch(t.Context(), "ns", []Permission{{Verb: "get", Resource: "pods"}, {Verb: "delete", Resource: "pods"}})
+	go func() {
+		time.Sleep(20 * time.Millisecond) // let a wait that does not join return first
+		close(g.gate)
+	}()
+	wait()
+	if n := g.answered.Load(); n != 2 {
+		t.Fatalf("wait returned with %d of 2 questions answered", n)
 	}
 }
