@@ -437,7 +437,7 @@ func (g *Runner) askAhead(ctx context.Context, name, operation string) (stop fun
 	if !g.DryRun && operation != "" {
 		access, needs := cl.access(), append(g.Clusters.planNeeds(""), likelyRunNeeds(g.DisableLocks, g.runNeeds("", operation))...)
 		wg.Go(func() {
-			cl.waitAnswered(ctx) // on discovery's connection (firstAnswer)
+			cl.waitAnswered(ctx)              // on discovery's connection (firstAnswer)
 			access.Prefetch(ctx, ns, needs)() // joined by stop
 		})
 	}
