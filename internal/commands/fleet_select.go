@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/fleet"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
@@ -104,10 +105,11 @@ func (cs *clusterSelect) targets(g *GlobalOptions, ff *fleetFlags, cluster strin
 }
 
 // clusterLabels reads the clusters of ns ("" = every namespace) with their labels (see the
-// top of this file): the StatefulSets as list groups them, and the resources of rs (the
-// engines' resource recognizers) where they may be listed.
-func clusterLabels(ctx context.Context, cl *Clients, ns string, rs []ops.ResourceRecognizer) ([]namespacedName, map[namespacedName]labels.Set, error) {
-	list, err := cl.Kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+// top of this file): the StatefulSets as list groups them (through kube: list's memo lets its
+// discovery reuse this read), and the resources of rs (the engines' resource recognizers)
+// where they may be listed.
+func clusterLabels(ctx context.Context, cl *Clients, kube kubernetes.Interface, ns string, rs []ops.ResourceRecognizer) ([]namespacedName, map[namespacedName]labels.Set, error) {
+	list, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing StatefulSets: %w", err)
 	}
@@ -150,8 +152,8 @@ func clusterLabels(ctx context.Context, cl *Clients, ns string, rs []ops.Resourc
 
 // selectClusters are the clusters of ns ("" = every namespace) whose labels match sel (nil:
 // every cluster) and, when name is given, of that name.
-func selectClusters(ctx context.Context, cl *Clients, ns string, sel labels.Selector, name string, rs []ops.ResourceRecognizer) ([]namespacedName, error) {
-	names, sets, err := clusterLabels(ctx, cl, ns, rs)
+func selectClusters(ctx context.Context, cl *Clients, kube kubernetes.Interface, ns string, sel labels.Selector, name string, rs []ops.ResourceRecognizer) ([]namespacedName, error) {
+	names, sets, err := clusterLabels(ctx, cl, kube, ns, rs)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +192,7 @@ func targetClusters(ctx context.Context, tg *GlobalOptions, t fleet.Target, sel 
 	if err != nil {
 		return nil, err
 	}
-	found, err := selectClusters(ctx, cl, t.Namespace, sel, t.Cluster, ops.ResourceRecognizers(tg.recognizers()))
+	found, err := selectClusters(ctx, cl, cl.Kube, t.Namespace, sel, t.Cluster, ops.ResourceRecognizers(tg.recognizers()))
 	if err != nil {
 		return nil, err
 	}

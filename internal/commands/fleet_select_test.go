@@ -342,7 +342,7 @@ func TestClusterLabels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		found, err := selectClusters(t.Context(), cl, "prod", sel, "", rs)
+		found, err := selectClusters(t.Context(), cl, cl.Kube, "prod", sel, "", rs)
 		if err != nil {
 			t.Fatal(err)
 		}

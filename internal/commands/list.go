@@ -130,7 +130,7 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	rows, err := o.rows(ctx, ns)
+	rows, err := o.rows(ctx, ns, "")
 	if err != nil {
 		return err
 	}
@@ -141,8 +141,9 @@ func (o *ListOptions) Run(cmd *cobra.Command) error {
 	return o.printDocument(o.Out, doc, func(w io.Writer) error { return o.writeList(w, rows, ns) })
 }
 
-// rows reads the row of every cluster of ns ("" = all namespaces).
-func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, error) {
+// rows reads the row of every cluster of ns ("" = all namespaces), or only of the cluster
+// named only (a fleet target naming one: the others' rows are not read), which must exist.
+func (o *ListOptions) rows(ctx context.Context, ns, only string) ([]ClusterSummary, error) {
 	cl, err := o.Clients()
 	if err != nil {
 		return nil, err
@@ -151,17 +152,23 @@ func (o *ListOptions) rows(ctx context.Context, ns string) ([]ClusterSummary, er
 	kube := memoizeLists(cl.Kube)
 	var found []namespacedName
 	if o.clusterSel != nil {
-		if found, err = selectClusters(ctx, cl, ns, o.clusterSel, "", ops.ResourceRecognizers(o.recognizers())); err != nil {
+		if found, err = selectClusters(ctx, cl, kube, ns, o.clusterSel, only, ops.ResourceRecognizers(o.recognizers())); err != nil {
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, noClusterSelected(ns, "", o.Selector)
+			return nil, noClusterSelected(ns, only, o.Selector)
 		}
 	} else {
 		if found, err = clusterNames(ctx, kube, ns); err != nil {
 			return nil, err
 		}
 		found = sortedNames(append(found, operatorClusterNames(ctx, cl, ns, ops.ResourceRecognizers(o.recognizers()))...))
+		if only != "" {
+			found = slices.DeleteFunc(found, func(n namespacedName) bool { return n.Name != only })
+			if len(found) == 0 {
+				return nil, noClusterSelected(ns, only, "")
+			}
+		}
 	}
 	// Read once for every row: who the lock status is judged for.
 	id, err := o.RunFlags.ResolveLockID(o.ConfigFlags)
@@ -193,14 +200,11 @@ func (o *ListOptions) runFleet(ctx context.Context) error {
 	rs := runFleetReads(ctx, &o.fleet, ts, func(ctx context.Context, t fleet.Target, _ <-chan struct{}) error {
 		i := slices.Index(ts, t)
 		lo := &ListOptions{GlobalOptions: fleetTargetOptions(o.GlobalOptions, pool, t), RunFlags: o.RunFlags, AllNamespaces: t.Namespace == "", clusterSel: o.clusterSel}
-		rows, err := lo.rows(ctx, t.Namespace)
+		rows, err := lo.rows(ctx, t.Namespace, t.Cluster)
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
-			if t.Cluster != "" && r.Name != t.Cluster {
-				continue
-			}
 			r.Context = t.Context
 			per[i] = append(per[i], r)
 		}

@@ -123,3 +123,44 @@ func TestListMemoKeepsOnlyCompleteAnswers(t *testing.T) {
 		t.Errorf("%d requests, want 5 (failed, paged, complete, other selector, continued page)", got)
 	}
 }
+
+// A fleet target naming one cluster reads only that cluster's row (its pods, its lock), not
+// those of every cluster of its namespace; a cluster it names that does not exist is that
+// target's error (it was dropped without a word: the fleet list just lacked its row).
+func TestFleetListTargetNamingOneCluster(t *testing.T) {
+	fh := newFleetHarness(t)
+	file := writeFleetFile(t, "targets:\n- context: ctx-b\n  clusters: [users]\n- context: ctx-a\n  clusters: [nope]\n")
+	r := fh.run("list", "--fleet", file)
+	if r.code != 2 || !strings.Contains(r.err, "ctx-a") || !strings.Contains(r.err, `named "nope"`) {
+		t.Fatalf("exit %d, want 2 naming ctx-a's missing cluster: %s\n%s", r.code, r.err, r.out)
+	}
+	if got := strings.Join(strings.Fields(strings.Split(strings.TrimSpace(r.out), "\n")[1]), " "); got != "ctx-b users generic web 3/3 3/3 - - -" {
+		t.Errorf("row %q:\n%s", got, r.out)
+	}
+	if pods := listActions(fh.clients["ctx-b"], "pods"); pods != 1 {
+		t.Errorf("ctx-b: %d pod lists, want 1 (users only; orders is not a target)", pods)
+	}
+	if pods := listActions(fh.clients["ctx-a"], "pods"); pods != 0 {
+		t.Errorf("ctx-a: %d pod lists, want none (its target names no cluster there)", pods)
+	}
+	fh.noWrites(t)
+}
+
+// With -l, list reads the StatefulSets once: the selection and every row's discovery share it.
+func TestListSelectorReadsStatefulSetsOnce(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 3 {
+		objs = append(objs, fakecluster.Objects("prod", fmt.Sprintf("db%d", i), "", webObjects()...)...)
+	}
+	h := newHarness(t, uniqueObjects(objs)...)
+	r := h.run("list", "-n", "prod", "-l", "!absent")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if sts := listActions(h.client, "statefulsets"); sts != 1 {
+		t.Errorf("%d StatefulSet lists with -l, want 1", sts)
+	}
+	if n := len(strings.Split(strings.TrimSpace(r.out), "\n")); n != 4 {
+		t.Errorf("%d lines, want a header and 3 rows:\n%s", n, r.out)
+	}
+}
