@@ -28,6 +28,10 @@ func TestCompletion(t *testing.T) {
 		{"fleet contexts", []string{"restart", "db", "--contexts", ""}, []string{"prod", "staging"}},
 		{"fleet contexts of list", []string{"list", "--contexts", ""}, []string{"prod", "staging"}},
 		{"holder for deny add", []string{"deny", "add", "db", ""}, []string{"bob@test"}},
+		// Over a fleet with -l the first argument is the ID: no cluster names (they were offered).
+		{"no clusters for deny add -l", []string{"deny", "add", "--contexts", "prod", "-l", "tier=db", ""}, nil},
+		{"no clusters for deny allow -l", []string{"deny", "allow", "--contexts", "prod", "-l", "tier=db", ""}, nil},
+		{"nothing after the ID with -l", []string{"deny", "allow", "ci@test", "--contexts", "prod", "-l", "tier=db", ""}, nil},
 		{"holder for lock release --id", []string{"lock", "release", "db", "--id", ""}, []string{"bob@test"}},
 		{"groups", []string{"restart", "db", "--group", ""}, []string{"master", "hot", "cold"}},
 		{"output of a document command", []string{"status", "db", "-o", ""}, documentFormats()},

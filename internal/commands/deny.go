@@ -64,7 +64,7 @@ func newDenyAddCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
   # Fleet, no CLUSTER: on every cluster labelled tier=db in every namespace of the contexts prod-*
   kubectl dbops deny add ci-bot@api.example:6443 --contexts 'prod-*' -A -l tier=db --reason "runaway pipeline" --yes`,
 		Args: rangeArgs(0, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		ValidArgsFunction: o.completeUnlessSelecting(func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return completeClusters(g)(cmd, args, toComplete)
 			}
@@ -72,7 +72,7 @@ func newDenyAddCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
 			return completeHolder(g, rf)(cmd, args, toComplete)
-		},
+		}),
 		RunE: runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is denied (recorded)")
@@ -92,13 +92,25 @@ func newDenyAllowCmd(g *GlobalOptions, rf *RunFlags) *cobra.Command {
   # Fleet, no CLUSTER: on every cluster labelled tier=db of the contexts prod-*
   kubectl dbops deny allow ci-bot@api.example:6443 --contexts 'prod-*' -l tier=db --reason "pipeline fixed" --yes`,
 		Args:              rangeArgs(0, 2, "CLUSTER and ID (or CLUSTER with --operator-instance)"),
-		ValidArgsFunction: completeDenied(g, rf),
+		ValidArgsFunction: o.completeUnlessSelecting(completeDenied(g, rf)),
 		RunE:              runOptions(o),
 	}
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the ID is allowed again (recorded)")
 	cmd.Flags().StringVar(&o.OperatorInstance, "operator-instance", "", "FoundationDB: allow this operator instance ({id, allow: true} in spec.lockOptions.denyList; entries are never removed)")
 	o.addWriteFleetFlags(cmd, g)
 	return cmd
+}
+
+// completeUnlessSelecting is complete, except over a fleet with -l: there the first argument
+// is the ID (Complete below), not a cluster, and IDs are not offered (whose lock or deny list
+// would they come from, of all the selected clusters?).
+func (o *DenyOptions) completeUnlessSelecting(complete func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if o.fleet.active(o.GlobalOptions) && o.Selector != "" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return complete(cmd, args, toComplete)
+	}
 }
 
 // Complete fills in arguments: CLUSTER and ID, or CLUSTER with --operator-instance; over a
