@@ -82,14 +82,26 @@ func (x *fleetEnv) namespace() string {
 
 // context adds (or changes) context name of the kubeconfig: the cluster and user of context
 // from (bed-a or bed-b), with namespace ns.
-func (x *fleetEnv) context(name, from, ns string) {
+func (x *fleetEnv) context(name, from, ns string) { x.contextAs(name, from, ns, "") }
+
+// contextAs is context whose user (unless as is "") is from's impersonating user as (the
+// kubeconfig's `as`): the CLI acts as that user there, while x.client(name) stays from's
+// admin, to set up and inspect the bed.
+func (x *fleetEnv) contextAs(name, from, ns, as string) {
 	x.t.Helper()
 	cfg, err := clientcmd.LoadFromFile(x.kc)
 	if err != nil {
 		x.t.Fatal(err)
 	}
 	src := cfg.Contexts[from]
-	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: src.Cluster, AuthInfo: src.AuthInfo, Namespace: ns}
+	authInfo := src.AuthInfo
+	if as != "" {
+		ai := cfg.AuthInfos[src.AuthInfo].DeepCopy()
+		ai.Impersonate = as
+		authInfo = name
+		cfg.AuthInfos[authInfo] = ai
+	}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: src.Cluster, AuthInfo: authInfo, Namespace: ns}
 	if err := clientcmd.WriteToFile(*cfg, x.kc); err != nil {
 		x.t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
+	"github.com/kubectl-dbops/kubectl-dbops/test/testbed"
 )
 
 // readmeRBAC returns the Role and ClusterRole of the README's RBAC section, as a user would
@@ -70,45 +71,55 @@ func readmeRBAC(t *testing.T) (*rbacv1.Role, *rbacv1.ClusterRole) {
 // CLI then acts as with --as (the test bed's admin may impersonate).
 type rbacUser struct {
 	t      *testing.T
+	tb     *testbed.Testbed // whose API server the user is bound in
 	ns     string
 	name   string
 	role   *rbacv1.Role
 	client kubernetes.Interface // as the user, for access reviews
 }
 
-func newRBACUser(t *testing.T, ns string) *rbacUser {
+// newRBACUser is newRBACUserIn the shared bed.
+func newRBACUser(t *testing.T, ns string) *rbacUser { return newRBACUserIn(t, bed, ns) }
+
+// newRBACUserIn binds the README's Role and ClusterRole to a new user in tb's API server and
+// waits until its authorizer has seen them (so that a later setRules probe that wants false
+// is not satisfied by bindings the authorizer has not seen yet).
+func newRBACUserIn(t *testing.T, tb *testbed.Testbed, ns string) *rbacUser {
 	t.Helper()
 	role, cr := readmeRBAC(t)
-	u := &rbacUser{t: t, ns: ns, name: "dbops-e2e-" + ns}
+	u := &rbacUser{t: t, tb: tb, ns: ns, name: "dbops-e2e-" + ns}
 	ctx := t.Context()
 	role.Namespace, role.Name = ns, "kubectl-dbops"
-	created, err := bed.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+	created, err := tb.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create Role: %v", err)
 	}
 	u.role = created
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: u.name}}
-	if _, err := bed.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-dbops"},
+	if _, err := tb.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kubectl-dbops"},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, Subjects: subject}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create RoleBinding: %v", err)
 	}
 	cr.Name = "kubectl-dbops-nodes-" + ns
-	if _, err := bed.Client.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+	if _, err := tb.Client.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create ClusterRole: %v", err)
 	}
-	if _, err := bed.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
+	if _, err := tb.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name}, Subjects: subject}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create ClusterRoleBinding: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = bed.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
-		_ = bed.Client.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
+		_ = tb.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
+		_ = tb.Client.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
 	})
-	rc := rest.CopyConfig(bed.RESTConfig)
+	rc := rest.CopyConfig(tb.RESTConfig)
 	rc.Impersonate = rest.ImpersonationConfig{UserName: u.name}
 	if u.client, err = kubernetes.NewForConfig(rc); err != nil {
 		t.Fatal(err)
 	}
+	// One permission of each binding: the Role's and the ClusterRole's.
+	u.await(ops.Permission{Verb: "get", Resource: "pods"}, true)
+	u.await(ops.Permission{Verb: "list", Resource: "nodes"}, true)
 	return u
 }
 
@@ -125,23 +136,30 @@ func (u *rbacUser) allowed(p ops.Permission) bool {
 }
 
 // setRules replaces the Role's rules and waits until the API server's authorizer agrees that
-// probe is allowed (or not, per want): RBAC changes reach the authorizer through a watch.
+// probe is allowed (or not, per want).
 func (u *rbacUser) setRules(rules []rbacv1.PolicyRule, probe ops.Permission, want bool) {
 	u.t.Helper()
-	r, err := bed.Client.RbacV1().Roles(u.ns).Get(u.t.Context(), u.role.Name, metav1.GetOptions{})
+	r, err := u.tb.Client.RbacV1().Roles(u.ns).Get(u.t.Context(), u.role.Name, metav1.GetOptions{})
 	if err != nil {
 		u.t.Fatal(err)
 	}
 	r.Rules = rules
-	if _, err := bed.Client.RbacV1().Roles(u.ns).Update(u.t.Context(), r, metav1.UpdateOptions{}); err != nil {
+	if _, err := u.tb.Client.RbacV1().Roles(u.ns).Update(u.t.Context(), r, metav1.UpdateOptions{}); err != nil {
 		u.t.Fatal(err)
 	}
+	u.await(probe, want)
+}
+
+// await waits until the API server's authorizer agrees that probe is allowed (or not, per
+// want): RBAC changes reach the authorizer through a watch.
+func (u *rbacUser) await(probe ops.Permission, want bool) {
+	u.t.Helper()
 	ctx, cancel := context.WithTimeout(u.t.Context(), 30*time.Second)
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		return u.allowed(probe) == want, nil
 	}); err != nil {
-		u.t.Fatalf("the authorizer did not pick up the Role change (%s allowed=%v): %v", probe, want, err)
+		u.t.Fatalf("the authorizer did not pick up the RBAC change (%s allowed=%v): %v", probe, want, err)
 	}
 }
 
