@@ -321,6 +321,9 @@ func TestResolveLockID(t *testing.T) {
 		{nil, "alice@api.prod.example:6443"},
 		{[]string{"--context", "staging"}, "bob@api.prod.example:6443"},
 		{[]string{"--as", "carol"}, "carol@api.prod.example:6443"},
+		// --user overrides the context's user for the requests, and so names the person.
+		{[]string{"--user", "bob"}, "bob@api.prod.example:6443"},
+		{[]string{"-s", "https://10.0.0.1:6443"}, "alice@10.0.0.1:6443"},
 		{[]string{"--lock-id", "ci@test", "--as", "carol"}, "ci@test"},
 	}
 	for _, tt := range tests {

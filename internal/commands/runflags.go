@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops"
 	"github.com/kubectl-dbops/kubectl-dbops/internal/ops/lock"
@@ -71,6 +72,32 @@ func (o *RunFlags) ResolveLockID(cf *genericclioptions.ConfigFlags) (string, err
 	}
 	if cf.Impersonate != nil {
 		as = *cf.Impersonate
+	}
+	// --user, --cluster and -s override the context's user and server for the requests: the
+	// ID names those, not the context's.
+	if name := ctxName; name != "" || raw.CurrentContext != "" {
+		if name == "" {
+			name = raw.CurrentContext
+		}
+		if kctx := raw.Contexts[name]; kctx != nil {
+			kctx = kctx.DeepCopy()
+			if cf.AuthInfoName != nil && *cf.AuthInfoName != "" {
+				kctx.AuthInfo = *cf.AuthInfoName
+			}
+			if cf.ClusterName != nil && *cf.ClusterName != "" {
+				kctx.Cluster = *cf.ClusterName
+			}
+			if cf.APIServer != nil && *cf.APIServer != "" {
+				// -s: the server given, whatever cluster entry the context names.
+				const given = "\x00--server"
+				if raw.Clusters == nil {
+					raw.Clusters = map[string]*clientcmdapi.Cluster{}
+				}
+				raw.Clusters[given] = &clientcmdapi.Cluster{Server: *cf.APIServer}
+				kctx.Cluster = given
+			}
+			raw.Contexts[name] = kctx
+		}
 	}
 	id, err := lock.IDFromKubeconfig(raw, ctxName, as)
 	if err != nil {

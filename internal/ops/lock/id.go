@@ -29,7 +29,8 @@ func DefaultID(user, server string) string {
 
 // IDFromKubeconfig returns DefaultID for the user and cluster server of the
 // named context (the current context when contextName is empty); as, when
-// set, is the user the requests impersonate (--as) and names the person.
+// set, is the user the requests impersonate (--as) and names the person, as
+// does the context user's own `as:` (its requests impersonate that user too).
 func IDFromKubeconfig(cfg clientcmdapi.Config, contextName, as string) (string, error) {
 	if contextName == "" {
 		contextName = cfg.CurrentContext
@@ -43,6 +44,9 @@ func IDFromKubeconfig(cfg clientcmdapi.Config, contextName, as string) (string, 
 		server = cl.Server
 	}
 	user := kctx.AuthInfo
+	if ai, ok := cfg.AuthInfos[kctx.AuthInfo]; ok && ai != nil && ai.Impersonate != "" {
+		user = ai.Impersonate
+	}
 	if as != "" {
 		user = as
 	}

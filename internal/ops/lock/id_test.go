@@ -36,7 +36,10 @@ func TestIDFromKubeconfig(t *testing.T) {
 			"prod":    {Cluster: "prod-cluster", AuthInfo: "alice"},
 			"staging": {Cluster: "staging-cluster", AuthInfo: "bob"},
 			"broken":  {Cluster: "missing", AuthInfo: "carol"},
+			"ro":      {Cluster: "prod-cluster", AuthInfo: "admin-as-dave"},
 		},
+		// A kubeconfig user whose requests impersonate dave (as: dave): dave is the person.
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{"admin-as-dave": {Token: "t", Impersonate: "dave"}},
 		Clusters: map[string]*clientcmdapi.Cluster{
 			"prod-cluster":    {Server: "https://api.prod.example:6443"},
 			"staging-cluster": {Server: "https://api.staging.example"},
@@ -49,6 +52,7 @@ func TestIDFromKubeconfig(t *testing.T) {
 		{"", "alice@api.prod.example:6443", false},
 		{"staging", "bob@api.staging.example", false},
 		{"broken", "carol", false},
+		{"ro", "dave@api.prod.example:6443", false},
 		{"nope", "", true},
 	}
 	for _, tc := range tests {
