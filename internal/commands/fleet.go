@@ -140,14 +140,15 @@ func fleetFailure(rs []fleet.Result) error {
 }
 
 // fleetFailureBy is fleetFailure naming the targets by their outcome (outcome of the summary),
-// so a stopped, skipped or nothing-to-resume target is not counted as failed.
+// so a stopped, skipped or nothing-to-resume target is not counted as failed. The targets a
+// stop left not started are named too: the last line must not read as if the rest were done.
 func fleetFailureBy(rs []fleet.Result, outcome func(fleet.Result) string) error {
 	var worst error
 	code := fleet.WorstExit(rs)
 	var order []string
 	byOutcome := map[string][]string{}
 	for _, r := range rs {
-		if r.Err == nil {
+		if r.Err == nil && outcome(r) != fleet.OutcomeNotStarted {
 			continue
 		}
 		oc := outcome(r)

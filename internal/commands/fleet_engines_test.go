@@ -228,6 +228,15 @@ func TestFleetRestartRBACRefusal(t *testing.T) {
 		if len(ca.Deleted()) != deleted {
 			t.Errorf("fail-fast %v: ctx-a deleted %v, want %d pods", failFast, ca.Deleted(), deleted)
 		}
+		// The last line names the target the stop left not started (it read as if only ctx-b
+		// had been at issue).
+		lastWant := "error: fleet: 1 of 2 targets failed (ctx-b/db/orders): "
+		if failFast {
+			lastWant = "error: fleet: 1 of 2 targets failed (ctx-b/db/orders); 1 of 2 targets not-started (ctx-a/db/orders): "
+		}
+		if lines := strings.Split(strings.TrimSpace(r.err), "\n"); !strings.HasPrefix(lines[len(lines)-1], lastWant) {
+			t.Errorf("fail-fast %v: last line %q, want it to start %q", failFast, lines[len(lines)-1], lastWant)
+		}
 	}
 }
 
