@@ -68,13 +68,8 @@ func TestFleetRestartRBACRefusal(t *testing.T) {
 			if last := lines[len(lines)-1]; !strings.HasPrefix(last, tc.last) {
 				t.Errorf("the last line does not start %q: %s", tc.last, res)
 			}
-			i := strings.Index(res.Stdout, "\nCONTEXT ")
-			if i < 0 {
-				t.Fatalf("no summary table: %s", res)
-			}
 			var rows []string
-			for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
-				f := strings.Fields(l)
+			for _, f := range fleetSummaryRows(t, res) {
 				rows = append(rows, f[0]+" "+f[3]+" "+f[len(f)-1])
 			}
 			if strings.Join(rows, ",") != tc.summary {

@@ -353,6 +353,21 @@ func fleetSelect(t *testing.T, x *fleetEnv) {
 
 // fleetEvents are the NDJSON lines of a fleet run, each with its context ("" for the final
 // fleet-summary).
+// fleetSummaryRows are the fields of each row of the summary table that ends a fleet run's
+// plain output (CONTEXT NAMESPACE CLUSTER OUTCOME DURATION REASON).
+func fleetSummaryRows(t *testing.T, res cliResult) [][]string {
+	t.Helper()
+	i := strings.Index(res.Stdout, "\nCONTEXT ")
+	if i < 0 {
+		t.Fatalf("no summary table: %s", res)
+	}
+	var rows [][]string
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
+		rows = append(rows, strings.Fields(l))
+	}
+	return rows
+}
+
 type fleetEvent struct {
 	Context string `json:"context"`
 	Cluster string `json:"cluster"`
@@ -645,13 +660,8 @@ func TestFleetRestartLockedAndStopped(t *testing.T) {
 	if res.Code == 0 {
 		t.Fatalf("want a failure (bed-b-3 has no cluster web): %s", res)
 	}
-	i := strings.Index(res.Stdout, "\nCONTEXT ")
-	if i < 0 {
-		t.Fatalf("no summary table: %s", res)
-	}
 	var rows []string
-	for _, l := range strings.Split(strings.TrimSpace(res.Stdout[i+1:]), "\n")[1:] {
-		f := strings.Fields(l)
+	for _, f := range fleetSummaryRows(t, res) {
 		rows = append(rows, f[0]+" "+f[3])
 	}
 	if strings.Join(rows, ",") != "bed-a-2 stopped,bed-b skipped,bed-b-3 failed" {
