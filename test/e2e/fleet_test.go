@@ -351,8 +351,6 @@ func fleetSelect(t *testing.T, x *fleetEnv) {
 	}
 }
 
-// fleetEvents are the NDJSON lines of a fleet run, each with its context ("" for the final
-// fleet-summary).
 // fleetSummaryRows are the fields of each row of the summary table that ends a fleet run's
 // plain output (CONTEXT NAMESPACE CLUSTER OUTCOME DURATION REASON).
 func fleetSummaryRows(t *testing.T, res cliResult) [][]string {
@@ -368,6 +366,8 @@ func fleetSummaryRows(t *testing.T, res cliResult) [][]string {
 	return rows
 }
 
+// fleetEvents are the NDJSON lines of a fleet run, each with its context ("" for the final
+// fleet-summary).
 type fleetEvent struct {
 	Context string `json:"context"`
 	Cluster string `json:"cluster"`
